@@ -1,0 +1,182 @@
+"""The `bertology` command: a thin typer layer over the Python API."""
+
+from __future__ import annotations
+
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bertology import __version__
+from bertology.errors import BertologyError
+
+app = typer.Typer(
+    name="bertology",
+    help="The BERTology literature, runnable: extract, probe, analyse attention, intervene, report.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console(stderr=True)
+out_console = Console()
+
+
+class Pool(str, Enum):
+    word_mean = "word-mean"
+    word_first = "word-first"
+    word_last = "word-last"
+    cls = "cls"
+    mean = "mean"
+    tokens = "tokens"
+
+
+class StoreDtype(str, Enum):
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    float32 = "float32"
+
+
+class LongPolicy(str, Enum):
+    window = "window"
+    error = "error"
+
+
+def parse_layers(text: Optional[str]) -> Optional[list[int]]:
+    """'all', '0,3,6', '1-4' or '-1' (last)."""
+    if text is None or text == "all":
+        return None
+    layers: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part[1:]:
+            lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
+            layers.extend(range(int(lo), int(hi) + 1))
+        else:
+            try:
+                layers.append(int(part))
+            except ValueError:
+                raise typer.BadParameter(f"layer {part!r} is not an integer; expected e.g. 0,3,6 or 1-4") from None
+    return layers
+
+
+@app.command()
+def extract(
+    model: str = typer.Option("minilm", "--model", "-m", help="Alias (minilm), local directory or hub id."),
+    data: Path = typer.Option(..., "--data", "-d", help="Corpus: .conllu, .txt (one sentence a line) or SentEval .tsv."),
+    out: Path = typer.Option(..., "--out", "-o", help="Store directory (created; resumed if interrupted)."),
+    layers: Optional[str] = typer.Option(None, help="Layers to keep: all (default), '0,3,6' or '1-4'; 0 = embeddings."),
+    pool: Pool = typer.Option(Pool.word_mean, help="Vectors per word, per sentence (cls/mean) or per subword."),
+    attentions: bool = typer.Option(False, "--attentions", help="Also store word-level attention maps (float32)."),
+    dtype: StoreDtype = typer.Option(StoreDtype.float16, help="Storage dtype of hidden states."),
+    bf16: bool = typer.Option(False, "--bf16", help="Compute under bfloat16 autocast (not used for attentions)."),
+    long_policy: LongPolicy = typer.Option(LongPolicy.window, help="Sentences over the max length: sliding window or error."),
+    untrained_seed: Optional[int] = typer.Option(None, help="Use the untrained twin re-initialised from this seed."),
+    batch_tokens: int = typer.Option(4096, help="Padded tokens per batch."),
+    overwrite: bool = typer.Option(False, help="Replace a store built from another model or input."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda, ... (default: where the model loads)."),
+) -> None:
+    """Extract every layer's word-aligned vectors (and attentions) into a chunked, resumable store."""
+    from bertology.data import read_corpus
+    from bertology.extraction import extract as run_extract
+    from bertology.models import load_encoder
+
+    sentences = read_corpus(data)
+    encoder = load_encoder(model, untrained_seed=untrained_seed, attentions=attentions, device=device)
+    started = time.perf_counter()
+    store = run_extract(
+        encoder, sentences, out, layers=parse_layers(layers), pool=pool.value, attentions=attentions,
+        dtype=dtype.value, autocast="bfloat16" if bf16 else None, batch_tokens=batch_tokens,
+        long_policy=long_policy.value, input_path=str(data), overwrite=overwrite,
+    )
+    _print_store_summary(store, time.perf_counter() - started)
+
+
+@app.command()
+def info(
+    store: Path = typer.Argument(..., help="Store directory."),
+    verify: bool = typer.Option(True, help="Check every shard's size and SHA-256."),
+) -> None:
+    """Show what a store holds and verify it."""
+    from bertology.store import Store
+
+    opened = Store.open(store, allow_incomplete=True)
+    _print_store_summary(opened, None)
+    if verify:
+        problems = opened.verify()
+        if problems:
+            for problem in problems:
+                console.print(f"[red]✗[/] {problem}")
+            raise typer.Exit(1)
+        out_console.print(f"[green]✓[/] {len(opened.shards)} shards verified")
+
+
+def _print_store_summary(store, seconds: Optional[float]) -> None:
+    index = store.index
+    table = Table(title=f"store {store.path}", show_header=False)
+    model = index["model"]
+    done = sum(s.complete for s in store.shards)
+    rows = [
+        ("model", f"{model['name']} ({model['model_type']}, fingerprint {model['fingerprint']})"),
+        ("layers", ", ".join(map(str, store.layers)) + "  (0 = embeddings)"),
+        ("pooling", store.pool),
+        ("attentions", "word-level, float32" if store.has_attentions else "no"),
+        ("sentences", f"{store.n_sentences:,}"),
+        ("words", f"{int(store.word_counts.sum()):,}"),
+        ("rows per layer", f"{int(store.offsets[-1]):,} x {store.dim} ({index['dtype']})"),
+        ("shards", f"{done}/{len(store.shards)} complete"),
+        ("size on disk", f"{store.size_on_disk() / 2**20:,.1f} MiB"),
+        ("input", f"{index['input'].get('path')} (hash {index['input']['hash']})"),
+        ("bertology", f"{index['bertology_version']} (format {index['format_version']})"),
+    ]
+    stats = index.get("stats") or {}
+    if stats.get("tokens_per_second"):
+        rows.append(("throughput", f"{stats['tokens_per_second']:,.0f} tokens/s "
+                     f"({stats['tokens']:,} tokens, {stats['padded_tokens'] - stats['tokens']:,} padding, "
+                     f"{stats['seconds']:.1f} s)"))
+    if stats.get("windowed_sentences"):
+        rows.append(("long sentences", f"{stats['windowed_sentences']} covered by sliding windows"))
+    for key, value in rows:
+        table.add_row(key, value)
+    out_console.print(table)
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("reports"), help="Where the store (and, later, the report) goes."),
+) -> None:
+    """Extract the packaged corpus (UD English EWT dev) with the embedded MiniLM and summarise the store."""
+    from bertology.data import default_corpus, read_conllu
+    from bertology.extraction import extract as run_extract
+    from bertology.models import load_encoder
+
+    corpus = default_corpus("ewt-dev")
+    encoder = load_encoder("minilm")
+    started = time.perf_counter()
+    store = run_extract(encoder, read_conllu(corpus), out / "minilm" / "stores" / "ewt-dev-word-mean",
+                        input_path=str(corpus))
+    _print_store_summary(store, time.perf_counter() - started)
+    out_console.print(f"store written to {store.path}")
+
+
+@app.command()
+def version() -> None:
+    """Print the bertology version."""
+    out_console.print(__version__)
+
+
+def main() -> None:
+    """Entry point: user errors become one clear line and exit code 1, not a traceback."""
+    try:
+        app()
+    except BertologyError as error:
+        console.print(f"[bold red]error:[/] {error}", highlight=False)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

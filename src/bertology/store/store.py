@@ -1,0 +1,326 @@
+"""The activation store: safetensors shards plus a JSON index, written so that it streams and resumes.
+
+Layout of a store directory::
+
+    store.json          index: format version, model fingerprint, input hash, layers, pooling, shards
+    sentences.json      sentence ids and words (written once, before any shard)
+    shard-00000.safetensors  tensors "layer.<l>" [rows, dim] and, with attentions, "attention.<l>"
+    ...
+
+Why safetensors shards and not zarr: a shard is one file written to a temporary name and renamed, so
+a crash never leaves a half-written chunk that looks whole; the index lists a shard only after its
+rename, with its size and SHA-256. Each tensor in a shard is read on its own through a memory map, so
+reading one layer never touches the bytes of the others. safetensors is kept by Hugging Face, has no
+native dependencies, and handles bfloat16.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from bertology.errors import StoreError
+
+FORMAT_VERSION = 1
+INDEX_NAME = "store.json"
+SENTENCES_NAME = "sentences.json"
+WORD_POOLS = ("word-mean", "word-first", "word-last")
+SENTENCE_POOLS = ("cls", "mean")
+POOLS = WORD_POOLS + SENTENCE_POOLS + ("tokens",)
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+def write_json_atomic(path: Path, payload) -> None:
+    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
+    path = Path(path)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(payload, out, indent=1, ensure_ascii=False)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> dict:
+    """Write one shard via a temporary file and rename; return its index entry (size and hash)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    digest = file_sha256(tmp)
+    os.replace(tmp, path)
+    return {"file": path.name, "bytes": path.stat().st_size, "sha256": digest}
+
+
+@dataclass
+class ShardInfo:
+    index: int
+    start: int
+    stop: int
+    file: str
+    bytes: int | None
+    sha256: str | None
+
+    @property
+    def complete(self) -> bool:
+        return self.sha256 is not None
+
+
+class Store:
+    """Read access to an extracted store. Open with :meth:`open`; nothing is loaded until asked."""
+
+    def __init__(self, path: Path, index: dict, sentences: list[dict]):
+        self.path = Path(path)
+        self.index = index
+        self._sentences = sentences
+        self.shards = [ShardInfo(index=i, **s) for i, s in enumerate(index["shards"])]
+        counts = np.asarray(index["row_counts"], dtype=np.int64)
+        self.row_counts = counts
+        self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    # -- opening ---------------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike,
+        expect_fingerprint: str | None = None,
+        expect_input_hash: str | None = None,
+        allow_incomplete: bool = False,
+    ) -> "Store":
+        path = Path(path)
+        index_path = path / INDEX_NAME
+        if not index_path.is_file():
+            raise StoreError(f"{path}: not a bertology store (no {INDEX_NAME})")
+        try:
+            index = json.loads(index_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{index_path}: unreadable index ({exc})") from None
+        version = index.get("format_version")
+        if version != FORMAT_VERSION:
+            raise StoreError(
+                f"{path}: store format version {version!r}, this bertology reads version {FORMAT_VERSION}; "
+                "re-extract it with `bertology extract`"
+            )
+        if expect_fingerprint and index["model"]["fingerprint"] != expect_fingerprint:
+            raise StoreError(
+                f"{path}: built from model {index['model']['name']!r} (fingerprint "
+                f"{index['model']['fingerprint']}), not the model given (fingerprint {expect_fingerprint})"
+            )
+        if expect_input_hash and index["input"]["hash"] != expect_input_hash:
+            raise StoreError(
+                f"{path}: built from input {index['input'].get('path')!r} (hash {index['input']['hash']}), "
+                f"not the input given (hash {expect_input_hash})"
+            )
+        sentences = json.loads((path / SENTENCES_NAME).read_text(encoding="utf-8"))
+        store = cls(path, index, sentences)
+        if not allow_incomplete and not store.complete:
+            done = sum(s.complete for s in store.shards)
+            raise StoreError(
+                f"{path}: incomplete ({done}/{len(store.shards)} shards); run the same `bertology extract` "
+                "again to resume"
+            )
+        return store
+
+    # -- what it holds ---------------------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        return all(s.complete for s in self.shards)
+
+    @property
+    def metadata(self) -> dict:
+        return {k: v for k, v in self.index.items() if k not in ("shards", "row_counts")}
+
+    @property
+    def layers(self) -> list[int]:
+        return list(self.index["layers"])
+
+    @property
+    def pool(self) -> str:
+        return self.index["pool"]
+
+    @property
+    def dim(self) -> int:
+        return int(self.index["model"]["hidden_size"])
+
+    @property
+    def has_attentions(self) -> bool:
+        return bool(self.index["attentions"])
+
+    @property
+    def n_sentences(self) -> int:
+        return len(self._sentences)
+
+    @property
+    def sentence_ids(self) -> list[str]:
+        return [s["id"] for s in self._sentences]
+
+    @property
+    def word_counts(self) -> np.ndarray:
+        return np.asarray([len(s["words"]) for s in self._sentences], dtype=np.int64)
+
+    def words(self, i: int) -> tuple[str, ...]:
+        return tuple(self._sentences[i]["words"])
+
+    def tokens(self, i: int) -> tuple[str, ...]:
+        """Subword tokens of sentence ``i`` (stored for ``pool="tokens"``)."""
+        return tuple(self._sentences[i].get("tokens") or ())
+
+    def __len__(self) -> int:
+        return self.n_sentences
+
+    def __repr__(self) -> str:
+        return (f"Store({str(self.path)!r}, model={self.index['model']['name']!r}, layers={self.layers}, "
+                f"pool={self.pool!r}, sentences={self.n_sentences}, attentions={self.has_attentions})")
+
+    # -- reading ---------------------------------------------------------------------------------
+    def _check_layer(self, layer: int) -> None:
+        if layer not in self.layers:
+            raise StoreError(f"{self.path}: layer {layer} not in store (has {self.layers})")
+
+    def _shard_path(self, shard: ShardInfo) -> Path:
+        path = self.path / shard.file
+        if not shard.complete:
+            raise StoreError(f"{path}: shard {shard.index} is not complete; resume the extraction")
+        if not path.is_file() or path.stat().st_size != shard.bytes:
+            raise StoreError(f"{path}: shard missing or of the wrong size; the store is damaged, re-extract")
+        return path
+
+    def _read(self, shard: ShardInfo, name: str) -> torch.Tensor:
+        with safe_open(str(self._shard_path(shard)), framework="pt") as handle:
+            return handle.get_tensor(name)
+
+    def iter_layer(self, layer: int) -> Iterator[tuple[ShardInfo, np.ndarray]]:
+        """Stream one layer shard by shard: (shard, float32 rows of its sentences)."""
+        self._check_layer(layer)
+        for shard in self.shards:
+            yield shard, self._read(shard, f"layer.{layer}").float().numpy()
+
+    def layer(self, layer: int) -> np.ndarray:
+        """All rows of one layer as float32: [total_words, dim] (word pools) or [n_sentences, dim]."""
+        self._check_layer(layer)
+        out = np.empty((int(self.offsets[-1]), self.dim), dtype=np.float32)
+        for shard, rows in self.iter_layer(layer):
+            out[self.offsets[shard.start] : self.offsets[shard.stop]] = rows
+        return out
+
+    def sentence_rows(self, i: int, layer: int) -> np.ndarray:
+        """The rows of sentence ``i`` in one layer, reading only its shard's tensor."""
+        self._check_layer(layer)
+        shard = self._shard_of(i)
+        rows = self._read(shard, f"layer.{layer}").float().numpy()
+        base = self.offsets[shard.start]
+        return rows[self.offsets[i] - base : self.offsets[i + 1] - base]
+
+    def sentence_vectors(self, layer: int, how: str = "mean") -> np.ndarray:
+        """One vector per sentence: the mean (or first) of its rows. [n_sentences, dim]."""
+        if self.pool in SENTENCE_POOLS:
+            return self.layer(layer)
+        rows = self.layer(layer)
+        if how == "first":
+            return rows[self.offsets[:-1]]
+        if how != "mean":
+            raise StoreError(f"sentence_vectors: how={how!r}, expected 'mean' or 'first'")
+        sums = np.add.reduceat(rows, self.offsets[:-1], axis=0)
+        return sums / self.row_counts[:, None]
+
+    def _shard_of(self, i: int) -> ShardInfo:
+        if not 0 <= i < self.n_sentences:
+            raise StoreError(f"{self.path}: sentence {i} out of range (0..{self.n_sentences - 1})")
+        for shard in self.shards:
+            if shard.start <= i < shard.stop:
+                return shard
+        raise StoreError(f"{self.path}: no shard holds sentence {i}")
+
+    def _attention_sizes(self, start: int, stop: int) -> np.ndarray:
+        groups = self.word_counts[start:stop] + 2
+        return self.index["model"]["num_heads"] * groups * groups
+
+    def iter_attention_layer(self, layer: int) -> Iterator[np.ndarray]:
+        """Word-level attention of one layer, sentence by sentence: float32 [heads, n+2, n+2]."""
+        self._require_attentions()
+        self._check_layer_attention(layer)
+        heads = self.index["model"]["num_heads"]
+        for shard in self.shards:
+            flat = self._read(shard, f"attention.{layer}").float().numpy()
+            bounds = np.concatenate([[0], np.cumsum(self._attention_sizes(shard.start, shard.stop))])
+            for k, i in enumerate(range(shard.start, shard.stop)):
+                g = len(self._sentences[i]["words"]) + 2
+                yield flat[bounds[k] : bounds[k + 1]].reshape(heads, g, g)
+
+    attention_layer = iter_attention_layer
+
+    def attention(self, i: int) -> np.ndarray:
+        """Word-level attention of sentence ``i``: float32 [layers, heads, n+2, n+2].
+
+        Position 0 is the leading special token(s) ([CLS]), 1..n the words, n+1 the trailing ones ([SEP]).
+        """
+        self._require_attentions()
+        shard = self._shard_of(i)
+        heads = self.index["model"]["num_heads"]
+        g = len(self._sentences[i]["words"]) + 2
+        sizes = self._attention_sizes(shard.start, shard.stop)
+        begin = int(sizes[: i - shard.start].sum())
+        maps = []
+        with safe_open(str(self._shard_path(shard)), framework="pt") as handle:
+            for layer in self.attention_layers:
+                flat = handle.get_slice(f"attention.{layer}")[begin : begin + int(sizes[i - shard.start])]
+                maps.append(flat.float().numpy().reshape(heads, g, g))
+        return np.stack(maps)
+
+    def iter_attentions(self) -> Iterator[np.ndarray]:
+        """Every sentence's word-level attention [layers, heads, n+2, n+2], shard by shard."""
+        for i in range(self.n_sentences):
+            yield self.attention(i)
+
+    @property
+    def attention_layers(self) -> list[int]:
+        return [layer for layer in self.layers if layer >= 1]
+
+    def _check_layer_attention(self, layer: int) -> None:
+        if layer not in self.attention_layers:
+            raise StoreError(f"{self.path}: no attention for layer {layer} (has {self.attention_layers})")
+
+    def _require_attentions(self) -> None:
+        if not self.has_attentions:
+            raise StoreError(f"{self.path}: extracted without attentions; re-extract with --attentions")
+
+    # -- verification ----------------------------------------------------------------------------
+    def verify(self) -> list[str]:
+        """Check every shard's size and SHA-256 against the index; return the problems found."""
+        problems = []
+        for shard in self.shards:
+            path = self.path / shard.file
+            if not shard.complete:
+                problems.append(f"shard {shard.index}: not complete")
+            elif not path.is_file():
+                problems.append(f"{path.name}: missing")
+            elif path.stat().st_size != shard.bytes:
+                problems.append(f"{path.name}: size {path.stat().st_size}, index says {shard.bytes}")
+            elif file_sha256(path) != shard.sha256:
+                problems.append(f"{path.name}: SHA-256 differs from the index")
+        return problems
+
+    def size_on_disk(self) -> int:
+        return sum(p.stat().st_size for p in self.path.iterdir() if p.is_file())
