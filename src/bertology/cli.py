@@ -163,6 +163,15 @@ def demo(
     out_console.print(f"store written to {store.path}")
 
 
+def _register_subcommands() -> None:
+    from bertology.tasks.cli import app as tasks_app
+
+    app.add_typer(tasks_app, name="tasks", help="Build and list SentEval probing tasks from treebanks.")
+
+
+_register_subcommands()
+
+
 @app.command()
 def version() -> None:
     """Print the bertology version."""

@@ -10,15 +10,20 @@ from bertology.data.corpus import (
     sentences_from_strings,
 )
 from bertology.data.paths import default_corpus, shared_data_dir
+from bertology.data.wnut17 import WNUT17_FILES, WNUT17_TYPES, entity_spans, read_wnut17
 
 __all__ = [
     "Sentence",
+    "WNUT17_FILES",
+    "WNUT17_TYPES",
+    "entity_spans",
     "default_corpus",
     "open_text",
     "read_conllu",
     "read_corpus",
     "read_senteval",
     "read_text",
+    "read_wnut17",
     "sentences_from_strings",
     "shared_data_dir",
 ]

@@ -1,7 +1,7 @@
 """Extraction: word-aligned hidden states and word-level attentions into a store."""
 
 from bertology.extraction.alignment import EncodedSentence, encode_sentences, plan_windows, word_groups
-from bertology.extraction.extract import ExtractionStats, corpus_hash, extract
+from bertology.extraction.pipeline import ExtractionStats, corpus_hash, extract
 
 __all__ = ["EncodedSentence", "ExtractionStats", "corpus_hash", "encode_sentences", "extract", "plan_windows",
            "word_groups"]

@@ -96,11 +96,11 @@ def _batches(segments: list[Segment], batch_tokens: int, max_batch: int,
 
 
 def _plan_shards(encoded: list[EncodedSentence], row_counts: np.ndarray, bytes_per_row: int,
-                 attention_bytes: np.ndarray) -> list[tuple[int, int]]:
+                 attention_bytes: np.ndarray, target: int) -> list[tuple[int, int]]:
     shards, start, size = [], 0, 0
     for i in range(len(encoded)):
         cost = int(row_counts[i]) * bytes_per_row + int(attention_bytes[i])
-        if i > start and size + cost > SHARD_TARGET_BYTES:
+        if i > start and size + cost > target:
             shards.append((start, i))
             start, size = i, 0
         size += cost
@@ -264,6 +264,7 @@ def extract(
     overwrite: bool = False,
     progress: bool = True,
     device: str | None = None,
+    shard_bytes: int = SHARD_TARGET_BYTES,
 ) -> Store:
     """Extract ``layers`` (0 = embeddings; default all) of ``encoder`` for ``sentences`` into ``out``.
 
@@ -306,7 +307,8 @@ def extract(
     attention_layers = [layer for layer in layers if layer >= 1] if attentions else []
     groups = np.asarray([e.n_words + 2 for e in encoded], dtype=np.int64)
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
-    shard_bounds = _plan_shards(encoded, row_counts, store_bytes * encoder.hidden_size * len(layers), attention_bytes)
+    shard_bounds = _plan_shards(encoded, row_counts, store_bytes * encoder.hidden_size * len(layers), attention_bytes,
+                                 shard_bytes)
 
     if existing is None:
         out.mkdir(parents=True, exist_ok=True)

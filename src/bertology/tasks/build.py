@@ -1,0 +1,324 @@
+"""``build_tasks``: the ten SentEval probing tasks from a CoNLL-U treebank, written in SentEval's format."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bertology.data import Sentence, read_conllu
+from bertology.errors import DataError
+from bertology.tasks.builders import BUILDERS, SPLITS, BuildContext, TaskOutput
+from bertology.tasks.catalog import SENTEVAL_FILES, TABLE2_COLUMNS, TASK_NAMES, resolve_task_name
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "bertology-senteval-tasks/1"
+#: SentEval's corpus held sentences of 5-28 Moses tokens (its SentLen bins end at 28).
+DEFAULT_LENGTH_RANGE = (5, 28)
+#: Fractions used to split a treebank that does not come as train/dev/test files.
+RANDOM_SPLIT = (0.8, 0.1, 0.1)
+
+_SPLIT_PATTERNS = {"tr": re.compile(r"[-_.]train\b"), "va": re.compile(r"[-_.]dev\b"), "te": re.compile(r"[-_.]test\b")}
+
+
+@dataclass
+class BuildReport:
+    """What ``build_tasks`` did: tasks written, tasks skipped (with the reason) and per-label counts."""
+
+    out_dir: Path
+    built: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    counts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["task", "split", "label", "n"]))
+    split_source: str = ""
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.out_dir / MANIFEST_NAME
+
+    def totals(self) -> pd.DataFrame:
+        """One row per built task, one column per split."""
+        if self.counts.empty:
+            return pd.DataFrame(columns=["task", *SPLITS])
+        table = self.counts.pivot_table(index="task", columns="split", values="n", aggfunc="sum", fill_value=0)
+        return table.reindex(columns=list(SPLITS), fill_value=0).reindex(self.built).reset_index()
+
+    def summary(self) -> str:
+        lines = [f"built {len(self.built)} task(s) in {self.out_dir} ({self.split_source})"]
+        for row in self.totals().itertuples(index=False):
+            lines.append(f"  {row.task}: tr={row.tr} va={row.va} te={row.te}")
+        for task, reason in self.skipped.items():
+            lines.append(f"  skipped {task}: {reason}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ input
+
+
+def _conllu_files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".conllu", ".conllu.gz")))
+            if not found:
+                raise DataError(f"{path}: no .conllu or .conllu.gz files in this directory; expected a UD treebank")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise DataError(f"{path}: file not found; expected a CoNLL-U file or a UD treebank directory")
+    return files
+
+
+def split_role(path: Path) -> str | None:
+    """tr/va/te from a UD file name (``en_ewt-ud-train.conllu.gz``), None when it names no split."""
+    name = path.name.lower()
+    roles = [role for role, pattern in _SPLIT_PATTERNS.items() if pattern.search(name)]
+    return roles[0] if len(roles) == 1 else None
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _clean_words(sentence: Sentence) -> Sentence:
+    # SentEval's format is space-delimited; a word with a space (allowed in some UD treebanks) is kept as one.
+    if any(any(ch.isspace() for ch in w) for w in sentence.words):
+        words = tuple("_".join(w.split()) for w in sentence.words)
+        return dataclasses.replace(sentence, words=words)
+    return sentence
+
+
+def load_splits(
+    treebank: str | os.PathLike | Sequence[str | os.PathLike], seed: int = 0
+) -> tuple[dict[str, list[Sentence]], list[dict], str]:
+    """Sentences per split (tr/va/te), the input files (path, sha256, split) and how splits were made.
+
+    A treebank given as train, dev and test files keeps those splits. Anything else (one file, or files
+    that do not name all three splits) is pooled and split 80/10/10 at random (seeded).
+    """
+    items = [treebank] if isinstance(treebank, (str, os.PathLike)) else list(treebank)
+    if not items:
+        raise DataError("no treebank given; expected a UD treebank directory or CoNLL-U files")
+    files = _conllu_files([Path(p) for p in items])
+    roles = {f: split_role(f) for f in files}
+    file_info = []
+    by_split: dict[str, list[Sentence]] = {s: [] for s in SPLITS}
+    if all(any(r == s for r in roles.values()) for s in SPLITS) and all(r is not None for r in roles.values()):
+        for f in files:
+            by_split[roles[f]].extend(_clean_words(s) for s in read_conllu(f))
+            file_info.append({"path": str(f.resolve()), "sha256": _sha256(f), "split": roles[f]})
+        return by_split, file_info, "treebank train/dev/test files"
+    pooled: list[Sentence] = []
+    for f in files:
+        pooled.extend(_clean_words(s) for s in read_conllu(f))
+        file_info.append({"path": str(f.resolve()), "sha256": _sha256(f), "split": None})
+    order = np.random.default_rng([seed, 7]).permutation(len(pooled))
+    n_tr = int(round(RANDOM_SPLIT[0] * len(pooled)))
+    n_va = int(round(RANDOM_SPLIT[1] * len(pooled)))
+    by_split["tr"] = [pooled[i] for i in sorted(order[:n_tr])]
+    by_split["va"] = [pooled[i] for i in sorted(order[n_tr:n_tr + n_va])]
+    by_split["te"] = [pooled[i] for i in sorted(order[n_tr + n_va:])]
+    return by_split, file_info, "random 80/10/10 split of the pooled sentences (seeded)"
+
+
+def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int], seed: int):
+    """De-duplicate across and within splits (te > va > tr), filter by length, count corpus statistics."""
+    seen: set[str] = set()
+    kept: dict[str, list[Sentence]] = {}
+    stats: dict[str, dict] = {}
+    for split in ("te", "va", "tr"):
+        unique = []
+        for sentence in by_split[split]:
+            text = " ".join(sentence.words)
+            if text in seen:
+                continue
+            seen.add(text)
+            unique.append(sentence)
+        in_range = [s for s in unique if length_range[0] <= len(s) <= length_range[1]]
+        kept[split] = in_range
+        stats[split] = {
+            "sentences": len(by_split[split]),
+            "duplicates_dropped": len(by_split[split]) - len(unique),
+            "outside_length_range": len(unique) - len(in_range),
+            "used": len(in_range),
+        }
+    frequency: Counter = Counter()
+    train_frequency: Counter = Counter()
+    spellings: Counter = Counter()
+    initial_spellings: Counter = Counter()
+    for split in SPLITS:
+        for sentence in by_split[split]:
+            for position, w in enumerate(sentence.words):
+                frequency[w.lower()] += 1
+                # A word's usual spelling is learnt away from the sentence start, where it is capitalised.
+                (spellings if position > 0 else initial_spellings)[w] += 1
+                if split == "tr":
+                    train_frequency[w.lower()] += 1
+    casing: dict[str, str] = {}
+    for table in (spellings, initial_spellings):
+        for spelling, n in sorted(table.items(), key=lambda kv: (-kv[1], kv[0])):
+            casing.setdefault(spelling.lower(), spelling)
+    ctx = BuildContext(
+        splits={s: kept[s] for s in SPLITS}, seed=seed, frequency=frequency,
+        train_frequency=train_frequency, casing=casing,
+    )
+    return ctx, {s: stats[s] for s in SPLITS}
+
+
+# ----------------------------------------------------------------------------------------- output
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename over it (readers never see half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _skip_reason(output: TaskOutput) -> str | None:
+    sizes = {s: len(output.instances[s]) for s in SPLITS}
+    if all(sizes[s] > 0 for s in SPLITS):
+        return None
+    empty = ", ".join(s for s in SPLITS if sizes[s] == 0)
+    why = "; ".join(f"{reason} ({n} sentences)" for reason, n in output.rejected.most_common(3))
+    return f"no instances in split(s) {empty}" + (f"; sentences were rejected because: {why}" if why else "")
+
+
+def _task_text(output: TaskOutput) -> str:
+    lines = []
+    for split in SPLITS:
+        for inst in output.instances[split]:
+            lines.append(f"{split}\t{inst.label}\t{' '.join(inst.words)}\n")
+    return "".join(lines)
+
+
+def _counts(output: TaskOutput) -> dict[str, dict[str, int]]:
+    return {
+        split: dict(sorted(Counter(inst.label for inst in output.instances[split]).items()))
+        for split in SPLITS
+    }
+
+
+def _read_manifest(out_dir: Path) -> dict:
+    path = out_dir / MANIFEST_NAME
+    if not path.exists():
+        return {"format": MANIFEST_FORMAT, "tasks": {}, "skipped": {}}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: not a valid JSON manifest ({exc}); delete it or choose another --out") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise DataError(f"{path}: not a bertology task manifest (expected format {MANIFEST_FORMAT!r})")
+    manifest.setdefault("tasks", {})
+    manifest.setdefault("skipped", {})
+    return manifest
+
+
+def build_tasks(
+    treebank: str | os.PathLike | Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    tasks: Iterable[str] | None = None,
+    seed: int = 0,
+    length_range: tuple[int, int] = DEFAULT_LENGTH_RANGE,
+    progress: bool = False,
+) -> BuildReport:
+    """Build SentEval probing tasks from a CoNLL-U treebank into ``out_dir``.
+
+    ``treebank`` is a UD directory (its ``*-train/dev/test.conllu(.gz)`` become tr/va/te), one CoNLL-U
+    file or a list of them. ``tasks`` takes canonical names or Table 2 names (default: all ten). Each
+    task is written as ``<senteval file name>`` (``split<TAB>label<TAB>sentence``) and described in
+    ``manifest.json``. Tasks the treebank cannot support (e.g. no Number feature) are skipped with the
+    reason in the report and manifest; the others are still built.
+    """
+    wanted = [resolve_task_name(t) for t in tasks] if tasks is not None else list(TASK_NAMES)
+    wanted = [t for t in TASK_NAMES if t in set(wanted)]
+    if not wanted:
+        raise DataError("no tasks requested; expected at least one of " + ", ".join(TASK_NAMES))
+    lo, hi = length_range
+    if not (1 <= lo <= hi):
+        raise DataError(f"length_range {length_range!r}: expected 1 <= min <= max")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DataError(f"{out_dir}: exists and is not a directory; expected an output directory")
+    manifest = _read_manifest(out_dir)
+
+    by_split, file_info, split_source = load_splits(treebank, seed=seed)
+    ctx, input_stats = _prepare(by_split, (lo, hi), seed)
+
+    from bertology import __version__ as version  # noqa: PLC0415 (avoid an import cycle at module load)
+
+    report = BuildReport(out_dir=out_dir, split_source=split_source)
+    rows = []
+    bar = _progress() if progress else nullcontext()
+    with bar as live:
+        job = live.add_task("building probing tasks", total=len(wanted)) if live is not None else None
+        for name in wanted:
+            output = BUILDERS[name](ctx)
+            reason = _skip_reason(output)
+            target = out_dir / SENTEVAL_FILES[name]
+            if reason is not None:
+                report.skipped[name] = reason
+                manifest["skipped"][name] = reason
+                if name in manifest["tasks"]:
+                    # A file from an earlier build would now contradict the manifest.
+                    target.unlink(missing_ok=True)
+                    del manifest["tasks"][name]
+            else:
+                atomic_write_text(target, _task_text(output))
+                counts = _counts(output)
+                manifest["skipped"].pop(name, None)
+                manifest["tasks"][name] = {
+                    "file": SENTEVAL_FILES[name],
+                    "column": TABLE2_COLUMNS[name],
+                    "treebank": file_info,
+                    "split_source": split_source,
+                    "input": input_stats,
+                    "seed": seed,
+                    "length_range": [lo, hi],
+                    "labels": output.label_order or sorted({lbl for c in counts.values() for lbl in c}),
+                    "counts": counts,
+                    "totals": {s: len(output.instances[s]) for s in SPLITS},
+                    "rejected": dict(output.rejected.most_common()),
+                    "params": output.params,
+                    "deviations": output.deviations,
+                    "bertology_version": version,
+                }
+                report.built.append(name)
+                rows += [
+                    {"task": name, "split": split, "label": label, "n": n}
+                    for split, by_label in counts.items() for label, n in by_label.items()
+                ]
+            if job is not None:
+                live.advance(job)
+    manifest["tasks"] = {k: manifest["tasks"][k] for k in TASK_NAMES if k in manifest["tasks"]}
+    atomic_write_text(out_dir / MANIFEST_NAME, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    report.counts = pd.DataFrame(rows, columns=["task", "split", "label", "n"])
+    return report
+
+
+def _progress():
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    transient=True)

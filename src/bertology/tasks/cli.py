@@ -1,0 +1,77 @@
+"""``bertology tasks build|list``: build SentEval probing tasks from a treebank, and list task files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bertology.tasks.build import build_tasks
+from bertology.tasks.catalog import TASKS
+from bertology.tasks.load import list_tasks
+
+app = typer.Typer(help="SentEval probing tasks (Conneau et al., 2018): build from a treebank, list.",
+                  no_args_is_help=True)
+
+
+def _split_names(values: Optional[list[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+@app.command("build")
+def build_command(
+    treebank: list[Path] = typer.Option(..., "--treebank", "-t",
+                                        help="UD treebank directory or CoNLL-U file(s); repeat for several files."),
+    out: Path = typer.Option(..., "--out", "-o", help="Directory for the task files and manifest.json."),
+    tasks: Optional[list[str]] = typer.Option(None, "--tasks",
+                                              help="Tasks to build (names or Table 2 names, comma-separated or "
+                                                   "repeated); default all ten."),
+    seed: int = typer.Option(0, "--seed", help="Seed for sampling, balancing and perturbations."),
+) -> None:
+    """Build the probing tasks from a CoNLL-U treebank into OUT (SentEval's file format)."""
+    console = Console()
+    report = build_tasks(treebank if len(treebank) > 1 else treebank[0], out, tasks=_split_names(tasks),
+                         seed=seed, progress=True)
+    table = Table(title=f"probing tasks in {out} ({report.split_source})")
+    for column in ("task", "column", "tr", "va", "te"):
+        table.add_column(column, justify="right" if column in ("tr", "va", "te") else "left", no_wrap=True)
+    for row in report.totals().itertuples(index=False):
+        table.add_row(row.task, TASKS[row.task].column, str(row.tr), str(row.va), str(row.te))
+    console.print(table)
+    for task, reason in report.skipped.items():
+        console.print(f"[yellow]skipped {task} ({TASKS[task].column}):[/yellow] {reason}")
+    console.print(f"manifest: {report.manifest_path}")
+
+
+@app.command("list")
+def list_command(
+    directory: Optional[Path] = typer.Argument(None, help="Folder of task files; omit to list the ten tasks."),
+) -> None:
+    """List task files in DIRECTORY (sizes per split, labels), or describe the ten tasks."""
+    console = Console()
+    if directory is None:
+        table = Table(title="SentEval probing tasks")
+        for column in ("task", "column", "category", "file", "definition"):
+            table.add_column(column, no_wrap=column != "definition")
+        for info in TASKS.values():
+            table.add_row(info.name, info.column, info.category, info.file_name, info.description)
+        console.print(table)
+        return
+    frame = list_tasks(directory)
+    if frame.empty:
+        console.print(f"no SentEval task files in {directory}")
+        return
+    table = Table(title=f"probing tasks in {directory}")
+    for column in ("task", "column", "file", "tr", "va", "te", "labels"):
+        table.add_column(column, justify="right" if column in ("tr", "va", "te") else "left",
+                         no_wrap=column != "labels")
+    for row in frame.itertuples(index=False):
+        labels = row.labels if len(row.labels) <= 60 else row.labels[:57] + "..."
+        table.add_row(row.task, row.column, row.file, str(row.tr), str(row.va), str(row.te),
+                      f"{row.n_labels}: {labels}")
+    console.print(table)

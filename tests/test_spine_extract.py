@@ -1,0 +1,207 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from bertology.data import Sentence, read_conllu, sentences_from_strings
+from bertology.errors import ModelError, StoreError
+from bertology.extraction import encode_sentences, extract, word_groups
+from bertology.models.tiny import tiny_encoder
+from bertology.store import Store
+
+TEXTS = ["The quick brown fox jumps over the lazy dog .", "Antidisestablishmentarianism isn't easy , is it ?",
+         "Dogs chase cats .", "A café in Zürich served 3.14 pies !"]
+
+
+def _reference_word_vectors(encoder, sentence, layer, pool="mean"):
+    tok = encoder.tokenizer([list(sentence.words)], is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        out = encoder.model(**tok, output_hidden_states=True, output_attentions=True)
+    word_ids = tok.word_ids(0)
+    h = out.hidden_states[layer][0]
+    rows = []
+    for w in range(len(sentence.words)):
+        idx = [i for i, x in enumerate(word_ids) if x == w]
+        rows.append(h[idx].mean(0) if pool == "mean" else h[idx[0]])
+    return torch.stack(rows).numpy(), out.attentions, word_ids
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "deberta-v2"])
+def test_word_vectors_match_a_plain_forward_pass(tmp_path, family):
+    encoder = tiny_encoder(family)
+    sentences = sentences_from_strings(TEXTS)
+    store = extract(encoder, sentences, tmp_path / "s", dtype="float32", progress=False, attentions=True)
+    assert store.layers == [0, 1, 2]
+    for i, sentence in enumerate(sentences):
+        ref, _, _ = _reference_word_vectors(encoder, sentence, 2)
+        np.testing.assert_allclose(store.sentence_rows(i, 2), ref, atol=1e-5)
+    first = extract(encoder, sentences, tmp_path / "f", dtype="float32", pool="word-first", progress=False)
+    ref, _, _ = _reference_word_vectors(encoder, sentences[1], 1, pool="first")
+    np.testing.assert_allclose(first.sentence_rows(1, 1), ref, atol=1e-5)
+
+
+def test_word_level_attention_follows_clark(tmp_path, tiny_bert):
+    sentences = sentences_from_strings(TEXTS[:2])
+    store = extract(tiny_bert, sentences, tmp_path / "s", attentions=True, dtype="float32", progress=False)
+    _, attentions, word_ids = _reference_word_vectors(tiny_bert, sentences[1], 1)
+    token_map = attentions[0][0].numpy()  # layer 1: [heads, T, T]
+    groups = np.array([0 if w is None and i == 0 else (len(sentences[1]) + 1 if w is None else w + 1)
+                       for i, w in enumerate(word_ids)])
+    g = len(sentences[1]) + 2
+    expected = np.zeros((token_map.shape[0], g, g))
+    for a in range(g):
+        for b in range(g):
+            rows, cols = groups == a, groups == b
+            expected[:, a, b] = token_map[:, rows][:, :, cols].sum(-1).mean(-1)
+    got = store.attention(1)
+    assert got.shape == (2, 4, g, g)
+    np.testing.assert_allclose(got[0], expected, atol=1e-5)
+    np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
+    per_layer = list(store.iter_attention_layer(2))
+    np.testing.assert_allclose(per_layer[1], got[1])
+
+
+def test_sentence_pools_and_tokens(tmp_path, tiny_bert):
+    sentences = sentences_from_strings(TEXTS)
+    cls = extract(tiny_bert, sentences, tmp_path / "c", pool="cls", dtype="float32", progress=False)
+    mean = extract(tiny_bert, sentences, tmp_path / "m", pool="mean", dtype="float32", progress=False)
+    tokens = extract(tiny_bert, sentences, tmp_path / "t", pool="tokens", dtype="float32", progress=False)
+    assert cls.layer(2).shape == (4, 32) and mean.layer(2).shape == (4, 32)
+    tok = tiny_bert.tokenizer([list(sentences[0].words)], is_split_into_words=True, return_tensors="pt")
+    with torch.no_grad():
+        h = tiny_bert.model(**tok, output_hidden_states=True).hidden_states[2][0].numpy()
+    np.testing.assert_allclose(cls.layer(2)[0], h[0], atol=1e-5)
+    np.testing.assert_allclose(mean.layer(2)[0], h[1:-1].mean(0), atol=1e-5)
+    np.testing.assert_allclose(tokens.sentence_rows(0, 2), h[1:-1], atol=1e-5)
+    assert len(tokens.tokens(0)) == h.shape[0] - 2
+
+
+def test_sliding_window_covers_long_sentences(tmp_path):
+    encoder = tiny_encoder("bert", max_positions=24)
+    words = tuple(f"w{i % 7} dog" .split()[0] if i % 2 else "cats" for i in range(80))
+    sentences = [Sentence(words=words, id="long"), Sentence(words=("short", "one"), id="short")]
+    store = extract(encoder, sentences, tmp_path / "s", attentions=True, progress=False)
+    assert store.word_counts.tolist() == [80, 2]
+    assert store.index["stats"]["windowed_sentences"] == 1
+    rows = store.sentence_rows(0, 2)
+    assert np.isfinite(rows).all() and np.abs(rows).sum(1).min() > 0
+    att = store.attention(0)
+    np.testing.assert_allclose(att.sum(-1), 1.0, atol=1e-3)
+    # a word in the middle is computed in a window where it has context: compare with a direct pass on
+    # the window that owns it
+    [enc] = encode_sentences(encoder.tokenizer, sentences[:1], encoder.max_length)
+    assert len(enc.segments) > 2
+
+
+def test_store_reads_one_layer_without_touching_others(tmp_path, tiny_bert, monkeypatch):
+    store = extract(tiny_bert, sentences_from_strings(TEXTS), tmp_path / "s", progress=False, shard_bytes=200)
+    assert len(store.shards) > 1
+    seen = []
+    original = Store._read
+
+    def spy(self, shard, name):
+        seen.append(name)
+        return original(self, shard, name)
+
+    monkeypatch.setattr(Store, "_read", spy)
+    layer = store.layer(1)
+    assert set(seen) == {"layer.1"} and len(seen) == len(store.shards)
+    assert layer.shape == (int(store.word_counts.sum()), 32) and layer.dtype == np.float32
+    vectors = store.sentence_vectors(1)
+    np.testing.assert_allclose(vectors[2], layer[store.offsets[2]:store.offsets[3]].mean(0), rtol=1e-6)
+
+
+def test_metadata_travels_and_rerun_reuses(tmp_path, tiny_bert):
+    sentences = sentences_from_strings(TEXTS)
+    store = extract(tiny_bert, sentences, tmp_path / "s", progress=False)
+    meta = store.metadata
+    assert meta["model"]["fingerprint"] == tiny_bert.fingerprint
+    assert meta["layers"] == [0, 1, 2] and meta["pool"] == "word-mean" and meta["dtype"] == "float16"
+    assert meta["input"]["hash"] and meta["bertology_version"]
+    mtime = (tmp_path / "s" / store.shards[0].file).stat().st_mtime_ns
+    again = extract(tiny_bert, sentences, tmp_path / "s", progress=False)
+    assert (tmp_path / "s" / again.shards[0].file).stat().st_mtime_ns == mtime
+    assert again.verify() == []
+
+
+def test_other_model_or_input_is_refused(tmp_path, tiny_bert):
+    sentences = sentences_from_strings(TEXTS)
+    extract(tiny_bert, sentences, tmp_path / "s", progress=False)
+    with pytest.raises(StoreError, match="another extraction.*fingerprint"):
+        extract(tiny_encoder("bert", seed=1), sentences, tmp_path / "s", progress=False)
+    with pytest.raises(StoreError, match="input"):
+        extract(tiny_bert, sentences[:2], tmp_path / "s", progress=False)
+    with pytest.raises(StoreError, match="not the model given"):
+        Store.open(tmp_path / "s", expect_fingerprint="0" * 16)
+    store = extract(tiny_bert, sentences[:2], tmp_path / "s", progress=False, overwrite=True)
+    assert store.n_sentences == 2
+
+
+def test_old_format_version_is_refused(tmp_path, tiny_bert):
+    extract(tiny_bert, sentences_from_strings(TEXTS), tmp_path / "s", progress=False)
+    index = json.loads((tmp_path / "s" / "store.json").read_text())
+    index["format_version"] = 0
+    (tmp_path / "s" / "store.json").write_text(json.dumps(index))
+    with pytest.raises(StoreError, match="format version 0.*re-extract"):
+        Store.open(tmp_path / "s")
+
+
+def test_layer_out_of_range(tmp_path, tiny_bert):
+    with pytest.raises(ModelError, match="layer 9 out of range"):
+        extract(tiny_bert, sentences_from_strings(TEXTS), tmp_path / "s", layers=[9], progress=False)
+
+
+_KILLER = textwrap.dedent("""
+    import os, signal, sys
+    import bertology.extraction.pipeline as ex
+    from bertology.data import read_conllu
+    from bertology.models import load_encoder
+    mode, model_dir, corpus, out = sys.argv[1:5]
+    original = ex.write_shard_atomic
+    calls = []
+    def dying(path, tensors, metadata):
+        calls.append(path)
+        if len(calls) == 3:
+            if mode == "mid-write":  # a half-written temporary file, then death
+                path.with_name("." + path.name + ".tmp").write_bytes(b"partial")
+                os.kill(os.getpid(), signal.SIGKILL)
+            entry = original(path, tensors, metadata)
+            if mode == "after-rename":  # shard renamed, index not yet updated
+                os.kill(os.getpid(), signal.SIGKILL)
+            return entry
+        return original(path, tensors, metadata)
+    ex.write_shard_atomic = dying
+    encoder = load_encoder(model_dir, attentions=True)
+    ex.extract(encoder, read_conllu(corpus)[:60], out, attentions=True, progress=False, shard_bytes=20000)
+""")
+
+
+@pytest.mark.parametrize("mode", ["mid-write", "after-rename"])
+def test_kill_9_then_resume_gives_the_same_store(tmp_path, tiny_bert, shared_data, mode):
+    model_dir = tmp_path / "model"
+    tiny_bert.model.save_pretrained(model_dir)
+    tiny_bert.tokenizer.save_pretrained(model_dir)
+    corpus = shared_data / "ud_english_ewt" / "en_ewt-ud-dev.conllu.gz"
+    script = tmp_path / "killer.py"
+    script.write_text(_KILLER)
+    result = subprocess.run([sys.executable, str(script), mode, str(model_dir), str(corpus), str(tmp_path / "a")],
+                            capture_output=True)
+    assert result.returncode == -signal.SIGKILL, result.stderr.decode()[-2000:]
+    with pytest.raises(StoreError, match="incomplete"):
+        Store.open(tmp_path / "a")
+    from bertology.models import load_encoder
+
+    encoder = load_encoder(model_dir, attentions=True)
+    sentences = read_conllu(corpus)[:60]
+    resumed = extract(encoder, sentences, tmp_path / "a", attentions=True, progress=False, shard_bytes=20000)
+    fresh = extract(encoder, sentences, tmp_path / "b", attentions=True, progress=False, shard_bytes=20000)
+    assert len(fresh.shards) > 3
+    assert not list((tmp_path / "a").glob(".*.tmp"))
+    assert [s.sha256 for s in resumed.shards] == [s.sha256 for s in fresh.shards]
+    assert resumed.verify() == []

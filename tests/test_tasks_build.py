@@ -1,0 +1,252 @@
+"""build_tasks / load_task / list_tasks / CLI on a synthetic treebank, the SentEval samples and UD EWT."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bertology.data import shared_data_dir
+from bertology.errors import BertologyError, DataError
+from bertology.tasks import (
+    SENTEVAL_FILES,
+    TABLE2_COLUMNS,
+    TASK_NAMES,
+    build_tasks,
+    list_tasks,
+    load_task,
+    resolve_task_name,
+)
+from bertology.tasks.build import _prepare, load_splits
+from bertology.tasks.builders import BUILDERS
+from bertology.tasks.cli import app
+
+sys.path.insert(0, str(Path(__file__).parent))
+from tasks_treebank import write_treebank  # noqa: E402
+
+LENGTHS = (1, 40)  # the synthetic sentences are 8-23 words
+UNCHANGED_TEXT_TASKS = ("sentence_length", "word_content", "top_constituents", "past_present", "subj_number",
+                        "obj_number")
+
+
+@pytest.fixture(scope="module")
+def treebank(tmp_path_factory) -> Path:
+    return write_treebank(tmp_path_factory.mktemp("tb") / "UD_Tiny", sizes=(400, 60, 60))
+
+
+@pytest.fixture(scope="module")
+def built(treebank, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    return build_tasks(treebank, out, seed=0, length_range=LENGTHS), out
+
+
+def _senteval_dir() -> Path:
+    try:
+        path = shared_data_dir() / "senteval_probing"
+    except DataError:
+        pytest.skip("shared data not found")
+    if not path.is_dir():
+        pytest.skip("senteval_probing samples not found")
+    return path
+
+
+def test_catalog_constants():
+    assert TASK_NAMES[0] == "sentence_length" and len(TASK_NAMES) == 10
+    assert SENTEVAL_FILES["odd_man_out"] == "odd_man_out.txt"
+    assert list(TABLE2_COLUMNS.values()) == ["SentLen", "WC", "TreeDepth", "TopConst", "BShift", "Tense",
+                                             "SubjNum", "ObjNum", "SOMO", "CoordInv"]
+    assert resolve_task_name("SOMO") == "odd_man_out" and resolve_task_name("tree_depth.txt") == "tree_depth"
+    with pytest.raises(DataError, match="unknown probing task 'Foo'"):
+        resolve_task_name("Foo")
+
+
+def test_build_writes_senteval_format_and_manifest(built, treebank):
+    report, out = built
+    assert {"sentence_length", "bigram_shift", "past_present", "subj_number", "obj_number", "odd_man_out",
+            "coordination_inversion"} <= set(report.built)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for name in report.built:
+        lines = (out / SENTEVAL_FILES[name]).read_text(encoding="utf-8").splitlines()
+        splits = [line.split("\t")[0] for line in lines]
+        assert all(len(line.split("\t")) == 3 for line in lines)
+        assert splits == sorted(splits, key=["tr", "va", "te"].index)  # ordered by partition, as SentEval
+        entry = manifest["tasks"][name]
+        assert entry["seed"] == 0 and entry["treebank"][0]["sha256"]
+        assert {f["split"] for f in entry["treebank"]} == {"tr", "va", "te"}
+        for split in ("tr", "va", "te"):
+            assert sum(entry["counts"][split].values()) == splits.count(split)
+        assert entry["deviations"]
+    for name, reason in report.skipped.items():
+        assert manifest["skipped"][name] == reason
+    assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporary files
+
+
+def test_binary_tasks_are_balanced(built):
+    report, out = built
+    for name in ("bigram_shift", "past_present", "subj_number", "obj_number", "odd_man_out",
+                 "coordination_inversion"):
+        task = load_task(out, name)
+        assert len(task.label_names) == 2
+        for split in ("tr", "va", "te"):
+            counts = Counter(task.labels[task.indices(split)].tolist())
+            assert counts[0] == counts[1] > 0, (name, split, counts)
+
+
+def test_no_sentence_in_two_splits(built):
+    report, out = built
+    for name in set(UNCHANGED_TEXT_TASKS) & set(report.built):
+        task = load_task(out, name)
+        texts = {s: {t.text for t in task.subset(s)[0]} for s in ("tr", "va", "te")}
+        assert not texts["tr"] & texts["va"] and not texts["tr"] & texts["te"] and not texts["va"] & texts["te"]
+
+
+def test_target_forms_do_not_cross_splits(treebank):
+    by_split, _, _ = load_splits(treebank)
+    ctx, _ = _prepare(by_split, LENGTHS, 0)
+    for name in ("past_present", "subj_number", "obj_number", "odd_man_out"):
+        out = BUILDERS[name](ctx)
+        forms = {s: {i.form for i in out.instances[s] if i.form is not None} for s in ("tr", "va", "te")}
+        assert forms["te"], name
+        assert not forms["tr"] & forms["te"] and not forms["tr"] & forms["va"] and not forms["va"] & forms["te"]
+    # SOMO: no source sentence appears both original and changed.
+    out = BUILDERS["odd_man_out"](ctx)
+    for split in ("tr", "va", "te"):
+        ids = Counter(i.source_id for i in out.instances[split])
+        assert max(ids.values()) == 1
+
+
+def test_somo_replacement_keeps_pos_and_features(treebank):
+    by_split, _, _ = load_splits(treebank)
+    ctx, _ = _prepare(by_split, LENGTHS, 0)
+    sources = {s.id: s for split in ctx.splits.values() for s in split}
+    lexicon = {w.lower(): (u, tuple(sorted(f.items()))) for s in sources.values()
+               for w, u, f in zip(s.words, s.upos, s.feats)}
+    out = BUILDERS["odd_man_out"](ctx)
+    changed = [i for i in out.instances["tr"] if i.label == "C"]
+    assert changed
+    for inst in changed:
+        source = sources[inst.source_id]
+        diff = [j for j, (a, b) in enumerate(zip(inst.words, source.words)) if a != b]
+        assert len(diff) == 1
+        j = diff[0]
+        assert source.upos[j] in ("NOUN", "VERB")
+        assert lexicon[inst.words[j].lower()] == (source.upos[j], tuple(sorted(source.feats[j].items())))
+
+
+def test_seeded_determinism_and_subset_builds(treebank, built, tmp_path):
+    report, out = built
+    again = build_tasks(treebank, tmp_path / "a", seed=0, length_range=LENGTHS)
+    assert again.built == report.built
+    for name in report.built:
+        assert (tmp_path / "a" / SENTEVAL_FILES[name]).read_bytes() == (out / SENTEVAL_FILES[name]).read_bytes()
+    # Building one task alone gives the same file as building all of them.
+    build_tasks(treebank, tmp_path / "b", tasks=["BShift"], seed=0, length_range=LENGTHS)
+    assert (tmp_path / "b" / "bigram_shift.txt").read_bytes() == (out / "bigram_shift.txt").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["bigram_shift.txt", "manifest.json"]
+    other = build_tasks(treebank, tmp_path / "c", tasks=["BShift"], seed=1, length_range=LENGTHS)
+    assert other.built == ["bigram_shift"]
+    assert (tmp_path / "c" / "bigram_shift.txt").read_bytes() != (out / "bigram_shift.txt").read_bytes()
+
+
+def test_missing_features_skip_with_reason(tmp_path):
+    bare = write_treebank(tmp_path / "UD_Bare", sizes=(200, 40, 40), feats=False)
+    report = build_tasks(bare, tmp_path / "out", length_range=LENGTHS)
+    assert {"sentence_length", "bigram_shift", "coordination_inversion"} <= set(report.built)
+    assert "Number feature" in report.skipped["subj_number"]
+    assert "Number feature" in report.skipped["obj_number"]
+    assert "finite verb" in report.skipped["past_present"] or "Tense" in report.skipped["past_present"]
+    assert not (tmp_path / "out" / "subj_number.txt").exists()
+    result = CliRunner().invoke(app, ["build", "--treebank", str(bare), "--out", str(tmp_path / "cli"),
+                                      "--tasks", "SubjNum,BShift"])
+    assert result.exit_code == 0, result.output
+    assert "skipped subj_number" in result.output and "Number feature" in result.output
+
+
+def test_pooled_single_file_is_split_randomly(tmp_path, treebank):
+    report = build_tasks(treebank / "xx_tiny-ud-train.conllu", tmp_path / "o", tasks=["SentLen", "BShift"],
+                         length_range=LENGTHS)
+    assert "random 80/10/10" in report.split_source
+    totals = report.totals().set_index("task")
+    assert totals.loc["bigram_shift", "tr"] > 4 * totals.loc["bigram_shift", "te"] > 0
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(DataError, match="file not found"):
+        build_tasks(tmp_path / "missing", tmp_path / "o")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no .conllu"):
+        build_tasks(tmp_path / "empty", tmp_path / "o")
+    with pytest.raises(DataError, match="cannot tell the task"):
+        (tmp_path / "x.txt").write_text("te\tA\tsome words here\n")
+        load_task(tmp_path / "x.txt")
+    with pytest.raises(DataError, match="expected 3 tab-separated columns"):
+        (tmp_path / "tree_depth.txt").write_text("te\t5\n")
+        load_task(tmp_path / "tree_depth.txt")
+    assert issubclass(DataError, BertologyError)
+
+
+def test_load_task_api(built):
+    report, out = built
+    task = load_task(out, "SentLen")
+    assert task.name == "sentence_length" and task.column == "SentLen"
+    assert len(task) == len(task.labels) == len(task.splits)
+    assert task.label_names == sorted(task.label_names, key=int)
+    assert task.manifest is not None and task.manifest["column"] == "SentLen"
+    sentences, labels = task.subset("te")
+    assert [task.label_names[i] for i in labels] == [s.label for s in sentences]
+    same = load_task(out / "sentence_length.txt")
+    assert same.labels.tolist() == task.labels.tolist()
+    frame = list_tasks(out)
+    assert set(frame["task"]) == set(report.built)
+
+
+def test_read_real_senteval_samples():
+    directory = _senteval_dir()
+    frame = list_tasks(directory).set_index("task")
+    assert list(frame.index) == list(TASK_NAMES)
+    assert (frame[["tr", "va"]] == 0).all().all()
+    assert frame.loc["tree_depth", "te"] == 248 and frame.loc["word_content", "n_labels"] == 83
+    shift = load_task(directory, "BShift")
+    assert shift.label_names == ["I", "O"]
+    assert Counter(shift.label_names[i] for i in shift.labels) == {"O": 119, "I": 106}
+    depth = load_task(directory / "tree_depth.te_tail_sample.txt")
+    assert depth.label_names == [str(d) for d in range(5, 12)]
+    assert depth.manifest is None
+
+
+def test_cli_list(built):
+    report, out = built
+    runner = CliRunner()
+    result = runner.invoke(app, ["list", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "bigram_shift" in result.output and "BShift" in result.output
+    catalog = runner.invoke(app, ["list"])
+    assert catalog.exit_code == 0 and "coordination_inversion" in catalog.output
+
+
+@pytest.mark.integration
+def test_build_from_ud_english_ewt(tmp_path):
+    try:
+        ewt = shared_data_dir() / "ud_english_ewt"
+    except DataError:
+        pytest.skip("shared data not found")
+    if not (ewt / "en_ewt-ud-train.conllu.gz").exists():
+        pytest.skip("UD English EWT train file not found")
+    start = time.perf_counter()
+    report = build_tasks(ewt, tmp_path)
+    elapsed = time.perf_counter() - start
+    assert report.built == list(TASK_NAMES), report.skipped
+    assert elapsed < 60
+    totals = report.totals().set_index("task")
+    assert (totals[["tr", "va", "te"]] > 0).all().all()
+    assert totals.loc["bigram_shift", "tr"] > 5000 and totals.loc["sentence_length", "te"] > 200
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    hashes = {Path(f["path"]).name: f["sha256"] for f in manifest["tasks"]["tree_depth"]["treebank"]}
+    assert hashes["en_ewt-ud-test.conllu.gz"] == "29c151eee8846d3f3ef7806c126ecac9932af2317c008c6d6b076c5e14950dbe"
+    task = load_task(tmp_path, "Tense")
+    assert set(task.label_names) == {"PAST", "PRES"}
