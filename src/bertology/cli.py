@@ -146,21 +146,30 @@ def _print_store_summary(store, seconds: Optional[float]) -> None:
 
 
 @app.command()
-def demo(
-    out: Path = typer.Option(Path("reports"), help="Where the store (and, later, the report) goes."),
+def report(
+    model: str = typer.Option("minilm", "--model", "-m", help="Alias (minilm), local directory or hub id."),
+    out: Path = typer.Option(Path("reports"), help="Reports go to OUT/<model>/index.html."),
+    fresh: bool = typer.Option(False, "--fresh", help="Recompute everything instead of reusing finished parts."),
+    seeds: int = typer.Option(3, help="Seeds per probe (mean and spread are reported)."),
+    max_sentences: Optional[int] = typer.Option(None, help="Use only the first N sentences of each split."),
+    sections: Optional[str] = typer.Option(None, help="Comma-separated sections to run (default: all)."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda, ..."),
 ) -> None:
-    """Extract the packaged corpus (UD English EWT dev) with the embedded MiniLM and summarise the store."""
-    from bertology.data import default_corpus, read_conllu
-    from bertology.extraction import extract as run_extract
-    from bertology.models import load_encoder
+    """Run the battery on a model and write one self-contained HTML report."""
+    from bertology.report import build_report
 
-    corpus = default_corpus("ewt-dev")
-    encoder = load_encoder("minilm")
     started = time.perf_counter()
-    store = run_extract(encoder, read_conllu(corpus), out / "minilm" / "stores" / "ewt-dev-word-mean",
-                        input_path=str(corpus))
-    _print_store_summary(store, time.perf_counter() - started)
-    out_console.print(f"store written to {store.path}")
+    path = build_report(model, out=out, fresh=fresh, seeds=tuple(range(seeds)), max_sentences=max_sentences,
+                        sections=sections.split(",") if sections else None, device=device)
+    out_console.print(f"report written to {path} ({time.perf_counter() - started:.0f} s)")
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("reports"), help="Where the report goes."),
+) -> None:
+    """The main job on the embedded default: `bertology report --model minilm`."""
+    report(model="minilm", out=out, fresh=False, seeds=3, max_sentences=None, sections=None, device=None)
 
 
 def _register_subcommands() -> None:

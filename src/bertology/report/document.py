@@ -1,0 +1,126 @@
+"""The pieces of a report (text, tables, figures) and their rendering into one self-contained HTML file."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Union
+
+import jinja2
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+@dataclass
+class Text:
+    html: str
+
+
+@dataclass
+class Table:
+    frame: pd.DataFrame
+    caption: str
+    float_format: str = "{:.3f}"
+    index: bool = False
+    max_rows: int = 60
+
+
+@dataclass
+class Figure:
+    """A matplotlib figure, embedded as PNG (base64) so the report works offline."""
+
+    figure: "matplotlib.figure.Figure"
+    caption: str
+    alt: str = ""
+
+
+@dataclass
+class Link:
+    href: str
+    label: str
+    note: str = ""
+
+
+Block = Union[Text, Table, Figure, Link]
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    note: str = ""
+
+    def add(self, block: Block) -> "Section":
+        self.blocks.append(block)
+        return self
+
+
+def figure_data_uri(figure, dpi: int = 110) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(figure)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _format_cell(value, float_format: str) -> str:
+    if isinstance(value, float):
+        return "" if pd.isna(value) else float_format.format(value)
+    return html.escape(str(value))
+
+
+def table_html(table: Table) -> str:
+    frame = table.frame.reset_index() if table.index else table.frame
+    shown = frame.head(table.max_rows)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{_format_cell(v, table.float_format)}</td>" for v in row) + "</tr>"
+        for row in shown.itertuples(index=False)
+    )
+    more = (f"<p class='more'>{len(frame) - table.max_rows} more rows in the result files.</p>"
+            if len(frame) > table.max_rows else "")
+    return (f"<figure class='table'><table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+            f"<figcaption>{html.escape(table.caption)}</figcaption>{more}</figure>")
+
+
+_TEMPLATE = jinja2.Environment(
+    loader=jinja2.PackageLoader("bertology.report", "templates"), autoescape=jinja2.select_autoescape(["html"])
+)
+
+
+def render(title: str, header: dict, sections: list[Section], notes: list[str]) -> str:
+    rendered = []
+    for section in sections:
+        parts = []
+        for block in section.blocks:
+            if isinstance(block, Text):
+                parts.append(block.html)
+            elif isinstance(block, Table):
+                parts.append(table_html(block))
+            elif isinstance(block, Figure):
+                parts.append(
+                    f"<figure class='plot'><img src='{figure_data_uri(block.figure)}' "
+                    f"alt='{html.escape(block.alt or block.caption)}'>"
+                    f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+            elif isinstance(block, Link):
+                parts.append(f"<p class='link'><a href='{html.escape(block.href)}'>{html.escape(block.label)}</a> "
+                             f"{html.escape(block.note)}</p>")
+        rendered.append({"id": section.id, "title": section.title, "note": section.note, "body": "\n".join(parts)})
+    return _TEMPLATE.get_template("report.html.j2").render(title=title, header=header, sections=rendered,
+                                                           notes=notes)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(tmp, path)
