@@ -176,6 +176,9 @@ def _register_subcommands() -> None:
     from bertology.tasks.cli import app as tasks_app
 
     app.add_typer(tasks_app, name="tasks", help="Build and list SentEval probing tasks from treebanks.")
+    from bertology.intervention.cli import app as ablate_app
+
+    app.add_typer(ablate_app, name="ablate", help="Head and layer ablation, head importance, pruning.")
 
 
 _register_subcommands()

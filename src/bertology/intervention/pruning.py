@@ -1,0 +1,239 @@
+"""Actual pruning: slice away the weights of pruned heads so the model is smaller and faster.
+
+For each pruned head the rows of the query/key/value projections (and DeBERTa's relative-position
+projections) and the columns of the attention output projection go. The output projection keeps its
+bias, so a pruned model computes exactly what the masked model computes. A layer whose heads are all
+pruned skips attention altogether: its attention sub-layer adds only the output bias to the residual.
+
+transformers 5 dropped ``prune_heads`` and ``config.pruned_heads``; we record the pruned heads (original
+numbering) in ``config.bertology_pruned_heads`` and :func:`load_pruned` rebuilds the smaller shapes
+before loading the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import types
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from bertology.errors import ModelError
+from bertology.intervention.hooks import AttentionSite, HeadSpec, _expand, model_layout
+
+#: Relative position bias shared by every layer's heads: slicing one layer's heads would break the rest.
+_PRUNE_UNSUPPORTED = {"mpnet": "its relative position bias is one table shared by the heads of every layer"}
+
+
+def _sliced_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
+    index = index.to(linear.weight.device)
+    weight = linear.weight.detach().index_select(dim, index).clone()
+    bias = None
+    if linear.bias is not None:
+        bias = linear.bias.detach().clone() if dim == 1 else linear.bias.detach().index_select(0, index).clone()
+    out_features, in_features = weight.shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Initializing zero-element tensors is a no-op" for empty layers
+        new = nn.Linear(in_features, out_features, bias=bias is not None, device="meta")
+    new.weight = nn.Parameter(weight, requires_grad=linear.weight.requires_grad)
+    if bias is not None:
+        new.bias = nn.Parameter(bias, requires_grad=linear.bias.requires_grad)
+    return new
+
+
+def _set_submodule(root: nn.Module, name: str, module: nn.Module) -> None:
+    parent_name, _, attr = name.rpartition(".")
+    setattr(root.get_submodule(parent_name) if parent_name else root, attr, module)
+
+
+def _no_heads_forward(model_type: str, site: AttentionSite):
+    """The attention forward of a layer without heads: output bias only, residual kept by the caller."""
+
+    def empty_context(hidden_states: torch.Tensor) -> torch.Tensor:
+        return hidden_states.new_zeros(*hidden_states.shape[:-1], 0)
+
+    if not site.fused:  # bert, roberta, electra, deberta-v2: the parent applies output.dense + residual
+
+        def forward(self, hidden_states, *args, **kwargs):
+            return empty_context(hidden_states), None
+
+        return forward
+    if model_type == "albert":
+
+        def forward(self, hidden_states, attention_mask=None, **kwargs):
+            out = self.output_dropout(self.dense(empty_context(hidden_states)))
+            return self.LayerNorm(hidden_states + out), None
+
+        return forward
+    if model_type == "distilbert":
+
+        def forward(self, hidden_states, attention_mask=None, **kwargs):
+            return self.out_lin(empty_context(hidden_states)), None
+
+        return forward
+    raise ModelError(f"model type {model_type!r}: pruning every head of a layer is not supported")
+
+
+def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[int, list[int]]:
+    """Remove the listed heads (original numbering) from ``model`` in place; returns all pruned heads so far.
+
+    Heads already pruned are ignored. For ALBERT, whose layers share weights, every logical layer served
+    by one module must prune the same heads.
+    """
+    layout = model_layout(model)
+    if layout.model_type in _PRUNE_UNSUPPORTED:
+        raise ModelError(
+            f"pruning {layout.model_type}: not supported, {_PRUNE_UNSUPPORTED[layout.model_type]}; "
+            "use mask_heads instead"
+        )
+    wanted: dict[int, set[int]] = {}
+    for layer, head in _expand(layout, heads):
+        if head in layout.present_heads[layer]:
+            wanted.setdefault(layer, set()).add(head)
+
+    for site in layout.sites:
+        sets = [frozenset(wanted.get(layer, ())) for layer in site.layers]
+        if len(set(sets)) > 1:
+            raise ModelError(
+                f"layers {site.layers} share one attention module ({site.name}) and must prune the same heads; "
+                f"asked for {[sorted(s) for s in sets]}"
+            )
+        prune = sets[0]
+        if not prune:
+            continue
+        present = layout.present_heads[site.layers[0]]
+        keep_positions = [pos for pos, head in enumerate(present) if head not in prune]
+        size = site.head_size
+        index = torch.tensor([pos * size + i for pos in keep_positions for i in range(size)], dtype=torch.long)
+        for attr in site.qkv_names:
+            setattr(site.module, attr, _sliced_linear(getattr(site.module, attr), index, dim=0))
+        for attr, linear in site.extra_per_head.items():
+            setattr(site.module, attr, _sliced_linear(linear, index, dim=0))
+        _set_submodule(model, site.output_name, _sliced_linear(site.output, index, dim=1))
+        for attr in ("num_attention_heads", "n_heads"):
+            if isinstance(getattr(site.module, attr, None), int):
+                setattr(site.module, attr, len(keep_positions))
+        if isinstance(getattr(site.module, "all_head_size", None), int):
+            site.module.all_head_size = len(keep_positions) * size
+        if not keep_positions:
+            site.module.forward = types.MethodType(_no_heads_forward(layout.model_type, site), site.module)
+
+    record = {int(k): set(v) for k, v in (getattr(model.config, "bertology_pruned_heads", None) or {}).items()}
+    for layer, new in wanted.items():
+        record.setdefault(layer, set()).update(new)
+    result = {layer: sorted(heads) for layer, heads in sorted(record.items()) if heads}
+    # JSON keys are strings: store them so, and read them back with int() (model_layout does)
+    model.config.bertology_pruned_heads = {str(layer): heads for layer, heads in result.items()}
+    return result
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Distinct parameters (tied weights counted once)."""
+    seen, total = set(), 0
+    for parameter in model.parameters():
+        if id(parameter) not in seen:
+            seen.add(id(parameter))
+            total += parameter.numel()
+    return total
+
+
+def attention_parameters(model: nn.Module) -> int:
+    """Parameters of the per-head projections (q/k/v/output), the part pruning shrinks."""
+    layout = model_layout(model)
+    total = 0
+    for site in layout.sites:
+        for linear in (site.query, site.key, site.value, site.output, *site.extra_per_head.values()):
+            total += sum(p.numel() for p in linear.parameters())
+    return total
+
+
+@torch.inference_mode()
+def measure_latency(model: nn.Module, inputs: dict, repeats: int = 20, warmup: int = 3) -> dict[str, float]:
+    """Wall-clock seconds of ``model(**inputs)``: median, min and spread over ``repeats`` runs."""
+    model.eval()
+    for _ in range(warmup):
+        model(**inputs)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model(**inputs)
+        times.append(time.perf_counter() - start)
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "stdev_s": statistics.stdev(times) if len(times) > 1 else 0.0,
+        "repeats": float(repeats),
+    }
+
+
+def save_pruned(model: nn.Module, out: str | os.PathLike, tokenizer=None) -> Path:
+    """Save a (pruned) model with ``save_pretrained`` via a temporary folder renamed into place."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ModelError(f"{out}: exists and is not empty; choose a new output folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        model.save_pretrained(tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _model_class(config):
+    import transformers
+
+    for name in getattr(config, "architectures", None) or []:
+        cls = getattr(transformers, name, None)
+        if cls is not None:
+            return cls
+    return transformers.AutoModel
+
+
+def load_pruned(path: str | os.PathLike, attn_implementation: str = "sdpa") -> nn.Module:
+    """Load a model saved by :func:`save_pruned` (or any ``save_pretrained`` folder), pruned shapes rebuilt."""
+    from safetensors.torch import load_file
+    from transformers import AutoConfig
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ModelError(f"{path}: not a model directory (no config.json)")
+    config = AutoConfig.from_pretrained(path)
+    pruned = getattr(config, "bertology_pruned_heads", None) or {}
+    config.bertology_pruned_heads = {}
+    cls = _model_class(config)
+    if not pruned:
+        return cls.from_pretrained(path, attn_implementation=attn_implementation).eval()
+    config._attn_implementation = attn_implementation
+    model = cls._from_config(config) if hasattr(cls, "_from_config") else cls.from_config(config)
+    prune_heads(model, {int(k): v for k, v in pruned.items()})
+    state: dict[str, torch.Tensor] = {}
+    index = path / "model.safetensors.index.json"
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
+    for name in files:
+        if not (path / name).is_file():
+            raise ModelError(f"{path / name}: missing weights file")
+        state.update(load_file(str(path / name)))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = set(getattr(model, "_tied_weights_keys", None) or [])
+    if unexpected or set(missing) - tied:
+        raise ModelError(
+            f"{path}: weights do not fit the pruned shapes (missing {sorted(set(missing) - tied)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]})"
+        )
+    if missing:
+        model.tie_weights()
+    return model.eval()

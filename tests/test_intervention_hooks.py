@@ -1,0 +1,267 @@
+"""Head masking and layer dropping on tiny random encoders of every supported architecture."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+import transformers
+
+from bertology.errors import DataError, ModelError
+from bertology.intervention import drop_layers, hook_points, mask_heads, model_layout, parse_heads, scale_heads
+
+warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
+
+LAYERS, HEADS, HIDDEN = 3, 4, 32
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models on a shared 2-core machine: one thread is ~10x faster than two contending ones."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+EAGER_ONLY = ("deberta-v2", "mpnet")  # their own attention code: no sdpa switch
+
+
+def tiny_config(model_type: str):
+    if model_type == "distilbert":
+        return transformers.DistilBertConfig(dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=64, vocab_size=100)
+    extra = {}
+    if model_type in ("electra", "albert"):
+        extra["embedding_size"] = 16
+    if model_type == "deberta-v2":
+        extra.update(relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, max_relative_positions=16)
+    return transformers.AutoConfig.for_model(model_type, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                                             num_attention_heads=HEADS, intermediate_size=64, vocab_size=100,
+                                             max_position_embeddings=64, **extra)
+
+
+def tiny_model(model_type: str, attn: str = "sdpa", seed: int = 0):
+    config = tiny_config(model_type)
+    if model_type not in EAGER_ONLY:
+        config._attn_implementation = attn
+    torch.manual_seed(seed)
+    return transformers.AutoModel.from_config(config).eval()
+
+
+def inputs(seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 100, (2, 9), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, 6:] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def run(model, **kwargs):
+    with torch.no_grad():
+        return model(**inputs(), **kwargs)
+
+
+ALL_TYPES = ["bert", "roberta", "electra", "distilbert", "albert", "deberta-v2", "mpnet"]
+
+
+def test_trap_head_mask_argument_is_silently_ignored_but_ours_works():
+    """transformers 5 accepts head_mask= and does nothing with it; mask_heads must have an effect."""
+    model = tiny_model("bert")
+    plain = run(model).last_hidden_state
+    all_heads_off = torch.zeros(LAYERS, HEADS)
+    ignored = run(model, head_mask=all_heads_off).last_hidden_state
+    assert torch.equal(plain, ignored), "transformers honours head_mask again: revisit docs/intervention.md"
+    with mask_heads(model, "0-*,1-*,2-*"):
+        ours = run(model).last_hidden_state
+    assert (ours - plain).abs().max() > 1e-2
+
+
+def zero_value_head(model, layer: int, head: int):
+    """The reference ablation: a copy whose head has zero value weights and bias (context = 0)."""
+    clone = copy.deepcopy(model)
+    site = model_layout(clone).site(layer)
+    size = site.head_size
+    with torch.no_grad():
+        site.value.weight[head * size:(head + 1) * size] = 0
+        site.value.bias[head * size:(head + 1) * size] = 0
+    return clone
+
+
+@pytest.mark.parametrize("model_type", [t for t in ALL_TYPES if t != "albert"])
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_mask_equals_zeroing_value_weights(model_type, attn):
+    model = tiny_model(model_type, attn)
+    reference = run(zero_value_head(model, 1, 2)).last_hidden_state
+    with mask_heads(model, [(1, 2)]):
+        masked = run(model).last_hidden_state
+    torch.testing.assert_close(masked, reference, atol=1e-6, rtol=1e-5)
+    assert (masked - run(model).last_hidden_state).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "albert", "deberta-v2"])
+def test_mask_changes_output_only_from_that_layer_on(model_type):
+    model = tiny_model(model_type)
+    plain = run(model, output_hidden_states=True).hidden_states
+    with mask_heads(model, [(1, 3)]):
+        masked = run(model, output_hidden_states=True).hidden_states
+    assert len(plain) == LAYERS + 1
+    # hidden_states[0] = embeddings, [1] = output of layer 0: untouched by a head of layer 1
+    for index in (0, 1):
+        assert torch.equal(plain[index], masked[index])
+    for index in (2, 3):
+        assert (plain[index] - masked[index]).abs().max() > 1e-4
+
+
+def test_albert_masks_one_logical_layer_of_the_shared_module():
+    """ALBERT's three layers are one module: masking layer 2 must not touch the calls for layers 0-1."""
+    model = tiny_model("albert")
+    assert model_layout(model).shared
+    plain = run(model, output_hidden_states=True).hidden_states
+    with mask_heads(model, [(2, 0)]):
+        masked = run(model, output_hidden_states=True).hidden_states
+    for index in (0, 1, 2):
+        assert torch.equal(plain[index], masked[index])
+    assert (plain[3] - masked[3]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("model_type", ["bert", "distilbert"])
+def test_empty_mask_equals_unmasked_model(model_type):
+    model = tiny_model(model_type)
+    plain = run(model).last_hidden_state
+    with mask_heads(model, []) as heads:
+        same = run(model).last_hidden_state
+    assert heads == []
+    assert torch.equal(plain, same)
+    with scale_heads(model, torch.ones(LAYERS, HEADS)):
+        ones = run(model).last_hidden_state
+    assert torch.equal(plain, ones)
+
+
+def test_hooks_are_removed_on_exit_even_after_an_error():
+    model = tiny_model("bert")
+    plain = run(model).last_hidden_state
+    with pytest.raises(RuntimeError, match="boom"):
+        with mask_heads(model, "1-*"), drop_layers(model, [0]):
+            raise RuntimeError("boom")
+    assert torch.equal(run(model).last_hidden_state, plain)
+    assert all(not module._forward_pre_hooks and not module._forward_hooks for module in model.modules())
+
+
+def test_padding_does_not_change_masked_outputs():
+    """The mask acts per head, never across positions: a padded batch gives the unpadded outputs."""
+    model = tiny_model("bert")
+    ids = torch.randint(5, 100, (1, 6), generator=torch.Generator().manual_seed(3))
+    longer = torch.randint(5, 100, (1, 11), generator=torch.Generator().manual_seed(4))
+    batch_ids = torch.zeros(2, 11, dtype=torch.long)
+    batch_ids[0, :6], batch_ids[1] = ids[0], longer[0]
+    batch_mask = torch.zeros(2, 11, dtype=torch.long)
+    batch_mask[0, :6], batch_mask[1] = 1, 1
+    with mask_heads(model, [(0, 1), (2, 3)]), torch.no_grad():
+        alone = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state[0]
+        padded = model(input_ids=batch_ids, attention_mask=batch_mask).last_hidden_state[0, :6]
+    torch.testing.assert_close(padded, alone, atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_and_eager_agree_under_masking():
+    eager, sdpa = tiny_model("bert", "eager"), tiny_model("bert", "sdpa")
+    with mask_heads(eager, "1-0,2-2"):
+        a = run(eager).last_hidden_state
+    with mask_heads(sdpa, "1-0,2-2"):
+        b = run(sdpa).last_hidden_state
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def without_layer(model, layer: int):
+    clone = copy.deepcopy(model)
+    layers = clone.transformer.layer if hasattr(clone, "transformer") else clone.encoder.layer
+    del layers[layer]
+    clone.config.num_hidden_layers = LAYERS - 1
+    return clone
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "mpnet"])
+def test_drop_layer_equals_model_without_that_layer(model_type):
+    model = tiny_model(model_type)
+    reference = run(without_layer(model, 1)).last_hidden_state
+    with drop_layers(model, [1]) as dropped:
+        skipped = run(model, output_hidden_states=True)
+    assert dropped == [1]
+    torch.testing.assert_close(skipped.last_hidden_state, reference, atol=1e-6, rtol=1e-5)
+    # the recorded hidden states see the skip: layer 1's output is its input
+    assert torch.equal(skipped.hidden_states[2], skipped.hidden_states[1])
+    assert (run(model).last_hidden_state - reference).abs().max() > 1e-4
+
+
+def test_drop_albert_logical_layer_equals_shallower_albert():
+    """ALBERT shares one layer: skipping one of 3 calls is exactly the same weights run twice."""
+    model = tiny_model("albert")
+    shallower = copy.deepcopy(model)
+    shallower.config.num_hidden_layers = LAYERS - 1
+    with drop_layers(model, [2]):
+        skipped = run(model).last_hidden_state
+    torch.testing.assert_close(skipped, run(shallower).last_hidden_state, atol=1e-6, rtol=1e-5)
+
+
+def test_hook_points_are_named_and_see_per_head_context():
+    model = tiny_model("bert")
+    points = hook_points(model)
+    assert "layer.2.attn.head_context" in points and "layer.0" in points
+    assert points["layer.1.attn.head_context"] is model.encoder.layer[1].attention.output.dense
+    assert points["layer.1.attn.v"] is model.encoder.layer[1].attention.self.value
+    seen = {}
+    handle = points["layer.1.attn.head_context"].register_forward_pre_hook(lambda m, a: seen.setdefault("x", a[0]))
+    try:
+        run(model)
+    finally:
+        handle.remove()
+    assert seen["x"].shape == (2, 9, HIDDEN)  # [batch, tokens, heads * head_size]
+    albert = hook_points(tiny_model("albert"))
+    assert albert["layer.0.attn.head_context"] is albert["layer.2.attn.head_context"]
+
+
+def test_layouts_of_every_architecture():
+    expected_output = {"bert": "attention.output.dense", "distilbert": "attention.out_lin",
+                       "albert": "attention.dense", "deberta-v2": "attention.output.dense", "mpnet": "attn.o"}
+    for model_type in ALL_TYPES:
+        layout = model_layout(tiny_model(model_type))
+        assert layout.num_layers == LAYERS and layout.num_heads == HEADS
+        assert sorted(l for site in layout.sites for l in site.layers) == list(range(LAYERS))
+        if model_type in expected_output:
+            assert layout.sites[0].output_name.endswith(expected_output[model_type])
+
+
+def test_sequence_classification_wrapper_is_found():
+    config = tiny_config("bert")
+    model = transformers.AutoModelForSequenceClassification.from_config(config).eval()
+    layout = model_layout(model)
+    assert layout.sites[0].output_name == "bert.encoder.layer.0.attention.output.dense"
+
+
+def test_bad_layer_and_head_raise_clear_errors():
+    model = tiny_model("bert")
+    with pytest.raises(ModelError, match=r"head 4 out of range in layer 1.*4 heads per layer \(0-3\)"):
+        with mask_heads(model, [(1, 4)]):
+            pass
+    with pytest.raises(ModelError, match=r"layer 7 out of range.*3 layers \(0-2\)"):
+        with mask_heads(model, "7-0"):
+            pass
+    with pytest.raises(ModelError, match=r"layer 3 out of range"):
+        with drop_layers(model, [3]):
+            pass
+    with pytest.raises(ModelError, match=r"expected \[3, 4\]"):
+        with scale_heads(model, torch.ones(2, 4)):
+            pass
+    with pytest.raises(DataError, match="LAYER-HEAD"):
+        parse_heads("3:5")
+    assert parse_heads("4-1, 3-5,3-5") == [(3, 5), (4, 1)]
+    assert parse_heads({2: [1, 0]}) == [(2, 0), (2, 1)]
+
+
+def test_unsupported_architecture_raises_model_error():
+    gpt2 = transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100))
+    with pytest.raises(ModelError, match=r"'gpt2'.*no self-attention module with separate query/key/value"):
+        model_layout(gpt2)
+    with pytest.raises(ModelError, match="has no .config"):
+        model_layout(torch.nn.Linear(3, 3))

@@ -1,0 +1,169 @@
+"""Michel et al.'s analyses on a tiny classifier fine-tuned for a few steps on a toy task."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bertology.errors import DataError
+from bertology.intervention import (
+    flagged_heads,
+    flagged_vs_random,
+    head_importance,
+    importance_frame,
+    mask_heads,
+    per_example_loss,
+    plot_pruning_curve,
+    pruning_curve,
+    scale_heads,
+    single_head_ablation,
+    summarize_flagged,
+    summarize_single_head,
+)
+from bertology.intervention.toy import accuracy, batches, toy_classifier, toy_data
+
+from test_intervention_hooks import one_torch_thread  # noqa: F401  (autouse fixture)
+
+LAYERS, HEADS = 2, 4
+
+
+@pytest.fixture(scope="module")
+def models():
+    return [toy_classifier(seed, steps=40) for seed in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def eval_data():
+    return toy_data(200, seed=999)
+
+
+def test_toy_model_learned_the_task(models, eval_data):
+    assert all(accuracy(model, eval_data) > 0.95 for model in models)
+
+
+def test_importance_is_the_mean_absolute_per_example_gradient(models):
+    """Checked against central finite differences of each example's loss in each head's gate."""
+    model = models[0].double()
+    try:
+        data = toy_data(6, seed=5)
+        data["labels"][:3] = 1 - data["labels"][:3]  # wrong labels: large losses, large gradients
+        scores = head_importance(model, batches(data, 3), normalize="none")
+        eps = 1e-5
+        expected = np.zeros((LAYERS, HEADS))
+        for layer in range(LAYERS):
+            for head in range(HEADS):
+                losses = []
+                for sign in (1, -1):
+                    xi = torch.ones(LAYERS, HEADS, dtype=torch.float64)
+                    xi[layer, head] += sign * eps
+                    with scale_heads(model, xi), torch.no_grad():
+                        losses.append(per_example_loss(model, data).double())
+                expected[layer, head] = ((losses[0] - losses[1]) / (2 * eps)).abs().mean()
+        np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-9)
+    finally:
+        model.float()
+
+
+def test_per_batch_variant_and_layer_normalisation(models):
+    model = models[0]
+    data = toy_data(64, seed=6)
+    raw = head_importance(model, batches(data, 16), normalize="none", per_example=False)
+    xi_sum = np.zeros((LAYERS, HEADS))
+    for batch in batches(data, 16):
+        xi = torch.ones(LAYERS, HEADS, requires_grad=True)
+        with scale_heads(model, xi):
+            (grad,) = torch.autograd.grad(per_example_loss(model, batch).mean(), xi)
+        xi_sum += grad.abs().numpy()
+    np.testing.assert_allclose(raw, xi_sum / 4, rtol=1e-4)
+    normalised = head_importance(model, batches(data, 16), per_example=False)
+    np.testing.assert_allclose(np.linalg.norm(normalised, axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(normalised, raw / np.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-5)
+    frame = importance_frame(normalised)
+    assert list(frame.columns) == ["layer", "head", "importance", "rank"]
+    top = frame.loc[frame["rank"] == 0].iloc[0]
+    assert top["importance"] == np.max(normalised)
+
+
+def test_single_head_table_with_seed_spread(models, eval_data):
+    evaluate = lambda model: accuracy(model, eval_data)  # noqa: E731
+    raw = single_head_ablation(models, evaluate, seeds=[10, 11])
+    assert len(raw) == 2 * LAYERS * HEADS and set(raw["seed"]) == {10, 11}
+    row = raw[(raw["seed"] == 11) & (raw["layer"] == 1) & (raw["head"] == 2)].iloc[0]
+    with mask_heads(models[1], [(1, 2)]):
+        assert row["metric"] == evaluate(models[1])
+    assert row["delta"] == pytest.approx(row["metric"] - evaluate(models[1]))
+    summary = summarize_single_head(raw)
+    assert len(summary) == LAYERS * HEADS
+    baselines = raw.groupby("seed")["baseline"].first()
+    assert summary["seed_spread"].iloc[0] == pytest.approx(baselines.std(ddof=1), nan_ok=True)
+    one = summary[(summary["layer"] == 1) & (summary["head"] == 2)].iloc[0]
+    deltas = raw[(raw["layer"] == 1) & (raw["head"] == 2)]["delta"]
+    assert one["delta_mean"] == pytest.approx(deltas.mean())
+    # a change no larger than re-running fine-tuning is never "real"
+    small = summary[summary["delta_mean"].abs() <= summary["seed_spread"]]
+    assert not small["real"].astype(bool).any()
+    single = summarize_single_head(raw[raw["seed"] == 10])
+    assert single["real"].isna().all() and single["seed_spread"].isna().all()
+
+
+def test_pruning_curve_importance_vs_random(models, eval_data, tmp_path):
+    model = models[0]
+    evaluate = lambda m: accuracy(m, eval_data)  # noqa: E731
+    train = batches(toy_data(64, seed=7), 32)
+    scores = head_importance(model, train)
+    fractions = [0.0, 0.25, 0.5, 1.0]
+    curve = pruning_curve(model, evaluate, importance=scores, fractions=fractions, random_seeds=(0, 1),
+                          recompute=False)
+    assert set(curve["order"]) == {"importance", "random"}
+    assert len(curve) == len(fractions) * 3
+    imp = curve[curve["order"] == "importance"].set_index("fraction")
+    assert imp.loc[0.0, "metric"] == evaluate(model)
+    with mask_heads(model, "0-*,1-*"):
+        assert imp.loc[1.0, "metric"] == evaluate(model)
+    order = sorted(((l, h) for l in range(LAYERS) for h in range(HEADS)), key=lambda lh: (scores[lh], lh))
+    assert imp.loc[0.5, "pruned"] == ",".join(f"{l}-{h}" for l, h in sorted(order[:4]))
+    rnd = curve[curve["order"] == "random"]
+    assert rnd[rnd["seed"] == 0]["pruned"].tolist() != rnd[rnd["seed"] == 1]["pruned"].tolist()
+    again = pruning_curve(model, evaluate, importance=scores, fractions=fractions, random_seeds=(0, 1),
+                          recompute=False)
+    pd.testing.assert_frame_equal(curve, again)
+    iterative = pruning_curve(model, evaluate, batches=train, fractions=[0.0, 0.5], random_seeds=())
+    assert iterative["n_pruned"].tolist() == [0, 4]
+    figure = plot_pruning_curve(curve, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 1000 and figure.axes[0].get_xlabel() == "heads pruned (%)"
+    with pytest.raises(DataError, match="between 0 and 1"):
+        pruning_curve(model, evaluate, importance=scores, fractions=[1.5])
+
+
+def test_flagged_vs_random_heads(models, eval_data):
+    model = models[0]
+    evaluate = lambda m: accuracy(m, eval_data)  # noqa: E731
+    clark_style = pd.DataFrame({"relation": ["all", "det", "nsubj", "amod"], "layer": [2, 2, 1, 2],
+                                "head": [1, 3, 2, 3]})
+    flagged = flagged_heads(clark_style)  # 1-based in, 0-based out; "all" skipped; duplicates merged
+    assert flagged == [(0, 1), (1, 2)]
+    # the attention module's table: Clark's 1-based display label wins over its own layer/head columns
+    parsing_style = clark_style.assign(best_head=["2-2", "2-4", "1-3", "2-4"], head=[1, 3, 2, 3])
+    assert flagged_heads(parsing_style) == [(0, 2), (1, 3)]
+    with pytest.raises(DataError, match="1-based LAYER-HEAD"):
+        flagged_heads(parsing_style.assign(best_head="0-3"))
+    result = flagged_vs_random(model, flagged, evaluate, n_draws=5, seed=3)
+    assert result["condition"].tolist() == ["none", "flagged"] + ["random"] * 5
+    randoms = result[result["condition"] == "random"]
+    assert (randoms["n_masked"] == 2).all()
+    assert not any(h in heads.split(",") for heads in randoms["heads"] for h in ("0-1", "1-2"))
+    pd.testing.assert_frame_equal(result, flagged_vs_random(model, flagged, evaluate, n_draws=5, seed=3))
+    summary = summarize_flagged(result)
+    baseline = evaluate(model)
+    with mask_heads(model, flagged):
+        assert result.loc[1, "metric"] == evaluate(model)
+    assert summary["baseline"] == baseline
+    assert summary["flagged_delta"] == pytest.approx(result.loc[1, "metric"] - baseline)
+    random_deltas = randoms["delta"].to_numpy()
+    assert summary["p_random_as_harmful"] == pytest.approx(
+        (np.sum(random_deltas <= summary["flagged_delta"]) + 1) / 6)
+    assert 0 < summary["p_random_as_harmful"] <= 1 and summary["n_draws"] == 5
+    with pytest.raises(DataError, match="no flagged heads"):
+        flagged_vs_random(model, [], evaluate)

@@ -1,0 +1,104 @@
+"""Real pruning: same outputs as masking, fewer parameters, saved and loaded back."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+import transformers
+
+from bertology.errors import ModelError
+from bertology.intervention import (
+    count_parameters,
+    load_pruned,
+    mask_heads,
+    model_layout,
+    prune_heads,
+    save_pruned,
+)
+from test_intervention_hooks import HEADS, HIDDEN, LAYERS, one_torch_thread, run, tiny_config, tiny_model  # noqa: F401
+
+warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
+
+HEAD_SIZE = HIDDEN // HEADS
+#: q, k, v rows (weights + biases) and output-projection columns of one head
+PARAMS_PER_HEAD = 3 * (HIDDEN * HEAD_SIZE + HEAD_SIZE) + HIDDEN * HEAD_SIZE
+
+
+def masked_then_pruned(model, heads):
+    with mask_heads(model, heads):
+        masked = run(model).last_hidden_state
+    pruned = copy.deepcopy(model)
+    prune_heads(pruned, heads)
+    return masked, pruned
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "electra", "distilbert", "deberta-v2"])
+def test_pruning_gives_the_masked_outputs_with_fewer_parameters(model_type):
+    model = tiny_model(model_type)
+    heads = [(0, 1), (1, 0), (1, 3), (2, 2)]
+    masked, pruned = masked_then_pruned(model, heads)
+    torch.testing.assert_close(run(pruned).last_hidden_state, masked, atol=1e-5, rtol=1e-5)
+    extra = 0
+    if model_type == "deberta-v2":  # pos_key_proj and pos_query_proj rows too
+        extra = 2 * (HIDDEN * HEAD_SIZE + HEAD_SIZE)
+    assert count_parameters(model) - count_parameters(pruned) == len(heads) * (PARAMS_PER_HEAD + extra)
+    layout = model_layout(pruned)
+    assert layout.present_heads[1] == [1, 2] and layout.sites[1].num_heads == 2
+    assert pruned.config.bertology_pruned_heads == {"0": [1], "1": [0, 3], "2": [2]}
+
+
+@pytest.mark.parametrize("model_type", ["bert", "distilbert", "albert"])
+def test_layer_with_all_heads_pruned_skips_attention_and_keeps_the_residual(model_type):
+    model = tiny_model(model_type)
+    heads = "0-*,1-*,2-*" if model_type == "albert" else "1-*"
+    masked, pruned = masked_then_pruned(model, heads)
+    site = model_layout(pruned).site(1)
+    assert site.query.out_features == 0 and site.value.out_features == 0 and site.output.in_features == 0
+    torch.testing.assert_close(run(pruned).last_hidden_state, masked, atol=1e-5, rtol=1e-5)
+
+
+def test_albert_shared_layers_prune_only_consistently():
+    model = tiny_model("albert")
+    with pytest.raises(ModelError, match=r"share one attention module.*must prune the same heads"):
+        prune_heads(copy.deepcopy(model), [(0, 1)])
+    masked, pruned = masked_then_pruned(model, [(0, 1), (1, 1), (2, 1)])
+    torch.testing.assert_close(run(pruned).last_hidden_state, masked, atol=1e-5, rtol=1e-5)
+
+
+def test_pruning_keeps_the_original_head_numbering():
+    model = tiny_model("bert")
+    with mask_heads(model, [(1, 0), (1, 2)]):
+        both = run(model).last_hidden_state
+    pruned = copy.deepcopy(model)
+    prune_heads(pruned, [(1, 0)])
+    prune_heads(pruned, [(1, 2), (1, 0)])  # (1, 0) is already gone: ignored
+    torch.testing.assert_close(run(pruned).last_hidden_state, both, atol=1e-5, rtol=1e-5)
+    # masking a pruned model speaks the original numbering too
+    once = copy.deepcopy(model)
+    prune_heads(once, [(1, 0)])
+    with mask_heads(once, [(1, 2)]):
+        torch.testing.assert_close(run(once).last_hidden_state, both, atol=1e-5, rtol=1e-5)
+
+
+def test_mpnet_pruning_is_refused_clearly():
+    with pytest.raises(ModelError, match="pruning mpnet: not supported.*use mask_heads"):
+        prune_heads(tiny_model("mpnet"), [(0, 0)])
+
+
+def test_save_and_load_a_pruned_classifier(tmp_path):
+    config = tiny_config("bert")
+    config.num_labels = 3
+    torch.manual_seed(0)
+    model = transformers.BertForSequenceClassification(config).eval()
+    prune_heads(model, "0-1,1-*,2-0,2-3")
+    expected = run(model).logits
+    save_pruned(model, tmp_path / "pruned")
+    loaded = load_pruned(tmp_path / "pruned")
+    assert type(loaded) is transformers.BertForSequenceClassification
+    torch.testing.assert_close(run(loaded).logits, expected, atol=1e-6, rtol=1e-6)
+    assert count_parameters(loaded) == count_parameters(model)
+    with pytest.raises(ModelError, match="not empty"):
+        save_pruned(model, tmp_path / "pruned")
