@@ -165,6 +165,22 @@ def word_groups(encoded: EncodedSentence) -> np.ndarray:
     )
 
 
+def word_level_attention(token_attention, groups: np.ndarray):
+    """Clark et al. (2019): attention *to* a word sums over its subwords, *from* a word averages them.
+
+    ``token_attention``: a torch tensor [..., T, T]; ``groups``: the group of each of the T positions
+    (see :func:`word_groups`). Returns [..., G, G] whose rows still sum to 1.
+    """
+    import torch
+
+    groups = torch.as_tensor(groups)
+    n_groups = int(groups.max()) + 1
+    membership = torch.zeros(len(groups), n_groups, dtype=token_attention.dtype)
+    membership[torch.arange(len(groups)), groups] = 1.0
+    counts = membership.sum(0).clamp(min=1)
+    return (membership.T @ (token_attention @ membership)) / counts[:, None]
+
+
 def warn_unknown(encoded: list[EncodedSentence]) -> int:
     count = sum(e.unknown_words for e in encoded)
     if count:

@@ -23,7 +23,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bertology import __version__
 from bertology.data.corpus import Sentence
 from bertology.errors import DataError, ModelError, StoreError
-from bertology.extraction.alignment import EncodedSentence, Segment, encode_sentences, warn_unknown, word_groups
+from bertology.extraction.alignment import (
+    EncodedSentence, Segment, encode_sentences, warn_unknown, word_groups, word_level_attention,
+)
 from bertology.models.encoders import Encoder
 from bertology.store.store import (
     DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, write_json_atomic,
@@ -173,13 +175,7 @@ class _SentenceBuffer:
 
     def word_attention(self) -> torch.Tensor:
         """Clark et al. 2019: sum over the attended-to word's subwords, mean over the attending word's."""
-        groups = torch.as_tensor(word_groups(self.encoded))
-        n_groups = self.encoded.n_words + 2
-        membership = torch.zeros(len(groups), n_groups)
-        membership[torch.arange(len(groups)), groups] = 1.0
-        counts = membership.sum(0).clamp(min=1)
-        summed = self.attention @ membership  # [L, H, T, G]
-        return (membership.T @ summed) / counts[:, None]  # [L, H, G, G]
+        return word_level_attention(self.attention, word_groups(self.encoded))  # [L, H, G, G]
 
 
 def _pad(batch: list[Segment], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,141 @@
+"""A self-contained attention viewer: one HTML file, no CDN, data inlined, fluid at 512 tokens.
+
+bertviz draws every attention line as an SVG node and stalls on long inputs (jessevig/bertviz #82, #121).
+Here everything is drawn to ``<canvas>``: the head view batches lines by colour and opacity into a few paths,
+and the model view paints each head's map as a downsampled bitmap thumbnail. The weights travel as one
+zlib-compressed uint8 array (each head scaled by its own maximum, so faint heads stay visible; the scale is
+kept so tooltips show true weights) inside a JSON block, decompressed in the browser with the standard
+``DecompressionStream``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bertology.errors import DataError
+
+LEVELS = ("word", "subword")
+
+
+def _template():
+    import jinja2
+
+    source = (Path(__file__).resolve().parent / "templates" / "attention_view.html.j2").read_text("utf-8")
+    env = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined)
+    return env.from_string(source)
+
+
+def encode_attentions(attentions: np.ndarray) -> dict:
+    """Quantise ``[L, H, n, n]`` to uint8 per head (scale = that head's max) and compress it."""
+    att = np.asarray(attentions, dtype=np.float32)
+    scales = att.reshape(att.shape[0], att.shape[1], -1).max(axis=2)
+    safe = np.where(scales > 0, scales, 1.0)
+    quantised = np.rint(att / safe[:, :, None, None] * 255.0).clip(0, 255).astype(np.uint8)
+    payload = zlib.compress(quantised.tobytes(order="C"), level=6)
+    return {
+        "encoding": "uint8-per-head-max;zlib;base64",
+        "scales": [[round(float(v), 6) for v in row] for row in scales],
+        "data": base64.b64encode(payload).decode("ascii"),
+    }
+
+
+def render_attention_html(
+    tokens: Sequence[str],
+    attentions: np.ndarray,
+    title: str = "Attention",
+    *,
+    level: str = "subword",
+    model_name: str | None = None,
+    layer_offset: int = 1,
+) -> str:
+    """The viewer page for one input: ``tokens`` (n) and ``attentions`` ``[n_layers, n_heads, n, n]``.
+
+    Layers are numbered from ``layer_offset`` (1 = first Transformer layer, as in the papers).
+    """
+    att = np.asarray(attentions, dtype=np.float32)
+    if att.ndim != 4 or att.shape[2] != att.shape[3]:
+        raise DataError(f"attentions of shape {tuple(att.shape)}; expected [n_layers, n_heads, n, n]")
+    if att.shape[2] != len(tokens):
+        raise DataError(f"{len(tokens)} tokens for attention maps over {att.shape[2]} positions")
+    if not np.isfinite(att).all():
+        raise DataError("attentions contain NaN or infinite values")
+    if level not in LEVELS:
+        raise DataError(f"level {level!r}; expected one of {', '.join(LEVELS)}")
+    payload = {
+        "title": title,
+        "model": model_name,
+        "level": level,
+        "tokens": [str(t) for t in tokens],
+        "n_layers": int(att.shape[0]),
+        "n_heads": int(att.shape[1]),
+        "layer_offset": int(layer_offset),
+        **encode_attentions(att),
+    }
+    # "</" inside inlined JSON would end the <script> element early.
+    data = json.dumps(payload, ensure_ascii=True).replace("</", "<\\/")
+    return _template().render(title=_html_escape(title), data=data)
+
+
+def _html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=True)
+
+
+def attention_for_text(encoder, text: str, level: str = "word") -> tuple[list[str], np.ndarray]:
+    """Tokens and ``[n_layers, n_heads, n, n]`` attention of one text (``[CLS] ... [SEP]`` included).
+
+    ``level="subword"`` gives the model's own tokens. ``level="word"`` splits ``text`` on whitespace and
+    converts the map as Clark et al. (2019) and the spine's store do: attention *to* a word is the sum over
+    its subwords, attention *from* a word the mean over its subwords; the leading and trailing special
+    tokens each form one group.
+    """
+    import torch
+
+    from bertology.data import sentences_from_strings
+    from bertology.extraction import encode_sentences, word_groups, word_level_attention
+
+    if level not in LEVELS:
+        raise DataError(f"level {level!r}; expected one of {', '.join(LEVELS)}")
+    if not text or not text.split():
+        raise DataError("empty text; expected at least one word")
+    sentence = sentences_from_strings([text])[0]
+    encoded = encode_sentences(encoder.tokenizer, [sentence], max_length=encoder.max_length, long_policy="error")[0]
+    segment = encoded.segments[0]
+    encoder.with_attentions()
+    model = encoder.model
+    ids = torch.tensor([segment.input_ids], device=model.device)
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
+    att = torch.stack(list(out.attentions), dim=1)[0].float().cpu()  # [L, H, T, T]
+    if level == "subword":
+        return encoder.tokenizer.convert_ids_to_tokens(segment.input_ids), att.numpy()
+    words = word_level_attention(att, word_groups(encoded))
+    prefix = encoder.tokenizer.convert_ids_to_tokens(segment.input_ids[: encoded.n_prefix])
+    suffix = encoder.tokenizer.convert_ids_to_tokens(segment.input_ids[len(segment.input_ids) - encoded.n_suffix:])
+    tokens = ["".join(prefix) or "<start>", *sentence.words, "".join(suffix) or "<end>"]
+    return tokens, words.numpy()
+
+
+def view_attention(encoder, text: str, level: str = "word", title: str | None = None) -> str:
+    """The viewer page for ``text`` run through ``encoder`` (a :class:`bertology.models.Encoder`)."""
+    tokens, att = attention_for_text(encoder, text, level)
+    name = getattr(encoder, "name", None)
+    return render_attention_html(tokens, att, title=title or f"{name or 'model'}: attention ({level} level)",
+                                 level=level, model_name=name)
+
+
+def write_html(html: str, path: str | Path) -> Path:
+    """Write to a temp file beside ``path`` then rename, so a reader never sees half a page."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path

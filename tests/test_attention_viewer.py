@@ -1,0 +1,142 @@
+"""Attention viewer: the HTML payload round-trips, word/subword maps, CLI, and a real browser (chromium)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bertology.attention.patterns_cli import app
+from bertology.attention.viewer import attention_for_text, render_attention_html, view_attention, write_html
+from bertology.errors import DataError
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _payload(html: str) -> dict:
+    match = re.search(r'<script type="application/json" id="attention-data">(.*?)</script>', html, re.S)
+    assert match, "no inlined attention data"
+    return json.loads(match.group(1))
+
+
+def _random_attention(layers: int, heads: int, n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.dirichlet(np.full(n, 0.1), size=(layers, heads, n)).astype(np.float32)
+    return a
+
+
+def test_payload_round_trips_within_quantisation_error():
+    att = _random_attention(2, 3, 9)
+    tokens = ["[CLS]"] + [f"w{i}" for i in range(7)] + ["[SEP]"]
+    html = render_attention_html(tokens, att, title="t </script> & <b>")
+    data = _payload(html)
+    assert data["tokens"] == tokens and (data["n_layers"], data["n_heads"]) == (2, 3)
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(data["data"])), dtype=np.uint8).reshape(att.shape)
+    decoded = raw / 255.0 * np.asarray(data["scales"])[:, :, None, None]
+    np.testing.assert_allclose(decoded, att, atol=att.max() / 255 + 1e-6)
+    # The title is escaped in HTML and cannot close the script element.
+    assert "<b>" not in html.split("<script", 1)[0] and html.count("</script>") == 2
+    assert "http://" not in html and "https://" not in html  # nothing fetched from a CDN
+
+
+def test_render_rejects_mismatched_input():
+    with pytest.raises(DataError, match="tokens"):
+        render_attention_html(["a", "b"], _random_attention(1, 1, 3))
+    with pytest.raises(DataError, match="n_layers"):
+        render_attention_html(["a", "b"], np.ones((2, 2)))
+
+
+def test_word_level_map_aggregates_subwords(tiny_bert):
+    text = "zebras juggled marmalade"  # words the tiny tokenizer never saw: several subwords each
+    words, word_att = attention_for_text(tiny_bert, text, "word")
+    tokens, token_att = attention_for_text(tiny_bert, text, "subword")
+    assert words[1:-1] == text.split() and words[0] == "[CLS]" and words[-1] == "[SEP]"
+    assert len(tokens) > len(words)  # the long word is split into several subwords
+    assert word_att.shape == (2, 4, len(words), len(words))
+    # Rows still sum to one: "to" sums over subwords, "from" averages over them.
+    np.testing.assert_allclose(word_att.sum(-1), 1.0, atol=1e-5)
+    html = view_attention(tiny_bert, text, "word")
+    assert _payload(html)["level"] == "word" and _payload(html)["tokens"] == words
+
+
+def test_cli_view_writes_html(tmp_path, monkeypatch, tiny_bert):
+    import bertology.models
+
+    monkeypatch.setattr(bertology.models, "load_encoder", lambda *a, **k: tiny_bert)
+    out = tmp_path / "view.html"
+    result = CliRunner().invoke(app, ["view", "--model", "tiny", "--text", "the cat sat", "--out", str(out),
+                                      "--level", "subword"])
+    assert result.exit_code == 0, result.output
+    assert _payload(out.read_text())["level"] == "subword"
+    bad = CliRunner().invoke(app, ["view", "--text", "x", "--level", "phrase", "--out", str(out)])
+    assert bad.exit_code != 0 and isinstance(bad.exception, DataError)
+
+
+def _open_page(browser, path: Path):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.resolve().as_uri())
+    page.wait_for_function("document.body.dataset.ready", timeout=120_000)
+    assert page.evaluate("document.body.dataset.ready") == "true", page.inner_text("#error")
+    return page, errors
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium not installed")
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.mark.browser
+def test_browser_head_view_and_model_view(browser, tmp_path, tiny_bert):
+    path = write_html(view_attention(tiny_bert, "the quick brown fox jumps over the lazy dog", "word"),
+                      tmp_path / "view.html")
+    page, errors = _open_page(browser, path)
+    # Head view drew something on its canvas.
+    assert page.evaluate("""() => { const c = document.getElementById('head-canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let ink = 0; for (let k = 3; k < d.length; k += 4) if (d[k] > 0) ink++; return ink; }""") > 1000
+    page.hover("#head-canvas", position={"x": 30, "y": 40})  # hover a token: redraw without errors
+    page.screenshot(path=str(tmp_path / "head.png"))
+    page.click("#tab-model")
+    page.wait_for_function("document.body.dataset.thumbnails === 'ready'", timeout=60_000)
+    assert page.locator("canvas.thumb").count() == 2 * 4
+    page.click("canvas.thumb[data-layer='2'][data-head='3']")
+    assert page.is_visible("#detail")
+    assert page.get_attribute("#detail", "data-layer") == "2"
+    assert page.get_attribute("#detail", "data-head") == "3"
+    assert page.inner_text("#detail-title") == "Layer 2, head 3"
+    page.screenshot(path=str(tmp_path / "detail.png"))
+    page.keyboard.press("Escape")
+    assert not page.is_visible("#detail")
+    assert errors == []
+    assert (tmp_path / "detail.png").stat().st_size > 10_000
+
+
+@pytest.mark.browser
+def test_browser_renders_512_tokens(browser, tmp_path):
+    n = 512
+    att = _random_attention(2, 4, n, seed=1)
+    tokens = ["[CLS]"] + [f"tok{i}" for i in range(n - 2)] + ["[SEP]"]
+    path = write_html(render_attention_html(tokens, att, title="512 tokens"), tmp_path / "long.html")
+    page, errors = _open_page(browser, path)
+    page.click("#tab-model")
+    page.wait_for_function("document.body.dataset.thumbnails === 'ready'", timeout=120_000)
+    page.click("canvas.thumb[data-layer='1'][data-head='0']")
+    assert page.inner_text("#detail-title") == "Layer 1, head 0"
+    assert errors == []
