@@ -176,6 +176,10 @@ def _register_subcommands() -> None:
     from bertology.tasks.cli import app as tasks_app
 
     app.add_typer(tasks_app, name="tasks", help="Build and list SentEval probing tasks from treebanks.")
+    from bertology.attention.cli import app as attention_app
+
+    app.add_typer(attention_app, name="attention",
+                  help="Clark head statistics and heads as parsers, Kovaleva pattern types, viewer.")
     from bertology.intervention.cli import app as ablate_app
 
     app.add_typer(ablate_app, name="ablate", help="Head and layer ablation, head importance, pruning.")

@@ -1,0 +1,227 @@
+"""Per-head attention statistics (Clark et al. 2019, "What Does BERT Look At?", section 3).
+
+Input is word-level attention, one array per sentence, shaped ``[n_layers, n_heads, n+2, n+2]``:
+index 0 is the leading special token ([CLS] / <s>), 1..n the words, n+1 the trailing special token
+([SEP] / </s>). Rows are the attending positions ("queries"), columns the attended-to ones. This is what
+``Store.attention(i)`` returns; any iterable of such arrays works, so a whole corpus streams through
+without being held in memory.
+
+Every statistic is first averaged over the query rows of one sentence and then over sentences, the
+way Clark et al.'s ``General_Analysis.ipynb`` does it (all n+2 rows, the special tokens included,
+unless a statistic says otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bertology.data import Sentence
+from bertology.errors import DataError
+
+#: Statistic name -> one-line definition (also used as the heatmap title).
+STATISTICS: dict[str, str] = {
+    "attn_cls": "attention to the leading special token ([CLS])",
+    "attn_sep": "attention to the trailing special token ([SEP])",
+    "attn_punct": "attention to punctuation words (periods and commas)",
+    "attn_self": "attention to the token itself",
+    "attn_next": "attention to the next token",
+    "attn_prev": "attention to the previous token",
+    "entropy": "mean entropy of the attention distributions (nats)",
+    "entropy_of_mean": "entropy of the sentence's average attention distribution (nats)",
+    "entropy_from_cls": "entropy of the attention from [CLS] (nats)",
+    "mean_distance": "expected distance in words to the attended word (word queries, word keys)",
+}
+
+#: Clark et al. count a token as punctuation when it is exactly "." or ",".
+DEFAULT_PUNCTUATION: tuple[str, ...] = (".", ",")
+
+
+def _entropy(p: np.ndarray) -> np.ndarray:
+    """Entropy (nats) along the last axis; 0 log 0 = 0, so no smoothing is needed."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
+    return -(p * logp).sum(-1)
+
+
+def check_attention(attention: np.ndarray, n_words: int, where: str) -> np.ndarray:
+    """Validate one sentence's word-level attention and return it as float64."""
+    attention = np.asarray(attention)
+    expected = n_words + 2
+    if attention.ndim != 4 or attention.shape[-1] != expected or attention.shape[-2] != expected:
+        raise DataError(
+            f"{where}: attention has shape {attention.shape}; expected [n_layers, n_heads, {expected}, {expected}] "
+            f"for {n_words} words plus the two special tokens"
+        )
+    if not np.isfinite(attention).all():
+        raise DataError(f"{where}: attention contains NaN or infinite values")
+    return attention.astype(np.float64, copy=False)
+
+
+@dataclass
+class _Accumulator:
+    sums: dict[str, np.ndarray]
+    counts: dict[str, np.ndarray]
+
+    @classmethod
+    def empty(cls, shape: tuple[int, int]) -> "_Accumulator":
+        return cls({k: np.zeros(shape) for k in STATISTICS}, {k: np.zeros(shape) for k in STATISTICS})
+
+    def add(self, name: str, value: np.ndarray, valid: np.ndarray | bool = True) -> None:
+        valid = np.broadcast_to(np.asarray(valid, dtype=bool), value.shape)
+        self.sums[name] += np.where(valid, value, 0.0)
+        self.counts[name] += valid
+
+
+def sentence_head_statistics(
+    attention: np.ndarray, words: Sequence[str], punctuation: Iterable[str] = DEFAULT_PUNCTUATION
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The statistics of one sentence: name -> (value [L, H], valid [L, H] bool).
+
+    ``valid`` is False where a statistic is undefined for this sentence (e.g. mean distance when a
+    head puts no attention on words at all); such sentences are left out of that head's average.
+    """
+    n = len(words)
+    a = check_attention(attention, n, "sentence")
+    # The word-level conversion and float16 storage leave rows summing to 1 only approximately.
+    row_mass = a.sum(-1, keepdims=True)
+    a = np.divide(a, row_mass, out=np.zeros_like(a), where=row_mass > 0)
+    size = n + 2
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    ones = np.ones(a.shape[:2], dtype=bool)
+
+    out["attn_cls"] = (a[..., :, 0].mean(-1), ones)
+    out["attn_sep"] = (a[..., :, size - 1].mean(-1), ones)
+    punct = {p for p in punctuation}
+    punct_cols = [j + 1 for j, w in enumerate(words) if w in punct]
+    out["attn_punct"] = (a[..., :, punct_cols].sum(-1).mean(-1) if punct_cols else np.zeros(a.shape[:2]), ones)
+    diag = np.arange(size)
+    out["attn_self"] = (a[..., diag, diag].mean(-1), ones)
+    # Clark divides by the number of tokens, so the last row (no next token) counts as zero.
+    out["attn_next"] = (a[..., diag[:-1], diag[1:]].sum(-1) / size, ones)
+    out["attn_prev"] = (a[..., diag[1:], diag[:-1]].sum(-1) / size, ones)
+    out["entropy"] = (_entropy(a).mean(-1), ones)
+    out["entropy_of_mean"] = (_entropy(a.mean(-2)), ones)
+    out["entropy_from_cls"] = (_entropy(a[..., 0, :]), ones)
+
+    # Distance is about words: the attention of word queries over word keys, renormalised.
+    words_block = a[..., 1 : n + 1, 1 : n + 1]
+    mass = words_block.sum(-1)  # [L, H, n]
+    positions = np.arange(n)
+    distance = np.abs(positions[:, None] - positions[None, :])
+    expected = np.divide((words_block * distance).sum(-1), mass, out=np.zeros_like(mass), where=mass > 1e-6)
+    has_mass = mass > 1e-6
+    n_rows = has_mass.sum(-1)
+    mean_distance = np.divide(
+        np.where(has_mass, expected, 0.0).sum(-1), n_rows, out=np.zeros(a.shape[:2]), where=n_rows > 0
+    )
+    out["mean_distance"] = (mean_distance, n_rows > 0)
+    return out
+
+
+def head_statistics(
+    attentions: Iterable[np.ndarray],
+    sentences: Iterable[Sentence],
+    punctuation: Iterable[str] = DEFAULT_PUNCTUATION,
+    progress: bool = False,
+    total: int | None = None,
+    layers: Sequence[int] | None = None,
+) -> pd.DataFrame:
+    """Clark et al.'s per-head statistics, averaged over a corpus.
+
+    ``attentions`` yields one word-level array ``[n_layers, n_heads, n+2, n+2]`` per sentence (e.g.
+    ``(store.attention(i) for i in range(store.n_sentences))``), in the order of ``sentences``.
+    Returns a tidy DataFrame with columns ``layer, head, statistic, value, n_sentences``; ``layer``
+    is 1-based (the store's numbering: 0 would be the embeddings) and ``head`` 0-based, as in
+    :mod:`bertology.attention.patterns`. Pass ``layers=store.attention_layers`` when the arrays hold
+    only some layers; by default the first axis is layers 1..L. ``df.attrs["uniform_entropy"]`` holds the
+    entropy of uniform attention averaged over the same sentences, the reference line for
+    "broad" heads.
+    """
+    punctuation = tuple(punctuation)
+    acc: _Accumulator | None = None
+    uniform_entropy = 0.0
+    n_sentences = 0
+    shape: tuple[int, int] | None = None
+    pairs = _zip_checked(attentions, sentences)
+    for index, (attention, sentence) in enumerate(_progress(pairs, progress, total, "head statistics")):
+        attention = np.asarray(attention)
+        if shape is None:
+            shape = attention.shape[:2]
+            acc = _Accumulator.empty(shape)
+        elif attention.shape[:2] != shape:
+            raise DataError(
+                f"sentence {index} ({sentence.id}): attention has {attention.shape[:2]} layers x heads; "
+                f"expected {shape} like the sentences before it"
+            )
+        try:
+            stats = sentence_head_statistics(attention, sentence.words, punctuation)
+        except DataError as exc:
+            raise DataError(f"sentence {index} ({sentence.id}): {exc}") from None
+        for name, (value, valid) in stats.items():
+            acc.add(name, value, valid)
+        uniform_entropy += np.log(len(sentence) + 2)
+        n_sentences += 1
+    if acc is None:
+        raise DataError("no sentences given; expected at least one attention array")
+    layer_numbers = _layer_numbers(layers, shape[0])
+    rows = []
+    for name in STATISTICS:
+        mean = np.divide(acc.sums[name], acc.counts[name], out=np.full(shape, np.nan), where=acc.counts[name] > 0)
+        for layer in range(shape[0]):
+            for head in range(shape[1]):
+                rows.append((layer_numbers[layer], head, name, float(mean[layer, head]), int(acc.counts[name][layer, head])))
+    df = pd.DataFrame(rows, columns=["layer", "head", "statistic", "value", "n_sentences"])
+    df.attrs["uniform_entropy"] = uniform_entropy / n_sentences
+    return df
+
+
+def statistic_matrix(df: pd.DataFrame, statistic: str) -> np.ndarray:
+    """One statistic as a ``[n_layers, n_heads]`` array (row 0 = layer 1, column 0 = head 0)."""
+    sub = df[df["statistic"] == statistic]
+    if sub.empty:
+        raise DataError(f"statistic {statistic!r} not in the table; expected one of {sorted(df['statistic'].unique())}")
+    table = sub.pivot(index="layer", columns="head", values="value").sort_index().sort_index(axis=1)
+    return table.to_numpy()
+
+
+def _layer_numbers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
+    if layers is None:
+        return list(range(1, n_layers + 1))
+    layers = [int(layer) for layer in layers]
+    if len(layers) != n_layers:
+        raise DataError(f"layers={layers} names {len(layers)} layers; the attention arrays hold {n_layers}")
+    return layers
+
+
+def _zip_checked(attentions: Iterable[np.ndarray], sentences: Iterable[Sentence]):
+    """zip() that fails loudly when the two streams have different lengths."""
+    sentinel = object()
+    att_iter, sent_iter = iter(attentions), iter(sentences)
+    index = 0
+    while True:
+        attention = next(att_iter, sentinel)
+        sentence = next(sent_iter, sentinel)
+        if attention is sentinel and sentence is sentinel:
+            return
+        if attention is sentinel or sentence is sentinel:
+            more = "sentences" if attention is sentinel else "attention arrays"
+            raise DataError(f"after {index} sentences: more {more} than the other; expected one attention array per sentence")
+        yield attention, sentence
+        index += 1
+
+
+def _progress(iterable, enabled: bool, total: int | None, description: str):
+    if not enabled:
+        yield from iterable
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        for item in iterable:
+            yield item
+            bar.advance(task)

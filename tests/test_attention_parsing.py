@@ -1,0 +1,177 @@
+"""Heads as parsers, offset baselines, Clark's Table 1 and the attention-only probe on crafted attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bertology.attention.parsing import (
+    CLARK_TABLE1, AttentionOnlyProbe, best_heads_table, compare_with_clark, head_predictions, heads_as_parsers,
+    offset_baselines, probe_features,
+)
+from bertology.data import Sentence
+from bertology.errors import DataError
+
+#  1 the  2 dog  3 saw  4 a  5 cat  6 .
+TREE = Sentence(
+    words=("the", "dog", "saw", "a", "cat", "."), id="t1",
+    heads=(2, 3, 0, 5, 3, 3), deprels=("det", "nsubj", "root", "det", "obj", "punct"),
+)
+
+
+def _tree_attention(sentence: Sentence) -> np.ndarray:
+    """[1 layer, 3 heads, n+2, n+2]: head 0 attends dependent -> head, head 1 head -> dependents,
+    head 2 to the previous token. Specials and the root attend to [SEP]."""
+    n = len(sentence)
+    a = np.zeros((3, n + 2, n + 2))
+    for i, h in enumerate(sentence.heads, start=1):
+        a[0, i, h if h else n + 1] = 1.0
+        a[2, i, i - 1] = 1.0
+        if h:
+            a[1, h, i] = 1.0
+    for head in range(3):
+        for row in range(n + 2):
+            if a[head, row].sum() == 0:
+                a[head, row, n + 1] = 1.0
+    return (a / a.sum(-1, keepdims=True))[None].astype(np.float32)
+
+
+def _accuracy(df, relation, direction, head):
+    row = df[(df.relation == relation) & (df.direction == direction) & (df.layer == 1) & (df["head"] == head)]
+    return float(row["accuracy"].iloc[0])
+
+
+def test_head_following_the_tree_scores_one():
+    df = heads_as_parsers([_tree_attention(TREE)], [TREE])
+    for relation in ("det", "nsubj", "obj", "punct"):
+        assert _accuracy(df, relation, "dep->head", 0) == 1.0
+        assert _accuracy(df, relation, "head->dep", 1) == 1.0  # heads attend to their dependents
+    assert _accuracy(df, "root", "dep->head", 0) == 0.0  # a word is never predicted as root
+    assert _accuracy(df, "all", "dep->head", 0) == pytest.approx(5 / 6)
+    # head 2 attends to the previous token, which is never the head of nsubj/obj/punct here
+    for relation in ("nsubj", "obj", "punct"):
+        assert _accuracy(df, relation, "dep->head", 2) == 0.0
+    counts = df.drop_duplicates("relation").set_index("relation")["count"]
+    assert counts.to_dict() == {"det": 2, "nsubj": 1, "root": 1, "obj": 1, "punct": 1, "all": 6}
+
+
+def test_offset_baselines_known_values():
+    base = offset_baselines([TREE]).set_index(["relation", "offset"])["accuracy"]
+    assert base["det", 1] == 1.0  # the -> dog, a -> cat
+    assert base["det", -1] == 0.0
+    assert base["obj", -2] == 1.0  # cat -> saw
+    assert base["punct", -3] == 1.0
+    assert base["all", 1] == pytest.approx(3 / 6)  # the, dog, a; "." points past the end and is wrong
+    assert 0 not in set(base.index.get_level_values("offset"))
+
+
+def test_best_heads_table_and_clark_comparison():
+    parse = heads_as_parsers([_tree_attention(TREE)], [TREE])
+    base = offset_baselines([TREE])
+    table = best_heads_table(parse, base, min_count=0, held_out_parse=parse, held_out_baselines=base)
+    assert table["relation"].iloc[0] == "all"
+    assert "punct" not in set(table["relation"]) and "root" not in set(table["relation"])
+    det = table.set_index("relation").loc["det"]
+    assert (det["best_head"], det["direction"], det["accuracy"]) == ("1-1", "dep->head", 1.0)
+    assert (det["baseline_offset"], det["baseline_accuracy"], det["held_out_accuracy"]) == (1, 1.0, 1.0)
+    # min_count drops rare relations but never "all"
+    assert list(best_heads_table(parse, base, min_count=2)["relation"]) == ["all", "det"]
+
+    compared = compare_with_clark(table).set_index("clark_relation")
+    assert compared.loc["det", "clark_accuracy"] == 94.3 and compared.loc["det", "clark_head"] == "8-11"
+    assert compared.loc["dobj", "ud_relation"] == "obj" and compared.loc["dobj", "our_accuracy"] == 100.0
+    assert compared.loc["dobj", "clark_baseline_accuracy"] == 40.0
+    assert np.isnan(compared.loc["prep", "our_accuracy"])  # no same-attachment UD relation
+    assert len(compared) == len(CLARK_TABLE1)
+
+
+def test_specials_and_self_never_win_the_argmax():
+    n = 4
+    a = np.zeros((1, 1, n + 2, n + 2))
+    a[..., :, 0] = 0.6  # most attention to [CLS]
+    a[..., :, n + 1] = 0.3
+    a[..., np.arange(n + 2), np.arange(n + 2)] += 0.08  # then to itself
+    a[..., 1:n + 1, 1] += 0.02  # a little to word 1
+    predictions = head_predictions(a, n)
+    assert predictions.shape == (2, 1, 1, n)
+    assert predictions.min() >= 1 and predictions.max() <= n
+    assert list(predictions[0, 0, 0]) == [2, 1, 1, 1]  # word 1 may not pick itself; ties go to the first word
+
+
+def test_possessive_rule_scores_the_possessor_by_its_clitic():
+    s = Sentence(words=("John", "'s", "dog", "barks"), id="p", heads=(3, 1, 4, 0),
+                 deprels=("nmod:poss", "case", "nsubj", "root"))
+    a = np.zeros((1, 1, 6, 6))
+    a[0, 0, 1, 2] = 1  # John -> 's (wrong on its own)
+    a[0, 0, 2, 3] = 1  # 's -> dog (the possessor's head)
+    for row in (0, 3, 4, 5):
+        a[0, 0, row, 5] = 1
+    with_rule = heads_as_parsers([a], [s])
+    without = heads_as_parsers([a], [s], possessive_rule=False)
+    assert _accuracy(with_rule, "nmod:poss", "dep->head", 0) == 1.0
+    assert _accuracy(without, "nmod:poss", "dep->head", 0) == 0.0
+
+
+def test_bad_input():
+    plain = Sentence(words=("no", "tree"), id="plain")
+    with pytest.raises(DataError, match=r"sentence 0 \(plain\): no dependency tree"):
+        heads_as_parsers([np.full((1, 1, 4, 4), 0.25)], [plain])
+    with pytest.raises(DataError, match=r"sentence 0 \(t1\).*expected \[n_layers, n_heads, 8, 8\]"):
+        heads_as_parsers([np.full((1, 1, 4, 4), 0.25)], [TREE])
+
+
+def _random_tree(rng, n):
+    heads = [0] + [int(rng.integers(1, i + 1)) for i in range(1, n)]  # each word attaches to an earlier one
+    order = rng.permutation(n)  # relabel positions so heads go both ways
+    inverse = np.argsort(order)
+    relabelled = [0] * n
+    for old, h in enumerate(heads):
+        relabelled[inverse[old]] = 0 if h == 0 else int(inverse[h - 1]) + 1
+    return relabelled
+
+
+def _planted_corpus(rng, n_sentences, planted=(1, 2)):
+    """Random trees; one head (layer 1, head 2) puts half its mass on the gold head, the rest is noise."""
+    attentions, sentences = [], []
+    for k in range(n_sentences):
+        n = int(rng.integers(4, 12))
+        heads = _random_tree(rng, n)
+        a = rng.dirichlet(np.ones(n + 2), size=(2, 3, n + 2))
+        layer, head = planted
+        for i, h in enumerate(heads, start=1):
+            a[layer, head, i] *= 0.5
+            a[layer, head, i, h] += 0.5  # root = [CLS], index 0
+        attentions.append(a.astype(np.float32))
+        sentences.append(Sentence(words=tuple(f"w{i}" for i in range(n)), id=f"r{k}", heads=tuple(heads),
+                                  deprels=("dep",) * n))
+    return attentions, sentences
+
+
+def test_probe_learns_a_planted_head():
+    rng = np.random.default_rng(0)
+    train_att, train = _planted_corpus(rng, 60)
+    test_att, test = _planted_corpus(rng, 30)
+    probe = AttentionOnlyProbe(epochs=15, seed=0).fit(train_att, train)
+    assert probe.loss_curve_[-1] < probe.loss_curve_[0]
+    assert probe.score(test_att, test) > 0.95
+    weights = probe.head_weights_  # [2 directions, 6 heads]; (layer 1, head 2) is flat index 5
+    assert np.argmax(weights[0]) == 5 and weights[0, 5] > 3 * np.abs(np.delete(weights[0], 5)).max()
+    predictions = probe.predict(test_att, test)
+    assert [len(p) for p in predictions] == [len(s) for s in test]
+    # the best fixed offset is far below on random trees
+    base = offset_baselines(test)
+    assert base[base.relation == "all"]["accuracy"].max() < 0.5
+
+
+def test_probe_features_layout():
+    a = np.arange(2 * 3 * 5 * 5, dtype=float).reshape(2, 3, 5, 5)  # n = 3
+    f = probe_features(a, 3)
+    assert f.shape == (3, 4, 12)
+    # dependent word 2 (row 1), candidate 0 ([CLS] as ROOT): forward = a[:, :, 2, 0], backward = a[:, :, 0, 2]
+    np.testing.assert_array_equal(f[1, 0, :6], a[:, :, 2, 0].ravel())
+    np.testing.assert_array_equal(f[1, 0, 6:], a[:, :, 0, 2].ravel())
+
+
+def test_unfitted_probe_raises():
+    with pytest.raises(DataError, match="not fitted"):
+        AttentionOnlyProbe().predict([_tree_attention(TREE)], [TREE])
