@@ -35,6 +35,9 @@ class ReportContext:
     progress: bool = True
     device: str | None = None
     notes: list[str] = field(default_factory=list)
+    attention_sentences: int = 600
+    attention_probe_epochs: int = 10
+    pattern_sentences: int = 40
 
     @property
     def model_key(self) -> dict:
@@ -48,6 +51,10 @@ class ReportContext:
     @property
     def treebank_files(self) -> list[Path]:
         return [default_corpus("ewt-dev"), default_corpus("ewt-test")]
+
+    @property
+    def treebank_dir(self) -> Path:
+        return default_corpus("ewt-dev").parent
 
 
 SectionBuilder = Callable[[ReportContext], "Section | None"]

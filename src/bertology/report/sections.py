@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.extraction import encode_sentences
-from bertology.report.document import Figure, Section, Table, Text
+from bertology.report.document import Figure, Link, Section, Table, Text
 from bertology.report.run import ReportContext
 
 
@@ -58,6 +58,86 @@ def tokenization(context: ReportContext) -> Section:
     return section
 
 
+def _attention_encoder(context: ReportContext):
+    """A copy of the model with eager attention, so the other sections keep the faster sdpa kernels."""
+    import copy
+
+    return copy.deepcopy(context.encoder).with_attentions()
+
+
+def attention(context: ReportContext) -> Section:
+    """Clark et al.'s head statistics and heads as parsers; Kovaleva et al.'s pattern types; the viewer."""
+    from bertology.attention.figures import plot_heatmap
+    from bertology.attention.parsing import probe_summary, run_attention_analysis
+    from bertology.attention.patterns import (compare_pattern_proportions, pattern_types,
+                                              plot_pattern_proportions, token_attention_maps)
+    from bertology.attention.stats import STATISTICS, statistic_matrix
+    from bertology.attention.viewer import view_attention, write_html
+
+    limit = context.max_sentences or context.attention_sentences
+    key = {**context.model_key, "attention_sentences": limit, "probe_epochs": context.attention_probe_epochs}
+
+    def compute() -> dict[str, pd.DataFrame]:
+        encoder = _attention_encoder(context)
+        tables = run_attention_analysis(
+            encoder, treebank=context.treebank_dir, max_sentences=limit, max_train_sentences=limit,
+            probe_seeds=context.seeds, probe_epochs=context.attention_probe_epochs, statistics=True,
+            control=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
+        texts = [" ".join(s.words) for s in context.dev[: context.pattern_sentences]]
+        twin = context.encoder.untrained(0).with_attentions()
+        kinds = {}
+        for name, enc in ((context.model_name, encoder), (f"{context.model_name} untrained twin", twin)):
+            kinds[name] = pattern_types(token_attention_maps(enc, texts, max_length=128), classifier="cnn")
+        tables["patterns"] = pd.concat([df.assign(model=name) for name, df in kinds.items()], ignore_index=True)
+        tables["pattern_proportions"] = compare_pattern_proportions(kinds)
+        return tables
+
+    tables = context.cache.get_or_compute("attention", key, compute)
+    section = Section("attention", "Attention",
+                      note=f"Word-level attention (Clark et al. 2019: summed over the attended word's subwords, "
+                           f"averaged over the attending word's) on up to {limit} EWT sentences per split. "
+                           "Layers count from 1, heads from 0; head labels like 3-9 are Clark's display "
+                           "(layer-head, both from 1).")
+    stats = tables["statistics"]
+    present = [name for name in STATISTICS if name in set(stats["statistic"])]
+    n = len(present)
+    if n:
+        columns = 3
+        rows = (n + columns - 1) // columns
+        fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.3 * rows), squeeze=False)
+        for ax, name in zip(axes.ravel(), present):
+            plot_heatmap(statistic_matrix(stats, name), name.replace("_", " "), "mean over tokens", ax=ax)
+        for ax in axes.ravel()[n:]:
+            ax.axis("off")
+        fig.tight_layout()
+        section.add(Figure(fig, "Clark et al. head statistics per layer (rows) and head (columns), averaged over "
+                                "the dev sentences: attention to [CLS], [SEP], punctuation, self, next/previous "
+                                "word, entropies (nats) and mean attention distance (words)."))
+    best = tables["best_heads"]
+    show = [c for c in ("relation", "direction", "best_head", "accuracy", "baseline_accuracy", "baseline_offset",
+                        "count", "held_out_accuracy", "held_out_baseline_accuracy") if c in best.columns]
+    section.add(Table(best[show], "Heads as parsers (Clark et al. Table 1): for each relation, the head whose "
+                                  "most-attended word is the dependency's other end most often, selected on dev, "
+                                  "beside the best fixed-offset baseline; held-out columns score the same choice "
+                                  "on test.", max_rows=30))
+    summary = probe_summary(tables["probe"])
+    section.add(Table(summary, "Clark et al.'s attention-only probe (UAS on test; mean and std over seeds) beside "
+                               "the best single head and the best fixed offset.", float_format="{:.3f}"))
+    proportions = tables["pattern_proportions"]
+    kinds = {name: frame.drop(columns="model") for name, frame in tables["patterns"].groupby("model", sort=False)}
+    section.add(Figure(plot_pattern_proportions(kinds), "Kovaleva et al. pattern types per layer (shipped CNN "
+                       "classifier on token-level maps of EWT sentences), the model beside its untrained twin."))
+    overall = (proportions.groupby(["model", "type"])["count"].sum() / proportions.groupby("model")["count"].sum())
+    section.add(Table(overall.rename("share").reset_index(), "Overall share of each pattern type."))
+    sample = next((s for s in context.dev if 8 <= len(s) <= 20), context.dev[0])
+    viewer = context.out_dir / "attention_view.html"
+    write_html(view_attention(_attention_encoder(context), " ".join(sample.words)), viewer)
+    section.add(Link(viewer.name, "Open the attention viewer", f"for the sentence \"{' '.join(sample.words)}\" "
+                                  "(head view and all layers x heads; works offline)."))
+    return section
+
+
 SECTIONS = [
     ("tokenization", tokenization),
+    ("attention", attention),
 ]
