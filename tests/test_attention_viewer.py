@@ -16,9 +16,6 @@ from bertology.attention.patterns_cli import app
 from bertology.attention.viewer import attention_for_text, render_attention_html, view_attention, write_html
 from bertology.errors import DataError
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def _payload(html: str) -> dict:
@@ -89,17 +86,6 @@ def _open_page(browser, path: Path):
     page.wait_for_function("document.body.dataset.ready", timeout=120_000)
     assert page.evaluate("document.body.dataset.ready") == "true", page.inner_text("#error")
     return page, errors
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.skip("/usr/bin/chromium not installed")
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.mark.browser
