@@ -176,6 +176,10 @@ def _register_subcommands() -> None:
     from bertology.tasks.cli import app as tasks_app
 
     app.add_typer(tasks_app, name="tasks", help="Build and list SentEval probing tasks from treebanks.")
+    from bertology.probing.cli import probe
+
+    app.command("probe", help="Probe every layer (SentEval tasks, UPOS/XPOS/deprel/NER, structural) with "
+                "majority, untrained-twin and control baselines.")(probe)
     from bertology.attention.cli import app as attention_app
 
     app.add_typer(attention_app, name="attention",

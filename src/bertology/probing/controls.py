@@ -1,0 +1,116 @@
+"""Baselines that stand beside every probing number: majority class and control tasks.
+
+Control tasks follow Hewitt and Liang (2019): every word *type* gets a random label drawn from the task's
+own label distribution, so the control task has the task's output space and marginal distribution but
+can only be solved by memorising word identity. Selectivity = task accuracy - control accuracy.
+
+Assignments are a pure function of ``(seed, type)`` (a keyed hash, not Python's salted ``hash``), so
+they are identical across processes and independent of the order types are met.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from typing import Hashable, Iterable, Sequence
+
+import numpy as np
+
+from bertology.errors import DataError
+
+
+def majority_label(y_train: Sequence) -> object:
+    """The most frequent training label (ties: the smallest label, so it is deterministic)."""
+    counts = Counter(np.asarray(y_train).tolist())
+    if not counts:
+        raise DataError("y_train is empty; the majority baseline needs training labels")
+    top = max(counts.values())
+    return min(label for label, c in counts.items() if c == top)
+
+
+def majority_accuracy(y_train: Sequence, y_eval: Sequence) -> float:
+    """Accuracy of always predicting the most frequent *training* label on ``y_eval``."""
+    label = majority_label(y_train)
+    y_eval = np.asarray(y_eval)
+    return float((y_eval == label).mean()) if len(y_eval) else float("nan")
+
+
+def type_uniform(key: Hashable, seed: int) -> float:
+    """A uniform number in [0, 1) that depends only on ``(seed, key)``."""
+    digest = hashlib.blake2b(f"{int(seed)}\x1f{key!r}".encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2.0**64
+
+
+def label_distribution(y_train: Sequence) -> tuple[np.ndarray, np.ndarray]:
+    """(labels sorted, their probabilities) as observed in the training labels."""
+    labels, counts = np.unique(np.asarray(y_train), return_counts=True)
+    if len(labels) == 0:
+        raise DataError("y_train is empty; a control task needs the task's label distribution")
+    return labels, counts / counts.sum()
+
+
+class ControlTask:
+    """Hewitt-and-Liang control labels for token-, edge- and span-level tasks.
+
+    ``key`` is the word type (we lowercase word forms, see :func:`word_type`); for edge probes we key on
+    the dependent's type and for entity spans on the tuple of the span's types, so the control is always
+    "a fixed random label per lexical item", learnable only by memorising it.
+    """
+
+    def __init__(self, y_train: Sequence, seed: int = 0):
+        self.labels_, self.probs_ = label_distribution(y_train)
+        self._cdf = np.cumsum(self.probs_)
+        self._cdf[-1] = 1.0
+        self.seed = seed
+
+    def label(self, key: Hashable):
+        u = type_uniform(key, self.seed)
+        return self.labels_[int(np.searchsorted(self._cdf, u, side="right"))]
+
+    def labels(self, keys: Iterable[Hashable]) -> np.ndarray:
+        cache: dict = {}
+        out = []
+        for key in keys:
+            if key not in cache:
+                cache[key] = self.label(key)
+            out.append(cache[key])
+        return np.asarray(out, dtype=self.labels_.dtype)
+
+
+class SentenceControlTask:
+    """The sentence-level analogue of a Hewitt-and-Liang control task (our definition; documented).
+
+    Every word type gets a fixed random number ``u(type)`` in [0, 1); a sentence's score is the mean of
+    ``u`` over its words; the score is cut into labels at the quantiles of the task's training label
+    distribution (computed on the training sentences' scores). So the control keeps the task's label
+    set and marginal distribution, is a deterministic function of the sentence's bag of word types, and
+    is solvable only by memorising word identities, exactly what a mean-over-words representation can
+    expose. It does not depend on word order or syntax.
+    """
+
+    def __init__(self, y_train: Sequence, train_sentences: Sequence[Sequence[str]], seed: int = 0):
+        self.labels_, self.probs_ = label_distribution(y_train)
+        self.seed = seed
+        scores = self.scores(train_sentences)
+        # Thresholds at the cumulative label proportions: label k covers the k-th share of scores.
+        self._cuts = np.quantile(scores, np.cumsum(self.probs_)[:-1]) if len(self.labels_) > 1 else np.array([])
+
+    def scores(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        cache: dict = {}
+
+        def u(word: str) -> float:
+            key = word_type(word)
+            if key not in cache:
+                cache[key] = type_uniform(key, self.seed)
+            return cache[key]
+
+        return np.asarray([np.mean([u(w) for w in words]) if len(words) else 0.5 for words in sentences])
+
+    def labels(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        order = np.searchsorted(self._cuts, self.scores(sentences), side="right")
+        return self.labels_[order]
+
+
+def word_type(word: str) -> str:
+    """What counts as one word type for control tasks: the lowercased form."""
+    return word.lower()

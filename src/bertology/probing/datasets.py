@@ -1,0 +1,340 @@
+"""Probing datasets: which examples, which labels, and how their features are read from a store.
+
+Every task is a list of examples per split (``train``/``dev``/``test``) over a *pool* of sentences that
+is extracted once per encoder. An example points into the pool:
+
+* ``token``    (sentence, word)            -> the word's vector (UPOS, XPOS)
+* ``edge``     (sentence, dependent, head) -> ``[dep; head; dep * head]`` (dependency label of the arc)
+* ``span``     (sentence, start, end)      -> mean of the span's word vectors (WNUT-17 entity type)
+* ``sentence`` (sentence,)                 -> mean of the sentence's word vectors (SentEval tasks)
+
+Word vectors come from a ``word-mean`` store, i.e. each word is already the mean of its subwords.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bertology.data import Sentence, read_conllu, read_senteval
+from bertology.errors import DataError
+from bertology.probing.controls import ControlTask, SentenceControlTask, word_type
+
+SPLITS = ("train", "dev", "test")
+LEVELS = ("token", "edge", "span", "sentence")
+UD_TASKS = ("upos", "xpos", "deprel")
+NER_TASKS = ("ner",)
+
+#: SentEval split codes -> ours.
+_SENTEVAL_SPLITS = {"tr": "train", "va": "dev", "te": "test"}
+
+
+@dataclass
+class SplitExamples:
+    """Examples of one split: ``refs`` ``[n, k]`` int indices into the pool (see module doc), labels,
+    and the lexical key each example's control label is a function of."""
+
+    refs: np.ndarray
+    labels: np.ndarray
+    control_keys: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def take(self, index: np.ndarray) -> "SplitExamples":
+        keys = [self.control_keys[i] for i in index] if self.control_keys else []
+        return SplitExamples(self.refs[index], self.labels[index], keys)
+
+
+@dataclass
+class ProbingDataset:
+    """One task over one sentence pool per split."""
+
+    name: str
+    level: str
+    source: str  # which sentence pool: "ud", "wnut17" or "senteval"
+    pools: dict[str, list[Sentence]]
+    splits: dict[str, SplitExamples]
+    notes: list[str] = field(default_factory=list)
+
+    def control_labels(self, seed: int) -> dict[str, np.ndarray]:
+        """Hewitt-and-Liang control labels for every split (label distribution from train)."""
+        train = self.splits["train"]
+        if self.level == "sentence":
+            sentences = {s: [self.pools[s][i].words for i in ex.refs[:, 0]] for s, ex in self.splits.items()}
+            control = SentenceControlTask(train.labels, sentences["train"], seed=seed)
+            return {s: control.labels(sentences[s]) for s in self.splits}
+        control = ControlTask(train.labels, seed=seed)
+        return {s: control.labels(ex.control_keys) for s, ex in self.splits.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# features from word vectors
+
+
+def features(level: str, word_vectors: np.ndarray, offsets: np.ndarray, refs: np.ndarray) -> np.ndarray:
+    """Features of ``refs`` from one layer's word vectors ``[total_words, dim]`` (rows of sentence i are
+    ``offsets[i]:offsets[i+1]``). Returns ``[n, dim]`` (``[n, 3*dim]`` for edges)."""
+    if level == "token":
+        return word_vectors[offsets[refs[:, 0]] + refs[:, 1]]
+    if level == "edge":
+        dep = word_vectors[offsets[refs[:, 0]] + refs[:, 1]]
+        head = word_vectors[offsets[refs[:, 0]] + refs[:, 2]]
+        return np.concatenate([dep, head, dep * head], axis=1)
+    # Span and sentence means from a running sum: one pass, no Python loop over examples.
+    cumulative = np.concatenate([np.zeros((1, word_vectors.shape[1]), np.float64),
+                                 np.cumsum(word_vectors, axis=0, dtype=np.float64)])
+    if level == "span":
+        start = offsets[refs[:, 0]] + refs[:, 1]
+        stop = offsets[refs[:, 0]] + refs[:, 2]
+    elif level == "sentence":
+        start, stop = offsets[refs[:, 0]], offsets[refs[:, 0] + 1]
+    else:
+        raise DataError(f"unknown example level {level!r}; expected one of {', '.join(LEVELS)}")
+    return ((cumulative[stop] - cumulative[start]) / (stop - start)[:, None]).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------
+# selection and caps
+
+
+def shuffled(sentences: Sequence[Sentence], data_seed: int = 0) -> list[Sentence]:
+    """A fixed shuffle (independent of the probe seeds, so every seed shares one extracted store)."""
+    order = np.random.default_rng(data_seed).permutation(len(sentences))
+    return [sentences[i] for i in order]
+
+
+def cap_sentences(sentences: list[Sentence], per_sentence: Sequence[int], max_examples: int | None) -> list[Sentence]:
+    """The shortest prefix of ``sentences`` holding at least ``max_examples`` examples."""
+    if max_examples is None:
+        return sentences
+    total = np.cumsum(per_sentence)
+    cut = int(np.searchsorted(total, max_examples)) + 1
+    return sentences[:cut]
+
+
+def _cap_examples(examples: SplitExamples, max_examples: int | None) -> SplitExamples:
+    if max_examples is None or len(examples) <= max_examples:
+        return examples
+    return examples.take(np.arange(max_examples))
+
+
+# ------------------------------------------------------------------------------------------------
+# UD: UPOS, XPOS, dependency labels
+
+
+def find_treebank_files(treebank: str | Path) -> dict[str, Path]:
+    """``train``/``dev``/``test`` CoNLL-U files of a UD treebank folder (``*-ud-train.conllu[.gz]`` ...)."""
+    folder = Path(treebank)
+    if not folder.is_dir():
+        raise DataError(f"{folder}: treebank folder not found; expected a folder with *-ud-train/dev/test.conllu")
+    files = {}
+    for split in SPLITS:
+        found = sorted(folder.glob(f"*{split}.conllu")) + sorted(folder.glob(f"*{split}.conllu.gz"))
+        if not found:
+            raise DataError(f"{folder}: no *{split}.conllu(.gz) file; a probe needs train, dev and test splits")
+        files[split] = found[0]
+    return files
+
+
+def deprel_label(deprel: str) -> str:
+    """Universal relation without its language-specific subtype (``nmod:poss`` -> ``nmod``)."""
+    return deprel.split(":", 1)[0]
+
+
+def ud_examples(task: str, sentences: Sequence[Sentence]) -> SplitExamples:
+    refs, labels, keys = [], [], []
+    for i, sentence in enumerate(sentences):
+        if task in ("upos", "xpos"):
+            tags = sentence.upos if task == "upos" else sentence.xpos
+            if tags is None:
+                raise DataError(f"sentence {sentence.id!r} (line {sentence.source_line}) has no {task.upper()} column")
+            for j, tag in enumerate(tags):
+                if tag in ("_", ""):
+                    continue
+                refs.append((i, j, 0))
+                labels.append(tag)
+                keys.append(word_type(sentence.words[j]))
+        elif task == "deprel":
+            if sentence.heads is None:
+                continue
+            for j, (head, rel) in enumerate(zip(sentence.heads, sentence.deprels)):
+                # The root arc has no head span; an edge probe needs two spans, so it is left out.
+                if head == 0:
+                    continue
+                refs.append((i, j, head - 1))
+                labels.append(deprel_label(rel))
+                keys.append(word_type(sentence.words[j]))
+        else:
+            raise DataError(f"unknown UD task {task!r}; expected one of {', '.join(UD_TASKS)}")
+    return SplitExamples(np.asarray(refs, dtype=np.int64).reshape(-1, 3), np.asarray(labels, dtype=object), keys)
+
+
+def load_ud_pools(treebank: str | Path, max_train: int | None, max_eval: int | None,
+                  max_sentences: int | None = None) -> dict[str, list[Sentence]]:
+    """Shuffled (fixed seed), capped sentences of each split: enough for ``max_train`` / ``max_eval`` words."""
+    files = find_treebank_files(treebank)
+    pools = {}
+    for split, path in files.items():
+        sentences = shuffled(read_conllu(path))
+        if max_sentences is not None:
+            sentences = sentences[:max_sentences]
+        cap = max_train if split == "train" else max_eval
+        pools[split] = cap_sentences(sentences, [len(s) for s in sentences], cap)
+    return pools
+
+
+def ud_dataset(task: str, pools: dict[str, list[Sentence]], max_train: int | None,
+               max_eval: int | None) -> ProbingDataset:
+    splits = {}
+    for split in SPLITS:
+        examples = ud_examples(task, pools[split])
+        if len(examples) == 0:
+            raise DataError(f"{task}: no {split} examples in the treebank's {split} sentences")
+        splits[split] = _cap_examples(examples, max_train if split == "train" else max_eval)
+    level = "edge" if task == "deprel" else "token"
+    notes = ["root arcs left out; labels are universal relations without subtypes"] if task == "deprel" else []
+    return ProbingDataset(task, level, "ud", pools, splits, notes)
+
+
+# ------------------------------------------------------------------------------------------------
+# WNUT-17: entity type of gold spans
+
+
+def _wnut_reader():
+    """The shared WNUT-17 reader if it exists (bertology.data.wnut17), else a minimal BIO reader."""
+    try:
+        from bertology.data.wnut17 import entity_spans, read_wnut17  # type: ignore
+
+        return read_wnut17, entity_spans
+    except ImportError:
+        return _read_bio, _bio_spans
+
+
+def _read_bio(path: str | Path) -> list[Sentence]:
+    from bertology.data import open_text
+
+    path = Path(path)
+    sentences, words, tags, start = [], [], [], 1
+    with open_text(path) as handle:
+        for line_no, line in enumerate(handle, start=1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                if words:
+                    sentences.append(Sentence(words=tuple(words), id=f"{path.name}:{start}", source_line=start,
+                                              extra={"ner": tuple(tags)}))
+                words, tags = [], []
+                start = line_no + 1
+                continue
+            cols = line.split("\t")
+            if len(cols) != 2 or not (cols[1] == "O" or cols[1][:2] in ("B-", "I-")):
+                raise DataError(f"{path}:{line_no}: expected 'word<TAB>O|B-type|I-type', got {line!r}")
+            if not words:
+                start = line_no
+            words.append(cols[0])
+            tags.append(cols[1])
+    if words:
+        sentences.append(Sentence(words=tuple(words), id=f"{path.name}:{start}", source_line=start,
+                                  extra={"ner": tuple(tags)}))
+    if not sentences:
+        raise DataError(f"{path}: no sentences found")
+    return sentences
+
+
+def _bio_spans(sentence: Sentence) -> list[tuple[int, int, str]]:
+    spans, start, kind = [], None, None
+    for j, tag in enumerate(list(sentence.extra["ner"]) + ["O"]):
+        continues = tag.startswith("I-") and start is not None and tag[2:] == kind
+        if start is not None and not continues:
+            spans.append((start, j, kind))
+            start, kind = None, None
+        if tag.startswith("B-") or (tag.startswith("I-") and start is None):
+            start, kind = j, tag[2:]
+    return spans
+
+
+def _span_tuple(span) -> tuple[int, int, str]:
+    """Accept (start, end, label) tuples or objects with start/end/label (or type) attributes."""
+    if isinstance(span, tuple):
+        return int(span[0]), int(span[1]), str(span[2])
+    label = getattr(span, "label", None) or getattr(span, "type")
+    return int(span.start), int(span.end), str(label)
+
+
+WNUT_FILES = {"train": "wnut17train.conll", "dev": "emerging.dev.conll", "test": "emerging.test.annotated"}
+
+
+def wnut_dataset(folder: str | Path, max_train: int | None, max_eval: int | None,
+                 max_sentences: int | None = None) -> ProbingDataset:
+    """Entity type of gold WNUT-17 spans (Tenney et al.'s entity labelling: spans given, type predicted)."""
+    read, spans_of = _wnut_reader()
+    folder = Path(folder)
+    pools, splits = {}, {}
+    for split, name in WNUT_FILES.items():
+        sentences = shuffled(read(folder / name))
+        if max_sentences is not None:
+            sentences = sentences[:max_sentences]
+        spans = [[_span_tuple(s) for s in spans_of(sentence)] for sentence in sentences]
+        keep = [i for i, s in enumerate(spans) if s]  # sentences without entities add nothing
+        sentences = [sentences[i] for i in keep]
+        spans = [spans[i] for i in keep]
+        cap = max_train if split == "train" else max_eval
+        sentences = cap_sentences(sentences, [len(s) for s in spans], cap)
+        refs, labels, keys = [], [], []
+        for i, sentence in enumerate(sentences):
+            for start, end, label in spans[i]:
+                refs.append((i, start, end))
+                labels.append(label)
+                keys.append(tuple(word_type(w) for w in sentence.words[start:end]))
+        if not refs:
+            raise DataError(f"{folder / name}: no entity spans; expected WNUT-17 BIO tags")
+        pools[split] = sentences
+        splits[split] = _cap_examples(
+            SplitExamples(np.asarray(refs, dtype=np.int64), np.asarray(labels, dtype=object), keys), cap)
+    return ProbingDataset("ner", "span", "wnut17", pools, splits,
+                          ["gold entity spans, type predicted; span = mean of its word vectors"])
+
+
+# ------------------------------------------------------------------------------------------------
+# SentEval-style sentence tasks
+
+
+def senteval_dataset(task: str, sentences: Sequence[Sentence], max_train: int | None, max_eval: int | None,
+                     resplit: bool = False, notes: Sequence[str] = ()) -> ProbingDataset:
+    """A sentence-level task from SentEval-format sentences (``label`` and ``split`` in tr/va/te).
+
+    ``resplit=True`` (for the shipped test-only samples) re-splits them 60/20/20 with a fixed seed."""
+    by_split: dict[str, list[Sentence]] = {s: [] for s in SPLITS}
+    if resplit:
+        order = shuffled(list(sentences), data_seed=0)
+        n = len(order)
+        a, b = int(0.6 * n), int(0.8 * n)
+        by_split = {"train": order[:a], "dev": order[a:b], "test": order[b:]}
+    else:
+        for sentence in sentences:
+            by_split[_SENTEVAL_SPLITS.get(sentence.split, sentence.split)].append(sentence)
+        by_split = {s: shuffled(v) for s, v in by_split.items()}
+    pools, splits = {}, {}
+    for split in SPLITS:
+        cap = max_train if split == "train" else max_eval
+        chosen = by_split[split][:cap] if cap is not None else by_split[split]
+        if not chosen:
+            raise DataError(f"{task}: no {split} sentences; expected tr/va/te splits")
+        pools[split] = chosen
+        splits[split] = SplitExamples(np.arange(len(chosen), dtype=np.int64)[:, None],
+                                      np.asarray([s.label for s in chosen], dtype=object))
+    return ProbingDataset(task, "sentence", "senteval", pools, splits, list(notes))
+
+
+def senteval_sample_dataset(task: str, folder: str | Path, max_train: int | None,
+                            max_eval: int | None) -> ProbingDataset:
+    """Fallback when no built task exists: the shipped SentEval test-split samples, re-split 60/20/20."""
+    folder = Path(folder)
+    found = sorted(folder.glob(f"{task}*.txt"))
+    if not found:
+        raise DataError(f"{folder}: no SentEval file for task {task!r} ({task}*.txt)")
+    return senteval_dataset(task, read_senteval(found[0]), max_train, max_eval, resplit=True,
+                            notes=["SentEval test-split sample (about 200 sentences) re-split 60/20/20: a smoke test only"])

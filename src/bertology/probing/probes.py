@@ -1,0 +1,468 @@
+"""Classification probes trained for every layer at once.
+
+The layers are one more batch dimension: features ``X`` of shape ``[n_layers, n, dim]`` go through one
+torch model whose weights are ``[n_layers, n_l2, dim, n_classes]`` (the L2 grid is batched too), so a
+single optimiser run fits ``n_layers * len(l2)`` independent probes. Because the total loss is a sum of
+independent per-probe losses, every probe gets exactly the gradient it would get alone; only the
+optimiser's step-size search is shared.
+
+Model selection is honest: the L2 strength (and the early-stopping point) are chosen per layer on the
+dev split; the test split is only ever scored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from bertology.errors import DataError
+
+DEFAULT_L2 = (1e-5, 1e-4, 1e-3, 1e-2)
+"""Default L2 grid. The loss is ``mean cross-entropy + l2/2 * ||W||^2`` on standardised features, so
+``l2 = 1 / (C * n_train)`` in scikit-learn's parametrisation (C=1 with 4,000 examples is l2=2.5e-4)."""
+
+PROBE_KINDS = ("linear", "mlp")
+
+
+# ----------------------------------------------------------------------------------------------
+# input handling
+
+
+def as_layer_tensor(X, name: str = "X") -> np.ndarray:
+    """Bring features to ``[n_layers, n, dim]`` float32: accepts that, one ``[n, dim]`` layer, or a list
+    of ``[n, dim]`` arrays (one per layer)."""
+    if isinstance(X, torch.Tensor):
+        X = X.detach().cpu().numpy()
+    if isinstance(X, (list, tuple)):
+        if not X:
+            raise DataError(f"{name}: empty list of layers; expected one [n, dim] array per layer")
+        shapes = {np.shape(x) for x in X}
+        if len(shapes) != 1:
+            raise DataError(f"{name}: layers have different shapes {sorted(shapes)}; expected one [n, dim] each")
+        X = np.stack([np.asarray(x, dtype=np.float32) for x in X])
+    X = np.asarray(X, dtype=np.float32)
+    if X.ndim == 2:
+        X = X[None]
+    if X.ndim != 3:
+        raise DataError(f"{name}: shape {X.shape}; expected [n_layers, n, dim] or [n, dim]")
+    if X.shape[1] == 0:
+        raise DataError(f"{name}: no examples (shape {X.shape})")
+    if not np.isfinite(X).all():
+        raise DataError(f"{name}: contains NaN or infinite values")
+    return X
+
+
+def _resolve_device(device: str | torch.device | None) -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _check_grid(l2) -> tuple[float, ...]:
+    grid = (float(l2),) if np.isscalar(l2) else tuple(float(v) for v in l2)
+    if not grid or any(v < 0 or not math.isfinite(v) for v in grid):
+        raise DataError(f"l2: {l2!r}; expected a non-negative number or a non-empty list of them")
+    # Strongest regularisation first: argmax then breaks dev-score ties toward the simpler probe.
+    return tuple(sorted(set(grid), reverse=True))
+
+
+class _LabelCoder:
+    """Labels of any hashable type <-> class indices; labels never seen in training map to -1."""
+
+    def __init__(self, y_train: np.ndarray):
+        self.classes_ = np.unique(np.asarray(y_train))
+        self._index = {label: i for i, label in enumerate(self.classes_.tolist())}
+
+    def encode(self, y, name: str) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise DataError(f"{name}: shape {y.shape}; expected a 1-D array of labels")
+        return np.fromiter((self._index.get(v, -1) for v in y.tolist()), dtype=np.int64, count=len(y))
+
+
+# ----------------------------------------------------------------------------------------------
+# the batched trainer shared by every probe
+
+
+@dataclass
+class _TrainResult:
+    params: dict[str, torch.Tensor]  # best-on-dev parameters of every probe in the batch
+    dev_accuracy: torch.Tensor  # [*batch]
+    n_steps: int
+
+
+def _nll_per_problem(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of every problem: logits [*B, n, C], y [n] -> [*B]."""
+    logp = torch.log_softmax(logits, dim=-1)
+    index = y.view(*([1] * (logits.dim() - 2)), -1, 1).expand(*logits.shape[:-1], 1)
+    return -logp.gather(-1, index).squeeze(-1).mean(-1)
+
+
+def _accuracy_per_problem(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (logits.argmax(-1) == y).float().mean(-1)
+
+
+def _keep_best(best: dict[str, torch.Tensor], current: dict[str, torch.Tensor], improved: torch.Tensor) -> None:
+    for key, value in current.items():
+        mask = improved.view(*improved.shape, *([1] * (value.dim() - improved.dim())))
+        best[key] = torch.where(mask, value.detach(), best[key])
+
+
+def _train_batched(
+    params: dict[str, torch.Tensor],
+    forward: Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor],
+    penalty: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+    X_train: torch.Tensor,
+    y_train: torch.Tensor,
+    X_dev: torch.Tensor,
+    y_dev: torch.Tensor,
+    *,
+    optimizer: str,
+    max_iter: int,
+    eval_every: int,
+    patience: int,
+    lr: float,
+    batch_size: int,
+    generator: torch.Generator,
+    sample_axis: int,
+    group: Callable[[torch.Tensor], torch.Tensor],
+    tol: float,
+) -> _TrainResult:
+    """Minimise the sum of per-problem losses; keep, per problem, the parameters best on dev.
+
+    ``forward`` maps parameters and features to logits ``[*batch, n, C]``; ``penalty`` gives ``[*batch]``.
+    Early stopping: evaluate dev every ``eval_every`` iterations (L-BFGS) or epochs (Adam); stop when no
+    group (``group`` maps per-problem dev accuracy to per-group accuracy) has improved by more than
+    ``tol`` for ``patience`` evaluations.
+    """
+    for p in params.values():
+        p.requires_grad_(True)
+    leaves = list(params.values())
+
+    def dev_accuracy() -> torch.Tensor:
+        with torch.no_grad():
+            return _accuracy_per_problem(forward(params, X_dev), y_dev)
+
+    best = {k: v.detach().clone() for k, v in params.items()}
+    first = dev_accuracy()
+    state = {"best_acc": first, "group_best": group(first), "stale": torch.zeros_like(group(first))}
+    steps = 0
+
+    def record() -> torch.Tensor:
+        # Every probe keeps its best-on-dev parameters. Patience is counted per group (a layer: the
+        # best over its L2 grid), and only an improvement of more than ``tol`` resets it, so that
+        # one-example wobbles of a converged probe do not keep the whole batch training.
+        acc = dev_accuracy()
+        improved = acc > state["best_acc"]
+        _keep_best(best, params, improved)
+        state["best_acc"] = torch.maximum(state["best_acc"], acc)
+        grouped = group(acc)
+        progress = grouped > state["group_best"] + tol
+        state["group_best"] = torch.maximum(state["group_best"], grouped)
+        state["stale"] = torch.where(progress, torch.zeros_like(grouped), state["stale"] + 1)
+        return state["stale"]
+    n = y_train.shape[0]
+
+    if optimizer == "lbfgs":
+        opt = torch.optim.LBFGS(
+            leaves, lr=1.0, max_iter=eval_every, history_size=20, line_search_fn="strong_wolfe",
+            tolerance_grad=1e-6, tolerance_change=1e-9,
+        )
+
+        def closure():
+            opt.zero_grad(set_to_none=True)
+            loss = (_nll_per_problem(forward(params, X_train), y_train) + penalty(params)).sum()
+            loss.backward()
+            return loss
+
+        previous = math.inf
+        while steps < max_iter:
+            loss = float(opt.step(closure).detach())
+            steps += eval_every
+            stale = record()
+            converged = abs(previous - loss) <= 1e-7 * max(1.0, abs(loss))
+            previous = loss
+            if bool((stale >= patience).all()) or converged:
+                break
+    elif optimizer == "adam":
+        opt = torch.optim.Adam(leaves, lr=lr)
+        while steps < max_iter:
+            order = torch.randperm(n, generator=generator).to(y_train.device)
+            for start in range(0, n, batch_size):
+                idx = order[start : start + batch_size]
+                opt.zero_grad(set_to_none=True)
+                batch_X = X_train.index_select(sample_axis, idx)
+                loss = (_nll_per_problem(forward(params, batch_X), y_train[idx]) + penalty(params)).sum()
+                loss.backward()
+                opt.step()
+            steps += 1
+            if steps % eval_every:
+                continue
+            stale = record()
+            if bool((stale >= patience).all()):
+                break
+    else:
+        raise DataError(f"optimizer {optimizer!r}; expected 'lbfgs' or 'adam'")
+    for p in params.values():
+        p.requires_grad_(False)
+    return _TrainResult(params=best, dev_accuracy=state["best_acc"], n_steps=steps)
+
+
+# ----------------------------------------------------------------------------------------------
+# heads: linear and one-hidden-layer MLP, for a shared input [L, n, d] and a grid axis G
+
+
+def _init_head(kind: str, batch: tuple[int, ...], dim: int, n_classes: int, hidden: int,
+               generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+    def normal(*shape, std):
+        return (torch.randn(*shape, generator=generator) * std).to(device)
+
+    if kind == "linear":
+        return {"W": normal(*batch, dim, n_classes, std=0.01), "b": torch.zeros(*batch, n_classes, device=device)}
+    return {
+        "W1": normal(*batch, dim, hidden, std=math.sqrt(2.0 / dim)),
+        "b1": torch.zeros(*batch, hidden, device=device),
+        "W2": normal(*batch, hidden, n_classes, std=math.sqrt(1.0 / hidden)),
+        "b2": torch.zeros(*batch, n_classes, device=device),
+    }
+
+
+def _weight_penalty(l2: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
+    """0.5 * l2 * squared norm of the weight matrices (not the biases) of every problem."""
+
+    def penalty(params):
+        total = 0.0
+        for key in ("W", "W1", "W2"):
+            if key in params:
+                total = total + params[key].pow(2).sum((-2, -1))
+        return 0.5 * l2 * total
+
+    return penalty
+
+
+def _standardise(X: np.ndarray, mean: np.ndarray, scale: np.ndarray, device: torch.device) -> torch.Tensor:
+    return torch.from_numpy((X - mean) / scale).to(device)
+
+
+def _fit_scaler(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-layer, per-feature standardisation from the training split (so one L2 grid suits every layer)."""
+    mean = X.mean(axis=1, keepdims=True)
+    scale = X.std(axis=1, keepdims=True)
+    return mean, np.where(scale > 1e-6, scale, 1.0).astype(np.float32)
+
+
+class _ProbeBase:
+    def _setup(self, X_train, y_train, X_dev, y_dev):
+        if self.kind not in PROBE_KINDS:
+            raise DataError(f"kind {self.kind!r}; expected one of {', '.join(PROBE_KINDS)}")
+        X_train = as_layer_tensor(X_train, "X_train")
+        y_train = np.asarray(y_train)
+        if y_train.shape != (X_train.shape[1],):
+            raise DataError(f"y_train: {y_train.shape[0] if y_train.ndim else 0} labels for "
+                            f"{X_train.shape[1]} examples in X_train; expected one label per example")
+        if X_dev is None:
+            # No dev split given: hold out 10% of train (seeded) so selection still never sees test.
+            rng = np.random.default_rng(self.seed)
+            order = rng.permutation(X_train.shape[1])
+            n_dev = max(1, X_train.shape[1] // 10)
+            X_dev, y_dev = X_train[:, order[:n_dev]], y_train[order[:n_dev]]
+            X_train, y_train = X_train[:, order[n_dev:]], y_train[order[n_dev:]]
+        X_dev = as_layer_tensor(X_dev, "X_dev")
+        y_dev = np.asarray(y_dev)
+        if y_dev.shape != (X_dev.shape[1],):
+            raise DataError(f"y_dev: {len(y_dev)} labels for {X_dev.shape[1]} examples in X_dev")
+        if X_dev.shape[0] != X_train.shape[0] or X_dev.shape[2] != X_train.shape[2]:
+            raise DataError(f"X_dev shape {X_dev.shape} does not match X_train {X_train.shape} in layers/dim")
+        self._coder = _LabelCoder(y_train)
+        self.classes_ = self._coder.classes_
+        if len(self.classes_) < 2:
+            raise DataError(f"y_train has a single class {self.classes_.tolist()}; a probe needs at least two")
+        self.device_ = _resolve_device(self.device)
+        self.l2_grid_ = _check_grid(self.l2)
+        self._mean, self._scale = _fit_scaler(X_train)
+        self.n_layers_ = X_train.shape[0]
+        self.n_features_ = X_train.shape[2]
+        gen = torch.Generator().manual_seed(int(self.seed))
+        data = (
+            _standardise(X_train, self._mean, self._scale, self.device_),
+            torch.from_numpy(self._coder.encode(y_train, "y_train")).to(self.device_),
+            _standardise(X_dev, self._mean, self._scale, self.device_),
+            torch.from_numpy(self._coder.encode(y_dev, "y_dev")).to(self.device_),
+        )
+        return data, gen
+
+    def _optimizer(self) -> str:
+        return self.optimizer or ("lbfgs" if self.kind == "linear" else "adam")
+
+    def _prepare(self, X, y=None):
+        if not hasattr(self, "classes_"):
+            raise DataError("probe is not fitted; call fit(X_train, y_train, X_dev, y_dev) first")
+        X = as_layer_tensor(X)
+        if X.shape[0] != self.n_layers_ or X.shape[2] != self.n_features_:
+            raise DataError(f"X shape {X.shape}; the probe was fitted on {self.n_layers_} layers of "
+                            f"dim {self.n_features_}")
+        Xt = _standardise(X, self._mean, self._scale, self.device_)
+        if y is None:
+            return Xt, None
+        y = self._coder.encode(y, "y")
+        if y.shape[0] != X.shape[1]:
+            raise DataError(f"y: {y.shape[0]} labels for {X.shape[1]} examples")
+        return Xt, torch.from_numpy(y).to(self.device_)
+
+
+class LayerwiseProbe(_ProbeBase):
+    """One probe per layer, all trained in one batched pass (sklearn-like).
+
+    ``kind="linear"`` is multinomial logistic regression (full-batch L-BFGS by default), ``"mlp"`` one
+    hidden ReLU layer of ``hidden`` units (mini-batch Adam). ``l2`` is a grid; every layer picks its own
+    value (and early-stopping point) on the dev split.
+
+    After ``fit``: ``classes_``, ``l2_grid_`` (strongest first), ``dev_scores_`` ``[n_layers, n_l2]``,
+    ``best_l2_`` ``[n_layers]``, ``n_steps_``.
+    """
+
+    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
+                 seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
+                 max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256):
+        self.kind = kind
+        self.l2 = l2
+        self.hidden = hidden
+        self.seed = seed
+        self.device = device
+        self.optimizer = optimizer
+        self.max_iter = max_iter
+        self.eval_every = eval_every
+        self.patience = patience
+        self.tol = tol
+        self.lr = lr
+        self.batch_size = batch_size
+
+    def fit(self, X_train, y_train, X_dev=None, y_dev=None) -> "LayerwiseProbe":
+        (Xtr, ytr, Xdv, ydv), gen = self._setup(X_train, y_train, X_dev, y_dev)
+        L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
+        l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_).expand(L, G)
+        params = _init_head(self.kind, (L, G), self.n_features_, C, self.hidden, gen, self.device_)
+        optimizer = self._optimizer()
+        result = _train_batched(
+            params, self._forward, _weight_penalty(l2), Xtr, ytr, Xdv, ydv,
+            optimizer=optimizer,
+            max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
+            eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
+            patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
+            group=lambda acc: acc.max(dim=1).values, tol=self.tol,
+        )
+        self.dev_scores_ = result.dev_accuracy.cpu().numpy()
+        best = self.dev_scores_.argmax(axis=1)  # first max = strongest L2 among ties
+        self.best_index_ = best
+        self.best_l2_ = np.asarray(self.l2_grid_)[best]
+        rows = torch.arange(L, device=self.device_)
+        pick = torch.from_numpy(best).to(self.device_)
+        # Keep a grid axis of size 1 so fitted and grid parameters share one forward.
+        self.params_ = {k: v[rows, pick].unsqueeze(1) for k, v in result.params.items()}
+        self.n_steps_ = result.n_steps
+        return self
+
+    def _forward(self, params, X):
+        """X [L, n, d] -> logits [L, G, n, C]."""
+        if "W" in params:
+            return torch.einsum("lnd,lgdc->lgnc", X, params["W"]) + params["b"].unsqueeze(-2)
+        h = torch.relu(torch.einsum("lnd,lgdh->lgnh", X, params["W1"]) + params["b1"].unsqueeze(-2))
+        return torch.einsum("lgnh,lghc->lgnc", h, params["W2"]) + params["b2"].unsqueeze(-2)
+
+    def decision_function(self, X) -> np.ndarray:
+        Xt, _ = self._prepare(X)
+        with torch.no_grad():
+            return self._forward(self.params_, Xt)[:, 0].cpu().numpy()
+
+    def predict_proba(self, X) -> np.ndarray:
+        """``[n_layers, n, n_classes]``."""
+        Xt, _ = self._prepare(X)
+        with torch.no_grad():
+            return torch.softmax(self._forward(self.params_, Xt)[:, 0], -1).cpu().numpy()
+
+    def predict(self, X) -> np.ndarray:
+        """``[n_layers, n]`` predicted labels (in the label space of ``y_train``)."""
+        Xt, _ = self._prepare(X)
+        with torch.no_grad():
+            index = self._forward(self.params_, Xt)[:, 0].argmax(-1).cpu().numpy()
+        return self.classes_[index]
+
+    def score(self, X, y) -> np.ndarray:
+        """Accuracy of every layer's probe: ``np.ndarray[n_layers]``. Labels unseen in training count wrong."""
+        Xt, yt = self._prepare(X, y)
+        with torch.no_grad():
+            return _accuracy_per_problem(self._forward(self.params_, Xt)[:, 0], yt).cpu().numpy()
+
+
+class ScalarMixProbe(_ProbeBase):
+    """One probe over a learned softmax-weighted mix of all layers (Tenney et al. 2019's scalar mix).
+
+    Each layer is standardised first; the mix is ``sum_l softmax(s)_l * x_l``. The usual scalar ``gamma``
+    is left out: with an L2 penalty on the classifier it would grow without bound to dodge the penalty.
+    After ``fit``: ``layer_weights_`` ``[n_layers]`` (the reported softmax weights), ``best_l2_``,
+    ``dev_scores_`` ``[n_l2]``. ``score`` returns one accuracy (a float).
+    """
+
+    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
+                 seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
+                 max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256):
+        self.kind = kind
+        self.l2 = l2
+        self.hidden = hidden
+        self.seed = seed
+        self.device = device
+        self.optimizer = optimizer
+        self.max_iter = max_iter
+        self.eval_every = eval_every
+        self.patience = patience
+        self.tol = tol
+        self.lr = lr
+        self.batch_size = batch_size
+
+    def fit(self, X_train, y_train, X_dev=None, y_dev=None) -> "ScalarMixProbe":
+        (Xtr, ytr, Xdv, ydv), gen = self._setup(X_train, y_train, X_dev, y_dev)
+        L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
+        l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_)
+        params = _init_head(self.kind, (G,), self.n_features_, C, self.hidden, gen, self.device_)
+        params["mix"] = torch.zeros(G, L, device=self.device_)
+        optimizer = self._optimizer()
+        result = _train_batched(
+            params, self._forward, _weight_penalty(l2), Xtr, ytr, Xdv, ydv,
+            optimizer=optimizer,
+            max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
+            eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
+            patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
+            group=lambda acc: acc.max(dim=0, keepdim=True).values, tol=self.tol,
+        )
+        self.dev_scores_ = result.dev_accuracy.cpu().numpy()
+        best = int(self.dev_scores_.argmax())
+        self.best_index_ = best
+        self.best_l2_ = self.l2_grid_[best]
+        self.params_ = {k: v[best : best + 1] for k, v in result.params.items()}
+        self.layer_weights_ = torch.softmax(self.params_["mix"][0], -1).cpu().numpy()
+        self.n_steps_ = result.n_steps
+        return self
+
+    def _forward(self, params, X):
+        """X [L, n, d] -> logits [G, n, C]."""
+        mixed = torch.einsum("gl,lnd->gnd", torch.softmax(params["mix"], -1), X)
+        if "W" in params:
+            return torch.einsum("gnd,gdc->gnc", mixed, params["W"]) + params["b"].unsqueeze(-2)
+        h = torch.relu(torch.einsum("gnd,gdh->gnh", mixed, params["W1"]) + params["b1"].unsqueeze(-2))
+        return torch.einsum("gnh,ghc->gnc", h, params["W2"]) + params["b2"].unsqueeze(-2)
+
+    def predict(self, X) -> np.ndarray:
+        Xt, _ = self._prepare(X)
+        with torch.no_grad():
+            return self.classes_[self._forward(self.params_, Xt)[0].argmax(-1).cpu().numpy()]
+
+    def score(self, X, y) -> float:
+        Xt, yt = self._prepare(X, y)
+        with torch.no_grad():
+            return float(_accuracy_per_problem(self._forward(self.params_, Xt)[0], yt))

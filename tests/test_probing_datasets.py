@@ -1,0 +1,115 @@
+"""Examples, labels and features of token, edge, span and sentence tasks."""
+
+import gzip
+
+import numpy as np
+import pytest
+
+from bertology.data import Sentence
+from bertology.errors import DataError
+from bertology.probing.datasets import (
+    _bio_spans,
+    _read_bio,
+    cap_sentences,
+    deprel_label,
+    features,
+    find_treebank_files,
+    ud_examples,
+)
+from bertology.probing.experiment import merge_pools, resolve_tasks
+
+CONLLU = """# sent_id = a
+# text = The dog barks .
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tbarks\tbark\tVERB\tVBZ\t_\t0\troot\t_\t_
+4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_
+
+# sent_id = b
+1\tHis\this\tPRON\tPRP$\t_\t2\tnmod:poss\t_\t_
+2\tcat\tcat\tNOUN\tNN\t_\t0\troot\t_\t_
+
+"""
+
+
+@pytest.fixture
+def treebank(tmp_path):
+    for split in ("train", "dev", "test"):
+        with gzip.open(tmp_path / f"xx-ud-{split}.conllu.gz", "wt") as handle:
+            handle.write(CONLLU)
+    return tmp_path
+
+
+def test_ud_examples_tokens_and_edges(treebank):
+    from bertology.data import read_conllu
+
+    sentences = read_conllu(find_treebank_files(treebank)["train"])
+    upos = ud_examples("upos", sentences)
+    assert list(upos.labels) == ["DET", "NOUN", "VERB", "PUNCT", "PRON", "NOUN"]
+    assert upos.control_keys[0] == "the"
+    edges = ud_examples("deprel", sentences)
+    # Root arcs are left out; subtypes are stripped.
+    assert list(edges.labels) == ["det", "nsubj", "punct", "nmod"]
+    np.testing.assert_array_equal(edges.refs[0], [0, 0, 1])  # "The" -> head "dog"
+    np.testing.assert_array_equal(edges.refs[3], [1, 0, 1])
+    assert deprel_label("nmod:poss") == "nmod"
+
+
+def test_missing_treebank_split_is_a_data_error(tmp_path):
+    (tmp_path / "xx-ud-train.conllu").write_text(CONLLU)
+    with pytest.raises(DataError, match="dev"):
+        find_treebank_files(tmp_path)
+
+
+def test_features_gather_and_pool_word_vectors():
+    # Two sentences of 3 and 2 words; word vector = its global row number.
+    vectors = np.arange(5, dtype=np.float32)[:, None].repeat(2, axis=1)
+    offsets = np.array([0, 3, 5])
+    token = features("token", vectors, offsets, np.array([[1, 1, 0]]))
+    np.testing.assert_array_equal(token, [[4, 4]])
+    edge = features("edge", vectors, offsets, np.array([[0, 0, 2]]))
+    np.testing.assert_array_equal(edge, [[0, 0, 2, 2, 0, 0]])  # [dep; head; dep*head]
+    span = features("span", vectors, offsets, np.array([[0, 1, 3]]))
+    np.testing.assert_allclose(span, [[1.5, 1.5]])
+    sentence = features("sentence", vectors, offsets, np.array([[0], [1]]))
+    np.testing.assert_allclose(sentence, [[1, 1], [3.5, 3.5]])
+
+
+def test_bio_spans_and_reader(tmp_path):
+    path = tmp_path / "ner.conll"
+    path.write_text("Empire\tB-location\nState\tI-location\nis\tO\nbig\tI-corporation\n\nok\tO\n")
+    sentences = _read_bio(path)
+    assert len(sentences) == 2
+    assert _bio_spans(sentences[0]) == [(0, 2, "location"), (3, 4, "corporation")]
+    (tmp_path / "bad.conll").write_text("word\tX-thing\n")
+    with pytest.raises(DataError, match="bad.conll:1"):
+        _read_bio(tmp_path / "bad.conll")
+
+
+def test_cap_sentences_keeps_whole_sentences():
+    sentences = [Sentence(words=("a",) * n, id=str(n)) for n in (3, 4, 5)]
+    assert len(cap_sentences(sentences, [3, 4, 5], 5)) == 2
+    assert len(cap_sentences(sentences, [3, 4, 5], None)) == 3
+
+
+def test_resolve_tasks():
+    assert resolve_tasks("ud") == ["upos", "xpos", "deprel"]
+    assert resolve_tasks("BShift,upos,bigram_shift") == ["bigram_shift", "upos"]
+    assert len(resolve_tasks(["senteval"])) == 10
+    with pytest.raises(DataError, match="unknown task"):
+        resolve_tasks("parsing")
+
+
+def test_merge_pools_deduplicates_and_remaps(treebank):
+    from bertology.probing.datasets import load_ud_pools, ud_dataset
+
+    pools = load_ud_pools(treebank, None, None)
+    a, b = ud_dataset("upos", pools, None, None), ud_dataset("deprel", pools, None, None)
+    merged = merge_pools([a, b])
+    assert len(merged["ud"]["train"]) == 2
+    for dataset in (a, b):
+        for refs in (dataset.splits["train"].refs,):
+            assert refs[:, 0].max() < 2
+    gold = {"The": "DET", "dog": "NOUN", "barks": "VERB", ".": "PUNCT", "His": "PRON", "cat": "NOUN"}
+    for (i, j, _), label in zip(a.splits["train"].refs, a.splits["train"].labels):
+        assert gold[merged["ud"]["train"][i].words[j]] == label

@@ -1,0 +1,136 @@
+"""Array-level tests of the batched layer-wise probes, on planted signals."""
+
+import numpy as np
+import pytest
+
+from bertology.errors import DataError
+from bertology.probing.controls import ControlTask
+from bertology.probing.probes import LayerwiseProbe, ScalarMixProbe
+
+N_LAYERS, DIM, N_CLASSES = 4, 16, 3
+
+
+def planted(n, k, rng, centers, strength=2.0):
+    """Features [N_LAYERS, n, DIM] of pure noise, except layer k, which adds the label's centre."""
+    y = rng.integers(0, N_CLASSES, n)
+    X = rng.normal(size=(N_LAYERS, n, DIM)).astype(np.float32)
+    X[k] += strength * centers[y]
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def planted_splits():
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(N_CLASSES, DIM))
+    return {split: planted(n, 2, rng, centers) for split, n in (("train", 600), ("dev", 300), ("test", 300))}
+
+
+@pytest.mark.parametrize("kind", ["linear", "mlp"])
+def test_probe_finds_the_planted_layer_and_is_at_chance_elsewhere(planted_splits, kind):
+    (Xtr, ytr), (Xdv, ydv), (Xte, yte) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
+    probe = LayerwiseProbe(kind=kind, seed=0).fit(Xtr, ytr, Xdv, ydv)
+    scores = probe.score(Xte, yte)
+    assert scores.shape == (N_LAYERS,)
+    assert int(np.argmax(scores)) == 2
+    assert scores[2] > 0.9
+    chance = 1 / N_CLASSES
+    for layer in (0, 1, 3):
+        assert abs(scores[layer] - chance) < 0.1, (layer, scores)
+    # The selected L2 is the per-layer argmax of the dev scores: selection never sees test.
+    assert probe.dev_scores_.shape == (N_LAYERS, len(probe.l2_grid_))
+    np.testing.assert_array_equal(probe.best_l2_, np.asarray(probe.l2_grid_)[probe.dev_scores_.argmax(1)])
+    predictions = probe.predict(Xte)
+    assert predictions.shape == (N_LAYERS, len(yte))
+    np.testing.assert_allclose((predictions == yte).mean(1), scores)
+
+
+def test_scalar_mix_puts_its_weight_on_the_planted_layer(planted_splits):
+    (Xtr, ytr), (Xdv, ydv), (Xte, yte) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
+    mix = ScalarMixProbe(seed=0).fit(Xtr, ytr, Xdv, ydv)
+    assert mix.layer_weights_.shape == (N_LAYERS,)
+    assert np.isclose(mix.layer_weights_.sum(), 1.0, atol=1e-5)
+    assert int(np.argmax(mix.layer_weights_)) == 2
+    assert mix.layer_weights_[2] > 0.6
+    assert mix.score(Xte, yte) > 0.9
+
+
+def test_selectivity_separates_a_label_layer_from_a_memorising_layer():
+    """Layer 1 encodes word identity (so it solves task and control alike: low selectivity); layer 2
+    encodes only the task label (control at chance: high selectivity); layers 0 and 3 are noise."""
+    rng = np.random.default_rng(1)
+    n_types, dim = 40, 64
+    type_label = rng.integers(0, N_CLASSES, n_types)
+    type_vectors = rng.normal(size=(n_types, dim)) * 3
+    centers = rng.normal(size=(N_CLASSES, dim)) * 3
+    control = ControlTask(type_label[rng.integers(0, n_types, 1000)], seed=5)
+
+    def split(n):
+        types = rng.integers(0, n_types, n)
+        y = type_label[types]
+        X = rng.normal(size=(4, n, dim)).astype(np.float32)
+        X[1] += type_vectors[types]
+        X[2] += centers[y]
+        return X, y, control.labels([f"w{t}" for t in types])
+
+    (Xtr, ytr, ctr), (Xdv, ydv, cdv), (Xte, yte, cte) = split(800), split(300), split(300)
+    task = LayerwiseProbe(seed=0).fit(Xtr, ytr, Xdv, ydv).score(Xte, yte)
+    ctrl = LayerwiseProbe(seed=0).fit(Xtr, ctr, Xdv, cdv).score(Xte, cte)
+    selectivity = task - ctrl
+    assert task[1] > 0.9 and task[2] > 0.9
+    assert ctrl[1] > 0.9  # memorising word identity solves the control task too
+    assert ctrl[2] < ctrl[1] - 0.3  # the label-only layer cannot
+    assert selectivity[2] > selectivity[1] + 0.3
+    assert abs(selectivity[0]) < 0.15 and abs(selectivity[3]) < 0.15
+
+
+def test_same_seed_reproduces_and_other_seeds_differ(planted_splits):
+    (Xtr, ytr), (Xdv, ydv), (Xte, yte) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
+    a = LayerwiseProbe(kind="mlp", seed=3).fit(Xtr, ytr, Xdv, ydv)
+    b = LayerwiseProbe(kind="mlp", seed=3).fit(Xtr, ytr, Xdv, ydv)
+    c = LayerwiseProbe(kind="mlp", seed=4).fit(Xtr, ytr, Xdv, ydv)
+    np.testing.assert_array_equal(a.predict_proba(Xte), b.predict_proba(Xte))
+    assert not np.allclose(a.predict_proba(Xte), c.predict_proba(Xte))
+
+
+def test_string_labels_and_labels_unseen_in_training_count_as_wrong(planted_splits):
+    (Xtr, ytr), (Xdv, ydv), (Xte, yte) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
+    names = np.array(["ADJ", "NOUN", "VERB"], dtype=object)
+    probe = LayerwiseProbe(seed=0).fit(Xtr, names[ytr], Xdv, names[ydv])
+    assert set(probe.classes_) == {"ADJ", "NOUN", "VERB"}
+    full = probe.score(Xte, names[yte])[2]
+    relabelled = names[yte].copy()
+    relabelled[:100] = "X"  # a tag the probe never saw
+    predicted = probe.predict(Xte)[2]
+    assert not (predicted == "X").any()
+    assert probe.score(Xte, relabelled)[2] == pytest.approx((predicted == relabelled).mean())
+    assert probe.score(Xte, relabelled)[2] < full - 0.2
+
+
+def test_single_layer_input_and_list_of_layers():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 8)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    probe = LayerwiseProbe().fit(X, y)  # no dev given: 10% of train is held out
+    assert probe.score(X, y).shape == (1,)
+    assert probe.score(X, y)[0] > 0.9
+    listed = LayerwiseProbe().fit([X, X], y)
+    assert listed.n_layers_ == 2
+
+
+def test_bad_input_raises_data_error():
+    X = np.zeros((2, 10, 4), dtype=np.float32)
+    with pytest.raises(DataError, match="one label per example"):
+        LayerwiseProbe().fit(X, np.zeros(9))
+    with pytest.raises(DataError, match="single class"):
+        LayerwiseProbe().fit(X, np.zeros(10), X, np.zeros(10))
+    with pytest.raises(DataError, match="kind"):
+        LayerwiseProbe(kind="svm").fit(X, np.arange(10) % 2, X, np.arange(10) % 2)
+    with pytest.raises(DataError, match="l2"):
+        LayerwiseProbe(l2=(-1.0,)).fit(X, np.arange(10) % 2, X, np.arange(10) % 2)
+    with pytest.raises(DataError, match="NaN"):
+        LayerwiseProbe().fit(np.full((2, 10, 4), np.nan), np.arange(10) % 2)
+    with pytest.raises(DataError, match="not fitted"):
+        LayerwiseProbe().score(X, np.zeros(10))
+    fitted = LayerwiseProbe().fit(X + np.random.default_rng(0).normal(size=X.shape), np.arange(10) % 2)
+    with pytest.raises(DataError, match="fitted on 2 layers"):
+        fitted.score(np.zeros((3, 10, 4)), np.zeros(10))
