@@ -184,6 +184,16 @@ def _register_subcommands() -> None:
 
     app.add_typer(attention_app, name="attention",
                   help="Clark head statistics and heads as parsers, Kovaleva pattern types, viewer.")
+    from bertology.finetune.cli import finetune_command, table_command
+
+    app.command("finetune", help="Fine-tune on a GLUE task (CoLA, SST-2, MRPC, STS-B, RTE) with the Convexity "
+                "report's variants.")(finetune_command)
+    app.command("finetune-table", help="Rebuild the Convexity Table 1 (variant x task) from a runs folder.")(
+        table_command)
+    from bertology.compare.cli import compare_command
+
+    app.command("compare", help="What fine-tuning changed: per-layer CKA, attention cosine, weight change.")(
+        compare_command)
     from bertology.intervention.cli import app as ablate_app
 
     app.add_typer(ablate_app, name="ablate", help="Head and layer ablation, head importance, pruning.")

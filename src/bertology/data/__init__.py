@@ -9,10 +9,18 @@ from bertology.data.corpus import (
     read_text,
     sentences_from_strings,
 )
+from bertology.data.glue import GLUE_TASKS, GlueExample, GlueTask, glue_path, glue_task, read_glue, read_glue_file
 from bertology.data.paths import default_corpus, shared_data_dir
 from bertology.data.wnut17 import WNUT17_FILES, WNUT17_TYPES, entity_spans, read_wnut17
 
 __all__ = [
+    "GLUE_TASKS",
+    "GlueExample",
+    "GlueTask",
+    "glue_path",
+    "glue_task",
+    "read_glue",
+    "read_glue_file",
     "Sentence",
     "WNUT17_FILES",
     "WNUT17_TYPES",

@@ -9,13 +9,15 @@ from pathlib import Path
 from bertology.errors import DataError
 
 _PACKAGED = {
+    "ewt-train": "en_ewt-ud-train.conllu.gz",
     "ewt-dev": "en_ewt-ud-dev.conllu.gz",
     "ewt-test": "en_ewt-ud-test.conllu.gz",
 }
 
 
 def default_corpus(name: str = "ewt-dev") -> Path:
-    """A corpus shipped inside the package (UD English EWT r2.16, CC BY-SA 4.0; see resources/ATTRIBUTION.md)."""
+    """A corpus shipped inside the package (UD English EWT r2.16 train/dev/test, CC BY-SA 4.0; see
+    resources/ATTRIBUTION.md). ``default_corpus(name).parent`` is a complete UD treebank folder."""
     if name not in _PACKAGED:
         raise DataError(f"unknown packaged corpus {name!r}; expected one of {', '.join(_PACKAGED)}")
     return Path(str(resources.files("bertology") / "resources" / "ud_english_ewt" / _PACKAGED[name]))

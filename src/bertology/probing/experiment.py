@@ -271,6 +271,7 @@ def run_probing(
     device: str | None = "cpu",
     structural_kwargs: dict | None = None,
     progress: bool = True,
+    twin_per_seed: bool = True,
 ) -> pd.DataFrame:
     """Probe every layer of ``model`` on ``tasks`` over ``seeds``; return the tidy results (see module doc).
 
@@ -279,6 +280,8 @@ def run_probing(
     over seeds covers data sampling, optimisation and the twin's initialisation. Representations are
     extracted once per encoder into ``cache_dir`` (keyed by model fingerprint and input words), so a rerun
     reuses them. ``treebank`` is a UD folder (train/dev/test); it also feeds the SentEval task builder.
+    ``model`` may also be an :class:`~bertology.models.Encoder`. With ``twin_per_seed=False`` one untrained
+    twin (seed 0) serves every probe seed, as the Convexity report's single untrained BERT (faster).
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -303,7 +306,12 @@ def run_probing(
     pools = merge_pools(datasets)
     classify = [d for d in datasets if d.level != "structural"]
 
-    encoder = load_encoder(model, device=device if device not in (None, "cpu") else None)
+    from bertology.models import Encoder
+
+    if isinstance(model, Encoder):
+        encoder, model = model, model.name
+    else:
+        encoder = load_encoder(model, device=device if device not in (None, "cpu") else None)
     stores = _extract_pools(encoder, pools, layers, cache, progress, device)
     store_layers = list(next(iter(stores.values())).layers)
     layer_ids = store_layers if layers is None else list(layers)
@@ -328,9 +336,11 @@ def run_probing(
         for seed in seeds:
             twin_X = None
             if untrained:
-                twin = load_encoder(model, untrained_seed=seed, device=device if device not in (None, "cpu") else None)
-                twin_stores[seed] = _extract_pools(twin, pools, layers, cache, progress, device)
-                twin_X = _features_for(datasets, twin_stores[seed], layer_ids)
+                twin_seed = seed if twin_per_seed else seeds[0]
+                if twin_seed not in twin_stores:
+                    twin = encoder.untrained(twin_seed)
+                    twin_stores[twin_seed] = _extract_pools(twin, pools, layers, cache, progress, device)
+                twin_X = _features_for(datasets, twin_stores[twin_seed], layer_ids)
             for dataset in classify:
                 name, y = dataset.name, labels[dataset.name]
                 n_train = len(y["train"])

@@ -38,6 +38,7 @@ class ReportContext:
     attention_sentences: int = 600
     attention_probe_epochs: int = 10
     pattern_sentences: int = 40
+    probe_caps: dict = field(default_factory=lambda: {"max_train": 1000, "max_eval": 300, "structural_epochs": 15})
 
     @property
     def model_key(self) -> dict:

@@ -137,7 +137,99 @@ def attention(context: ReportContext) -> Section:
     return section
 
 
+def probing(context: ReportContext) -> Section:
+    """The Convexity report's Table 2 on SentEval tasks built from EWT, token/edge probes, structural probes."""
+    from bertology.probing.report import plot_layer_curves, table2, table2_frame
+    from bertology.probing.structural import summarize_structural
+    from bertology.tasks import TASK_NAMES
+
+    tasks = list(TASK_NAMES) + ["upos", "xpos", "deprel", "structural"]
+    caps = context.probe_caps
+    key = {**context.model_key, "tasks": tasks, "caps": caps}
+
+    def compute() -> dict[str, pd.DataFrame]:
+        results = run_probing_for_report(context, tasks, caps)
+        return {"results": results}
+
+    results = context.cache.get_or_compute("probing", key, compute)["results"]
+    results["layer"] = results["layer"].astype("Int64")
+    classification = results[results["probe"] != "structural"]
+    structural = results[results["probe"] == "structural"]
+    section = Section("probing", "Probing",
+                      note="Linear probes (multinomial logistic regression, L2 chosen on dev per layer) on every "
+                           "layer; numbers are test accuracy in percent, mean over seeds, and the layer marked "
+                           "best is chosen on dev. In parentheses: the difference from the same probe on the "
+                           "untrained twin (re-initialised weights, seed 0), as in the Convexity report's "
+                           "Table 2. Layer 0 is the embedding layer.")
+    senteval = classification[classification["task"].isin(TASK_NAMES)]
+    if not senteval.empty:
+        section.add(Table(table2(senteval), "Table 2 layout: SentEval probing tasks rebuilt from UD English EWT "
+                                            "(see docs/tasks.md for each task's deviations), accuracy (delta vs "
+                                            "untrained twin).", index=True))
+        section.add(Figure(plot_layer_curves(senteval, None), "SentEval tasks: accuracy per layer (mean ± std "
+                           "over seeds) beside the majority class (dashed), the untrained twin and the control task."))
+    tokens = classification[~classification["task"].isin(TASK_NAMES)]
+    if not tokens.empty:
+        section.add(Table(table2(tokens), "Token and edge probes (UPOS, XPOS, dependency label of the arc): "
+                                          "accuracy (delta vs untrained twin).", index=True))
+        frame = table2_frame(tokens)
+        best = frame[frame["best_on_dev"] == True]  # noqa: E712
+        cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
+                if c in best.columns]
+        section.add(Table(best[cols], "At the layer chosen on dev: accuracy beside the untrained twin, the control "
+                                      "task (Hewitt and Liang 2019) and selectivity = accuracy - control accuracy."))
+        section.add(Figure(plot_layer_curves(tokens, None), "Token and edge probes per layer with their baselines."))
+    if not structural.empty:
+        summary = summarize_structural(structural)
+        test = summary[(summary["split"] == "test")]
+        pivot = test.pivot_table(index=["task", "baseline", "layer"], columns="metric", values="mean").reset_index()
+        section.add(Table(pivot, "Structural probes (Hewitt and Manning 2019), test split, mean over seeds: UUAS "
+                                 "and root accuracy exclude punctuation; DSpr./NSpr. are Spearman correlations "
+                                 "averaged over sentence lengths 5-50. Baselines: untrained twin, linear chain.",
+                          max_rows=40))
+        section.add(Figure(_structural_curves(test), "Structural probes per layer beside their baselines."))
+    return section
+
+
+def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict) -> pd.DataFrame:
+    from bertology.probing.experiment import run_probing
+
+    return run_probing(context.encoder, tasks=tasks, treebank=context.treebank_dir, seeds=context.seeds,
+                       max_train=caps["max_train"], max_eval=caps["max_eval"],
+                       cache_dir=context.store_dir / "probing", progress=context.progress, twin_per_seed=False,
+                       structural_kwargs={"epochs": caps["structural_epochs"]})
+
+
+def _structural_curves(summary: pd.DataFrame):
+    metrics = [m for m in ("uuas", "dspr", "root_acc", "nspr") if m in set(summary["metric"])]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.4 * len(metrics), 2.8), squeeze=False)
+    styles = {"none": ("o-", "C0", "encoder"), "untrained": ("s-", "C1", "untrained twin"),
+              "linear-chain": ("--", "grey", "linear chain")}
+    for ax, metric in zip(axes[0], metrics):
+        part = summary[summary["metric"] == metric]
+        for task, marker in (("structural-distance", None), ("structural-depth", None)):
+            if metric in ("uuas", "dspr") and task != "structural-distance":
+                continue
+            if metric in ("root_acc", "nspr") and task != "structural-depth":
+                continue
+            for baseline, (style, color, label) in styles.items():
+                rows = part[(part["task"] == task) & (part["baseline"] == baseline)].sort_values("layer")
+                if rows.empty:
+                    continue
+                if rows["layer"].isna().all():
+                    ax.axhline(rows["mean"].iloc[0], ls="--", color=color, label=label)
+                else:
+                    ax.plot(rows["layer"].astype(float), rows["mean"], style, color=color, ms=3, label=label)
+        ax.set_title(metric.replace("_", " "))
+        ax.set_xlabel("layer")
+        ax.set_ylabel(metric.replace("_", " "))
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 SECTIONS = [
     ("tokenization", tokenization),
+    ("probing", probing),
     ("attention", attention),
 ]

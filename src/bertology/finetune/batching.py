@@ -1,0 +1,105 @@
+"""Tokenising GLUE examples once, and batching them: dynamic padding with length-grouped batches.
+
+Padding every batch to 128 tokens wastes most of the compute on GLUE (median SST-2 sentence: ~13
+tokens). We pad each batch to its own longest example and group examples of similar length into the
+same batch (sorted within shuffled windows of ``window`` batches, so batch order stays random).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from bertology.data.glue import GlueExample
+
+
+@dataclass
+class EncodedExamples:
+    """Token ids of examples (unpadded) and their labels; what :func:`evaluate` and training consume."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
+    labels: np.ndarray
+    pad_token_id: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(ids) for ids in self.input_ids), dtype=np.int64, count=len(self.input_ids))
+
+    def subset(self, indices: Sequence[int]) -> "EncodedExamples":
+        return EncodedExamples(
+            [self.input_ids[i] for i in indices],
+            None if self.token_type_ids is None else [self.token_type_ids[i] for i in indices],
+            self.labels[np.asarray(indices, dtype=np.int64)],
+            self.pad_token_id,
+        )
+
+
+def encode_examples(tokenizer, examples: Sequence[GlueExample], max_length: int = 128) -> EncodedExamples:
+    """Tokenise (pairs as ``[CLS] a [SEP] b [SEP]``), truncating to ``max_length`` tokens."""
+    texts_a = [e.text_a for e in examples]
+    pairs = [e.text_b for e in examples]
+    has_pairs = any(b is not None for b in pairs)
+    if has_pairs:
+        encoded = tokenizer(texts_a, [b or "" for b in pairs], truncation=True, max_length=max_length)
+    else:
+        encoded = tokenizer(texts_a, truncation=True, max_length=max_length)
+    labels = np.asarray([e.label for e in examples])
+    return EncodedExamples(
+        list(encoded["input_ids"]),
+        list(encoded["token_type_ids"]) if "token_type_ids" in encoded else None,
+        labels,
+        int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
+    )
+
+
+def collate(data: EncodedExamples, indices: Sequence[int], pad_to: int | None = None) -> dict[str, torch.Tensor]:
+    """Pad ``indices``' examples to the longest of them (or to ``pad_to``) into model inputs + labels."""
+    width = pad_to or max(len(data.input_ids[i]) for i in indices)
+    input_ids = torch.full((len(indices), width), data.pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(indices), width), dtype=torch.long)
+    token_type_ids = torch.zeros((len(indices), width), dtype=torch.long) if data.token_type_ids is not None else None
+    for row, i in enumerate(indices):
+        ids = data.input_ids[i]
+        input_ids[row, : len(ids)] = torch.as_tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+        if token_type_ids is not None:
+            token_type_ids[row, : len(ids)] = torch.as_tensor(data.token_type_ids[i])
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if token_type_ids is not None:
+        batch["token_type_ids"] = token_type_ids
+    labels = data.labels[list(indices)]
+    batch["labels"] = torch.as_tensor(labels, dtype=torch.float32 if labels.dtype.kind == "f" else torch.long)
+    return batch
+
+
+def training_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                     group_by_length: bool = True, window: int = 50) -> list[np.ndarray]:
+    """One epoch's batches of example indices.
+
+    With ``group_by_length``: shuffle, cut into windows of ``window * batch_size``, sort each window by
+    length, cut into batches, shuffle the batches. Otherwise plain shuffled batches.
+    """
+    order = rng.permutation(len(lengths))
+    if not group_by_length:
+        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = []
+    span = batch_size * window
+    for start in range(0, len(order), span):
+        chunk = order[start:start + span]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def evaluation_batches(lengths: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
+    """Batches in order of length (least padding); callers put predictions back by index."""
+    order = np.argsort(lengths, kind="stable")
+    for start in range(0, len(order), batch_size):
+        yield order[start:start + batch_size]

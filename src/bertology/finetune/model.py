@@ -1,0 +1,181 @@
+"""A sequence classifier/regressor on top of any BERT-like encoder, with the Convexity variants.
+
+The encoder stays a plain ``transformers`` model (``save_pretrained`` works, and ``load_encoder(checkpoint)``
+loads the fine-tuned encoder for probing, attention analysis and ``bertology compare``). The classifiers
+live beside it in ``heads.safetensors``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from bertology.errors import ModelError
+from bertology.finetune.variants import Variant, layer_list, parse_variant
+
+#: Written beside the weights of every checkpoint; its presence marks a finished one.
+CHECKPOINT_META = "finetune.json"
+HEADS_FILE = "heads.safetensors"
+
+
+class ClassificationHead(nn.Module):
+    """BERT's head: dropout, dense + tanh over [CLS] (the "pooler"), dropout, linear to the labels."""
+
+    def __init__(self, hidden_size: int, num_labels: int, dropout: float):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.dense = nn.Linear(hidden_size, hidden_size)
+        self.out = nn.Linear(hidden_size, num_labels)
+
+    def forward(self, cls: torch.Tensor) -> torch.Tensor:
+        return self.out(self.dropout(torch.tanh(self.dense(self.dropout(cls)))))
+
+
+class GlueModel(nn.Module):
+    """``backbone`` (a transformers encoder) + one :class:`ClassificationHead` per objective layer.
+
+    ``forward`` returns a :class:`SequenceClassifierOutput`: ``logits`` from the top objective layer
+    (``[batch, num_labels]``, ``num_labels == 1`` for regression) and, given ``labels``, ``loss``: the mean
+    of each head's loss (cross-entropy, or mean squared error for regression).
+    """
+
+    def __init__(self, backbone: nn.Module, num_labels: int, variant: Variant | str = "baseline",
+                 objective_layers: list[int] | None = None):
+        super().__init__()
+        self.backbone = backbone
+        self.num_labels = num_labels
+        self.variant = parse_variant(variant)
+        depth = len(layer_list(backbone)[2])
+        self.objective_layers = objective_layers or self.variant.objective_layers(depth)
+        config = backbone.config
+        hidden = int(getattr(config, "hidden_size", None) or getattr(config, "dim"))
+        dropout = float(getattr(config, "hidden_dropout_prob", None) or getattr(config, "dropout", 0.1) or 0.1)
+        std = float(getattr(config, "initializer_range", 0.02))
+        self.heads = nn.ModuleList(ClassificationHead(hidden, num_labels, dropout) for _ in self.objective_layers)
+        for head in self.heads:
+            for linear in (head.dense, head.out):
+                nn.init.normal_(linear.weight, std=std)
+                nn.init.zeros_(linear.bias)
+        pooler = getattr(backbone, "pooler", None)
+        dense = getattr(pooler, "dense", None)
+        if isinstance(dense, nn.Linear) and dense.weight.shape == self.heads[-1].dense.weight.shape:
+            # Devlin et al.'s recipe classifies the pre-trained pooler's output: start the top head from it.
+            with torch.no_grad():
+                self.heads[-1].dense.weight.copy_(dense.weight)
+                self.heads[-1].dense.bias.copy_(dense.bias)
+
+    @property
+    def config(self):
+        return self.backbone.config
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, labels=None, **kwargs):
+        # Only the multi-objective variant needs the intermediate layers' states.
+        need_all = self.objective_layers != [len(layer_list(self.backbone)[2])]
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        outputs = self.backbone(**inputs, output_hidden_states=need_all, **kwargs)
+        if need_all:
+            states = [outputs.hidden_states[layer] for layer in self.objective_layers]
+        else:
+            states = [outputs.last_hidden_state]
+        all_logits = [head(state[:, 0]) for head, state in zip(self.heads, states)]
+        loss = None
+        if labels is not None:
+            losses = [self._loss(logits, labels) for logits in all_logits]
+            loss = torch.stack(losses).mean()
+        return SequenceClassifierOutput(loss=loss, logits=all_logits[-1],
+                                        attentions=getattr(outputs, "attentions", None))
+
+    def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        if self.is_regression:
+            return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.float())
+        return nn.functional.cross_entropy(logits.float(), labels.long())
+
+
+def build_glue_model(backbone: nn.Module, num_labels: int, variant: Variant | str = "baseline",
+                     seed: int = 0) -> GlueModel:
+    """Apply ``variant`` to ``backbone`` (in place) and put the classifier(s) on it, initialised from ``seed``."""
+    from bertology.finetune.variants import apply_variant
+
+    variant = parse_variant(variant)
+    apply_variant(backbone, variant, seed=seed)
+    generator_state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        return GlueModel(backbone, num_labels, variant)
+    finally:
+        torch.random.set_rng_state(generator_state)
+
+
+def save_checkpoint(model: GlueModel, tokenizer, out_dir: str | Path, meta: dict) -> Path:
+    """Write ``model``, ``tokenizer`` and ``meta`` to ``out_dir`` atomically (a temp folder, then a rename)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        model.backbone.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.heads.state_dict().items()}, str(tmp / HEADS_FILE))
+        meta = dict(meta, num_labels=model.num_labels, variant=model.variant.name,
+                    objective_layers=list(model.objective_layers))
+        (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def read_checkpoint_meta(path: str | Path) -> dict:
+    """The ``finetune.json`` of a checkpoint; :class:`ModelError` if it is missing or unreadable."""
+    meta_path = Path(path) / CHECKPOINT_META
+    if not meta_path.is_file():
+        raise ModelError(f"{path}: not a bertology fine-tuning checkpoint (no {CHECKPOINT_META})")
+    try:
+        return json.loads(meta_path.read_text())
+    except json.JSONDecodeError as error:
+        raise ModelError(f"{meta_path}:{error.lineno}: not valid JSON ({error.msg})") from None
+
+
+def load_finetuned(path: str | Path, expected_base_fingerprint: str | None = None,
+                   device: str | None = None) -> tuple[GlueModel, object, dict]:
+    """Load a checkpoint written by :func:`finetune`: ``(model, tokenizer, meta)``.
+
+    With ``expected_base_fingerprint``, a checkpoint fine-tuned from another base model raises
+    :class:`ModelError` (so results of different models are never mixed).
+    """
+    path = Path(path)
+    meta = read_checkpoint_meta(path)
+    if expected_base_fingerprint is not None and meta.get("base_fingerprint") != expected_base_fingerprint:
+        raise ModelError(
+            f"{path}: fine-tuned from a model with fingerprint {meta.get('base_fingerprint')!r} "
+            f"({meta.get('base_model')!r}), expected {expected_base_fingerprint!r}"
+        )
+    backbone = AutoModel.from_pretrained(path, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = GlueModel(backbone, int(meta["num_labels"]), meta.get("variant", "baseline"),
+                      objective_layers=[int(x) for x in meta["objective_layers"]])
+    state = load_file(str(path / HEADS_FILE))
+    missing, unexpected = model.heads.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ModelError(f"{path / HEADS_FILE}: heads do not match the model (missing {missing}, unexpected {unexpected})")
+    model.eval()
+    if device:
+        model.to(device)
+    return model, tokenizer, meta

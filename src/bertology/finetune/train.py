@@ -1,0 +1,369 @@
+"""GLUE fine-tuning (Devlin et al. 2019 recipe) and dev-set evaluation.
+
+Recipe: AdamW (weight decay 0.01, none on biases and LayerNorm), linear warm-up over the first 10 % of
+steps then linear decay to 0, gradient clipping at 1.0, 3 epochs, batch 32, lr 2e-5 (the lecture slides:
+"1-3 epochs, batch size 2-32, learning rate 2e-5 - 5e-5"). The dev score reported is the one after the
+last epoch: choosing the best epoch on dev would select on the split we report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from bertology.data.glue import GlueExample, glue_task, read_glue
+from bertology.errors import DataError, ModelError
+from bertology.finetune.batching import EncodedExamples, collate, encode_examples, evaluation_batches, training_batches
+from bertology.finetune.metrics import glue_metric
+from bertology.finetune.model import (CHECKPOINT_META, GlueModel, build_glue_model, read_checkpoint_meta,
+                                      save_checkpoint)
+from bertology.finetune.variants import parse_variant
+
+
+@dataclass
+class FinetuneConfig:
+    """Hyper-parameters of one fine-tuning run (the same for every seed)."""
+
+    seeds: tuple[int, ...] = (0, 1, 2)
+    epochs: float = 3.0
+    lr: float = 2e-5
+    batch_size: int = 32
+    max_length: int = 128
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    max_train: int | None = None   # subsample the train set (same subset for every seed: data_seed)
+    max_steps: int | None = None   # stop after this many optimizer steps (smoke tests, benchmarks)
+    data_seed: int = 0
+    variant: str = "baseline"
+    device: str = "auto"           # "auto": cuda when there is one, else cpu
+    group_by_length: bool = True   # length-grouped batches ...
+    dynamic_padding: bool = True   # ... padded to their own longest example (False: pad to max_length)
+    eval_batch_size: int = 128
+    eval_each_epoch: bool = True   # dev curve in the checkpoint's JSON (never used to pick an epoch)
+    data_dir: str | None = None    # GLUE root (default shared/data/glue)
+    save: bool = True
+    progress: bool = True
+
+    def __post_init__(self):
+        self.seeds = tuple(int(s) for s in self.seeds)
+        if not self.seeds:
+            raise DataError("no seeds given; expected at least one (e.g. --seeds 0,1,2)")
+        if self.epochs <= 0 or self.lr <= 0 or self.batch_size < 1 or self.max_length < 8:
+            raise DataError(f"bad fine-tuning settings: epochs={self.epochs}, lr={self.lr}, "
+                            f"batch_size={self.batch_size}, max_length={self.max_length}; expected positive values")
+        if self.max_train is not None and self.max_train < 1:
+            raise DataError(f"max_train={self.max_train}; expected at least 1")
+        self.variant = parse_variant(self.variant).name
+
+    def recipe(self) -> dict:
+        """The settings that change the result: a finished checkpoint is reused only if these match."""
+        keys = ("epochs", "lr", "batch_size", "max_length", "warmup_ratio", "weight_decay", "max_grad_norm",
+                "max_train", "max_steps", "data_seed", "variant")
+        return {key: getattr(self, key) for key in keys}
+
+
+@dataclass
+class SeedRun:
+    seed: int
+    metrics: dict[str, float]
+    checkpoint: Path | None
+    reused: bool
+    train_seconds: float
+    train_examples_per_second: float
+    history: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class FinetuneResult:
+    """All seeds of one (model, task, variant): per-seed dev metrics and checkpoints."""
+
+    model: str
+    base_fingerprint: str
+    task: str
+    variant: str
+    config: FinetuneConfig
+    runs: list[SeedRun]
+    n_train: int
+    n_dev: int
+
+    def frame(self) -> pd.DataFrame:
+        """Tidy results: one row per seed x metric."""
+        rows = []
+        for run in self.runs:
+            for metric, value in run.metrics.items():
+                rows.append({"model": self.model, "base_fingerprint": self.base_fingerprint, "task": self.task,
+                             "variant": self.variant, "seed": run.seed, "metric": metric, "value": value,
+                             "split": "dev", "n_train": self.n_train, "n_dev": self.n_dev,
+                             "epochs": self.config.epochs, "lr": self.config.lr,
+                             "checkpoint": str(run.checkpoint) if run.checkpoint else None})
+        return pd.DataFrame(rows)
+
+
+def resolve_device(device: str | None = "auto") -> torch.device:
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _model_inputs(batch: dict, device: torch.device) -> dict:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items() if k != "labels"}
+
+
+def _logits(output) -> torch.Tensor:
+    logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
+    if logits is None and isinstance(output, (tuple, list)):
+        logits = output[0]
+    if not isinstance(logits, torch.Tensor):
+        raise ModelError(f"the model returned {type(output).__name__}; expected logits (a tensor or an output with .logits)")
+    return logits
+
+
+def predict(model: torch.nn.Module, data: EncodedExamples, batch_size: int = 128,
+            device: str | torch.device | None = None) -> np.ndarray:
+    """Predictions for ``data`` in its order: class ids, or scores when the model has one output."""
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out: np.ndarray | None = None
+    with torch.inference_mode():
+        for indices in evaluation_batches(data.lengths, batch_size):
+            logits = _logits(model(**_model_inputs(collate(data, indices), device))).float()
+            values = logits.squeeze(-1) if logits.shape[-1] == 1 else logits.argmax(-1)
+            values = values.cpu().numpy()
+            if out is None:
+                out = np.empty(len(data), dtype=values.dtype)
+            out[indices] = values
+    model.train(was_training)
+    return out if out is not None else np.empty(0)
+
+
+def evaluate(model: torch.nn.Module, tokenizer, task_or_examples: str | Sequence[GlueExample] | EncodedExamples,
+             metric: str | Callable[[np.ndarray, np.ndarray], dict] | None = None, *, split: str = "dev",
+             batch_size: int = 128, max_length: int = 128, device: str | torch.device | None = None,
+             data_dir: str | Path | None = None, return_predictions: bool = False) -> dict:
+    """Score a sequence classifier/regressor on GLUE data; the one evaluation every module shares.
+
+    - ``model``: any ``torch.nn.Module`` called as ``model(input_ids=, attention_mask=[, token_type_ids=])``
+      that returns logits ``[batch, num_labels]`` (a tensor, or an object with ``.logits`` such as a
+      transformers ``*ForSequenceClassification`` or a :class:`GlueModel`). One output column = regression.
+      Hooks on it (head masks, pruning) stay in force: evaluation runs it as it is, in eval mode.
+    - ``task_or_examples``: a GLUE task name (its ``split``, default dev, is read from ``data_dir``), a list
+      of :class:`GlueExample`, or :class:`EncodedExamples` (tokenise once with :func:`encode_examples` to
+      evaluate many times, e.g. one head ablated at a time).
+    - ``metric``: a task name whose GLUE metrics to use (default: the task given), or a callable
+      ``(predictions, labels) -> dict``. Needed when examples are given without a task.
+
+    Returns ``{metric: value, ..., "n_examples": n}`` (+ ``"predictions"`` if asked).
+    """
+    if isinstance(task_or_examples, str):
+        task = glue_task(task_or_examples).name
+        data = encode_examples(tokenizer, read_glue(task, split, data_dir), max_length)
+        metric = metric or task
+    elif isinstance(task_or_examples, EncodedExamples):
+        data = task_or_examples
+    else:
+        data = encode_examples(tokenizer, list(task_or_examples), max_length)
+    if metric is None:
+        raise DataError("evaluate: examples were given without a task; pass metric='cola'|'sst2'|... or a callable")
+    if len(data) == 0:
+        raise DataError("evaluate: no examples to score")
+    predictions = predict(model, data, batch_size=batch_size, device=device)
+    scores = metric(predictions, data.labels) if callable(metric) else glue_metric(metric, predictions, data.labels)
+    result = {key: float(value) for key, value in scores.items()}
+    result["n_examples"] = len(data)
+    if return_predictions:
+        result["predictions"] = predictions
+    return result
+
+
+def _optimizer(model: torch.nn.Module, config: FinetuneConfig) -> torch.optim.Optimizer:
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        (no_decay if parameter.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
+    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=config.lr)
+
+
+def _load_encoder(model):
+    from bertology.models import Encoder, load_encoder
+
+    if isinstance(model, Encoder):
+        return model
+    return load_encoder(model)
+
+
+def _fresh_backbone(encoder) -> torch.nn.Module:
+    """A trainable copy of the encoder's weights (the caller's Encoder is left untouched)."""
+    import copy
+
+    backbone = copy.deepcopy(encoder.model)
+    backbone.train()
+    return backbone
+
+
+def _progress(enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+                    TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled, transient=False)
+
+
+def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExamples, task: str, seed: int,
+                   config: FinetuneConfig, device: torch.device, description: str = "") -> tuple[dict, list[dict], float, float]:
+    """Fine-tune ``model`` in place; returns (final dev metrics, per-epoch history, seconds, train examples/s)."""
+    model.to(device)
+    model.train()
+    rng = np.random.default_rng(seed)
+    steps_per_epoch = math.ceil(len(train) / config.batch_size)
+    total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
+    if config.max_steps is not None:
+        total_steps = min(total_steps, config.max_steps)
+    optimizer = _optimizer(model, config)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
+    use_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    pad_to = None if config.dynamic_padding else config.max_length
+    history: list[dict] = []
+    step, seen, train_seconds = 0, 0, 0.0
+    epoch = 0
+    with _progress(config.progress) as progress:
+        bar = progress.add_task(description or f"{task} seed {seed}", total=total_steps, info="")
+        while step < total_steps:
+            epoch += 1
+            batches = training_batches(train.lengths, config.batch_size, rng, group_by_length=config.group_by_length)
+            running = []
+            start = time.perf_counter()
+            for indices in batches:
+                if step >= total_steps:
+                    break
+                batch = collate(train, indices, pad_to=pad_to)
+                labels = batch["labels"].to(device)
+                with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                    output = model(**_model_inputs(batch, device), labels=labels)
+                output.loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                seen += len(indices)
+                running.append(float(output.loss.detach()))
+                progress.update(bar, advance=1, info=f"epoch {epoch} loss {np.mean(running[-50:]):.3f}")
+            train_seconds += time.perf_counter() - start
+            last = step >= total_steps
+            if config.eval_each_epoch or last:
+                scores = glue_metric(task, predict(model, dev, config.eval_batch_size, device), dev.labels)
+                history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(running)) if running else None,
+                                **scores})
+                progress.update(bar, info=f"epoch {epoch} dev " + " ".join(f"{k} {v:.3f}" for k, v in scores.items()))
+    final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "train_loss")}
+    return final, history, train_seconds, seen / train_seconds if train_seconds else 0.0
+
+
+def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: str | Path | None = None) -> FinetuneResult:
+    """Fine-tune ``model`` (an :class:`~bertology.models.Encoder`, alias, path or hub id) on GLUE ``task``.
+
+    Each seed's checkpoint goes to ``out_dir/<task>/<variant>/seed-<s>/`` (``save_pretrained`` encoder +
+    tokenizer, ``heads.safetensors``, ``finetune.json`` with the base model's fingerprint, task, variant,
+    seed, recipe and dev metrics). A seed whose finished checkpoint is there is not trained again; a
+    checkpoint of another base model or recipe there raises :class:`ModelError`.
+    """
+    config = config or FinetuneConfig()
+    spec = glue_task(task)
+    variant = parse_variant(config.variant)
+    encoder = _load_encoder(model)
+    variant.check(encoder.num_layers)
+    if config.save and out_dir is None:
+        raise DataError("finetune: out_dir is needed to save checkpoints (or set config.save=False)")
+    device = resolve_device(config.device)
+
+    train_examples = read_glue(spec.name, "train", config.data_dir)
+    dev_examples = read_glue(spec.name, "dev", config.data_dir)
+    if config.max_train is not None and config.max_train < len(train_examples):
+        keep = np.sort(np.random.default_rng(config.data_seed).choice(len(train_examples), config.max_train, replace=False))
+        train_examples = [train_examples[i] for i in keep]
+    train = encode_examples(encoder.tokenizer, train_examples, config.max_length)
+    dev = encode_examples(encoder.tokenizer, dev_examples, config.max_length)
+
+    runs: list[SeedRun] = []
+    for seed in config.seeds:
+        seed_dir = Path(out_dir) / spec.name / variant.name.replace(":", "-") / f"seed-{seed}" if out_dir else None
+        if seed_dir is not None and (seed_dir / CHECKPOINT_META).is_file():
+            meta = read_checkpoint_meta(seed_dir)
+            _check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
+            runs.append(SeedRun(seed, meta["metrics"], seed_dir, True, meta.get("train_seconds", 0.0),
+                                meta.get("train_examples_per_second", 0.0), meta.get("history", [])))
+            continue
+        _seed_everything(seed)
+        glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
+        metrics, history, seconds, throughput = train_one_seed(
+            glue_model, train, dev, spec.name, seed, config, device,
+            description=f"{encoder.name} {spec.name} {variant.name} seed {seed}")
+        checkpoint = None
+        if config.save:
+            meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),
+                    "base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed, "metrics": metrics,
+                    "history": history, "recipe": config.recipe(), "n_train": len(train), "n_dev": len(dev),
+                    "device": str(device), "train_seconds": seconds, "train_examples_per_second": throughput,
+                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            checkpoint = save_checkpoint(glue_model.cpu(), encoder.tokenizer, seed_dir, meta)
+        runs.append(SeedRun(seed, metrics, checkpoint, False, seconds, throughput, history))
+        del glue_model
+    return FinetuneResult(encoder.name, encoder.fingerprint, spec.name, variant.name, config, runs, len(train), len(dev))
+
+
+def _check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, config: FinetuneConfig) -> None:
+    if meta.get("base_fingerprint") != encoder.fingerprint:
+        raise ModelError(
+            f"{seed_dir}: this checkpoint was fine-tuned from {meta.get('base_model')!r} (fingerprint "
+            f"{meta.get('base_fingerprint')}), not from {encoder.name!r} (fingerprint {encoder.fingerprint}); "
+            "use another --out folder or delete the checkpoint"
+        )
+    if meta.get("task") != task or int(meta.get("seed", -1)) != seed:
+        raise ModelError(f"{seed_dir}: checkpoint is for task {meta.get('task')!r} seed {meta.get('seed')}, "
+                         f"expected {task!r} seed {seed}")
+    saved = meta.get("recipe", {})
+    wanted = json.loads(json.dumps(config.recipe()))
+    differences = {k: (saved.get(k), v) for k, v in wanted.items() if saved.get(k) != v}
+    if differences:
+        listed = ", ".join(f"{k}: saved {a!r}, asked {b!r}" for k, (a, b) in differences.items())
+        raise ModelError(f"{seed_dir}: a finished checkpoint with other settings is there ({listed}); "
+                         "use another --out folder or delete it")
+
+
+def collect_results(out_dir: str | Path) -> pd.DataFrame:
+    """Every finished checkpoint under ``out_dir`` as tidy rows (model, task, variant, seed, metric, value)."""
+    rows = []
+    for meta_path in sorted(Path(out_dir).rglob(CHECKPOINT_META)):
+        meta = read_checkpoint_meta(meta_path.parent)
+        for metric, value in meta.get("metrics", {}).items():
+            rows.append({"model": meta.get("base_model"), "base_fingerprint": meta.get("base_fingerprint"),
+                         "task": meta.get("task"), "variant": meta.get("variant"), "seed": meta.get("seed"),
+                         "metric": metric, "value": value, "split": "dev", "n_train": meta.get("n_train"),
+                         "n_dev": meta.get("n_dev"), "epochs": meta.get("recipe", {}).get("epochs"),
+                         "lr": meta.get("recipe", {}).get("lr"), "checkpoint": str(meta_path.parent)})
+    columns = ["model", "base_fingerprint", "task", "variant", "seed", "metric", "value", "split", "n_train", "n_dev",
+               "epochs", "lr", "checkpoint"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def config_dict(config: FinetuneConfig) -> dict:
+    return asdict(config)
