@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bertology.data import read_conllu, shared_data_dir
+from bertology.data import default_corpus, read_conllu
 from bertology.extraction import extract
 from bertology.models import load_encoder
 
@@ -75,7 +75,7 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
-def peak_rss_child(model, corpus, n, repeat, device):
+def peak_rss_child(model, corpus, n, repeat, device, untrained_seed=None):
     code = f"""
 import resource, tempfile, sys
 from bertology.data import read_conllu
@@ -83,7 +83,7 @@ from bertology.extraction import extract
 from bertology.models import load_encoder
 sentences = read_conllu({str(corpus)!r})[:{n}] * {repeat}
 sentences = [s.__class__(words=s.words, id=f"{{i}}") for i, s in enumerate(sentences)]
-encoder = load_encoder({model!r}, device={device!r})
+encoder = load_encoder({model!r}, device={device!r}, untrained_seed={untrained_seed!r})
 with tempfile.TemporaryDirectory() as tmp:
     extract(encoder, sentences, tmp + "/s", progress=False)
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
@@ -99,11 +99,13 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--rss-sentences", type=int, default=400)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--untrained-seed", type=int, default=None,
+                        help="time a randomly initialised twin (same shapes and FLOPs) where the weights are absent")
     args = parser.parse_args()
 
-    corpus = shared_data_dir() / "ud_english_ewt" / "en_ewt-ud-dev.conllu.gz"
+    corpus = default_corpus("ewt-dev")  # the same file as ../shared/data/ud_english_ewt/en_ewt-ud-dev.conllu.gz
     sentences = read_conllu(corpus)[: args.sentences]
-    encoder = load_encoder(args.model, device=args.device)
+    encoder = load_encoder(args.model, device=args.device, untrained_seed=args.untrained_seed)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
           f"({torch.get_num_threads()} threads), device {args.device}")
     print(f"corpus: UD EWT dev, {len(sentences)} sentences, {sum(len(s) for s in sentences)} words")
@@ -128,7 +130,8 @@ def main() -> None:
 
     results["speedup_vs_naive"] = results["ours_tokens_per_s"] / results["naive_tokens_per_s"]
     results["speedup_bf16_vs_naive"] = results["ours_bf16_tokens_per_s"] / results["naive_tokens_per_s"]
-    flop = FLOP_PER_TOKEN.get(args.model)
+    flop = FLOP_PER_TOKEN.get(args.model, FLOP_PER_TOKEN["minilm"] if encoder.hidden_size == 384 and
+                              encoder.num_layers == 6 else None)
     results["matmul_fp32_flops"] = matmul_ceiling(args.device, torch.float32)
     results["matmul_bf16_flops"] = matmul_ceiling(args.device, torch.bfloat16)
     if flop:
@@ -138,8 +141,8 @@ def main() -> None:
             "matmul_bf16_flops"]
         results["share_of_fp32_ceiling"] = results["ours_flops"] / results["matmul_fp32_flops"]
     if args.rss_sentences:
-        one = peak_rss_child(args.model, corpus, args.rss_sentences, 1, args.device)
-        ten = peak_rss_child(args.model, corpus, args.rss_sentences, 10, args.device)
+        one = peak_rss_child(args.model, corpus, args.rss_sentences, 1, args.device, args.untrained_seed)
+        ten = peak_rss_child(args.model, corpus, args.rss_sentences, 10, args.device, args.untrained_seed)
         results["peak_rss_mib"] = {"corpus": one, "corpus_x10": ten, "growth": ten / one,
                                    "sentences": args.rss_sentences}
 

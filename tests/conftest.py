@@ -9,6 +9,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# Tests run as two xdist workers on two cores: one intra-op thread each avoids oversubscription, under
+# which torch's small ops slow down by orders of magnitude (seen on these machines).
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def shared_data():

@@ -13,14 +13,6 @@ from bertology.compare import cka_matrix, compare_models, linear_cka, plot_compa
 from bertology.errors import DataError, ModelError
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread; on a shared machine two threads can be 100x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_cka_identity_orthogonal_and_isotropic_scaling_invariance():
     rng = np.random.default_rng(0)

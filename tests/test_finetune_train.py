@@ -16,14 +16,6 @@ from bertology.finetune import (FinetuneConfig, collect_results, encode_examples
                                 variants_table)
 from bertology.models import Encoder
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread; on a shared machine two threads can be 100x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 POSITIVE = ["good", "great", "fine", "nice", "happy", "love"]
 NEGATIVE = ["bad", "awful", "poor", "sad", "hate", "ugly"]

@@ -9,14 +9,6 @@ from transformers import BertConfig, BertModel
 from bertology.errors import ModelError
 from bertology.finetune import GlueModel, build_glue_model, layer_list, parse_variant
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest on one thread; on a shared machine two threads can be 100x slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 LAYERS = 4
 

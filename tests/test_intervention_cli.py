@@ -11,7 +11,6 @@ import transformers
 from typer.testing import CliRunner
 
 from bertology.data import shared_data_dir
-from test_intervention_hooks import one_torch_thread  # noqa: F401  (autouse fixture)
 
 warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 

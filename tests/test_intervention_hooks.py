@@ -17,14 +17,6 @@ warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 LAYERS, HEADS, HIDDEN = 3, 4, 32
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models on a shared 2-core machine: one thread is ~10x faster than two contending ones."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 EAGER_ONLY = ("deberta-v2", "mpnet")  # their own attention code: no sdpa switch
 

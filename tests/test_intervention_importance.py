@@ -24,7 +24,6 @@ from bertology.intervention import (
 )
 from bertology.intervention.toy import accuracy, batches, toy_classifier, toy_data
 
-from test_intervention_hooks import one_torch_thread  # noqa: F401  (autouse fixture)
 
 LAYERS, HEADS = 2, 4
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from bertology.intervention import count_parameters, drop_layers, mask_heads, model_layout, prune_heads
-from test_intervention_hooks import one_torch_thread  # noqa: F401  (autouse fixture)
 
 warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 pytestmark = pytest.mark.integration

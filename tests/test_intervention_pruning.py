@@ -18,7 +18,7 @@ from bertology.intervention import (
     prune_heads,
     save_pruned,
 )
-from test_intervention_hooks import HEADS, HIDDEN, LAYERS, one_torch_thread, run, tiny_config, tiny_model  # noqa: F401
+from test_intervention_hooks import HEADS, HIDDEN, run, tiny_config, tiny_model
 
 warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 

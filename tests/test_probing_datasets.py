@@ -8,8 +8,6 @@ import pytest
 from bertology.data import Sentence
 from bertology.errors import DataError
 from bertology.probing.datasets import (
-    _bio_spans,
-    _read_bio,
     cap_sentences,
     deprel_label,
     features,
@@ -73,17 +71,6 @@ def test_features_gather_and_pool_word_vectors():
     np.testing.assert_allclose(span, [[1.5, 1.5]])
     sentence = features("sentence", vectors, offsets, np.array([[0], [1]]))
     np.testing.assert_allclose(sentence, [[1, 1], [3.5, 3.5]])
-
-
-def test_bio_spans_and_reader(tmp_path):
-    path = tmp_path / "ner.conll"
-    path.write_text("Empire\tB-location\nState\tI-location\nis\tO\nbig\tI-corporation\n\nok\tO\n")
-    sentences = _read_bio(path)
-    assert len(sentences) == 2
-    assert _bio_spans(sentences[0]) == [(0, 2, "location"), (3, 4, "corporation")]
-    (tmp_path / "bad.conll").write_text("word\tX-thing\n")
-    with pytest.raises(DataError, match="bad.conll:1"):
-        _read_bio(tmp_path / "bad.conll")
 
 
 def test_cap_sentences_keeps_whole_sentences():

@@ -108,3 +108,30 @@ def test_report_in_headless_chromium(tiny_report, browser, tmp_path):
     artifacts.mkdir(exist_ok=True)
     shutil.copy(screenshot, artifacts / "report-tiny.png")
     page.close()
+
+
+def test_compare_two_models_side_by_side(tiny_report):
+    from bertology.report.run import build_comparison
+
+    _, encoder, out = tiny_report
+    path = build_comparison(encoder_a=encoder, model_b="untrained", out=out, max_sentences=40, seeds=(0, 1),
+                            progress=False, sections=["tokenization", "probing"])
+    html = path.read_text(encoding="utf-8")
+    twin = encoder.untrained(0)
+    assert path.parent.name.startswith("compare-tiny-bert-vs-")
+    assert encoder.fingerprint in html and twin.fingerprint in html
+    assert html.count("class='column'") >= 4, "each section shows both models"
+    assert 'id="differences"' in html and "A - B" in html
+    assert "Linear CKA" in html, "same tokenizer: the weight/representation comparison is included"
+
+
+@pytest.mark.integration
+def test_report_on_minilm(minilm, tmp_path):
+    path = build_report(encoder=minilm, out=tmp_path, max_sentences=30, seeds=(0,), progress=False)
+    html = path.read_text(encoding="utf-8")
+    assert path.parent.name == "minilm"
+    assert "6 layers, 12 heads, hidden size 384" in html
+    for heading in ("Tokenization", "Probing", "Attention"):
+        assert f"<h2>{heading}</h2>" in html
+    assert "SentLen" in html and "BShift" in html and "upos" in html
+    assert "attention-only probe" in html

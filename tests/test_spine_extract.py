@@ -1,5 +1,4 @@
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import torch
 
 from bertology.data import Sentence, read_conllu, sentences_from_strings
 from bertology.errors import ModelError, StoreError
-from bertology.extraction import encode_sentences, extract, word_groups
+from bertology.extraction import encode_sentences, extract
 from bertology.models.tiny import tiny_encoder
 from bertology.store import Store
 

@@ -154,13 +154,21 @@ def report(
     max_sentences: Optional[int] = typer.Option(None, help="Use only the first N sentences of each split."),
     sections: Optional[str] = typer.Option(None, help="Comma-separated sections to run (default: all)."),
     device: Optional[str] = typer.Option(None, help="cpu, cuda, ..."),
+    compare: Optional[tuple[str, str]] = typer.Option(
+        None, "--compare", help="Two models side by side: --compare A B (B may be 'untrained' for A's twin)."),
 ) -> None:
     """Run the battery on a model and write one self-contained HTML report."""
     from bertology.report import build_report
+    from bertology.report.run import build_comparison
 
     started = time.perf_counter()
-    path = build_report(model, out=out, fresh=fresh, seeds=tuple(range(seeds)), max_sentences=max_sentences,
-                        sections=sections.split(",") if sections else None, device=device)
+    chosen = sections.split(",") if sections else None
+    if compare:
+        path = build_comparison(compare[0], compare[1], out=out, fresh=fresh, seeds=tuple(range(seeds)),
+                                max_sentences=max_sentences, sections=chosen, device=device)
+    else:
+        path = build_report(model, out=out, fresh=fresh, seeds=tuple(range(seeds)), max_sentences=max_sentences,
+                            sections=chosen, device=device)
     out_console.print(f"report written to {path} ({time.perf_counter() - started:.0f} s)")
 
 
@@ -169,7 +177,8 @@ def demo(
     out: Path = typer.Option(Path("reports"), help="Where the report goes."),
 ) -> None:
     """The main job on the embedded default: `bertology report --model minilm`."""
-    report(model="minilm", out=out, fresh=False, seeds=3, max_sentences=None, sections=None, device=None)
+    report(model="minilm", out=out, fresh=False, seeds=3, max_sentences=None, sections=None, device=None,
+           compare=None)
 
 
 def _register_subcommands() -> None:
@@ -213,7 +222,7 @@ def main() -> None:
     try:
         app()
     except BertologyError as error:
-        console.print(f"[bold red]error:[/] {error}", highlight=False)
+        console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
         sys.exit(1)
 
 

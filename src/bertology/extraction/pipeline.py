@@ -28,7 +28,7 @@ from bertology.extraction.alignment import (
 )
 from bertology.models.encoders import Encoder
 from bertology.store.store import (
-    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, write_json_atomic,
+    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, write_json_atomic,
     write_shard_atomic,
 )
 
@@ -318,7 +318,7 @@ def extract(
             "bertology_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             **key,
-            "input": {"path": input_path, "hash": input_hash, "file_sha256": _file_hash(input_path),
+            "input": {"path": input_path, "hash": input_hash, "file_sha256": file_sha256(Path(input_path)) if input_path and Path(input_path).is_file() else None,
                       "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))},
             "row_counts": row_counts.tolist(),
             "shards": [{"start": a, "stop": b, "file": f"shard-{k:05d}.safetensors", "bytes": None, "sha256": None}
@@ -373,16 +373,6 @@ def extract(
                       "tokens_per_second": round(token_count / elapsed, 1) if elapsed else None}
     write_json_atomic(out / INDEX_NAME, index)
     return Store.open(out)
-
-
-def _file_hash(path: str | None) -> str | None:
-    if not path or not Path(path).is_file():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @torch.inference_mode()

@@ -75,26 +75,36 @@ class ProbingDataset:
 # features from word vectors
 
 
-def features(level: str, word_vectors: np.ndarray, offsets: np.ndarray, refs: np.ndarray) -> np.ndarray:
+def features(level: str, word_vectors: np.ndarray, offsets: np.ndarray, refs: np.ndarray,
+             sentence_means: np.ndarray | None = None) -> np.ndarray:
     """Features of ``refs`` from one layer's word vectors ``[total_words, dim]`` (rows of sentence i are
-    ``offsets[i]:offsets[i+1]``). Returns ``[n, dim]`` (``[n, 3*dim]`` for edges)."""
+    ``offsets[i]:offsets[i+1]``). Returns ``[n, dim]`` (``[n, 3*dim]`` for edges). ``sentence_means``
+    (every sentence's mean vector, shared by several tasks on one store) saves recomputing them."""
     if level == "token":
         return word_vectors[offsets[refs[:, 0]] + refs[:, 1]]
     if level == "edge":
         dep = word_vectors[offsets[refs[:, 0]] + refs[:, 1]]
         head = word_vectors[offsets[refs[:, 0]] + refs[:, 2]]
         return np.concatenate([dep, head, dep * head], axis=1)
-    # Span and sentence means from a running sum: one pass, no Python loop over examples.
+    if level == "sentence":
+        if sentence_means is None:
+            sentence_means = sentence_mean_vectors(word_vectors, offsets)
+        return sentence_means[refs[:, 0]]
+    # Span means from a running sum: one pass, no Python loop over examples.
     cumulative = np.concatenate([np.zeros((1, word_vectors.shape[1]), np.float64),
                                  np.cumsum(word_vectors, axis=0, dtype=np.float64)])
     if level == "span":
         start = offsets[refs[:, 0]] + refs[:, 1]
         stop = offsets[refs[:, 0]] + refs[:, 2]
-    elif level == "sentence":
-        start, stop = offsets[refs[:, 0]], offsets[refs[:, 0] + 1]
     else:
         raise DataError(f"unknown example level {level!r}; expected one of {', '.join(LEVELS)}")
     return ((cumulative[stop] - cumulative[start]) / (stop - start)[:, None]).astype(np.float32)
+
+
+def sentence_mean_vectors(word_vectors: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The mean word vector of every sentence, ``[n_sentences, dim]`` float32."""
+    sums = np.add.reduceat(word_vectors.astype(np.float64, copy=False), offsets[:-1], axis=0)
+    return (sums / np.diff(offsets)[:, None]).astype(np.float32)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -204,80 +214,18 @@ def ud_dataset(task: str, pools: dict[str, list[Sentence]], max_train: int | Non
 # WNUT-17: entity type of gold spans
 
 
-def _wnut_reader():
-    """The shared WNUT-17 reader if it exists (bertology.data.wnut17), else a minimal BIO reader."""
-    try:
-        from bertology.data.wnut17 import entity_spans, read_wnut17  # type: ignore
-
-        return read_wnut17, entity_spans
-    except ImportError:
-        return _read_bio, _bio_spans
-
-
-def _read_bio(path: str | Path) -> list[Sentence]:
-    from bertology.data import open_text
-
-    path = Path(path)
-    sentences, words, tags, start = [], [], [], 1
-    with open_text(path) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                if words:
-                    sentences.append(Sentence(words=tuple(words), id=f"{path.name}:{start}", source_line=start,
-                                              extra={"ner": tuple(tags)}))
-                words, tags = [], []
-                start = line_no + 1
-                continue
-            cols = line.split("\t")
-            if len(cols) != 2 or not (cols[1] == "O" or cols[1][:2] in ("B-", "I-")):
-                raise DataError(f"{path}:{line_no}: expected 'word<TAB>O|B-type|I-type', got {line!r}")
-            if not words:
-                start = line_no
-            words.append(cols[0])
-            tags.append(cols[1])
-    if words:
-        sentences.append(Sentence(words=tuple(words), id=f"{path.name}:{start}", source_line=start,
-                                  extra={"ner": tuple(tags)}))
-    if not sentences:
-        raise DataError(f"{path}: no sentences found")
-    return sentences
-
-
-def _bio_spans(sentence: Sentence) -> list[tuple[int, int, str]]:
-    spans, start, kind = [], None, None
-    for j, tag in enumerate(list(sentence.extra["ner"]) + ["O"]):
-        continues = tag.startswith("I-") and start is not None and tag[2:] == kind
-        if start is not None and not continues:
-            spans.append((start, j, kind))
-            start, kind = None, None
-        if tag.startswith("B-") or (tag.startswith("I-") and start is None):
-            start, kind = j, tag[2:]
-    return spans
-
-
-def _span_tuple(span) -> tuple[int, int, str]:
-    """Accept (start, end, label) tuples or objects with start/end/label (or type) attributes."""
-    if isinstance(span, tuple):
-        return int(span[0]), int(span[1]), str(span[2])
-    label = getattr(span, "label", None) or getattr(span, "type")
-    return int(span.start), int(span.end), str(label)
-
-
-WNUT_FILES = {"train": "wnut17train.conll", "dev": "emerging.dev.conll", "test": "emerging.test.annotated"}
-
-
 def wnut_dataset(folder: str | Path, max_train: int | None, max_eval: int | None,
                  max_sentences: int | None = None) -> ProbingDataset:
     """Entity type of gold WNUT-17 spans (Tenney et al.'s entity labelling: spans given, type predicted)."""
-    read, spans_of = _wnut_reader()
+    from bertology.data.wnut17 import WNUT17_FILES, entity_spans, read_wnut17
+
     folder = Path(folder)
     pools, splits = {}, {}
-    for split, name in WNUT_FILES.items():
-        sentences = shuffled(read(folder / name))
+    for split, name in WNUT17_FILES.items():
+        sentences = shuffled(read_wnut17(folder / name))
         if max_sentences is not None:
             sentences = sentences[:max_sentences]
-        spans = [[_span_tuple(s) for s in spans_of(sentence)] for sentence in sentences]
+        spans = [list(entity_spans(sentence)) for sentence in sentences]
         keep = [i for i, s in enumerate(spans) if s]  # sentences without entities add nothing
         sentences = [sentences[i] for i in keep]
         spans = [spans[i] for i in keep]

@@ -33,6 +33,7 @@ from bertology.probing.datasets import (
     UD_TASKS,
     ProbingDataset,
     features,
+    sentence_mean_vectors,
     load_ud_pools,
     senteval_dataset,
     senteval_sample_dataset,
@@ -219,9 +220,11 @@ def _features_for(datasets: Sequence[ProbingDataset], stores, layers: Sequence[i
             continue
         for li, layer in enumerate(layers):
             vectors = store.layer(layer)
+            means = (sentence_mean_vectors(vectors, store.offsets)
+                     if any(d.level == "sentence" for d in members) else None)
             for dataset in members:
                 out[dataset.name, split][li] = features(dataset.level, vectors, store.offsets,
-                                                        dataset.splits[split].refs)
+                                                        dataset.splits[split].refs, sentence_means=means)
     return out
 
 
@@ -272,6 +275,7 @@ def run_probing(
     structural_kwargs: dict | None = None,
     progress: bool = True,
     twin_per_seed: bool = True,
+    probe_options: dict | None = None,
 ) -> pd.DataFrame:
     """Probe every layer of ``model`` on ``tasks`` over ``seeds``; return the tidy results (see module doc).
 
@@ -280,6 +284,8 @@ def run_probing(
     over seeds covers data sampling, optimisation and the twin's initialisation. Representations are
     extracted once per encoder into ``cache_dir`` (keyed by model fingerprint and input words), so a rerun
     reuses them. ``treebank`` is a UD folder (train/dev/test); it also feeds the SentEval task builder.
+    ``control="token"`` runs control tasks only for word, arc and span tasks (Hewitt and Liang's
+    definition), not for sentence-level ones; ``probe_options`` go to every probe (e.g. ``max_iter``).
     ``model`` may also be an :class:`~bertology.models.Encoder`. With ``twin_per_seed=False`` one untrained
     twin (seed 0) serves every probe seed, as the Convexity report's single untrained BERT (faster).
     """
@@ -317,7 +323,12 @@ def run_probing(
     layer_ids = store_layers if layers is None else list(layers)
     trained_X = _features_for(datasets, stores, layer_ids)
     labels = {d.name: {s: d.splits[s].labels for s in SPLITS} for d in classify}
-    probe_kwargs = {"l2": l2, "hidden": hidden, "device": device}
+    probe_kwargs = {"l2": l2, "hidden": hidden, "device": device, **(probe_options or {})}
+    if control not in (True, False, "token"):
+        raise DataError(f"control={control!r}; expected True, False or 'token'")
+
+    def wants_control(dataset) -> bool:
+        return control is True or (control == "token" and dataset.level != "sentence")
 
     rows: list[dict] = []
     for dataset in classify:
@@ -328,7 +339,7 @@ def run_probing(
                 rows += _rows(model, dataset.name, "majority", layer_ids, seed, "accuracy",
                               [value] * len(layer_ids), "majority", split)
 
-    n_fits = len(classify) * len(seeds) * (1 + int(control) + int(untrained))
+    n_fits = len(seeds) * sum(1 + int(wants_control(d)) + int(untrained) for d in classify)
     twin_stores: dict[int, dict] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   disable=not progress, transient=True) as bar:
@@ -340,7 +351,8 @@ def run_probing(
                 if twin_seed not in twin_stores:
                     twin = encoder.untrained(twin_seed)
                     twin_stores[twin_seed] = _extract_pools(twin, pools, layers, cache, progress, device)
-                twin_X = _features_for(datasets, twin_stores[twin_seed], layer_ids)
+                    twin_features = _features_for(datasets, twin_stores[twin_seed], layer_ids)
+                twin_X = twin_features
             for dataset in classify:
                 name, y = dataset.name, labels[dataset.name]
                 n_train = len(y["train"])
@@ -352,7 +364,7 @@ def run_probing(
                                            "none", scalar_mix)
                 rows += task_rows
                 bar.advance(job)
-                if control:
+                if wants_control(dataset):
                     bar.update(job, description=f"{name} seed {seed}: control task")
                     y_control = dataset.control_labels(seed)
                     control_rows = _fit_and_score(probe, probe_kwargs, seed, X, y_control, train_index, layer_ids,

@@ -43,13 +43,28 @@ class Figure:
 
 
 @dataclass
+class Image:
+    """A PNG file written by another capability, embedded (base64) like a figure."""
+
+    path: Path
+    caption: str
+
+
+@dataclass
+class Columns:
+    """Two or more groups of blocks side by side (a comparison), each under its own heading."""
+
+    groups: list[tuple[str, list]]
+
+
+@dataclass
 class Link:
     href: str
     label: str
     note: str = ""
 
 
-Block = Union[Text, Table, Figure, Link]
+Block = Union[Text, Table, Figure, Image, Columns, Link]
 
 
 @dataclass
@@ -96,24 +111,35 @@ _TEMPLATE = jinja2.Environment(
 )
 
 
+def blocks_html(blocks: list) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, Text):
+            parts.append(block.html)
+        elif isinstance(block, Table):
+            parts.append(table_html(block))
+        elif isinstance(block, Figure):
+            parts.append(_image_html(figure_data_uri(block.figure), block.caption, block.alt))
+        elif isinstance(block, Image):
+            data = base64.b64encode(Path(block.path).read_bytes()).decode("ascii")
+            parts.append(_image_html("data:image/png;base64," + data, block.caption, ""))
+        elif isinstance(block, Columns):
+            columns = "".join(f"<div class='column'><h3>{html.escape(title)}</h3>{blocks_html(group)}</div>"
+                              for title, group in block.groups)
+            parts.append(f"<div class='columns'>{columns}</div>")
+        elif isinstance(block, Link):
+            parts.append(f"<p class='link'><a href='{html.escape(block.href)}'>{html.escape(block.label)}</a> "
+                         f"{html.escape(block.note)}</p>")
+    return "\n".join(parts)
+
+
+def _image_html(uri: str, caption: str, alt: str) -> str:
+    return (f"<figure class='plot'><img src='{uri}' alt='{html.escape(alt or caption)}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
 def render(title: str, header: dict, sections: list[Section], notes: list[str]) -> str:
-    rendered = []
-    for section in sections:
-        parts = []
-        for block in section.blocks:
-            if isinstance(block, Text):
-                parts.append(block.html)
-            elif isinstance(block, Table):
-                parts.append(table_html(block))
-            elif isinstance(block, Figure):
-                parts.append(
-                    f"<figure class='plot'><img src='{figure_data_uri(block.figure)}' "
-                    f"alt='{html.escape(block.alt or block.caption)}'>"
-                    f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
-            elif isinstance(block, Link):
-                parts.append(f"<p class='link'><a href='{html.escape(block.href)}'>{html.escape(block.label)}</a> "
-                             f"{html.escape(block.note)}</p>")
-        rendered.append({"id": section.id, "title": section.title, "note": section.note, "body": "\n".join(parts)})
+    rendered = [{"id": s.id, "title": s.title, "note": s.note, "body": blocks_html(s.blocks)} for s in sections]
     return _TEMPLATE.get_template("report.html.j2").render(title=title, header=header, sections=rendered,
                                                            notes=notes)
 

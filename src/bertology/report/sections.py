@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from bertology.extraction import encode_sentences
-from bertology.report.document import Figure, Link, Section, Table, Text
+from bertology.report.document import Figure, Link, Section, Table
 from bertology.report.run import ReportContext
 
 
@@ -28,7 +27,9 @@ def tokenization(context: ReportContext) -> Section:
         by_upos = (words.groupby("upos")["subwords"].agg(["mean", "count"])
                    .rename(columns={"mean": "subwords per word", "count": "words"})
                    .sort_values("subwords per word", ascending=False).reset_index())
-        split = (words.groupby("word")["subwords"].agg(["max", "size"])
+        # Real words only: URLs and runs of symbols split into many pieces but say little about the vocabulary.
+        lexical = words[words["word"].str.fullmatch(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")]
+        split = (lexical.groupby("word")["subwords"].agg(["max", "size"])
                  .rename(columns={"max": "subwords", "size": "occurrences"})
                  .sort_values(["subwords", "occurrences"], ascending=False).head(25).reset_index())
         histogram = words["subwords"].clip(upper=8).value_counts().sort_index().rename_axis("subwords")
@@ -41,7 +42,7 @@ def tokenization(context: ReportContext) -> Section:
         return {"summary": summary, "by_upos": by_upos, "most_split": split,
                 "histogram": histogram.reset_index(name="words")}
 
-    tables = context.cache.get_or_compute("tokenization", context.model_key, compute)
+    tables = context.cache.get_or_compute("tokenization", {**context.model_key, "rev": 2}, compute)
     section = Section("tokenization", "Tokenization",
                       note="How the model's tokenizer cuts the corpus into subwords. Word vectors elsewhere in "
                            "this report average a word's subwords.")
@@ -54,7 +55,7 @@ def tokenization(context: ReportContext) -> Section:
     ax.set_title("Fertility")
     section.add(Figure(fig, "Distribution of subword tokens per word (8 = 8 or more)."))
     section.add(Table(tables["by_upos"], "Fertility by universal part of speech (gold UPOS)."))
-    section.add(Table(tables["most_split"], "The most split words.", max_rows=25))
+    section.add(Table(tables["most_split"], "The most split words (alphabetic words only).", max_rows=25))
     return section
 
 
@@ -182,11 +183,15 @@ def probing(context: ReportContext) -> Section:
     if not structural.empty:
         summary = summarize_structural(structural)
         test = summary[(summary["split"] == "test")]
-        pivot = test.pivot_table(index=["task", "baseline", "layer"], columns="metric", values="mean").reset_index()
-        section.add(Table(pivot, "Structural probes (Hewitt and Manning 2019), test split, mean over seeds: UUAS "
-                                 "and root accuracy exclude punctuation; DSpr./NSpr. are Spearman correlations "
-                                 "averaged over sentence lengths 5-50. Baselines: untrained twin, linear chain.",
-                          max_rows=40))
+        chosen = summary[(summary["split"] == "dev") & summary["best_on_dev"]][["task", "baseline", "metric", "layer"]]
+        best = test.merge(chosen, on=["task", "baseline", "metric", "layer"])
+        best["value"] = best.apply(lambda r: f"{r['mean']:.3f} ± {r['std']:.3f} (layer {int(r['layer'])})", axis=1)
+        pivot = best.pivot_table(index=["task", "baseline"], columns="metric", values="value",
+                                 aggfunc="first").reset_index()
+        section.add(Table(pivot, "Structural probes (Hewitt and Manning 2019), test split, mean ± std over seeds "
+                                 "at the layer chosen on dev: UUAS and root accuracy exclude punctuation; "
+                                 "DSpr./NSpr. are Spearman correlations averaged over sentence lengths 5-50. "
+                                 "Baselines: untrained twin and the linear chain (distance |i - j|)."))
         section.add(Figure(_structural_curves(test), "Structural probes per layer beside their baselines."))
     return section
 
@@ -194,9 +199,14 @@ def probing(context: ReportContext) -> Section:
 def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict) -> pd.DataFrame:
     from bertology.probing.experiment import run_probing
 
+    max_train, max_eval = caps["max_train"], caps["max_eval"]
+    if context.max_sentences:  # a quick run: cap the examples too (the caps count words, arcs or sentences)
+        max_train = min(max_train or context.max_sentences, context.max_sentences)
+        max_eval = min(max_eval or context.max_sentences, max(20, context.max_sentences // 2))
     return run_probing(context.encoder, tasks=tasks, treebank=context.treebank_dir, seeds=context.seeds,
-                       max_train=caps["max_train"], max_eval=caps["max_eval"],
+                       max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences,
                        cache_dir=context.store_dir / "probing", progress=context.progress, twin_per_seed=False,
+                       control="token", scalar_mix=False, probe_options={"max_iter": caps["max_iter"]},
                        structural_kwargs={"epochs": caps["structural_epochs"]})
 
 

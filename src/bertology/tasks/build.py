@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import re
@@ -18,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.data import Sentence, read_conllu
+from bertology.store.store import file_sha256
 from bertology.errors import DataError
 from bertology.tasks.builders import BUILDERS, SPLITS, BuildContext, TaskOutput
 from bertology.tasks.catalog import SENTEVAL_FILES, TABLE2_COLUMNS, TASK_NAMES, resolve_task_name
@@ -87,14 +87,6 @@ def split_role(path: Path) -> str | None:
     return roles[0] if len(roles) == 1 else None
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _clean_words(sentence: Sentence) -> Sentence:
     # SentEval's format is space-delimited; a word with a space (allowed in some UD treebanks) is kept as one.
     if any(any(ch.isspace() for ch in w) for w in sentence.words):
@@ -121,12 +113,12 @@ def load_splits(
     if all(any(r == s for r in roles.values()) for s in SPLITS) and all(r is not None for r in roles.values()):
         for f in files:
             by_split[roles[f]].extend(_clean_words(s) for s in read_conllu(f))
-            file_info.append({"path": str(f.resolve()), "sha256": _sha256(f), "split": roles[f]})
+            file_info.append({"path": str(f.resolve()), "sha256": file_sha256(f), "split": roles[f]})
         return by_split, file_info, "treebank train/dev/test files"
     pooled: list[Sentence] = []
     for f in files:
         pooled.extend(_clean_words(s) for s in read_conllu(f))
-        file_info.append({"path": str(f.resolve()), "sha256": _sha256(f), "split": None})
+        file_info.append({"path": str(f.resolve()), "sha256": file_sha256(f), "split": None})
     order = np.random.default_rng([seed, 7]).permutation(len(pooled))
     n_tr = int(round(RANDOM_SPLIT[0] * len(pooled)))
     n_va = int(round(RANDOM_SPLIT[1] * len(pooled)))
