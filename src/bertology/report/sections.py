@@ -168,7 +168,7 @@ def probing(context: ReportContext) -> Section:
                                             "(see docs/tasks.md for each task's deviations), accuracy (delta vs "
                                             "untrained twin).", index=True))
         section.add(Figure(plot_layer_curves(senteval, None), "SentEval tasks: accuracy per layer (mean ± std "
-                           "over seeds) beside the majority class (dashed), the untrained twin and the control task."))
+                           "over seeds) beside the majority class (dashed) and the untrained twin."))
     tokens = classification[~classification["task"].isin(TASK_NAMES)]
     if not tokens.empty:
         section.add(Table(table2(tokens), "Token and edge probes (UPOS, XPOS, dependency label of the arc): "
