@@ -230,6 +230,7 @@ def test_cli_patterns_writes_tables_and_figure(tmp_path, monkeypatch, tiny_bert)
                                       "rules", "--out", str(out)])
     assert result.exit_code == 0, result.output
     types = pd.read_csv(out / "pattern_types.csv")
+    assert pd.read_parquet(out / "pattern_proportions.parquet").shape[0] > 0
     assert len(types) == 2 * 2 * 2 * 4  # two models (trained + twin) x 2 sentences x 2 layers x 4 heads
     props = pd.read_csv(out / "pattern_proportions.csv")
     assert set(props["layer"].astype(str)) == {"1", "2", "all"}

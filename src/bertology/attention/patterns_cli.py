@@ -61,21 +61,17 @@ def patterns(
         tables[name] = pattern_types(maps, classifier=classifier, progress=True).assign(model=name, source=source)
     out.mkdir(parents=True, exist_ok=True)
     all_types = pd.concat(tables.values(), ignore_index=True)
-    _write_csv(all_types, out / "pattern_types.csv")
+    from bertology.attention.cli import write_table
+
+    write_table(all_types, out, "pattern_types")
     proportions = compare_pattern_proportions(tables)
-    _write_csv(proportions, out / "pattern_proportions.csv")
+    write_table(proportions.astype({"layer": str}), out, "pattern_proportions")
     plot_pattern_proportions(tables, out / "pattern_proportions.png", title=f"Attention pattern types ({source})")
     console = Console()
     overall = proportions[proportions["layer"] == "all"].pivot(index="model", columns="type", values="proportion")
     console.print(overall.round(3).to_string())
-    console.print(f"wrote {out / 'pattern_types.csv'}, {out / 'pattern_proportions.csv'}, "
+    console.print(f"wrote {out / 'pattern_types.csv'}, {out / 'pattern_proportions.csv'} (and .parquet), "
                   f"{out / 'pattern_proportions.png'}")
-
-
-def _write_csv(frame, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    frame.to_csv(tmp, index=False)
-    tmp.replace(path)
 
 
 @app.command("view")
