@@ -231,6 +231,22 @@ def _init_head(kind: str, batch: tuple[int, ...], dim: int, n_classes: int, hidd
     }
 
 
+#: Ridge weights are ~10x smaller than a fitted logistic regression's on standardised features; scaling the
+#: start by 10 cut L-BFGS steps by a third and agreed best with scikit-learn (benchmarks/bench_probes.py).
+RIDGE_START_SCALE = 10.0
+
+
+def _ridge_start(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2: torch.Tensor) -> torch.Tensor:
+    """Ridge regression onto centred one-hot labels, per layer and L2 value: a cheap start for L-BFGS."""
+    n, d = X.shape[1], X.shape[2]
+    targets = torch.nn.functional.one_hot(y, n_classes).to(X.dtype) - 1.0 / n_classes
+    gram = X.transpose(1, 2) @ X / n  # [L, d, d]
+    cross = X.transpose(1, 2) @ targets / n  # [L, d, C]
+    eye = torch.eye(d, dtype=X.dtype, device=X.device)
+    system = gram[:, None] + (l2[..., None, None] + 1e-4) * eye  # [L, G, d, d]
+    return torch.linalg.solve(system, cross[:, None].expand(-1, l2.shape[1], -1, -1)).contiguous()
+
+
 def _weight_penalty(l2: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     """0.5 * l2 * squared norm of the weight matrices (not the biases) of every problem."""
 
@@ -321,6 +337,9 @@ class LayerwiseProbe(_ProbeBase):
     hidden ReLU layer of ``hidden`` units (mini-batch Adam). ``l2`` is a grid; every layer picks its own
     value (and early-stopping point) on the dev split.
 
+    ``warm_start`` (linear only) starts L-BFGS from the ridge-regression solution onto centred one-hot
+    labels, per layer and L2 value (one d x d solve each), which converges in fewer steps.
+
     After ``fit``: ``classes_``, ``l2_grid_`` (strongest first), ``dev_scores_`` ``[n_layers, n_l2]``,
     ``best_l2_`` ``[n_layers]``, ``n_steps_``.
     """
@@ -328,8 +347,9 @@ class LayerwiseProbe(_ProbeBase):
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
                  seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256):
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True):
         self.kind = kind
+        self.warm_start = warm_start
         self.l2 = l2
         self.hidden = hidden
         self.seed = seed
@@ -347,6 +367,8 @@ class LayerwiseProbe(_ProbeBase):
         L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
         l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_).expand(L, G)
         params = _init_head(self.kind, (L, G), self.n_features_, C, self.hidden, gen, self.device_)
+        if self.kind == "linear" and self.warm_start:
+            params["W"] = _ridge_start(Xtr, ytr, C, l2) * RIDGE_START_SCALE
         optimizer = self._optimizer()
         result = _train_batched(
             params, self._forward, _weight_penalty(l2), Xtr, ytr, Xdv, ydv,
