@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from bertology.errors import ModelError
@@ -167,7 +167,9 @@ def load_finetuned(path: str | Path, expected_base_fingerprint: str | None = Non
             f"{path}: fine-tuned from a model with fingerprint {meta.get('base_fingerprint')!r} "
             f"({meta.get('base_model')!r}), expected {expected_base_fingerprint!r}"
         )
-    backbone = AutoModel.from_pretrained(path, local_files_only=True)
+    from bertology.intervention.pruning import load_pruned
+
+    backbone = load_pruned(path)  # a plain checkpoint, or one whose heads `bertology ablate prune` sliced
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = GlueModel(backbone, int(meta["num_labels"]), meta.get("variant", "baseline"),
                       objective_layers=[int(x) for x in meta["objective_layers"]])

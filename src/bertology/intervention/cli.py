@@ -7,7 +7,6 @@ papers print them from 1).
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -33,37 +32,12 @@ console = Console()
 
 def load_task_model(path: str | Path, device: str | None = None):
     """A fine-tuning checkpoint as ``(model, tokenizer, meta)``; pruned checkpoints get their shapes rebuilt."""
-    from bertology.finetune.model import HEADS_FILE, GlueModel, load_finetuned, read_checkpoint_meta
+    from bertology.finetune.model import load_finetuned
 
     path = Path(path)
     if not path.is_dir():
         raise ModelError(f"{path}: no such checkpoint folder (expected the output of `bertology finetune`)")
-    config_file = path / "config.json"
-    pruned = False
-    if config_file.is_file():
-        try:
-            pruned = bool(json.loads(config_file.read_text()).get("bertology_pruned_heads"))
-        except json.JSONDecodeError as error:
-            raise ModelError(f"{config_file}:{error.lineno}: not valid JSON ({error.msg})") from None
-    if not pruned:
-        return load_finetuned(path, device=device)
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer
-
-    from bertology.intervention.pruning import load_pruned
-
-    meta = read_checkpoint_meta(path)
-    backbone = load_pruned(path)
-    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = GlueModel(backbone, int(meta["num_labels"]), meta.get("variant", "baseline"),
-                      objective_layers=[int(x) for x in meta["objective_layers"]])
-    missing, unexpected = model.heads.load_state_dict(load_file(str(path / HEADS_FILE)), strict=False)
-    if missing or unexpected:
-        raise ModelError(f"{path / HEADS_FILE}: heads do not match (missing {missing}, unexpected {unexpected})")
-    model.eval()
-    if device:
-        model.to(device)
-    return model, tokenizer, meta
+    return load_finetuned(path, device=device)
 
 
 @dataclass
