@@ -207,7 +207,9 @@ def load_pruned(path: str | os.PathLike, attn_implementation: str = "sdpa") -> n
     """Load a model saved by :func:`save_pruned` (or any ``save_pretrained`` folder), pruned shapes rebuilt."""
     from safetensors.torch import load_file
     from transformers import AutoConfig
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # as bertology.models does: no tqdm bar per checkpoint
     path = Path(path)
     if not (path / "config.json").is_file():
         raise ModelError(f"{path}: not a model directory (no config.json)")
