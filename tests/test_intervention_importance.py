@@ -107,6 +107,18 @@ def test_single_head_table_with_seed_spread(models, eval_data):
     assert single["real"].isna().all() and single["seed_spread"].isna().all()
 
 
+def test_identical_changes_over_two_seeds_are_not_called_real():
+    # Two seeds whose change is the same 2 examples out of 872: a zero-variance t-test would give p = 0.
+    raw = pd.DataFrame({"seed": [0, 1], "layer": [1, 1], "head": [5, 5], "baseline": [0.7936, 0.7924],
+                        "metric": [0.7959, 0.7947], "delta": [0.0023, 0.0023]})
+    summary = summarize_single_head(raw)
+    assert np.isnan(summary["p_value"].iloc[0])
+    assert not bool(summary["real"].iloc[0])
+    three = pd.concat([raw, raw.assign(seed=2, baseline=0.7930, metric=0.7953)])
+    summary = summarize_single_head(three)
+    assert summary["p_value"].iloc[0] == 0.0 and bool(summary["real"].iloc[0])
+
+
 def test_pruning_curve_importance_vs_random(models, eval_data, tmp_path):
     model = models[0]
     evaluate = lambda m: accuracy(m, eval_data)  # noqa: E731

@@ -82,13 +82,18 @@ def single_head_ablation(
     return pd.DataFrame(rows, columns=["seed", "layer", "head", "baseline", "metric", "delta"])
 
 
+MIN_SEEDS_FOR_TEST = 3
+
+
 def summarize_single_head(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Per head: mean and std of the change over seeds, and whether it is real.
 
     ``seed_spread`` is the std of the *unablated* metric over fine-tuning seeds: the change a reader
     would see from re-running fine-tuning alone. A change is ``real`` when its mean exceeds that spread
-    and a one-sample t-test over seeds rejects zero at ``alpha`` (needs at least 2 seeds; with one seed
-    ``real`` is NaN: there is no spread to compare with).
+    and a one-sample t-test over seeds rejects zero at ``alpha``. The test needs at least
+    ``MIN_SEEDS_FOR_TEST`` (3) seeds: with two, accuracy changes are multiples of 1/n_examples and often
+    coincide, which a zero-variance t-test would call certain, so ``real`` is False (not shown); with one
+    seed ``real`` is NaN (there is no spread to compare with).
     """
     from scipy import stats
 
@@ -100,13 +105,16 @@ def summarize_single_head(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFr
         n = len(deltas)
         mean = float(deltas.mean())
         std = float(deltas.std(ddof=1)) if n > 1 else float("nan")
-        if n > 1 and std > 0:
+        if n >= MIN_SEEDS_FOR_TEST and std > 0:
             p_value = float(stats.ttest_1samp(deltas, 0.0).pvalue)
-        elif n > 1:
-            p_value = 0.0 if mean != 0 else 1.0
+        elif n >= MIN_SEEDS_FOR_TEST:
+            p_value = 0.0 if mean != 0 else 1.0  # every seed moved by exactly the same nonzero amount
         else:
             p_value = float("nan")
-        real = (abs(mean) > seed_spread and p_value < alpha) if n > 1 else float("nan")
+        if n == 1:
+            real = float("nan")
+        else:
+            real = bool(abs(mean) > seed_spread and p_value < alpha)  # NaN p (2 seeds) is never < alpha
         rows.append({"layer": layer, "head": head, "n_seeds": n, "delta_mean": mean, "delta_std": std,
                      "baseline_mean": float(baselines.mean()), "seed_spread": seed_spread,
                      "p_value": p_value, "real": real})
