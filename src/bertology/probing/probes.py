@@ -272,6 +272,23 @@ def _fit_scaler(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _ProbeBase:
+    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
+                 seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
+                 max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256):
+        self.kind = kind
+        self.l2 = l2
+        self.hidden = hidden
+        self.seed = seed
+        self.device = device
+        self.optimizer = optimizer
+        self.max_iter = max_iter
+        self.eval_every = eval_every
+        self.patience = patience
+        self.tol = tol
+        self.lr = lr
+        self.batch_size = batch_size
+
     def _setup(self, X_train, y_train, X_dev, y_dev):
         if self.kind not in PROBE_KINDS:
             raise DataError(f"kind {self.kind!r}; expected one of {', '.join(PROBE_KINDS)}")
@@ -348,19 +365,10 @@ class LayerwiseProbe(_ProbeBase):
                  seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True):
-        self.kind = kind
+        super().__init__(kind=kind, l2=l2, hidden=hidden, seed=seed, device=device, optimizer=optimizer,
+                         max_iter=max_iter, eval_every=eval_every, patience=patience, tol=tol, lr=lr,
+                         batch_size=batch_size)
         self.warm_start = warm_start
-        self.l2 = l2
-        self.hidden = hidden
-        self.seed = seed
-        self.device = device
-        self.optimizer = optimizer
-        self.max_iter = max_iter
-        self.eval_every = eval_every
-        self.patience = patience
-        self.tol = tol
-        self.lr = lr
-        self.batch_size = batch_size
 
     def fit(self, X_train, y_train, X_dev=None, y_dev=None) -> "LayerwiseProbe":
         (Xtr, ytr, Xdv, ydv), gen = self._setup(X_train, y_train, X_dev, y_dev)
@@ -429,23 +437,6 @@ class ScalarMixProbe(_ProbeBase):
     After ``fit``: ``layer_weights_`` ``[n_layers]`` (the reported softmax weights), ``best_l2_``,
     ``dev_scores_`` ``[n_l2]``. ``score`` returns one accuracy (a float).
     """
-
-    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
-                 seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
-                 max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256):
-        self.kind = kind
-        self.l2 = l2
-        self.hidden = hidden
-        self.seed = seed
-        self.device = device
-        self.optimizer = optimizer
-        self.max_iter = max_iter
-        self.eval_every = eval_every
-        self.patience = patience
-        self.tol = tol
-        self.lr = lr
-        self.batch_size = batch_size
 
     def fit(self, X_train, y_train, X_dev=None, y_dev=None) -> "ScalarMixProbe":
         (Xtr, ytr, Xdv, ydv), gen = self._setup(X_train, y_train, X_dev, y_dev)
