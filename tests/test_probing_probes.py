@@ -134,3 +134,25 @@ def test_bad_input_raises_data_error():
     fitted = LayerwiseProbe().fit(X + np.random.default_rng(0).normal(size=X.shape), np.arange(10) % 2)
     with pytest.raises(DataError, match="fitted on 2 layers"):
         fitted.score(np.zeros((3, 10, 4)), np.zeros(10))
+
+
+def test_closed_form_gradient_matches_autograd():
+    import torch
+
+    from bertology.probing.probes import _linear_loss_and_grad, _nll_per_problem, _weight_penalty
+
+    generator = torch.Generator().manual_seed(0)
+    L, G, n, d, C = 3, 2, 50, 8, 5
+    X = torch.randn(L, n, d, generator=generator)
+    y = torch.randint(0, C, (n,), generator=generator)
+    W = torch.randn(L, G, d, C, generator=generator, requires_grad=True)
+    b = torch.randn(L, G, C, generator=generator, requires_grad=True)
+    l2 = torch.tensor([1e-2, 1e-1]).expand(L, G)
+    logits = torch.einsum("lnd,lgdc->lgnc", X, W) + b.unsqueeze(-2)
+    loss = (_nll_per_problem(logits, y) + _weight_penalty(l2)({"W": W, "b": b})).sum()
+    loss.backward()
+    with torch.no_grad():
+        closed, grads = _linear_loss_and_grad(l2)({"W": W, "b": b}, X, y)
+    assert float(closed) == pytest.approx(float(loss.detach()), rel=1e-6)
+    torch.testing.assert_close(grads["W"], W.grad, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(grads["b"], b.grad, atol=1e-6, rtol=1e-5)

@@ -131,13 +131,15 @@ def _train_batched(
     sample_axis: int,
     group: Callable[[torch.Tensor], torch.Tensor],
     tol: float,
+    loss_and_grad: Callable | None = None,
 ) -> _TrainResult:
     """Minimise the sum of per-problem losses; keep, per problem, the parameters best on dev.
 
     ``forward`` maps parameters and features to logits ``[*batch, n, C]``; ``penalty`` gives ``[*batch]``.
     Early stopping: evaluate dev every ``eval_every`` iterations (L-BFGS) or epochs (Adam); stop when no
     group (``group`` maps per-problem dev accuracy to per-group accuracy) has improved by more than
-    ``tol`` for ``patience`` evaluations.
+    ``tol`` for ``patience`` evaluations. ``loss_and_grad(params, X, y) -> (loss, grads)`` replaces
+    autograd in full-batch L-BFGS when the gradient has a closed form (the linear probe's).
     """
     for p in params.values():
         p.requires_grad_(True)
@@ -174,6 +176,12 @@ def _train_batched(
         )
 
         def closure():
+            if loss_and_grad is not None:
+                with torch.no_grad():
+                    loss, grads = loss_and_grad(params, X_train, y_train)
+                for key, grad in grads.items():
+                    params[key].grad = grad
+                return loss
             opt.zero_grad(set_to_none=True)
             loss = (_nll_per_problem(forward(params, X_train), y_train) + penalty(params)).sum()
             loss.backward()
@@ -245,6 +253,29 @@ def _ridge_start(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2: torch.Ten
     eye = torch.eye(d, dtype=X.dtype, device=X.device)
     system = gram[:, None] + (l2[..., None, None] + 1e-4) * eye  # [L, G, d, d]
     return torch.linalg.solve(system, cross[:, None].expand(-1, l2.shape[1], -1, -1)).contiguous()
+
+
+def _linear_loss_and_grad(l2: torch.Tensor) -> Callable:
+    """Multinomial logistic regression, every layer x L2 value: the summed loss of ``_nll_per_problem`` +
+    ``_weight_penalty`` and its gradient in closed form (dW = X^T (softmax - onehot) / n + l2 W), which
+    saves autograd's graph and backward pass in every L-BFGS evaluation."""
+
+    def loss_and_grad(params, X, y):
+        W, b = params["W"], params["b"]  # [L, G, d, C], [L, G, C]
+        logits = torch.einsum("lnd,lgdc->lgnc", X, W) + b.unsqueeze(-2)
+        logp = torch.log_softmax(logits, dim=-1)
+        n = X.shape[1]
+        index = y.view(1, 1, -1, 1).expand(*logits.shape[:-1], 1)
+        nll = -logp.gather(-1, index).squeeze(-1).mean(-1)  # [L, G]
+        residual = logp.exp_()
+        residual.scatter_add_(-1, index, torch.full_like(index, -1, dtype=residual.dtype))
+        residual /= n
+        grad_W = torch.einsum("lnd,lgnc->lgdc", X, residual) + l2[..., None, None] * W
+        grad_b = residual.sum(-2)
+        loss = (nll + 0.5 * l2 * W.pow(2).sum((-2, -1))).sum()
+        return loss, {"W": grad_W.contiguous(), "b": grad_b.contiguous()}
+
+    return loss_and_grad
 
 
 def _weight_penalty(l2: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
@@ -385,6 +416,7 @@ class LayerwiseProbe(_ProbeBase):
             eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
             patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
             group=lambda acc: acc.max(dim=1).values, tol=self.tol,
+            loss_and_grad=_linear_loss_and_grad(l2) if self.kind == "linear" else None,
         )
         self.dev_scores_ = result.dev_accuracy.cpu().numpy()
         best = self.dev_scores_.argmax(axis=1)  # first max = strongest L2 among ties
