@@ -204,3 +204,60 @@ def test_kill_9_then_resume_gives_the_same_store(tmp_path, tiny_bert, shared_dat
     assert not list((tmp_path / "a").glob(".*.tmp"))
     assert [s.sha256 for s in resumed.shards] == [s.sha256 for s in fresh.shards]
     assert resumed.verify() == []
+
+
+def test_windowed_sentence_takes_each_token_from_the_window_that_owns_it(tmp_path):
+    encoder = tiny_encoder("bert", max_positions=24)
+    words = tuple("antidisestablishment" if i % 5 == 0 else f"w{i % 7}" for i in range(40))
+    sentences = [Sentence(words=("short", "one"), id="short"), Sentence(words=words, id="long")]
+    tokens = extract(encoder, sentences, tmp_path / "t", pool="tokens", dtype="float32", progress=False)
+    [enc] = encode_sentences(encoder.tokenizer, sentences[1:], encoder.max_length)
+    assert len(enc.segments) > 2
+    expected = np.zeros((enc.n_tokens, encoder.hidden_size), dtype=np.float32)
+    for segment in enc.segments:
+        with torch.no_grad():
+            hidden = encoder.model(input_ids=torch.tensor([segment.input_ids]),
+                                   output_hidden_states=True).hidden_states[2][0].numpy()
+        expected[segment.owned_tokens] = hidden[segment.owned_positions]
+    np.testing.assert_allclose(tokens.sentence_rows(1, 2), expected, atol=1e-5)
+    # every word pool is a reduction of those token rows
+    word_of = enc.word_index
+    pools = {"word-mean": lambda idx: expected[idx].mean(0), "word-first": lambda idx: expected[idx[0]],
+             "word-last": lambda idx: expected[idx[-1]]}
+    for pool, reduce in pools.items():
+        store = extract(encoder, sentences, tmp_path / pool, pool=pool, dtype="float32", progress=False)
+        want = np.stack([reduce(np.flatnonzero(word_of == w)) for w in range(len(words))])
+        np.testing.assert_allclose(store.sentence_rows(1, 2), want, atol=1e-5, err_msg=pool)
+
+
+def test_shards_written_on_a_second_thread_or_inline_are_identical(tmp_path, tiny_bert, monkeypatch):
+    import bertology.extraction.pipeline as pipeline
+
+    sentences = sentences_from_strings(TEXTS * 5)
+    overlapped = extract(tiny_bert, sentences, tmp_path / "a", progress=False, shard_bytes=2000)
+    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)  # no free core: shards are written inline
+    inline = extract(tiny_bert, sentences, tmp_path / "b", progress=False, shard_bytes=2000)
+    assert len(inline.shards) > 3
+    assert [s.sha256 for s in overlapped.shards] == [s.sha256 for s in inline.shards]
+    assert inline.verify() == [] and overlapped.verify() == []
+
+
+def test_bf16_extraction_leaves_the_encoder_as_it_was(tmp_path):
+    encoder = tiny_encoder("bert")
+    encoder.model.set_attn_implementation("sdpa")
+    sentences = sentences_from_strings(TEXTS)
+    exact = extract(encoder, sentences, tmp_path / "f", dtype="float32", progress=False)
+    bf16 = extract(encoder, sentences, tmp_path / "b", dtype="float32", autocast="bfloat16", progress=False)
+    assert encoder.attention_implementation == "sdpa"  # eager only for the run
+    assert bf16.metadata["autocast"] == "bfloat16"
+    difference = np.abs(bf16.layer(2) - exact.layer(2))
+    assert 0 < difference.max() < 0.1  # bf16 really ran, and stayed close
+
+
+def test_compiled_model_gives_the_same_vectors(tmp_path):
+    encoder = tiny_encoder("bert")
+    sentences = sentences_from_strings(TEXTS)
+    eager = extract(encoder, sentences, tmp_path / "e", dtype="float32", progress=False)
+    compiled = extract(encoder, sentences, tmp_path / "c", dtype="float32", progress=False, compile_model=True)
+    assert encoder._compiled is not None
+    np.testing.assert_allclose(compiled.layer(2), eager.layer(2), atol=1e-5)

@@ -79,6 +79,8 @@ def extract(
     batch_tokens: int = typer.Option(4096, help="Padded tokens per batch."),
     overwrite: bool = typer.Option(False, help="Replace a store built from another model or input."),
     device: Optional[str] = typer.Option(None, help="cpu, cuda, ... (default: where the model loads)."),
+    compile_model: bool = typer.Option(False, "--compile", help="Run the model through torch.compile: 10-30 s "
+                                       "up front, ~1.2x faster after; worth it on large corpora."),
 ) -> None:
     """Extract every layer's word-aligned vectors (and attentions) into a chunked, resumable store."""
     from bertology.data import read_corpus
@@ -91,7 +93,7 @@ def extract(
     store = run_extract(
         encoder, sentences, out, layers=parse_layers(layers), pool=pool.value, attentions=attentions,
         dtype=dtype.value, autocast="bfloat16" if bf16 else None, batch_tokens=batch_tokens,
-        long_policy=long_policy.value, input_path=str(data), overwrite=overwrite,
+        long_policy=long_policy.value, input_path=str(data), overwrite=overwrite, compile_model=compile_model,
     )
     _print_store_summary(store, time.perf_counter() - started)
 

@@ -23,6 +23,9 @@ class Segment:
     """One model input: ``input_ids`` (specials included) covering content tokens ``[start, stop)``.
 
     ``owned`` lists, for each content token this segment is responsible for, its index in the segment.
+    ``local_positions``/``global_positions`` extend that to every position the segment writes (the
+    special tokens too, on the first and last segment): the index in ``input_ids`` and the index in the
+    sentence's full sequence [prefix, content, suffix].
     """
 
     sentence: int
@@ -33,6 +36,8 @@ class Segment:
     owned_positions: np.ndarray  # their positions inside input_ids
     first: bool
     last: bool
+    local_positions: np.ndarray | None = None
+    global_positions: np.ndarray | None = None
 
 
 @dataclass
@@ -139,16 +144,59 @@ def plan_windows(
         lo = 0 if i == 0 else (start + min(starts[i - 1] + capacity, n)) // 2
         hi = n if i == len(starts) - 1 else (starts[i + 1] + stop) // 2
         bounds.append((start, stop, lo, hi))
+    n_prefix, n_suffix = len(prefix), len(suffix)
     for i, (start, stop, lo, hi) in enumerate(bounds):
         owned = np.arange(lo, hi, dtype=np.int64)
+        first, last = i == 0, i == len(starts) - 1
+        window = n_prefix + (stop - start) + n_suffix
+        local = [np.arange(n_prefix)] if first else []
+        local.append(owned - start + n_prefix)
+        if last:
+            local.append(np.arange(window - n_suffix, window))
+        local_positions = np.concatenate(local).astype(np.int64)
+        # In the full sequence, content token t sits at n_prefix + t and the suffix after all n tokens.
+        global_positions = local_positions + start
+        if last:
+            global_positions[len(local_positions) - n_suffix :] = np.arange(n_suffix) + n_prefix + n
         segments.append(
             Segment(
                 sentence=sentence, input_ids=prefix + ids[start:stop] + suffix, start=start, stop=stop,
-                owned_tokens=owned, owned_positions=owned - start + len(prefix), first=i == 0,
-                last=i == len(starts) - 1,
+                owned_tokens=owned, owned_positions=owned - start + n_prefix, first=first, last=last,
+                local_positions=local_positions, global_positions=global_positions,
             )
         )
     return segments
+
+
+def pool_rows(encoded: EncodedSentence, pool: str) -> np.ndarray:
+    """The stored row each position of the full sequence [prefix, content, suffix] is pooled into.
+
+    -1 marks positions no row takes. Every pool is then one sum per row divided by its count: the mean
+    of a word's subwords (``word-mean``), its first or last subword, ``[CLS]`` (or the first content
+    token of a model without one), the mean of all content tokens, or every content token.
+    """
+    n_prefix, n_tokens = encoded.n_prefix, encoded.n_tokens
+    rows = np.full(n_prefix + n_tokens + encoded.n_suffix, -1, dtype=np.int64)
+    content = slice(n_prefix, n_prefix + n_tokens)
+    index = encoded.word_index
+    if pool == "word-mean":
+        rows[content] = index
+    elif pool in ("word-first", "word-last"):
+        edge = np.ones(n_tokens, dtype=bool)
+        if pool == "word-first":
+            edge[1:] = index[1:] != index[:-1]
+        else:
+            edge[:-1] = index[:-1] != index[1:]
+        rows[content] = np.where(edge, index, -1)
+    elif pool == "cls":
+        rows[0] = 0
+    elif pool == "mean":
+        rows[content] = 0
+    elif pool == "tokens":
+        rows[content] = np.arange(n_tokens)
+    else:
+        raise DataError(f"unknown pooling {pool!r}")
+    return rows
 
 
 def word_groups(encoded: EncodedSentence) -> np.ndarray:

@@ -127,6 +127,7 @@ class Encoder:
     source: str | None = None
     untrained_seed: int | None = None
     _fingerprint: str | None = field(default=None, repr=False)
+    _compiled: object = field(default=None, repr=False)
 
     @classmethod
     def from_model(cls, model: PreTrainedModel, tokenizer, name: str = "model") -> "Encoder":
@@ -183,6 +184,12 @@ class Encoder:
             return self
         self.model.set_attn_implementation("eager")
         return self
+
+    def compiled(self):
+        """The model through ``torch.compile`` with dynamic shapes, compiled on first use and kept."""
+        if self._compiled is None:
+            self._compiled = torch.compile(self.model, dynamic=True)
+        return self._compiled
 
     def untrained(self, seed: int = 0) -> "Encoder":
         """The untrained twin: same config and tokenizer, weights re-initialised from ``seed``."""

@@ -27,7 +27,7 @@ from typing import Iterator
 import numpy as np
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import save
 
 from bertology.errors import StoreError
 
@@ -66,12 +66,14 @@ def file_sha256(path: Path) -> str:
 def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> dict:
     """Write one shard via a temporary file and rename; return its index entry (size and hash)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata)
-    with open(tmp, "rb") as handle:
+    data = save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
+    digest = hashlib.sha256(data).hexdigest()  # of the bytes in memory: no second read of the file
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
         os.fsync(handle.fileno())
-    digest = file_sha256(tmp)
     os.replace(tmp, path)
-    return {"file": path.name, "bytes": path.stat().st_size, "sha256": digest}
+    return {"file": path.name, "bytes": len(data), "sha256": digest}
 
 
 @dataclass
