@@ -164,17 +164,17 @@ _KILLER = textwrap.dedent("""
     mode, model_dir, corpus, out = sys.argv[1:5]
     original = ex.write_shard_atomic
     calls = []
-    def dying(path, tensors, metadata):
+    def dying(path, data):
         calls.append(path)
         if len(calls) == 3:
             if mode == "mid-write":  # a half-written temporary file, then death
                 path.with_name("." + path.name + ".tmp").write_bytes(b"partial")
                 os.kill(os.getpid(), signal.SIGKILL)
-            entry = original(path, tensors, metadata)
+            entry = original(path, data)
             if mode == "after-rename":  # shard renamed, index not yet updated
                 os.kill(os.getpid(), signal.SIGKILL)
             return entry
-        return original(path, tensors, metadata)
+        return original(path, data)
     ex.write_shard_atomic = dying
     encoder = load_encoder(model_dir, attentions=True)
     ex.extract(encoder, read_conllu(corpus)[:60], out, attentions=True, progress=False, shard_bytes=20000)
@@ -228,18 +228,6 @@ def test_windowed_sentence_takes_each_token_from_the_window_that_owns_it(tmp_pat
         store = extract(encoder, sentences, tmp_path / pool, pool=pool, dtype="float32", progress=False)
         want = np.stack([reduce(np.flatnonzero(word_of == w)) for w in range(len(words))])
         np.testing.assert_allclose(store.sentence_rows(1, 2), want, atol=1e-5, err_msg=pool)
-
-
-def test_shards_written_on_a_second_thread_or_inline_are_identical(tmp_path, tiny_bert, monkeypatch):
-    import bertology.extraction.pipeline as pipeline
-
-    sentences = sentences_from_strings(TEXTS * 5)
-    overlapped = extract(tiny_bert, sentences, tmp_path / "a", progress=False, shard_bytes=2000)
-    monkeypatch.setattr(pipeline.os, "cpu_count", lambda: 1)  # no free core: shards are written inline
-    inline = extract(tiny_bert, sentences, tmp_path / "b", progress=False, shard_bytes=2000)
-    assert len(inline.shards) > 3
-    assert [s.sha256 for s in overlapped.shards] == [s.sha256 for s in inline.shards]
-    assert inline.verify() == [] and overlapped.verify() == []
 
 
 def test_bf16_extraction_leaves_the_encoder_as_it_was(tmp_path):

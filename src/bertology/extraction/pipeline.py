@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,8 +29,8 @@ from bertology.extraction.alignment import (
 )
 from bertology.models.encoders import Encoder
 from bertology.store.store import (
-    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, write_json_atomic,
-    write_shard_atomic,
+    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, serialize_shard,
+    write_json_atomic, write_shard_atomic,
 )
 
 SHARD_TARGET_BYTES = 48 << 20
@@ -344,10 +343,9 @@ def extract(
                TextColumn("sentences"), TimeRemainingColumn()]
     # One autocast region for the whole run, so each weight is cast to bf16 once, not once per batch.
     precision = torch.autocast(run_device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    # Shards are written (serialised, fsynced, hashed) on a second thread while the next one computes,
-    # when a core is free for it: on a CPU that torch already fills, the extra thread slows the
-    # matmuls more than it saves (measured on 2 cores). The index names a shard only once it is whole.
-    overlap_writes = run_device.type != "cpu" or (os.cpu_count() or 1) > torch.get_num_threads()
+    # A shard is serialised here, then written, fsynced and renamed on a second thread while the next
+    # one computes: that thread mostly waits on the disk, so it does not compete with torch for the
+    # cores. The index names a shard only once its file is whole.
     pending: tuple[dict, int, Future] | None = None
 
     def finish(done: tuple[dict, int, Future]) -> None:
@@ -383,12 +381,8 @@ def extract(
             tensors = _shard_tensors(pooled, maps, sentence_range, layers, attention_layers, dtype)
             if pending is not None:
                 finish(pending)
-            future = writer.submit(write_shard_atomic, out / shard["file"], tensors,
-                                   {"format_version": str(FORMAT_VERSION)})
-            pending = (shard, stop - start, future)
-            if not overlap_writes:
-                finish(pending)
-                pending = None
+            data = serialize_shard(tensors, {"format_version": str(FORMAT_VERSION)})
+            pending = (shard, stop - start, writer.submit(write_shard_atomic, out / shard["file"], data))
         if pending is not None:
             finish(pending)
     elapsed = time.perf_counter() - started

@@ -63,10 +63,14 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> dict:
-    """Write one shard via a temporary file and rename; return its index entry (size and hash)."""
+def serialize_shard(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """One shard's safetensors bytes (CPU work, kept apart from the disk work of writing them)."""
+    return save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
+
+
+def write_shard_atomic(path: Path, data: bytes) -> dict:
+    """Write one shard via a temporary file, fsync and rename; return its index entry (size and hash)."""
     tmp = path.with_name(f".{path.name}.tmp")
-    data = save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
     digest = hashlib.sha256(data).hexdigest()  # of the bytes in memory: no second read of the file
     with open(tmp, "wb") as handle:
         handle.write(data)
