@@ -276,8 +276,8 @@ def extract(
     moves attention probabilities by up to 0.02.
 
     ``compile_model=True`` runs the model through ``torch.compile`` (dynamic shapes): 10-30 s of
-    compiling up front, then about 1.2x the throughput on CPU; it pays off on corpora of a few hundred
-    thousand tokens and up (see BENCHMARKS.md).
+    compiling up front, then about 1.14x the throughput on CPU; it pays off only on corpora of several
+    hundred thousand tokens and up (see BENCHMARKS.md).
     """
     if pool not in POOLS:
         raise DataError(f"unknown pooling {pool!r}; expected one of {', '.join(POOLS)}")
