@@ -164,17 +164,17 @@ _KILLER = textwrap.dedent("""
     mode, model_dir, corpus, out = sys.argv[1:5]
     original = ex.write_shard_atomic
     calls = []
-    def dying(path, data):
+    def dying(path, tensors, metadata):
         calls.append(path)
         if len(calls) == 3:
             if mode == "mid-write":  # a half-written temporary file, then death
                 path.with_name("." + path.name + ".tmp").write_bytes(b"partial")
                 os.kill(os.getpid(), signal.SIGKILL)
-            entry = original(path, data)
+            entry = original(path, tensors, metadata)
             if mode == "after-rename":  # shard renamed, index not yet updated
                 os.kill(os.getpid(), signal.SIGKILL)
             return entry
-        return original(path, data)
+        return original(path, tensors, metadata)
     ex.write_shard_atomic = dying
     encoder = load_encoder(model_dir, attentions=True)
     ex.extract(encoder, read_conllu(corpus)[:60], out, attentions=True, progress=False, shard_bytes=20000)
@@ -249,3 +249,33 @@ def test_compiled_model_gives_the_same_vectors(tmp_path):
     compiled = extract(encoder, sentences, tmp_path / "c", dtype="float32", progress=False, compile_model=True)
     assert encoder._compiled is not None
     np.testing.assert_allclose(compiled.layer(2), eager.layer(2), atol=1e-5)
+
+
+def test_many_small_shards_hold_the_same_vectors_as_one(tmp_path, tiny_bert):
+    # shards alternate between two reused buffers while a second thread writes them
+    sentences = sentences_from_strings(TEXTS * 6)
+    one = extract(tiny_bert, sentences, tmp_path / "one", progress=False)
+    many = extract(tiny_bert, sentences, tmp_path / "many", progress=False, shard_bytes=600)
+    assert len(one.shards) == 1 and len(many.shards) > 6
+    for layer in one.layers:
+        np.testing.assert_array_equal(many.layer(layer), one.layer(layer))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_shards_are_plain_safetensors(tmp_path, dtype):
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    from bertology.store.store import file_sha256, write_shard_atomic
+
+    tensors = {"layer.0": torch.randn(5, 3).to(dtype), "attention.1": torch.rand(7), "empty": torch.zeros(0, 4)}
+    entry = write_shard_atomic(tmp_path / "s.safetensors", tensors, {"format_version": "1"})
+    loaded = load_file(tmp_path / "s.safetensors")
+    assert set(loaded) == set(tensors)
+    for name, tensor in tensors.items():
+        assert loaded[name].dtype == tensor.dtype and torch.equal(loaded[name], tensor)
+    with safe_open(tmp_path / "s.safetensors", "pt") as handle:
+        assert handle.metadata() == {"format_version": "1"}
+    assert entry["sha256"] == file_sha256(tmp_path / "s.safetensors")
+    assert entry["bytes"] == (tmp_path / "s.safetensors").stat().st_size
+    assert not list(tmp_path.glob(".*.tmp"))

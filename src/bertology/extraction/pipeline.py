@@ -29,8 +29,8 @@ from bertology.extraction.alignment import (
 )
 from bertology.models.encoders import Encoder
 from bertology.store.store import (
-    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, serialize_shard,
-    write_json_atomic, write_shard_atomic,
+    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, write_json_atomic,
+    write_shard_atomic,
 )
 
 SHARD_TARGET_BYTES = 48 << 20
@@ -117,14 +117,16 @@ class _ShardPooler:
     Each pool is a sum per stored row divided by the row's count (see :func:`pool_rows`), so one
     ``index_add_`` per layer and batch does the pooling for every sentence in the batch. The buffers
     are allocated once for the largest shard and reused: fresh 100 MB allocations per shard cost more
-    in page faults than the pooling itself (measured).
+    in page faults than the pooling itself (measured). Results alternate between two buffers, so the
+    writer thread can stream one shard to disk while the next is pooled into the other.
     """
 
     def __init__(self, encoded: list[EncodedSentence], pool: str, n_layers: int, dim: int, max_rows: int,
                  device: torch.device, dtype: torch.dtype):
         self.encoded, self.pool = encoded, pool
         self.sums = torch.empty(n_layers, max_rows, dim, device=device)
-        self.result = torch.empty(n_layers, max_rows, dim, dtype=dtype)
+        self.results = [torch.empty(n_layers, max_rows, dim, dtype=dtype) for _ in range(2)]
+        self.shards_begun = 0
 
     def begin(self, sentences: range) -> None:
         self.rows = {i: pool_rows(self.encoded[i], self.pool) for i in sentences}
@@ -132,6 +134,8 @@ class _ShardPooler:
         self.offset = dict(zip(sentences, np.cumsum([0] + [len(c) for c in counts[:-1]]).tolist()))
         self.counts = torch.as_tensor(np.concatenate(counts), dtype=torch.float32, device=self.sums.device).clamp(min=1)
         self.sums[:, : len(self.counts)].zero_()
+        self.result = self.results[self.shards_begun % 2]
+        self.shards_begun += 1
 
     def add(self, batch: list[Segment], width: int, hidden_states: Sequence[torch.Tensor], layers: list[int]) -> None:
         """``hidden_states``: the model's per-layer outputs [batch, width, dim] for the padded ``batch``."""
@@ -150,7 +154,8 @@ class _ShardPooler:
             self.sums[position].index_add_(0, target, vectors)
 
     def pooled(self) -> torch.Tensor:
-        """[layers, rows, dim] on the CPU in the storage dtype: a view of a buffer the next shard reuses."""
+        """[layers, rows, dim] on the CPU in the storage dtype: a view of a buffer that the shard after
+        next reuses, so its write must be finished before then."""
         n = len(self.counts)
         sums = self.sums[:, :n]
         sums.div_(self.counts[None, :, None])
@@ -355,9 +360,8 @@ def extract(
                TextColumn("sentences"), TimeRemainingColumn()]
     # One autocast region for the whole run, so each weight is cast to bf16 once, not once per batch.
     precision = torch.autocast(run_device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    # A shard is serialised here, then written, fsynced and renamed on a second thread while the next
-    # one computes: that thread mostly waits on the disk, so it does not compete with torch for the
-    # cores. The index names a shard only once its file is whole.
+    # A shard is streamed to disk, fsynced and renamed on a second thread while the next one computes.
+    # The index names a shard only once its file is whole.
     pending: tuple[dict, int, Future] | None = None
 
     def finish(done: tuple[dict, int, Future]) -> None:
@@ -394,10 +398,10 @@ def extract(
                     length = len(segment.input_ids)
                     maps[segment.sentence].add(segment, attention[:, row, :, :length, :length])
             tensors = _shard_tensors(pooler, maps, sentence_range, layers, attention_layers)
-            data = serialize_shard(tensors, {"format_version": str(FORMAT_VERSION)})  # before the pooler is reused
             if pending is not None:
-                finish(pending)
-            pending = (shard, stop - start, writer.submit(write_shard_atomic, out / shard["file"], data))
+                finish(pending)  # frees the buffer the next shard will pool into
+            pending = (shard, stop - start, writer.submit(write_shard_atomic, out / shard["file"], tensors,
+                                                          {"format_version": str(FORMAT_VERSION)}))
         if pending is not None:
             finish(pending)
     elapsed = time.perf_counter() - started

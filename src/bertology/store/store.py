@@ -27,7 +27,6 @@ from typing import Iterator
 import numpy as np
 import torch
 from safetensors import safe_open
-from safetensors.torch import save
 
 from bertology.errors import StoreError
 
@@ -63,21 +62,37 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def serialize_shard(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
-    """One shard's safetensors bytes (CPU work, kept apart from the disk work of writing them)."""
-    return save({k: v.contiguous() for k, v in tensors.items()}, metadata=metadata)
+_SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float32: "F32"}
 
 
-def write_shard_atomic(path: Path, data: bytes) -> dict:
-    """Write one shard via a temporary file, fsync and rename; return its index entry (size and hash)."""
+def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> dict:
+    """Write one safetensors shard via a temporary file, fsync and rename; return its index entry.
+
+    The tensors are streamed into the file as they lie in memory, with no whole-file ``bytes`` copy
+    in between (on these machines filling fresh memory costs more than the pooling; BENCHMARKS.md), and
+    hashed on the way. The layout is safetensors' own: an 8-byte little-endian header length, a JSON
+    header padded with spaces to 8 bytes, then the raw tensors in header order; `safe_open` reads it.
+    """
     tmp = path.with_name(f".{path.name}.tmp")
-    digest = hashlib.sha256(data).hexdigest()  # of the bytes in memory: no second read of the file
+    header, offset, buffers = {"__metadata__": dict(metadata)}, 0, []
+    for name, tensor in tensors.items():
+        tensor = tensor.detach().cpu().contiguous()
+        raw = tensor.reshape(-1).view(torch.uint8).numpy()
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[tensor.dtype], "shape": list(tensor.shape),
+                        "data_offsets": [offset, offset + raw.nbytes]}
+        offset += raw.nbytes
+        buffers.append(raw)
+    encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    encoded += b" " * (-len(encoded) % 8)
+    digest = hashlib.sha256()
     with open(tmp, "wb") as handle:
-        handle.write(data)
+        for block in (len(encoded).to_bytes(8, "little"), encoded, *buffers):
+            digest.update(block)
+            handle.write(block)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
-    return {"file": path.name, "bytes": len(data), "sha256": digest}
+    return {"file": path.name, "bytes": 8 + len(encoded) + offset, "sha256": digest.hexdigest()}
 
 
 @dataclass
