@@ -80,7 +80,7 @@ def extract(
     overwrite: bool = typer.Option(False, help="Replace a store built from another model or input."),
     device: Optional[str] = typer.Option(None, help="cpu, cuda, ... (default: where the model loads)."),
     compile_model: bool = typer.Option(False, "--compile", help="Run the model through torch.compile: 10-30 s "
-                                       "up front, ~1.14x faster after; worth it on large corpora."),
+                                       "up front, at most ~1.15x faster after; for large corpora."),
 ) -> None:
     """Extract every layer's word-aligned vectors (and attentions) into a chunked, resumable store."""
     from bertology.data import read_corpus

@@ -281,7 +281,7 @@ def extract(
     moves attention probabilities by up to 0.02.
 
     ``compile_model=True`` runs the model through ``torch.compile`` (dynamic shapes): 10-30 s of
-    compiling up front, then about 1.14x the throughput on CPU; it pays off only on corpora of several
+    compiling up front, then at most about 1.15x the throughput on CPU; it pays off only on corpora of several
     hundred thousand tokens and up (see BENCHMARKS.md).
     """
     if pool not in POOLS:
