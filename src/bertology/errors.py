@@ -9,9 +9,17 @@ class DataError(BertologyError, ValueError):
     """Bad input data; the message names the file, the line and what was expected."""
 
 
+class UsageError(BertologyError, ValueError):
+    """A bad option or argument value; the message names the option and what was expected."""
+
+
 class ModelError(BertologyError):
     """A model that cannot be loaded or does not have what was asked for."""
 
 
 class StoreError(BertologyError):
     """An activation store that is missing, corrupt, of another format, or built from other inputs."""
+
+
+class OutputError(BertologyError, OSError):
+    """An output that cannot be written (no space, read-only folder, a file where a folder should be)."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
 import threading
 from dataclasses import dataclass, field
+from typing import Iterator, Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -102,9 +104,25 @@ def _not_found_message(display: str, error: Exception, local: bool) -> str:
     )
 
 
-def fingerprint_model(model: PreTrainedModel) -> str:
-    """A short hash of the config and every weight: the same model always gives the same fingerprint."""
+def fingerprint_tokenizer(tokenizer) -> str:
+    """A short hash of the tokenizer's full definition (vocabulary, normaliser, specials)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        definition = json.loads(backend.to_str())
+        for per_call in ("truncation", "padding"):  # set by each call's padding=/truncation=, not the vocabulary
+            definition.pop(per_call, None)
+        text = json.dumps(definition, sort_keys=True)
+    else:
+        text = json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def fingerprint_model(model: PreTrainedModel, tokenizer=None) -> str:
+    """A short hash of the config, every weight and (when given) the tokenizer: the same model and
+    tokenizer always give the same fingerprint; a different tokenizer gives a different one."""
     digest = hashlib.sha256()
+    if tokenizer is not None:
+        digest.update(fingerprint_tokenizer(tokenizer).encode())
     config = model.config.to_dict()
     for volatile in ("_name_or_path", "transformers_version", "attn_implementation", "_attn_implementation",
                      "_attn_implementation_autoset", "output_attentions", "output_hidden_states",
@@ -139,7 +157,7 @@ class Encoder:
     @property
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = fingerprint_model(self.model)
+            self._fingerprint = fingerprint_model(self.model, self.tokenizer)
         return self._fingerprint
 
     @property
@@ -178,11 +196,57 @@ class Encoder:
     def attention_implementation(self) -> str:
         return getattr(self.config, "_attn_implementation", None) or "eager"
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @contextlib.contextmanager
+    def eager_attention(self) -> Iterator["Encoder"]:
+        """Eager attention inside the block (the only implementation that returns attention weights in
+        transformers 5); whatever implementation was there before is restored on exit."""
+        before = self.attention_implementation
+        if before != "eager":
+            self.model.set_attn_implementation("eager")
+        try:
+            yield self
+        finally:
+            if before != "eager":
+                self.model.set_attn_implementation(before)
+
+    def forward(self, inputs: Mapping[str, torch.Tensor], *, hidden_states: bool = True,
+                attentions: bool = False, logits: bool = False, grad: bool = False, model=None) -> "ForwardOutput":
+        """The one forward pass: ``inputs`` (``input_ids``, ``attention_mask``, ...; moved to the model's
+        device) through the model, returning only what was asked for.
+
+        * ``hidden_states``: tuple of ``L + 1`` tensors ``[batch, tokens, hidden]``; index ``l`` is layer ``l``
+          in the one numbering (0 = embeddings).
+        * ``attentions``: tuple of ``L`` tensors ``[batch, heads, tokens, tokens]``; ``attentions[l - 1]`` is
+          layer ``l``. Eager attention is switched on for this call and the previous implementation restored.
+        * ``logits``: the model's ``logits`` (a model with a head; ``None`` for a bare encoder).
+
+        Runs under ``torch.inference_mode`` unless ``grad``. ``model`` replaces ``self.model`` for the call
+        (a compiled or wrapped version of it).
+        """
+        run = model if model is not None else self.model
+        device = self.device
+        batch = {key: value.to(device) if hasattr(value, "to") else value for key, value in inputs.items()}
+        switch = self.eager_attention() if attentions else contextlib.nullcontext()
+        grad_mode = contextlib.nullcontext() if grad else torch.inference_mode()
+        with switch, grad_mode:
+            output = run(**batch, output_hidden_states=hidden_states, output_attentions=attentions, return_dict=True)
+        found_attentions = getattr(output, "attentions", None) if attentions else None
+        if attentions and (not found_attentions or any(a is None for a in found_attentions)):
+            raise ModelError(f"{self.name}: the model returned no attention weights")
+        return ForwardOutput(
+            hidden_states=tuple(output.hidden_states) if hidden_states else None,
+            attentions=tuple(found_attentions) if attentions else None,
+            logits=getattr(output, "logits", None) if logits else None,
+        )
+
     def with_attentions(self) -> "Encoder":
-        """This encoder with eager attention: sdpa returns no attention weights."""
-        if self.attention_implementation == "eager":
-            return self
-        self.model.set_attn_implementation("eager")
+        """Deprecated: switches the model to eager attention in place. Use :meth:`eager_attention`."""
+        if self.attention_implementation != "eager":
+            self.model.set_attn_implementation("eager")
         return self
 
     def compiled(self):
@@ -209,6 +273,25 @@ class Encoder:
             "num_parameters": self.num_parameters,
             "untrained_seed": self.untrained_seed,
         }
+
+
+@dataclass(frozen=True)
+class ForwardOutput:
+    """What :meth:`Encoder.forward` returns; fields not asked for are ``None``."""
+
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+    logits: torch.Tensor | None = None
+
+    def layer(self, layer: int) -> torch.Tensor:
+        """Hidden states of ``layer`` (0 = embeddings)."""
+        return self.hidden_states[layer]
+
+    def attention(self, layer: int) -> torch.Tensor:
+        """Attention weights of transformer layer ``layer`` (1..L)."""
+        if layer < 1:
+            raise ModelError(f"layer {layer} has no attention; attention layers are 1-{len(self.attentions)}")
+        return self.attentions[layer - 1]
 
 
 def untrained_model(config, seed: int, attn_implementation: str = "sdpa") -> PreTrainedModel:

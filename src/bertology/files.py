@@ -1,0 +1,137 @@
+"""Writing outputs: whole or not at all.
+
+Every output is written to a temporary name in its folder and renamed into place, so a reader (or a
+resumed run) never sees half a file. Operating-system failures (no space left, a read-only folder, a file
+where a folder should be) become one :class:`~bertology.errors.OutputError` line naming the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from bertology.errors import OutputError
+
+_REASONS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EEXIST: "a file of that name is in the way",
+    errno.EISDIR: "it is a folder, not a file",
+}
+
+#: Outputs are meant to be read by others (a report is shared): rw-r--r--, whatever mkstemp chose.
+FILE_MODE = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH
+
+
+def describe_os_error(error: OSError, path: Path | str, doing: str = "write") -> OutputError:
+    """One line for an operating-system error: what, where, why."""
+    reason = _REASONS.get(error.errno or -1, error.strerror or str(error))
+    return OutputError(f"cannot {doing} {path}: {reason}")
+
+
+def ensure_dir(path: str | os.PathLike) -> Path:
+    """Create the output folder ``path`` (and its parents), or say in one line why it cannot be."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"cannot write into {path}: it is a file, not a folder; choose another --out")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise describe_os_error(error, path, "create the folder") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write into {path}: permission denied (read-only folder?)")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, mode: int = FILE_MODE) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is renamed to ``path``, on failure removed."""
+    path = Path(path)
+    ensure_dir(path.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise describe_os_error(error, path) from None
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        if isinstance(error, OutputError):
+            raise
+        raise describe_os_error(error, path) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike, payload, *, indent: int | None = 1, fsync: bool = False) -> Path:
+    """JSON (``default=str`` for paths and numpy scalars), optionally fsynced before the rename."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=indent, default=_json_default)
+            if fsync:
+                handle.flush()
+                os.fsync(handle.fileno())
+    return Path(path)
+
+
+def _json_default(value):
+    item = getattr(value, "item", None)  # numpy scalars
+    return item() if callable(item) else str(value)
+
+
+def write_table(frame, path: str | os.PathLike, formats: tuple[str, ...] = ("parquet", "csv")) -> list[Path]:
+    """A tidy table as ``path.parquet`` and ``path.csv`` (``path`` without a suffix, or with one of them).
+
+    Parquet keeps the column types (nullable integers stay integers); CSV is for reading by eye.
+    """
+    path = Path(path)
+    if path.suffix in (".csv", ".parquet"):
+        path = path.with_suffix("")
+    written = []
+    for kind in formats:
+        target = path.with_name(f"{path.name}.{kind}")
+        with atomic_path(target) as tmp:
+            if kind == "parquet":
+                frame.to_parquet(tmp, index=False)
+            elif kind == "csv":
+                frame.to_csv(tmp, index=False)
+            else:
+                raise ValueError(f"unknown table format {kind!r}")
+        written.append(target)
+    return written
+
+
+def save_figure(figure, path: str | os.PathLike, **kwargs) -> Path:
+    """``figure.savefig`` to a temporary file, then renamed; the format follows the suffix."""
+    path = Path(path)
+    kwargs.setdefault("dpi", 120)
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return path

@@ -1,0 +1,99 @@
+"""The one place where command-line values are parsed and checked, so every command reads them alike.
+
+Each ``*_option`` returns a typer ``Option`` with the same flag names, default and help on every command;
+each ``check_*``/``parse_*`` turns a raw value into what the API takes or raises
+:class:`~bertology.errors.UsageError` naming the option, which the CLI prints as one line (exit 1).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from bertology.errors import UsageError
+from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
+from bertology.runtime import DEVICE_HELP, resolve_device, seed_list
+
+__all__ = [
+    "check_count", "check_positive", "default_out", "parse_heads", "parse_layers", "resolve_device", "seed_list",
+    "data_option", "device_option", "heads_option", "layers_option", "max_sentences_option", "model_option",
+    "out_option", "progress_option", "seed_option", "seeds_option",
+]
+
+#: Where results go when ``--out`` is not given: ``results/<command>/<model>[-<what>]``.
+RESULTS_ROOT = Path("results")
+
+
+def default_out(command: str, *parts: object) -> Path:
+    """``results/probe/minilm-senteval``: one folder per command and input, so runs do not overwrite."""
+    slug = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", str(p)).strip("_") for p in parts if p not in (None, ""))
+    return RESULTS_ROOT / command / (slug or "default")
+
+
+def check_positive(value: Optional[int], option: str, allow_none: bool = True) -> Optional[int]:
+    """A count that must be at least 1 (``--max-sentences``, ``--batch-tokens``, ``--epochs``...)."""
+    if value is None and allow_none:
+        return None
+    if value is None or isinstance(value, bool) or value < 1:
+        raise UsageError(f"{option} {value}: expected a whole number of at least 1")
+    return int(value)
+
+
+def check_count(value: Optional[int], option: str) -> Optional[int]:
+    """A count that may be 0."""
+    if value is not None and value < 0:
+        raise UsageError(f"{option} {value}: expected a whole number of at least 0")
+    return value
+
+
+def check_fraction(value: Optional[float], option: str, low: float = 0.0, high: float = 1.0) -> Optional[float]:
+    if value is not None and not (low < value <= high):
+        raise UsageError(f"{option} {value}: expected a number in ({low}, {high}]")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------
+# Shared options: same flags, defaults and help everywhere.
+
+
+def model_option(default: str = "minilm"):
+    return typer.Option(default, "--model", "-m", help="Encoder: alias (minilm), local model folder or hub id.")
+
+
+def data_option(default=None, help: str = "Corpus: .conllu[.gz], .txt (one sentence a line) or SentEval .txt/.tsv."):
+    return typer.Option(default, "--data", "-d", help=help)
+
+
+def out_option(command: str):
+    return typer.Option(None, "--out", "-o", help=f"Output folder (default: results/{command}/<model>...).")
+
+
+def max_sentences_option(help: str = "Use only the first N sentences (of each split).", default=None):
+    return typer.Option(default, "--max-sentences", help=help)
+
+
+def seeds_option(default: int = 3, help: str = "How many seeds (from --seed); mean and spread are reported."):
+    return typer.Option(default, "--seeds", help=help)
+
+
+def seed_option(default: int = 0):
+    return typer.Option(default, "--seed", help="First seed; --seeds N runs seeds SEED..SEED+N-1.")
+
+
+def layers_option(help: str = "Layers: all, 0,3,6, 1-4, L3 or last (0 = embeddings, as tables print them)."):
+    return typer.Option(None, "--layers", help=help)
+
+
+def heads_option(default=..., help: str = f"Heads as tables print them: {HEAD_FORMAT_HELP}."):
+    return typer.Option(default, "--heads", help=help)
+
+
+def device_option():
+    return typer.Option("auto", "--device", help=f"Device: {DEVICE_HELP}.")
+
+
+def progress_option():
+    return typer.Option(True, "--progress/--no-progress", help="Show progress (a bar, or log lines when piped).")

@@ -1,0 +1,57 @@
+"""Where and with what randomness things run: device resolution and seed derivation, one helper each."""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+
+from bertology.errors import UsageError
+
+DEVICE_HELP = "auto (cuda if available, else cpu), cpu, cuda, cuda:N or mps"
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``None``/``"auto"`` -> cuda when available, else cpu; otherwise the named device, checked.
+
+    Raises :class:`UsageError` for an unknown name or a device this machine does not have.
+    """
+    if isinstance(device, torch.device):
+        return device
+    name = "auto" if device is None else str(device).strip().lower()
+    if name in ("", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {device!r}: unknown device; expected {DEVICE_HELP}") from None
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device!r}: this machine has no CUDA device; use cpu or auto")
+        if resolved.index is not None and resolved.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif resolved.type == "mps" and not torch.backends.mps.is_available():
+        raise UsageError(f"--device {device!r}: MPS is not available on this machine")
+    elif resolved.type not in ("cpu", "cuda", "mps"):
+        raise UsageError(f"--device {device!r}: unsupported device type; expected {DEVICE_HELP}")
+    return resolved
+
+
+def derive_seed(seed: int, *purpose: object) -> int:
+    """A seed for one purpose of one run, independent of the others: ``derive_seed(seed, "control", task)``.
+
+    The same inputs always give the same seed (a SHA-256 of their text, so Python's hash salting does not
+    matter); different purposes give unrelated streams, which seed arithmetic such as ``seed * 1000 + 7``
+    does not guarantee. The result fits numpy's and torch's seed range.
+    """
+    text = "\x1f".join([str(int(seed)), *map(str, purpose)])
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def seed_list(count: int, first: int = 0, option: str = "--seeds") -> tuple[int, ...]:
+    """``count`` seeds from ``first``: ``--seeds 3 --seed 0`` -> (0, 1, 2), the one meaning everywhere."""
+    if isinstance(count, bool) or int(count) != count or count < 1:
+        raise UsageError(f"{option} {count}: expected a count of seeds, at least 1 (3 or more for a spread)")
+    if isinstance(first, bool) or int(first) != first or first < 0:
+        raise UsageError(f"--seed {first}: expected a non-negative integer")
+    return tuple(range(int(first), int(first) + int(count)))
