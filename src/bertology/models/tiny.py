@@ -11,13 +11,13 @@ from functools import lru_cache
 
 import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import (
-    AlbertConfig, AlbertModel, BertConfig, BertModel, DebertaV2Config, DebertaV2Model, DistilBertConfig,
-    DistilBertModel, ElectraConfig, ElectraModel, PreTrainedTokenizerFast, RobertaConfig, RobertaModel,
-)
+from transformers import AutoConfig, AutoModel, PreTrainedTokenizerFast
 
 from bertology.models.encoders import Encoder
+from bertology.models.families import FAMILIES as REGISTRY
+from bertology.models.families import family as family_entry
 
+#: The families the test suite builds tiny models of.
 FAMILIES = ("bert", "roberta", "albert", "deberta-v2", "distilbert", "electra")
 
 _CORPUS = [
@@ -81,41 +81,28 @@ def _tokenizer(kind: str) -> PreTrainedTokenizerFast:
 
 
 def tiny_tokenizer(family: str) -> PreTrainedTokenizerFast:
-    kind = {"roberta": "bpe", "albert": "unigram", "deberta-v2": "unigram"}.get(family, "wordpiece")
-    return _tokenizer(kind)
+    return _tokenizer(family_entry(family).tokenizer)
 
 
 def tiny_encoder(family: str = "bert", seed: int = 0, layers: int = 2, hidden: int = 32, heads: int = 4,
                  max_positions: int = 128, attentions: bool = True) -> Encoder:
-    """A tiny randomly initialised encoder of ``family`` with a tokenizer trained in code."""
+    """A tiny randomly initialised encoder of ``family`` (a model type with an entry in
+    :mod:`bertology.models.families`) with a tokenizer trained in code."""
+    if family not in REGISTRY:
+        raise ValueError(f"unknown family {family!r}; expected one of {', '.join(sorted(REGISTRY))} "
+                         "(or register it in bertology.models.families)")
+    entry = family_entry(family)
     tokenizer = tiny_tokenizer(family)
     common = dict(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
                   num_attention_heads=heads, intermediate_size=hidden * 2, max_position_embeddings=max_positions,
-                  pad_token_id=tokenizer.pad_token_id)
-    if family == "bert":
-        model_class, config = BertModel, BertConfig(**common)
-    elif family == "roberta":
-        common["max_position_embeddings"] = max_positions + 2
-        model_class, config = RobertaModel, RobertaConfig(**common, bos_token_id=tokenizer.bos_token_id,
-                                                          eos_token_id=tokenizer.eos_token_id)
-    elif family == "albert":
-        model_class, config = AlbertModel, AlbertConfig(**common, embedding_size=16)
-    elif family == "deberta-v2":
-        model_class, config = DebertaV2Model, DebertaV2Config(**common, relative_attention=True,
-                                                              position_buckets=32, max_relative_positions=-1)
-    elif family == "electra":
-        model_class, config = ElectraModel, ElectraConfig(**common, embedding_size=hidden)
-    elif family == "distilbert":
-        model_class, config = DistilBertModel, DistilBertConfig(
-            vocab_size=len(tokenizer), dim=hidden, n_layers=layers, n_heads=heads, hidden_dim=hidden * 2,
-            max_position_embeddings=max_positions, pad_token_id=tokenizer.pad_token_id)
-    else:
-        raise ValueError(f"unknown family {family!r}; expected one of {', '.join(FAMILIES)}")
+                  pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                  eos_token_id=tokenizer.eos_token_id)
+    config = AutoConfig.for_model(family, **{**common, **entry.tiny_config(common)})
     config._attn_implementation = "eager" if attentions else "sdpa"
     state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
-        model = model_class(config)
+        model = AutoModel.from_config(config, attn_implementation=config._attn_implementation)
     finally:
         torch.random.set_rng_state(state)
     return Encoder.from_model(model.eval(), tokenizer, name=f"tiny-{family}")
