@@ -130,19 +130,22 @@ def parse_command(
                                   percent_columns=("accuracy", "baseline_accuracy", "held_out_accuracy",
                                                    "held_out_baseline_accuracy")))
     summary = result["probe_summary"]
-    shown = [c for c in ("model", "method", "uas", "uas_std", "uas_no_punct", "n_seeds", "head_label", "direction",
-                         "offset", "epochs") if c in summary.columns]
-    console.print(_rich_table(summary[shown], "attention-only probe vs baselines: UAS % on test (mean ± std over seeds)",
-                              percent_columns=("uas", "uas_std", "uas_no_punct")))
+    shown = summary[["model", "method", "uas", "uas_std", "uas_no_punct", "n_seeds", "head_label", "offset"]]
+    shown = shown.rename(columns={"uas_std": "± std", "uas_no_punct": "uas no punct", "n_seeds": "seeds",
+                                  "head_label": "head"})
+    console.print(_rich_table(shown, "attention-only probe vs baselines: UAS % on test (mean ± std over seeds)",
+                              percent_columns=("uas", "± std", "uas no punct")))
     if compare_clark:
         for model_name, clark in result["clark"].groupby("model", sort=False):
-            columns = ["paper_relation", "relation", "paper_head_label", "head_label", "paper_direction", "direction",
-                       "paper_accuracy", "accuracy", "paper_baseline_accuracy", "baseline_accuracy",
-                       "paper_baseline_offset", "baseline_offset", "count"]
-            console.print(_rich_table(clark[columns], f"{model_name} vs Clark et al. (2019) Table 1 (bert-base, WSJ, "
-                                                      "Stanford Dependencies): accuracy %",
-                                      percent_columns=("paper_accuracy", "accuracy", "paper_baseline_accuracy",
-                                                       "baseline_accuracy")))
+            shown = clark[["paper_relation", "relation", "paper_head_label", "head_label", "paper_accuracy", "accuracy",
+                           "paper_baseline_accuracy", "baseline_accuracy", "count"]]
+            shown = shown.rename(columns={"paper_relation": "Clark", "relation": "UD", "paper_head_label": "head",
+                                          "head_label": "our head", "paper_accuracy": "acc", "accuracy": "our acc",
+                                          "paper_baseline_accuracy": "offset", "baseline_accuracy": "our offset",
+                                          "count": "words"})
+            console.print(_rich_table(shown, f"{model_name} vs Clark et al. (2019) Table 1 (bert-base, WSJ, Stanford "
+                                             "Dependencies): accuracy % of the best head and of the best fixed offset",
+                                      percent_columns=("acc", "our acc", "offset", "our offset")))
         console.print("Clark's heads are shown in our numbering (the paper's 8-11 is L8H10); relations map to UD as "
                       "in bertology.attention.parsing.STANFORD_TO_UD; prep/pobj have no same-attachment UD "
                       "counterpart. See docs/attention.md.")
