@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
 from bertology.attention.parsing import (
     CLARK_TABLE1, AttentionOnlyProbe, best_heads_table, compare_with_clark, head_predictions, heads_as_parsers,
@@ -53,6 +55,8 @@ def test_head_following_the_tree_scores_one():
         assert _accuracy(df, relation, "dep->head", 2) == 0.0
     counts = df.drop_duplicates("relation").set_index("relation")["count"]
     assert counts.to_dict() == {"det": 2, "nsubj": 1, "root": 1, "obj": 1, "punct": 1, "all": 6}
+    assert list(df.columns) == ["relation", "direction", "layer", "head", "head_label", "correct", "count", "accuracy"]
+    assert set(df["head_label"]) == {"L1H0", "L1H1", "L1H2"}
 
 
 def test_offset_baselines_known_values():
@@ -72,17 +76,31 @@ def test_best_heads_table_and_clark_comparison():
     assert table["relation"].iloc[0] == "all"
     assert "punct" not in set(table["relation"]) and "root" not in set(table["relation"])
     det = table.set_index("relation").loc["det"]
-    assert (det["best_head"], det["direction"], det["accuracy"]) == ("1-1", "dep->head", 1.0)
+    assert (det["layer"], det["head"], det["head_label"], det["direction"], det["accuracy"]) == \
+        (1, 0, "L1H0", "dep->head", 1.0)
     assert (det["baseline_offset"], det["baseline_accuracy"], det["held_out_accuracy"]) == (1, 1.0, 1.0)
+    assert "best_head" not in table.columns
     # min_count drops rare relations but never "all"
     assert list(best_heads_table(parse, base, min_count=2)["relation"]) == ["all", "det"]
 
-    compared = compare_with_clark(table).set_index("clark_relation")
-    assert compared.loc["det", "clark_accuracy"] == 94.3 and compared.loc["det", "clark_head"] == "8-11"
-    assert compared.loc["dobj", "ud_relation"] == "obj" and compared.loc["dobj", "our_accuracy"] == 100.0
-    assert compared.loc["dobj", "clark_baseline_accuracy"] == 40.0
-    assert np.isnan(compared.loc["prep", "our_accuracy"])  # no same-attachment UD relation
+    compared = compare_with_clark(table).set_index("paper_relation")
+    # Clark prints det's head as "8-11" (both from 1): layer 8, head 10 in our numbering; accuracies are fractions
+    assert (compared.loc["det", "paper_layer"], compared.loc["det", "paper_head"]) == (8, 10)
+    assert compared.loc["det", "paper_head_label"] == "L8H10" and compared.loc["det", "paper_accuracy"] == 0.943
+    assert compared.loc["dobj", "relation"] == "obj" and compared.loc["dobj", "accuracy"] == 1.0
+    assert compared.loc["dobj", "head_label"] == "L1H0" and compared.loc["dobj", "paper_baseline_accuracy"] == 0.4
+    assert np.isnan(compared.loc["prep", "accuracy"]) and compared["layer"].isna()["prep"]  # no UD counterpart
     assert len(compared) == len(CLARK_TABLE1)
+    assert str(compared["paper_layer"].dtype) == "int64" and str(compared["layer"].dtype) == "Int64"
+
+
+def test_clark_table_is_in_our_numbering_and_fractions():
+    table = CLARK_TABLE1.set_index("paper_relation")
+    assert (table.loc["dobj", "paper_layer"], table.loc["dobj", "paper_head"]) == (8, 9)  # the paper's "8-10"
+    assert table.loc["pobj", "paper_head_label"] == "L9H5"  # "9-6"
+    assert table["paper_head"].between(0, 11).all() and table["paper_layer"].between(1, 12).all()
+    assert table[["paper_accuracy", "paper_baseline_accuracy"]].stack().between(0, 1).all()
+    assert not any(column.startswith("clark_") or column == "detail" for column in CLARK_TABLE1.columns)
 
 
 def test_specials_and_self_never_win_the_argmax():
@@ -172,6 +190,12 @@ def test_probe_features_layout():
     np.testing.assert_array_equal(f[1, 0, 6:], a[:, :, 0, 2].ravel())
 
 
-def test_unfitted_probe_raises():
-    with pytest.raises(DataError, match="not fitted"):
-        AttentionOnlyProbe().predict([_tree_attention(TREE)], [TREE])
+def test_probe_follows_the_estimator_contract():
+    probe = AttentionOnlyProbe(epochs=3, seed=4)
+    with pytest.raises(NotFittedError, match="not fitted"):
+        probe.predict([_tree_attention(TREE)], [TREE])
+    with pytest.raises(NotFittedError):
+        probe.head_weights_
+    assert clone(probe).get_params() == probe.get_params() and probe.get_params()["seed"] == 4
+    assert probe.fit([_tree_attention(TREE)], [TREE]) is probe
+    assert isinstance(probe.score([_tree_attention(TREE)], [TREE]), float)

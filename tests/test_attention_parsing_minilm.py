@@ -19,8 +19,8 @@ def ewt_store(shared_data, tmp_path_factory):
     from bertology.extraction import extract
     from bertology.models import load_encoder
 
-    try:  # our own eager copy: the shared fixture's model stays as other tests expect it
-        minilm = load_encoder("minilm", attentions=True)
+    try:
+        minilm = load_encoder("minilm")
     except ModelError as error:
         pytest.skip(str(error))
 
@@ -45,11 +45,11 @@ def test_best_det_head_well_above_offset_baseline(ewt_store):
 
 def test_statistics_are_distributions(ewt_store):
     store, sentences = ewt_store
-    stats = head_statistics(store.iter_attentions(), sentences)
-    shares = sum(statistic_matrix(stats, s) for s in ("attn_cls", "attn_sep", "attn_self"))
+    stats = head_statistics(store, sentences)
+    shares = sum(statistic_matrix(stats, s).to_numpy() for s in ("attn_cls", "attn_sep", "attn_self"))
     assert (shares <= 1 + 1e-4).all()
-    assert (statistic_matrix(stats, "entropy") <= stats.attrs["uniform_entropy"] + 1e-6).all()
-    assert statistic_matrix(stats, "mean_distance").max() > 0.5
+    assert (statistic_matrix(stats, "entropy").to_numpy() <= stats.meta["uniform_entropy"] + 1e-6).all()
+    assert statistic_matrix(stats, "mean_distance").to_numpy().max() > 0.5
 
 
 def test_attention_only_probe_beats_single_heads_and_offsets(ewt_store):

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bertology.attention.patterns_cli import app
+from bertology.attention.cli import app
 from bertology.attention.viewer import attention_for_text, render_attention_html, view_attention, write_html
-from bertology.errors import DataError
-
+from bertology.errors import DataError, UsageError
 
 
 def _payload(html: str) -> dict:
@@ -36,6 +35,7 @@ def test_payload_round_trips_within_quantisation_error():
     html = render_attention_html(tokens, att, title="t </script> & <b>")
     data = _payload(html)
     assert data["tokens"] == tokens and (data["n_layers"], data["n_heads"]) == (2, 3)
+    assert data["layers"] == [1, 2]
     raw = np.frombuffer(zlib.decompress(base64.b64decode(data["data"])), dtype=np.uint8).reshape(att.shape)
     decoded = raw / 255.0 * np.asarray(data["scales"])[:, :, None, None]
     np.testing.assert_allclose(decoded, att, atol=att.max() / 255 + 1e-6)
@@ -49,6 +49,8 @@ def test_render_rejects_mismatched_input():
         render_attention_html(["a", "b"], _random_attention(1, 1, 3))
     with pytest.raises(DataError, match="n_layers"):
         render_attention_html(["a", "b"], np.ones((2, 2)))
+    with pytest.raises(DataError, match="layer numbers"):
+        render_attention_html(["a", "b", "c"], _random_attention(2, 1, 3), layers=[4])
 
 
 def test_word_level_map_aggregates_subwords(tiny_bert):
@@ -64,17 +66,39 @@ def test_word_level_map_aggregates_subwords(tiny_bert):
     assert _payload(html)["level"] == "word" and _payload(html)["tokens"] == words
 
 
-def test_cli_view_writes_html(tmp_path, monkeypatch, tiny_bert):
-    import bertology.models
+def test_viewer_leaves_an_sdpa_encoder_sdpa_and_selects_layers():
+    """Regression: the viewer switched the caller's model to eager attention for good."""
+    from bertology.models.tiny import tiny_encoder
 
-    monkeypatch.setattr(bertology.models, "load_encoder", lambda *a, **k: tiny_bert)
-    out = tmp_path / "view.html"
-    result = CliRunner().invoke(app, ["view", "--model", "tiny", "--text", "the cat sat", "--out", str(out),
-                                      "--level", "subword"])
+    sdpa = tiny_encoder("bert", attentions=False)
+    eager = tiny_encoder("bert", attentions=True)
+    words, from_sdpa = attention_for_text(sdpa, "the cat sat", "word")
+    assert sdpa.attention_implementation == "sdpa"
+    np.testing.assert_allclose(from_sdpa, attention_for_text(eager, "the cat sat", "word")[1], atol=1e-6)
+    html = view_attention(sdpa, "the cat sat", "subword", layers=[2])
+    assert sdpa.attention_implementation == "sdpa"
+    data = _payload(html)
+    assert data["layers"] == [2] and data["n_layers"] == 1
+    _, second = attention_for_text(eager, "the cat sat", "subword", layers=[2])
+    np.testing.assert_allclose(second[0], attention_for_text(eager, "the cat sat", "subword")[1][1])
+    with pytest.raises(DataError, match="layers"):
+        attention_for_text(eager, "the cat sat", layers=[3])
+
+
+def test_cli_view_writes_html(tmp_path, tiny_bert):
+    model_dir = tmp_path / "tiny"
+    tiny_bert.model.save_pretrained(model_dir)
+    tiny_bert.tokenizer.save_pretrained(model_dir)
+    out = tmp_path / "view"
+    result = CliRunner().invoke(app, ["view", "-m", str(model_dir), "--text", "the cat sat", "-o", str(out),
+                                      "--level", "subword", "--layers", "2"])
     assert result.exit_code == 0, result.output
-    assert _payload(out.read_text())["level"] == "subword"
+    page = out / "attention_view.html"
+    data = _payload(page.read_text())
+    assert data["level"] == "subword" and data["layers"] == [2]
+    assert page.stat().st_mode & 0o044 == 0o044  # world-readable
     bad = CliRunner().invoke(app, ["view", "--text", "x", "--level", "phrase", "--out", str(out)])
-    assert bad.exit_code != 0 and isinstance(bad.exception, DataError)
+    assert bad.exit_code != 0 and isinstance(bad.exception, UsageError) and "--level" in str(bad.exception)
 
 
 def _open_page(browser, path: Path):
@@ -106,7 +130,7 @@ def test_browser_head_view_and_model_view(browser, tmp_path, tiny_bert):
     assert page.is_visible("#detail")
     assert page.get_attribute("#detail", "data-layer") == "2"
     assert page.get_attribute("#detail", "data-head") == "3"
-    assert page.inner_text("#detail-title") == "Layer 2, head 3"
+    assert page.inner_text("#detail-title") == "L2H3: layer 2, head 3"
     page.screenshot(path=str(tmp_path / "detail.png"))
     page.keyboard.press("Escape")
     assert not page.is_visible("#detail")
@@ -124,5 +148,5 @@ def test_browser_renders_512_tokens(browser, tmp_path):
     page.click("#tab-model")
     page.wait_for_function("document.body.dataset.thumbnails === 'ready'", timeout=120_000)
     page.click("canvas.thumb[data-layer='1'][data-head='0']")
-    assert page.inner_text("#detail-title") == "Layer 1, head 0"
+    assert page.inner_text("#detail-title") == "L1H0: layer 1, head 0"
     assert errors == []

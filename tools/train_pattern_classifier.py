@@ -10,7 +10,6 @@ markdown tables that docs/attention_patterns.md quotes.
 
 from __future__ import annotations
 
-import json
 import platform
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from bertology.attention.patterns import (
     resize_map,
     synthetic_maps,
 )
+from bertology.files import write_json
 
 RESOURCE_DIR = Path(__file__).resolve().parents[1] / "src" / "bertology" / "resources" / "attention_patterns"
 N_SYNTHETIC_PER_TYPE = 60
@@ -166,9 +166,8 @@ def main() -> None:
                         if use_synthetic else 0, "trained_on": "train+dev"},
         "machine": {"python": platform.python_version(), "torch": torch.__version__},
     }
-    tmp = RESOURCE_DIR / "evaluation.json.tmp"
-    tmp.write_text(json.dumps(evaluation, indent=1, default=str))
-    tmp.replace(RESOURCE_DIR / "evaluation.json")
+    # bertology.attention.patterns.classifier_evaluation() reads the "CNN (shipped ..." test row back.
+    write_json(RESOURCE_DIR / "evaluation.json", evaluation)
     print("\n## dev selection\n")
     print(_md(dev_table))
     print("\n## test\n")

@@ -1,13 +1,12 @@
-"""``bertology attention ...``: a thin typer layer over :mod:`bertology.attention`.
+"""``bertology attention stats|parse|patterns|view``: a thin typer layer over :mod:`bertology.attention`.
 
-Each command is a plain function registered on ``app``; more commands (``patterns``, ``view``) are
-added the same way.
+Options are the shared ones of :mod:`bertology.options`; layers and heads are in the one numbering
+(:mod:`bertology.numbering`). Tables are written as Parquet + CSV with accuracies as fractions; the
+console shows them in percent.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -16,159 +15,201 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bertology.errors import UsageError
+from bertology.options import (check_positive, data_option, default_out, device_option, layers_option,
+                               max_sentences_option, model_option, out_option, parse_layers, progress_option,
+                               resolve_device, seed_list, seed_option, seeds_option)
+from bertology.results import percent
+
 app = typer.Typer(help="Attention analysis: Clark et al.'s head statistics, heads as parsers, Kovaleva pattern types, viewer.",
                   no_args_is_help=True)
 console = Console()
 
 
-def write_table(df: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
-    """``name.csv`` and ``name.parquet`` in ``out_dir``, each written to a temporary file then renamed."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for suffix, write in ((".csv", lambda p: df.to_csv(p, index=False)),
-                          (".parquet", lambda p: df.to_parquet(p, index=False))):
-        target = out_dir / f"{name}{suffix}"
-        handle, tmp = tempfile.mkstemp(dir=out_dir, suffix=suffix)
-        os.close(handle)
-        try:
-            write(tmp)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-        paths.append(target)
-    return paths
-
-
-def _rich_table(df: pd.DataFrame, title: str, percent: tuple[str, ...] = (), digits: int = 3) -> Table:
+def _rich_table(df: pd.DataFrame, title: str, percent_columns: tuple[str, ...] = (), digits: int = 3) -> Table:
     table = Table(title=title)
     for column in df.columns:
         table.add_column(str(column), justify="right" if pd.api.types.is_numeric_dtype(df[column]) else "left")
     for row in df.itertuples(index=False):
         cells = []
         for column, value in zip(df.columns, row):
-            if isinstance(value, float):
-                if pd.isna(value):
-                    cells.append("–")
-                elif column in percent:
-                    cells.append(f"{100 * value:.1f}")
-                else:
-                    cells.append(f"{value:.{digits}f}")
+            if value is None or (not isinstance(value, str) and pd.isna(value)):
+                cells.append("–")
+            elif column in percent_columns:
+                cells.append(percent(value))
+            elif isinstance(value, float):
+                cells.append(f"{value:.{digits}f}")
             else:
                 cells.append(str(value))
         table.add_row(*cells)
     return table
 
 
+def _load(model: str, device: str, untrained_seed: Optional[int] = None):
+    from bertology.models import load_encoder
+
+    return load_encoder(model, untrained_seed=untrained_seed, device=resolve_device(device))
+
+
 @app.command("stats")
 def stats_command(
-    model: str = typer.Option("minilm", "--model", "-m", help="Alias, local model folder or hub id."),
-    data: Path = typer.Option(..., "--data", "-d", help="Corpus: .conllu[.gz], .txt (one sentence a line) or .tsv."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (tables and figures)."),
-    max_sentences: Optional[int] = typer.Option(None, "--max-sentences", help="Use only the first N sentences."),
+    model: str = model_option(),
+    data: Path = data_option(..., help="Corpus: .conllu[.gz], .txt (one sentence a line) or .tsv."),
+    out: Optional[Path] = out_option("attention-stats"),
+    max_sentences: Optional[int] = max_sentences_option(),
+    layers: Optional[str] = layers_option("Transformer layers to look at: all, 3,6, 1-4, L3 or last (default all)."),
     untrained_seed: Optional[int] = typer.Option(None, "--untrained-seed", help="Use the untrained twin from this seed."),
+    device: str = device_option(),
+    progress: bool = progress_option(),
 ) -> None:
     """Clark et al.'s per-head statistics (attention to [CLS]/[SEP]/punctuation/self/neighbours, entropies, distance)."""
     from bertology.attention.figures import plot_head_statistics
-    from bertology.attention.stats import head_statistics, statistic_matrix, STATISTICS
+    from bertology.attention.stats import STATISTICS, encoder_head_statistics, statistic_matrix
     from bertology.data import read_corpus
-    from bertology.extraction import extract
-    from bertology.models import load_encoder
 
+    max_sentences = check_positive(max_sentences, "--max-sentences")
     sentences = read_corpus(data)[:max_sentences]
-    encoder = load_encoder(model, untrained_seed=untrained_seed, attentions=True)
-    with tempfile.TemporaryDirectory(prefix="bertology-attention-") as tmp:
-        store = extract(encoder, sentences, Path(tmp) / "stats.store", attentions=True)
-        stats = head_statistics(store.iter_attentions(), sentences, progress=True, total=len(sentences),
-                                layers=store.attention_layers)
-    stats.insert(0, "model", encoder.name)
-    written = write_table(stats, out, "head_statistics")
-    written += plot_head_statistics(stats, out / "figures", model_name=encoder.name)
+    encoder = _load(model, device, untrained_seed)
+    chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
+    out = out or default_out("attention-stats", model, Path(data).stem)
+    result = encoder_head_statistics(encoder, sentences, layers=chosen, progress=progress)
+    result.save(out)
+    figures = plot_head_statistics(result, out / "figures", model_name=encoder.name)
 
-    per_layer = pd.DataFrame({"layer": range(1, encoder.num_layers + 1)})
-    for name in STATISTICS:
-        per_layer[name] = statistic_matrix(stats, name).mean(axis=1)
+    per_layer = pd.DataFrame({name: statistic_matrix(result, name).mean(axis=1) for name in STATISTICS})
+    per_layer = per_layer.rename_axis("layer").reset_index()
     console.print(_rich_table(per_layer, f"{encoder.name}: head statistics, mean over heads "
                                          f"({len(sentences)} sentences; uniform entropy "
-                                         f"{stats.attrs['uniform_entropy']:.2f} nats)"))
-    console.print(f"wrote {len(written)} files to {out}")
+                                         f"{result.meta['uniform_entropy']:.2f} nats)"))
+    console.print(f"wrote {len(result.tables)} tables and {len(figures)} figures to {out}")
 
 
 @app.command("parse")
 def parse_command(
-    model: str = typer.Option("minilm", "--model", "-m", help="Alias, local model folder or hub id."),
+    model: str = model_option(),
     treebank: Optional[Path] = typer.Option(
         None, "--treebank", "-t", help="UD folder with *-ud-{train,dev,test}.conllu[.gz] (default: shared ud_english_ewt)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output folder (tables and figures)."),
-    max_sentences: Optional[int] = typer.Option(None, "--max-sentences", help="Cap dev and test at N sentences."),
+    out: Optional[Path] = out_option("attention-parse"),
+    max_sentences: Optional[int] = max_sentences_option("Cap dev and test at N sentences."),
     max_train_sentences: int = typer.Option(2000, "--max-train-sentences", help="Cap the probe's training set."),
-    seeds: int = typer.Option(3, "--seeds", help="Attention-only probe runs (seeds 0..N-1)."),
+    seeds: int = seeds_option(3, "Attention-only probe runs (seeds SEED..SEED+N-1); 0 skips the probe."),
+    seed: int = seed_option(),
     epochs: int = typer.Option(20, "--epochs", help="Probe training epochs."),
     min_count: int = typer.Option(100, "--min-count", help="Relations with fewer dev words are left out of Table 1."),
-    control: bool = typer.Option(False, "--control", help="Repeat everything on the untrained twin (seed 0)."),
+    layers: Optional[str] = layers_option("Transformer layers whose heads are scored: all, 3,6, 1-4, L3 or last."),
+    control: bool = typer.Option(False, "--control", help="Repeat everything on the untrained twin (seed --seed)."),
     statistics: bool = typer.Option(True, "--statistics/--no-statistics", help="Also compute head statistics on dev."),
     compare_clark: bool = typer.Option(False, "--compare-clark", help="Print ours beside Clark et al.'s Table 1."),
+    device: str = device_option(),
+    progress: bool = progress_option(),
 ) -> None:
     """Heads as dependency parsers (Clark et al. Table 1) and the attention-only probe."""
-    from bertology.attention.figures import plot_head_statistics, plot_relation_heatmaps
-    from bertology.attention.parsing import probe_summary, run_attention_analysis
+    from bertology.attention.figures import write_parse_figures
+    from bertology.attention.parsing import run_attention_analysis
 
-    results = run_attention_analysis(
-        model, treebank, max_sentences=max_sentences, max_train_sentences=max_train_sentences,
-        probe_seeds=tuple(range(seeds)), probe_epochs=epochs, statistics=statistics, control=control,
-        min_count=min_count,
+    max_sentences = check_positive(max_sentences, "--max-sentences")
+    max_train_sentences = check_positive(max_train_sentences, "--max-train-sentences")
+    epochs = check_positive(epochs, "--epochs")
+    probe_seeds = seed_list(seeds, seed) if seeds != 0 else ()
+    encoder = _load(model, device)
+    chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
+    out = out or default_out("attention-parse", model)
+    result = run_attention_analysis(
+        encoder, treebank, max_sentences=max_sentences, max_train_sentences=max_train_sentences,
+        probe_seeds=probe_seeds, probe_epochs=epochs, statistics=statistics, control=control, control_seed=seed,
+        min_count=min_count, layers=chosen, progress=progress,
     )
-    written = []
-    if out is not None:
-        for name, frame in results.items():
-            written += write_table(frame, out, f"attention_{name}")
-        summary = probe_summary(results["probe"])
-        written += write_table(summary, out, "attention_probe_summary")
-        for model_name, heads in results["heads"].groupby("model", sort=False):
-            figures = out / "figures" / _slug(model_name)
-            dev = heads[heads["split"] == "dev"]
-            relations = [r for r in ("det", "obj", "nsubj", "amod", "nmod:poss", "aux", "case", "mark", "all")
-                         if r in set(dev["relation"])]
-            written += plot_relation_heatmaps(dev, relations, figures, model_name=model_name)
-            if "statistics" in results:
-                stats = results["statistics"]
-                written += plot_head_statistics(stats[stats["model"] == model_name], figures, model_name=model_name)
+    result.save(out)
+    figures = write_parse_figures(result, out / "figures")
 
-    for model_name, best in results["best_heads"].groupby("model", sort=False):
-        columns = ["relation", "count", "direction", "best_head", "accuracy", "baseline_offset", "baseline_accuracy",
+    for model_name, best in result["best_heads"].groupby("model", sort=False):
+        columns = ["relation", "count", "direction", "head_label", "accuracy", "baseline_offset", "baseline_accuracy",
                    "held_out_accuracy", "held_out_baseline_accuracy"]
         console.print(_rich_table(best[columns], f"{model_name}: best head per relation (selected on dev; "
                                                  "held out = test), accuracy %",
-                                  percent=("accuracy", "baseline_accuracy", "held_out_accuracy",
-                                           "held_out_baseline_accuracy")))
-    summary = probe_summary(results["probe"])
-    console.print(_rich_table(summary, "attention-only probe vs baselines: UAS % on test (mean ± std over seeds)",
-                              percent=("uas", "uas_std", "uas_no_punct")))
+                                  percent_columns=("accuracy", "baseline_accuracy", "held_out_accuracy",
+                                                   "held_out_baseline_accuracy")))
+    summary = result["probe_summary"]
+    shown = summary[["model", "method", "uas", "uas_std", "uas_no_punct", "n_seeds", "head_label", "offset"]]
+    shown = shown.rename(columns={"uas_std": "± std", "uas_no_punct": "uas no punct", "n_seeds": "seeds",
+                                  "head_label": "head"})
+    console.print(_rich_table(shown, "attention-only probe vs baselines: UAS % on test (mean ± std over seeds)",
+                              percent_columns=("uas", "± std", "uas no punct")))
     if compare_clark:
-        for model_name, clark in results["clark"].groupby("model", sort=False):
-            columns = ["clark_relation", "ud_relation", "clark_head", "our_head", "clark_direction", "our_direction",
-                       "clark_accuracy", "our_accuracy", "clark_baseline_accuracy", "our_baseline_accuracy",
-                       "clark_baseline_offset", "our_baseline_offset", "our_count"]
-            shown = clark[columns].copy()
-            for column in ("our_baseline_offset", "our_count"):
-                shown[column] = shown[column].map(lambda v: "–" if pd.isna(v) else str(int(v)))
-            console.print(_rich_table(shown, f"{model_name} vs Clark et al. (2019) Table 1 (bert-base, WSJ, "
-                                             "Stanford Dependencies): accuracy %", digits=1))
-        console.print("Clark's relations map to UD as in bertology.attention.parsing.STANFORD_TO_UD; prep/pobj have "
-                      "no same-attachment UD counterpart. See docs/attention.md.")
-    if out is not None:
-        console.print(f"wrote {len(written)} files to {out}")
+        for model_name, clark in result["clark"].groupby("model", sort=False):
+            shown = clark[["paper_relation", "relation", "paper_head_label", "head_label", "paper_accuracy", "accuracy",
+                           "paper_baseline_accuracy", "baseline_accuracy", "count"]]
+            shown = shown.rename(columns={"paper_relation": "Clark", "relation": "UD", "paper_head_label": "head",
+                                          "head_label": "our head", "paper_accuracy": "acc", "accuracy": "our acc",
+                                          "paper_baseline_accuracy": "offset", "baseline_accuracy": "our offset",
+                                          "count": "words"})
+            console.print(_rich_table(shown, f"{model_name} vs Clark et al. (2019) Table 1 (bert-base, WSJ, Stanford "
+                                             "Dependencies): accuracy % of the best head and of the best fixed offset",
+                                      percent_columns=("acc", "our acc", "offset", "our offset")))
+        console.print("Clark's heads are shown in our numbering (the paper's 8-11 is L8H10); relations map to UD as "
+                      "in bertology.attention.parsing.STANFORD_TO_UD; prep/pobj have no same-attachment UD "
+                      "counterpart. See docs/attention.md.")
+    console.print(f"wrote {len(result.tables)} tables and {len(figures)} figures to {out}")
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text).strip("_") or "model"
+@app.command("patterns")
+def patterns_command(
+    model: str = model_option(),
+    data: str = data_option("ewt-dev", help="ewt-dev, ewt-test or a corpus file (.conllu/.txt/.tsv)."),
+    glue: Optional[str] = typer.Option(None, "--glue", help="Use a GLUE dev set instead (rte/mrpc give "
+                                       "[CLS] A [SEP] B [SEP] pairs)."),
+    max_sentences: int = max_sentences_option("Use only the first N sentences (or pairs).", default=200),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also classify the untrained twin(s)."),
+    seeds: int = seeds_option(1, "How many untrained twins (seeds SEED..SEED+N-1)."),
+    seed: int = seed_option(),
+    classifier: str = typer.Option("cnn", "--classifier", help="cnn (shipped) or rules."),
+    max_length: int = typer.Option(128, "--max-length", help="Truncate inputs to this many tokens (at least 8)."),
+    layers: Optional[str] = layers_option("Transformer layers to classify: all, 3,6, 1-4, L3 or last."),
+    out: Optional[Path] = out_option("attention-patterns"),
+    device: str = device_option(),
+    progress: bool = progress_option(),
+) -> None:
+    """Kovaleva et al. (2019) pattern types of every head: per-map table, per-layer shares and a figure."""
+    from bertology.attention.patterns import CLASSIFIERS, pattern_analysis, pattern_inputs, plot_pattern_proportions
+
+    if classifier not in CLASSIFIERS:
+        raise UsageError(f"--classifier {classifier!r}: expected one of {', '.join(CLASSIFIERS)}")
+    max_sentences = check_positive(max_sentences, "--max-sentences")
+    if max_length < 8:
+        raise UsageError(f"--max-length {max_length}: expected at least 8 tokens")
+    twin_seeds = seed_list(seeds, seed) if untrained else ()
+    texts, ids, source = pattern_inputs(data, glue, max_sentences)
+    encoder = _load(model, device)
+    chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
+    out = out or default_out("attention-patterns", model, f"glue-{glue}" if glue else Path(data).stem)
+    result = pattern_analysis(encoder, texts, ids=ids, untrained_seeds=twin_seeds, classifier=classifier,
+                              layers=chosen, max_length=max_length, source=source, progress=progress)
+    result.save(out)
+    figure = out / "pattern_proportions.png"
+    plot_pattern_proportions(result["types"], figure, title=f"Attention pattern types ({source})")
+    overall = result["overall"].pivot(index="model", columns="type", values="proportion")
+    overall = overall.reindex(index=list(dict.fromkeys(result["overall"]["model"]))).reset_index()
+    console.print(_rich_table(overall, f"share of heads per pattern type, % ({source}, {len(texts)} inputs)",
+                              percent_columns=tuple(c for c in overall.columns if c != "model")))
+    console.print(f"wrote {len(result.tables)} tables and {figure.name} to {out}")
 
 
-def _register_pattern_commands() -> None:
-    from bertology.attention.patterns_cli import patterns, view
+@app.command("view")
+def view_command(
+    model: str = model_option(),
+    text: str = typer.Option(..., "--text", help="The text to show (words split on whitespace)."),
+    out: Optional[Path] = out_option("attention-view"),
+    level: str = typer.Option("word", "--level", help="word (Clark et al. word-level maps) or subword."),
+    layers: Optional[str] = layers_option("Transformer layers to show: all, 3,6, 1-4, L3 or last."),
+    device: str = device_option(),
+) -> None:
+    """Write a self-contained HTML attention viewer (head view + model view) for one text: OUT/attention_view.html."""
+    from bertology.attention.viewer import LEVELS, view_attention, write_html
 
-    app.command("patterns", help="Kovaleva et al.'s attention pattern types per layer (and vs a second model).")(patterns)
-    app.command("view", help="Write a self-contained HTML attention viewer (canvas, works offline).")(view)
-
-
-_register_pattern_commands()
+    if level not in LEVELS:
+        raise UsageError(f"--level {level!r}: expected one of {', '.join(LEVELS)}")
+    encoder = _load(model, device)
+    chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
+    out = out or default_out("attention-view", model)
+    path = write_html(view_attention(encoder, text, level, layers=chosen), Path(out) / "attention_view.html")
+    console.print(f"wrote {path}")

@@ -1,12 +1,15 @@
-"""Layers x heads heatmaps of head statistics and of heads-as-parsers accuracies (matplotlib, Agg)."""
+"""Layers x heads heatmaps of head statistics and of heads-as-parsers accuracies (matplotlib, Agg).
+
+Rows are labelled with the layers the table actually holds (a store extracted with ``layers=[3, 6]``
+gives rows 3 and 6), in the one numbering (:mod:`bertology.numbering`: layer = hidden_states layer,
+1..L; head from 0). Accuracies are fractions in the tables and shown as percent here.
+"""
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import matplotlib
 
@@ -17,35 +20,50 @@ import pandas as pd  # noqa: E402
 
 from bertology.attention.stats import STATISTICS, statistic_matrix  # noqa: E402
 from bertology.errors import DataError  # noqa: E402
+from bertology.files import save_figure  # noqa: E402
+from bertology.results import Result  # noqa: E402
 
 
-def plot_heatmap(matrix: np.ndarray, title: str, colorbar_label: str, ax=None, vmin=None, vmax=None,
-                 cmap: str = "viridis", annotate: bool | None = None):
-    """A layers x heads heatmap; layer 1 at the top; ticks follow the tables (layers from 1, heads from 0)."""
-    matrix = np.asarray(matrix, dtype=float)
-    if matrix.ndim != 2:
-        raise DataError(f"heatmap needs a [layers, heads] matrix; got shape {matrix.shape}")
-    n_layers, n_heads = matrix.shape
+def plot_heatmap(matrix: pd.DataFrame | np.ndarray, title: str, colorbar_label: str, ax=None, vmin=None, vmax=None,
+                 cmap: str = "viridis", annotate: bool | None = None, layers: Sequence[int] | None = None,
+                 heads: Sequence[int] | None = None, value_format: str = "{:.2f}"):
+    """A layers x heads heatmap, first layer at the top.
+
+    ``matrix`` is a frame indexed by layer with head columns (what :func:`~bertology.attention.stats.statistic_matrix`
+    returns; its index and columns become the tick labels) or a plain ``[n_layers, n_heads]`` array, whose
+    rows are the transformer layers 1..L unless ``layers`` names them.
+    """
+    if isinstance(matrix, pd.DataFrame):
+        layers = list(matrix.index) if layers is None else layers
+        heads = list(matrix.columns) if heads is None else heads
+    values = np.asarray(matrix, dtype=float)
+    if values.ndim != 2:
+        raise DataError(f"heatmap needs a [layers, heads] matrix; got shape {values.shape}")
+    n_layers, n_heads = values.shape
+    layers = list(range(1, n_layers + 1)) if layers is None else [int(layer) for layer in layers]
+    heads = list(range(n_heads)) if heads is None else [int(head) for head in heads]
+    if len(layers) != n_layers or len(heads) != n_heads:
+        raise DataError(f"{len(layers)} layer and {len(heads)} head labels for a {n_layers} x {n_heads} matrix")
     if ax is None:
         _, ax = plt.subplots(figsize=(1.0 + 0.45 * n_heads, 1.0 + 0.4 * n_layers))
-    image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
-    ax.set_xticks(range(n_heads), [str(h) for h in range(n_heads)])
-    ax.set_yticks(range(n_layers), [str(layer + 1) for layer in range(n_layers)])
+    image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(n_heads), [str(h) for h in heads])
+    ax.set_yticks(range(n_layers), [str(layer) for layer in layers])
     ax.set_xlabel("head (from 0)")
-    ax.set_ylabel("layer (from 1)")
+    ax.set_ylabel("layer (1 = first transformer layer)")
     ax.set_title(title, fontsize=10)
     colorbar = ax.figure.colorbar(image, ax=ax)
     colorbar.set_label(colorbar_label)
     if annotate is None:
         annotate = n_layers * n_heads <= 200
     if annotate:
-        finite = matrix[np.isfinite(matrix)]
+        finite = values[np.isfinite(values)]
         middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
-        for layer in range(n_layers):
-            for head in range(n_heads):
-                value = matrix[layer, head]
+        for row in range(n_layers):
+            for column in range(n_heads):
+                value = values[row, column]
                 if np.isfinite(value):
-                    ax.text(head, layer, f"{value:.2f}", ha="center", va="center", fontsize=6,
+                    ax.text(column, row, value_format.format(value), ha="center", va="center", fontsize=6,
                             color="white" if value < middle else "black")
     return ax
 
@@ -54,61 +72,86 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
 
 
-def _save(fig, path: Path) -> Path:
-    """Write to a temporary file beside the target, then rename, so no half-written figure is left."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, suffix=path.suffix)
-    os.close(handle)
-    try:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+def statistic_figure(stats: pd.DataFrame | Result, statistic: str, model_name: str = "",
+                     uniform_entropy: float | None = None):
+    """The heatmap of one statistic of :func:`~bertology.attention.stats.head_statistics` (a Figure).
+
+    With a :class:`~bertology.results.Result`, ``uniform_entropy`` defaults to its ``meta``."""
+    if isinstance(stats, Result):
+        uniform_entropy = stats.meta.get("uniform_entropy") if uniform_entropy is None else uniform_entropy
+    matrix = statistic_matrix(stats, statistic)
+    is_attention = statistic.startswith("attn_")
+    label = "mean attention weight" if is_attention else ("nats" if "entropy" in statistic else "words")
+    title = STATISTICS[statistic]
+    if statistic.startswith("entropy") and uniform_entropy is not None:
+        title += f"\n(uniform attention: {uniform_entropy:.2f} nats)"
+    if model_name:
+        title = f"{model_name}: {title}"
+    fig, ax = plt.subplots(figsize=(1.5 + 0.45 * matrix.shape[1], 1.2 + 0.4 * matrix.shape[0]))
+    plot_heatmap(matrix, title, label, ax=ax, vmin=0.0, vmax=1.0 if is_attention else None,
+                 cmap="viridis" if is_attention else "magma")
+    return fig
 
 
-def plot_head_statistics(stats: pd.DataFrame, out_dir: str | Path, model_name: str = "",
-                         fmt: str = "png") -> list[Path]:
-    """One heatmap per statistic of :func:`bertology.attention.stats.head_statistics`; returns the files."""
-    out_dir = Path(out_dir)
+def plot_head_statistics(stats: pd.DataFrame | Result, out_dir: str | Path, model_name: str = "",
+                         fmt: str = "png", uniform_entropy: float | None = None) -> list[Path]:
+    """One heatmap file per statistic (``head_stat_<name>.<fmt>``); returns the files."""
+    table = stats["statistics"] if isinstance(stats, Result) else stats
     paths = []
-    for statistic in [s for s in STATISTICS if s in set(stats["statistic"])]:
-        matrix = statistic_matrix(stats, statistic)
-        is_attention = statistic.startswith("attn_")
-        label = "mean attention weight" if is_attention else ("nats" if "entropy" in statistic else "words")
-        title = STATISTICS[statistic]
-        if statistic.startswith("entropy") and "uniform_entropy" in stats.attrs:
-            title += f"\n(uniform attention: {stats.attrs['uniform_entropy']:.2f} nats)"
-        if model_name:
-            title = f"{model_name}: {title}"
-        fig, ax = plt.subplots(figsize=(1.5 + 0.45 * matrix.shape[1], 1.2 + 0.4 * matrix.shape[0]))
-        plot_heatmap(matrix, title, label, ax=ax, vmin=0.0, vmax=1.0 if is_attention else None,
-                     cmap="viridis" if is_attention else "magma")
-        paths.append(_save(fig, out_dir / f"head_stat_{statistic}.{fmt}"))
+    for statistic in [s for s in STATISTICS if s in set(table["statistic"])]:
+        fig = statistic_figure(stats, statistic, model_name=model_name, uniform_entropy=uniform_entropy)
+        paths.append(_save(fig, Path(out_dir) / f"head_stat_{statistic}.{fmt}"))
     return paths
+
+
+def relation_figure(parse: pd.DataFrame, relation: str, direction: str | None = None, model_name: str = ""):
+    """Every head's accuracy as a parser of ``relation`` (best direction per head unless one is given),
+    shown in percent; a Figure."""
+    sub = parse[parse["relation"] == relation]
+    if direction is not None:
+        sub = sub[sub["direction"] == direction]
+    if sub.empty:
+        raise DataError(f"relation {relation!r} not in the heads-as-parsers table")
+    table = sub.groupby(["layer", "head"])["accuracy"].max().unstack("head").sort_index().sort_index(axis=1)
+    which = direction or "best direction per head"
+    count = int(sub["count"].iloc[0])
+    title = f"{relation} ({which}, {count} words)"
+    if model_name:
+        title = f"{model_name}: {title}"
+    fig, ax = plt.subplots(figsize=(1.5 + 0.45 * table.shape[1], 1.2 + 0.4 * table.shape[0]))
+    plot_heatmap(table * 100, title, "accuracy (%)", ax=ax, vmin=0.0, vmax=100.0, value_format="{:.0f}")
+    return fig
 
 
 def plot_relation_heatmaps(parse: pd.DataFrame, relations: Iterable[str], out_dir: str | Path,
                            direction: str | None = None, model_name: str = "", fmt: str = "png") -> list[Path]:
-    """Per relation, every head's accuracy as a parser (best direction per head unless one is given)."""
-    out_dir = Path(out_dir)
+    """One heatmap file per relation (``parse_<relation>.<fmt>``); returns the files."""
+    return [_save(relation_figure(parse, relation, direction, model_name), Path(out_dir) / f"parse_{_slug(relation)}.{fmt}")
+            for relation in relations]
+
+
+def _save(fig, path: Path) -> Path:
+    try:
+        return save_figure(fig, path, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+
+
+#: Relations drawn by :func:`write_parse_figures` when the table has them.
+FIGURE_RELATIONS = ("det", "obj", "nsubj", "amod", "nmod:poss", "aux", "case", "mark", "all")
+
+
+def write_parse_figures(result: Result, out_dir: str | Path) -> list[Path]:
+    """The figures of :func:`~bertology.attention.parsing.run_attention_analysis`, one folder per model under
+    ``out_dir``: a heatmap per relation of :data:`FIGURE_RELATIONS` (dev) and one per head statistic."""
     paths = []
-    for relation in relations:
-        sub = parse[parse["relation"] == relation]
-        if direction is not None:
-            sub = sub[sub["direction"] == direction]
-        if sub.empty:
-            raise DataError(f"relation {relation!r} not in the heads-as-parsers table")
-        table = sub.groupby(["layer", "head"])["accuracy"].max().unstack("head").sort_index().sort_index(axis=1)
-        which = direction or "best direction per head"
-        count = int(sub["count"].iloc[0])
-        title = f"{relation} ({which}, {count} words)"
-        if model_name:
-            title = f"{model_name}: {title}"
-        matrix = table.to_numpy()
-        fig, ax = plt.subplots(figsize=(1.5 + 0.45 * matrix.shape[1], 1.2 + 0.4 * matrix.shape[0]))
-        plot_heatmap(matrix, title, "accuracy", ax=ax, vmin=0.0, vmax=1.0)
-        paths.append(_save(fig, out_dir / f"parse_{_slug(relation)}.{fmt}"))
+    for model_name, heads in result["heads"].groupby("model", sort=False):
+        folder = Path(out_dir) / (_slug(model_name) or "model")
+        dev = heads[heads["split"] == "dev"]
+        relations = [r for r in FIGURE_RELATIONS if r in set(dev["relation"])]
+        paths += plot_relation_heatmaps(dev, relations, folder, model_name=model_name)
+        if "statistics" in result:
+            stats = result["statistics"]
+            paths += plot_head_statistics(stats[stats["model"] == model_name], folder, model_name=model_name,
+                                          uniform_entropy=result.meta.get("uniform_entropy"))
     return paths

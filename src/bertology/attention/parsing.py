@@ -11,9 +11,13 @@ Directions, following Clark et al.'s released ``Syntax_Analysis.ipynb``:
   map) is predicted as *i*'s head: the head attends to its dependent more than any other word does.
 
 In both, the special tokens and the word itself are left out of the argmax, so every prediction is a
-word. In tables ``layer`` is 1-based (the store's numbering) and ``head`` 0-based (as in
-:mod:`bertology.attention.patterns`); the ``best_head`` label uses Clark's display, both 1-based:
-layer 8, head 10 is ``"8-11"``.
+word.
+
+Numbering (:mod:`bertology.numbering`), in every table: ``layer`` is the hidden_states layer (1..L; its
+attention is ``attentions[layer - 1]``), ``head`` counts from 0, ``head_label`` is ``L8H10``. Clark et
+al. print heads as "layer-head", both from 1 ("8-11"); :data:`CLARK_TABLE1` stores the paper's heads
+converted to our numbering (``paper_layer=8, paper_head=10, paper_head_label="L8H10"``).
+Accuracies and UAS are fractions in [0, 1].
 """
 
 from __future__ import annotations
@@ -26,9 +30,15 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from bertology.attention.stats import _layer_numbers, _progress, _zip_checked, check_attention
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
+from bertology.attention.stats import _layer_numbers, _zip_checked, check_attention
 from bertology.data import Sentence
 from bertology.errors import DataError
+from bertology.numbering import head_label
+from bertology.progress import track
+from bertology.results import Result, tidy
 
 DIRECTIONS: tuple[str, str] = ("dep->head", "head->dep")
 ALL_RELATIONS = "all"
@@ -66,33 +76,37 @@ STANFORD_TO_UD: dict[str, str] = {
     "rcmod": "acl:relcl",
 }
 
-#: Clark et al. (2019), Table 1, for bert-base-uncased on the WSJ dev set (PTB-SD): best head
-#: (1-based layer-head), its accuracy, the best fixed-offset baseline (offset) and the direction.
+#: Clark et al. (2019), Table 1, for bert-base-uncased on the WSJ dev set (PTB-SD): per relation the
+#: best head, its accuracy, the best fixed-offset baseline (accuracy, offset) and the direction.
 #: Values as printed by the cell "This produces the scores in Table 1" of the authors' released
-#: notebook (github.com/clarkkev/attention-analysis, Syntax_Analysis.ipynb; its 0-based heads are
-#: shifted to 1-based here); det (94.3 at 8-11) and dobj (86.8 at 8-10) also appear in the paper's
-#: text and figure 5. Counts are Clark's WSJ counts, not ours.
+#: notebook (github.com/clarkkev/attention-analysis, Syntax_Analysis.ipynb); det (94.3 % at "8-11")
+#: and dobj (86.8 % at "8-10") also appear in the paper's text and figure 5. The paper prints heads as
+#: "layer-head", both from 1; here they are in OUR numbering (layer = hidden_states layer, head from
+#: 0), so the paper's "8-11" is ``paper_layer=8, paper_head=10`` (label ``L8H10``). Accuracies are
+#: fractions. Counts are Clark's WSJ counts, not ours.
 CLARK_TABLE1 = pd.DataFrame(
     [
-        # clark relation, best head, accuracy %, baseline %, offset, direction, clark count
-        ("det", "8-11", 94.3, 51.7, 1, "dep->head", 3337),
-        ("dobj", "8-10", 86.8, 40.0, -2, "dep->head", 1591),
-        ("nsubj", "8-2", 58.5, 45.5, 1, "dep->head", 2804),
-        ("amod", "4-10", 75.6, 68.3, 1, "dep->head", 2505),
-        ("nn", "4-10", 70.4, 70.2, 1, "dep->head", 3192),
-        ("advmod", "7-6", 48.8, 40.2, 1, "dep->head", 1241),
-        ("aux", "4-10", 81.1, 71.5, 1, "dep->head", 1237),
-        ("poss", "7-6", 80.5, 47.7, 1, "dep->head", 708),
-        ("auxpass", "4-10", 94.1, 82.5, 1, "dep->head", 286),
-        ("ccomp", "8-1", 48.8, 12.4, -2, "dep->head", 557),
-        ("mark", "8-2", 50.7, 14.5, 2, "dep->head", 420),
-        ("prt", "6-7", 99.1, 91.4, -1, "dep->head", 116),
-        ("prep", "7-4", 66.7, 61.8, -1, "dep->head", 3760),
-        ("pobj", "9-6", 76.3, 34.6, -2, "head->dep", 3720),
+        # relation, paper layer, paper head (from 0), accuracy, baseline accuracy, offset, direction, count
+        ("det", 8, 10, 0.943, 0.517, 1, "dep->head", 3337),
+        ("dobj", 8, 9, 0.868, 0.400, -2, "dep->head", 1591),
+        ("nsubj", 8, 1, 0.585, 0.455, 1, "dep->head", 2804),
+        ("amod", 4, 9, 0.756, 0.683, 1, "dep->head", 2505),
+        ("nn", 4, 9, 0.704, 0.702, 1, "dep->head", 3192),
+        ("advmod", 7, 5, 0.488, 0.402, 1, "dep->head", 1241),
+        ("aux", 4, 9, 0.811, 0.715, 1, "dep->head", 1237),
+        ("poss", 7, 5, 0.805, 0.477, 1, "dep->head", 708),
+        ("auxpass", 4, 9, 0.941, 0.825, 1, "dep->head", 286),
+        ("ccomp", 8, 0, 0.488, 0.124, -2, "dep->head", 557),
+        ("mark", 8, 1, 0.507, 0.145, 2, "dep->head", 420),
+        ("prt", 6, 6, 0.991, 0.914, -1, "dep->head", 116),
+        ("prep", 7, 3, 0.667, 0.618, -1, "dep->head", 3760),
+        ("pobj", 9, 5, 0.763, 0.346, -2, "head->dep", 3720),
     ],
-    columns=["clark_relation", "clark_head", "clark_accuracy", "clark_baseline_accuracy", "clark_baseline_offset",
-             "clark_direction", "clark_count"],
+    columns=["paper_relation", "paper_layer", "paper_head", "paper_accuracy", "paper_baseline_accuracy",
+             "paper_baseline_offset", "paper_direction", "paper_count"],
 )
+CLARK_TABLE1.insert(3, "paper_head_label", [head_label(layer, head) for layer, head in
+                                            zip(CLARK_TABLE1["paper_layer"], CLARK_TABLE1["paper_head"])])
 
 
 # --------------------------------------------------------------------------- predictions
@@ -155,15 +169,15 @@ def heads_as_parsers(
 
     A word counts as correct for a head when the head's prediction (see :func:`head_predictions`)
     is the word's gold head. Relation ``"all"`` pools every word (punctuation and root included, as
-    Clark et al. did; root words can never be predicted). Columns: ``relation, direction, layer,
-    head, correct, count, accuracy`` with 1-based ``layer`` and 0-based ``head`` (pass
-    ``layers=store.attention_layers`` when the arrays hold only some layers).
+    Clark et al. did; root words can never be predicted). Returns a tidy table: ``relation, direction,
+    layer, head, head_label, correct, count, accuracy`` (accuracy a fraction). ``layers`` names the
+    layers the arrays hold (default 1..L; pass ``store.attention_layers`` for a store of some layers).
     """
     correct: dict[str, np.ndarray] = {}
     counts: dict[str, int] = defaultdict(int)
     shape: tuple[int, int] | None = None
     pairs = _zip_checked(attentions, sentences)
-    for index, (attention, sentence) in enumerate(_progress(pairs, progress, total, "heads as parsers")):
+    for index, (attention, sentence) in enumerate(track(pairs, "heads as parsers", total=total, enabled=progress)):
         _check_tree(sentence, index)
         attention = np.asarray(attention)
         if shape is None:
@@ -189,6 +203,7 @@ def heads_as_parsers(
         raise DataError("no sentences given; expected at least one attention array")
     frames = []
     layer_index, head_index = np.meshgrid(_layer_numbers(layers, shape[0]), np.arange(shape[1]), indexing="ij")
+    labels = [head_label(layer, head) for layer, head in zip(layer_index.ravel(), head_index.ravel())]
     for relation, matrix in correct.items():
         for d, direction in enumerate(DIRECTIONS):
             frames.append(pd.DataFrame({
@@ -196,12 +211,13 @@ def heads_as_parsers(
                 "direction": direction,
                 "layer": layer_index.ravel(),
                 "head": head_index.ravel(),
+                "head_label": labels,
                 "correct": matrix[d].ravel(),
                 "count": counts[relation],
             }))
     df = pd.concat(frames, ignore_index=True)
     df["accuracy"] = df["correct"] / df["count"]
-    return df
+    return tidy(df)
 
 
 def offset_baselines(
@@ -237,11 +253,6 @@ def offset_baselines(
     return df
 
 
-def head_label(layer: int, head: int) -> str:
-    """Clark's display of (1-based layer, 0-based head): both 1-based, ``"8-11"`` for layer 8, head 10."""
-    return f"{int(layer)}-{int(head) + 1}"
-
-
 def best_heads_table(
     parse: pd.DataFrame,
     baselines: pd.DataFrame,
@@ -255,7 +266,9 @@ def best_heads_table(
     Heads and offsets are chosen on ``parse``/``baselines``. When held-out tables (another split) are
     given, the chosen head and offset are also scored there (``held_out_*`` columns): selection and
     evaluation on the same data, as in Clark's table, is optimistic.
-    Rows are relations with at least ``min_count`` words, ``"all"`` first, then by count.
+    Rows are relations with at least ``min_count`` words, ``"all"`` first, then by count. Columns:
+    ``relation, count, direction, layer, head, head_label, accuracy, baseline_offset, baseline_accuracy``
+    (+ ``held_out_count, held_out_accuracy, held_out_baseline_accuracy``); accuracies are fractions.
     """
     exclude = set(exclude)
     rows = []
@@ -272,9 +285,9 @@ def best_heads_table(
             "relation": relation,
             "count": count,
             "direction": best["direction"],
-            "best_head": head_label(best["layer"], best["head"]),
             "layer": int(best["layer"]),
             "head": int(best["head"]),
+            "head_label": head_label(best["layer"], best["head"]),
             "accuracy": float(best["accuracy"]),
             "baseline_offset": int(base_best["offset"]),
             "baseline_accuracy": float(base_best["accuracy"]),
@@ -299,30 +312,30 @@ def best_heads_table(
         return table
     table["_all"] = table["relation"] != ALL_RELATIONS
     table = table.sort_values(["_all", "count", "relation"], ascending=[True, False, True]).drop(columns="_all")
-    return table.reset_index(drop=True)
+    return tidy(table)
 
 
 def compare_with_clark(table: pd.DataFrame) -> pd.DataFrame:
     """Our best-heads table beside Clark et al.'s published Table 1, via :data:`STANFORD_TO_UD`.
 
-    Clark's relations without a same-attachment UD counterpart (prep, pobj) are listed with empty
-    "ours" columns so the gap is visible rather than silently dropped.
+    One row per relation of :data:`CLARK_TABLE1`: the paper's columns (``paper_relation``,
+    ``paper_layer``, ``paper_head``, ``paper_head_label`` in our numbering, ``paper_direction``,
+    ``paper_accuracy``, ``paper_baseline_accuracy``, ``paper_baseline_offset``, ``paper_count``), the UD
+    ``relation`` it maps to, then ours with the names of :func:`best_heads_table` (``layer, head,
+    head_label, direction, accuracy, baseline_accuracy, baseline_offset, count`` and the ``held_out_*``
+    columns when present). All accuracies are fractions. Clark's relations without a same-attachment
+    UD counterpart (prep, pobj) keep empty "ours" columns so the gap is visible rather than dropped.
     """
     clark = CLARK_TABLE1.copy()
-    clark["relation"] = clark["clark_relation"].map(STANFORD_TO_UD)
-    ours = table.rename(columns={
-        "best_head": "our_head", "accuracy": "our_accuracy", "baseline_accuracy": "our_baseline_accuracy",
-        "baseline_offset": "our_baseline_offset", "direction": "our_direction", "count": "our_count",
-    })
-    keep = ["relation", "our_head", "our_direction", "our_accuracy", "our_baseline_accuracy", "our_baseline_offset",
-            "our_count"]
-    keep += [c for c in ("held_out_accuracy", "held_out_baseline_accuracy") if c in ours.columns]
-    merged = clark.merge(ours[keep], on="relation", how="left")
-    for column in ("our_accuracy", "our_baseline_accuracy", "held_out_accuracy", "held_out_baseline_accuracy"):
-        if column in merged.columns:
-            merged[column] = merged[column] * 100  # Clark reports percentages
-    merged = merged.rename(columns={"relation": "ud_relation"})
-    return merged
+    clark.insert(1, "relation", clark["paper_relation"].map(STANFORD_TO_UD))
+    keep = ["relation", "layer", "head", "head_label", "direction", "accuracy", "baseline_accuracy",
+            "baseline_offset", "count"]
+    keep += [c for c in ("held_out_accuracy", "held_out_baseline_accuracy") if c in table.columns]
+    ours = table[keep] if not table.empty else pd.DataFrame(columns=keep)
+    merged = clark.merge(ours, on="relation", how="left")
+    for column in ("baseline_offset", "count"):
+        merged[column] = pd.array(merged[column], dtype="Int64")
+    return tidy(merged)
 
 
 # --------------------------------------------------------------------------- attention-only probe
@@ -372,7 +385,7 @@ def _single_thread():
         torch.set_num_threads(threads)
 
 
-class AttentionOnlyProbe:
+class AttentionOnlyProbe(BaseEstimator):
     """Clark et al.'s "Attn-Only" probe: p(head j | word i) ∝ exp(Σ_k w_k α^k_ij + u_k α^k_ji).
 
     One weight per head and direction, shared by every word; a softmax over the candidate heads of
@@ -470,7 +483,7 @@ class AttentionOnlyProbe:
         # Small training sets give few batches per epoch; Adam needs a few hundred steps to converge.
         n_epochs = max(self.epochs, -(-self.min_steps // len(batches)))
         self.n_epochs_ = n_epochs
-        for _ in _progress(range(n_epochs), self.progress, n_epochs, "attention-only probe"):
+        for _ in track(range(n_epochs), "attention-only probe", total=n_epochs, enabled=self.progress):
             total, words = 0.0, 0
             for b in torch.randperm(len(batches), generator=generator).tolist():
                 _, x, valid, target = batches[b]
@@ -493,8 +506,7 @@ class AttentionOnlyProbe:
         """Predicted head (0 = root, 1..n) of every word, one array per sentence, in input order."""
         import torch
 
-        if not hasattr(self, "weights_"):
-            raise DataError("the probe is not fitted yet; call fit() first")
+        self._check_fitted()
         batches, n_features = self._batches(attentions, sentences, need_tree=False)
         if n_features != self.weights_.shape[0]:
             raise DataError(f"attention has {n_features // 2} heads; the probe was fitted on {self.n_heads_}")
@@ -515,9 +527,15 @@ class AttentionOnlyProbe:
             _check_tree(sentence, index)
         return attachment_score(self.predict(attentions, sentences), sentences, ignore_relations)
 
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "weights_"):
+            raise NotFittedError("this AttentionOnlyProbe is not fitted yet; call fit() first")
+
     @property
     def head_weights_(self) -> np.ndarray:
-        """``[2, n_heads]`` learned weights: row 0 dependent->candidate (w), row 1 candidate->dependent (u)."""
+        """``[2, n_heads]`` learned weights: row 0 dependent->candidate (w), row 1 candidate->dependent (u);
+        heads in layer order, then head order (flat index ``position * n_heads + head``)."""
+        self._check_fitted()
         return self.weights_.numpy().reshape(2, -1)
 
 
@@ -542,10 +560,10 @@ def find_treebank_splits(treebank: str | Path) -> dict[str, Path]:
     return splits
 
 
-def _extract_split(encoder, sentences, work_dir: Path, name: str, progress: bool):
+def _extract_split(encoder, sentences, work_dir: Path, name: str, layers, progress: bool):
     from bertology.extraction import extract
 
-    return extract(encoder, sentences, work_dir / f"{name}.store", attentions=True, progress=progress)
+    return extract(encoder, sentences, work_dir / f"{name}.store", layers=layers, attentions=True, progress=progress)
 
 
 def _head_uas(parse: pd.DataFrame, direction: str, layer: int, head: int, ignore_punct: bool) -> float:
@@ -581,29 +599,46 @@ def run_attention_analysis(
     min_count: int = 100,
     work_dir: str | Path | None = None,
     progress: bool = True,
-) -> dict[str, pd.DataFrame]:
+    layers: Sequence[int] | None = None,
+    control_seed: int = 0,
+    device: str | None = None,
+) -> Result:
     """Clark et al.'s attention analysis of ``model`` on a UD treebank, end to end.
 
-    ``model`` is an alias/path/hub id or an :class:`~bertology.models.Encoder`. ``treebank`` is a UD
-    folder (default: ``shared_data_dir()/ud_english_ewt``). Heads and offsets are selected on dev
-    and also scored on test (held out); the attention-only probe is trained on train (capped at
-    ``max_train_sentences``; dev when the folder has no train file) and scored on test, once per
-    seed, beside the best single head and the best offset (both selected on the training split).
-    ``max_sentences`` caps dev and test. ``control=True`` repeats everything on the untrained twin.
+    ``model`` is an alias/path/hub id (loaded on ``device``, see :func:`bertology.runtime.resolve_device`)
+    or an :class:`~bertology.models.Encoder`, used as it is (its attention implementation is left as it
+    was). ``treebank`` is a UD folder (default: ``shared_data_dir()/ud_english_ewt``). Heads and offsets
+    are selected on dev and also scored on test (held out); the attention-only probe is trained on train
+    (capped at ``max_train_sentences``; dev when the folder has no train file) and scored on test, once
+    per seed in ``probe_seeds``, beside the best single head and the best offset (both selected on the
+    training split). ``max_sentences`` caps dev and test. ``layers`` (transformer layers, default all)
+    limits the heads looked at. ``control=True`` repeats everything on the untrained twin (``control_seed``).
 
-    Returns DataFrames: ``statistics`` (head statistics on dev), ``heads`` (every head x relation x
-    direction, dev and test), ``baselines`` (offsets, dev and test), ``best_heads`` (Table 1 with
-    held-out columns), ``clark`` (beside Clark's published values) and ``probe`` (UAS per method
-    and seed). Each has a ``model`` column.
+    Returns a :class:`~bertology.results.Result` named ``attention_parse`` with tables (each with a
+    ``model`` column; accuracies and UAS are fractions):
+
+    * ``statistics``: head statistics on dev (see :func:`~bertology.attention.stats.head_statistics`);
+    * ``heads``: every relation x direction x head, dev and test (``split``);
+    * ``baselines``: fixed offsets, dev and test;
+    * ``best_heads``: Table 1 (selected on dev, ``held_out_*`` scored on test);
+    * ``clark``: beside Clark's published Table 1 (:func:`compare_with_clark`);
+    * ``probe``: one row per method and seed: ``method, seed`` (``<NA>`` for the baselines), the chosen
+      ``layer, head, head_label, direction`` (best single head), ``offset`` (best fixed offset),
+      ``epochs`` (probe), ``uas, uas_no_punct, train_split, n_train, test_split, n_test``;
+    * ``probe_summary``: :func:`probe_summary` of ``probe``.
+
+    ``meta`` holds the models (name, fingerprint, untrained seed), the treebank files, the settings and
+    ``uniform_entropy`` (of the dev sentences).
     """
     import tempfile
 
     from bertology.data import read_conllu, shared_data_dir
     from bertology.models import Encoder, load_encoder
+    from bertology.runtime import resolve_device
 
     from bertology.attention.stats import head_statistics
 
-    encoder = model if isinstance(model, Encoder) else load_encoder(model, attentions=True)
+    encoder = model if isinstance(model, Encoder) else load_encoder(model, device=resolve_device(device))
     splits = find_treebank_splits(treebank if treebank is not None else shared_data_dir() / "ud_english_ewt")
     data = {split: read_conllu(path) for split, path in splits.items()}
     for split in ("dev", "test"):
@@ -613,25 +648,27 @@ def run_attention_analysis(
     train = data[train_split]
     if train_split == "train" and max_train_sentences is not None:
         train = train[:max_train_sentences]
-    encoders = [encoder] + ([encoder.untrained(0).with_attentions()] if control else [])
+    extract_layers = None if layers is None else sorted({int(layer) for layer in layers})
+    encoders = [encoder] + ([encoder.untrained(control_seed)] if control else [])
 
     results: dict[str, list[pd.DataFrame]] = defaultdict(list)
+    uniform_entropy = None
     with tempfile.TemporaryDirectory(dir=work_dir, prefix="bertology-attention-") as tmp:
         for k, enc in enumerate(encoders):
             label = enc.name
             stores = {
-                "dev": _extract_split(enc, data["dev"], Path(tmp), f"{k}-dev", progress),
-                "test": _extract_split(enc, data["test"], Path(tmp), f"{k}-test", progress),
+                "dev": _extract_split(enc, data["dev"], Path(tmp), f"{k}-dev", extract_layers, progress),
+                "test": _extract_split(enc, data["test"], Path(tmp), f"{k}-test", extract_layers, progress),
             }
             stores["train"] = (stores["dev"] if train_split == "dev"
-                               else _extract_split(enc, train, Path(tmp), f"{k}-train", progress))
+                               else _extract_split(enc, train, Path(tmp), f"{k}-train", extract_layers, progress))
             sentences = {"dev": data["dev"], "test": data["test"], "train": train}
 
             if statistics:
                 stats = head_statistics(stores["dev"].iter_attentions(), sentences["dev"], progress=progress,
                                         total=len(sentences["dev"]), layers=stores["dev"].attention_layers)
-                stats.insert(0, "model", label)
-                results["statistics"].append(stats)
+                uniform_entropy = stats.meta["uniform_entropy"]
+                results["statistics"].append(stats["statistics"].assign(model=label))
 
             parse, base = {}, {}
             for split in ("train", "dev", "test"):
@@ -653,43 +690,64 @@ def run_attention_analysis(
             every_relation = best_heads_table(parse["dev"], base["dev"], min_count=0,
                                               held_out_parse=parse["test"], held_out_baselines=base["test"])
             results["clark"].append(compare_with_clark(every_relation).assign(model=label))
+            results["probe"].append(_probe_rows(parse, base, stores, sentences, probe_seeds, probe_epochs).assign(
+                model=label, train_split=train_split, n_train=len(train), test_split="test",
+                n_test=len(sentences["test"])))
+    tables = {name: _model_first(pd.concat(frames, ignore_index=True)) for name, frames in results.items()}
+    tables["probe_summary"] = probe_summary(tables["probe"])
+    meta = {
+        "models": [{"name": enc.name, "fingerprint": enc.fingerprint, "untrained_seed": enc.untrained_seed}
+                   for enc in encoders],
+        "treebank": {split: str(path) for split, path in splits.items()},
+        "n_sentences": {"dev": len(data["dev"]), "test": len(data["test"]), "train": len(train)},
+        "train_split": train_split, "layers": extract_layers, "probe_seeds": list(probe_seeds),
+        "probe_epochs": probe_epochs, "min_count": min_count, "uniform_entropy": uniform_entropy,
+    }
+    return Result("attention_parse", tables, meta=meta)
 
-            # Probe, with its baselines selected on the same training split.
-            rows = []
-            head_row = best_heads_table(parse["train"], base["train"], min_count=0)
-            head_row = head_row[head_row["relation"] == ALL_RELATIONS].iloc[0]
-            rows.append({
-                "method": "best single head", "seed": np.nan,
-                "detail": f"{head_row['best_head']} {head_row['direction']}",
-                "uas": _head_uas(parse["test"], head_row["direction"], head_row["layer"], head_row["head"], False),
-                "uas_no_punct": _head_uas(parse["test"], head_row["direction"], head_row["layer"], head_row["head"], True),
-            })
-            rows.append({
-                "method": "best fixed offset", "seed": np.nan, "detail": f"offset {head_row['baseline_offset']:+d}",
-                "uas": _offset_uas(base["test"], head_row["baseline_offset"], False),
-                "uas_no_punct": _offset_uas(base["test"], head_row["baseline_offset"], True),
-            })
-            for seed in probe_seeds:
-                probe = AttentionOnlyProbe(epochs=probe_epochs, seed=seed).fit(stores["train"].iter_attentions(),
-                                                                               sentences["train"])
-                predictions = probe.predict(stores["test"].iter_attentions(), sentences["test"])
-                rows.append({
-                    "method": "attention-only probe", "seed": seed, "detail": f"{probe_epochs} epochs",
-                    "uas": attachment_score(predictions, sentences["test"]),
-                    "uas_no_punct": attachment_score(predictions, sentences["test"], ("punct",)),
-                })
-            probe_table = pd.DataFrame(rows)
-            probe_table.insert(0, "model", label)
-            probe_table["train_split"] = train_split
-            probe_table["n_train"] = len(train)
-            probe_table["test_split"] = "test"
-            probe_table["n_test"] = len(sentences["test"])
-            results["probe"].append(probe_table)
-    return {name: pd.concat(frames, ignore_index=True) for name, frames in results.items()}
+
+def _model_first(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[["model"] + [c for c in frame.columns if c != "model"]]
+
+
+#: Columns of the probe table, in order; a method fills the ones that describe it and leaves the rest empty.
+PROBE_COLUMNS = ["method", "seed", "layer", "head", "head_label", "direction", "offset", "epochs", "uas",
+                 "uas_no_punct"]
+
+
+def _probe_rows(parse, base, stores, sentences, probe_seeds, probe_epochs) -> pd.DataFrame:
+    """The attention-only probe per seed beside its two baselines, all selected on train, scored on test."""
+    head_row = best_heads_table(parse["train"], base["train"], min_count=0)
+    head_row = head_row[head_row["relation"] == ALL_RELATIONS].iloc[0]
+    layer, head, direction, offset = int(head_row["layer"]), int(head_row["head"]), head_row["direction"], \
+        int(head_row["baseline_offset"])
+    rows = [
+        {"method": "best single head", "layer": layer, "head": head, "head_label": head_label(layer, head),
+         "direction": direction,
+         "uas": _head_uas(parse["test"], direction, layer, head, False),
+         "uas_no_punct": _head_uas(parse["test"], direction, layer, head, True)},
+        {"method": "best fixed offset", "offset": offset,
+         "uas": _offset_uas(base["test"], offset, False), "uas_no_punct": _offset_uas(base["test"], offset, True)},
+    ]
+    for seed in probe_seeds:
+        probe = AttentionOnlyProbe(epochs=probe_epochs, seed=seed).fit(stores["train"].iter_attentions(),
+                                                                       sentences["train"])
+        predictions = probe.predict(stores["test"].iter_attentions(), sentences["test"])
+        rows.append({"method": "attention-only probe", "seed": seed, "epochs": probe_epochs,
+                     "uas": attachment_score(predictions, sentences["test"]),
+                     "uas_no_punct": attachment_score(predictions, sentences["test"], ("punct",))})
+    frame = pd.DataFrame(rows).reindex(columns=PROBE_COLUMNS)
+    for column in ("offset", "epochs"):
+        frame[column] = pd.array(frame[column], dtype="Int64")
+    return tidy(frame)
 
 
 def probe_summary(probe: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation over seeds of each method's UAS (baselines have no seed)."""
-    grouped = probe.groupby(["model", "method"], sort=False)
-    return grouped.agg(uas=("uas", "mean"), uas_std=("uas", "std"), uas_no_punct=("uas_no_punct", "mean"),
-                       n_seeds=("uas", "size"), detail=("detail", "first")).reset_index()
+    """Mean and standard deviation over seeds of each method's UAS (fractions; the baselines have one row,
+    no seed), with the columns that describe each method (head, offset, epochs)."""
+    keys = [c for c in ("model", "method") if c in probe.columns]
+    described = [c for c in ("layer", "head", "head_label", "direction", "offset", "epochs") if c in probe.columns]
+    grouped = probe.groupby(keys, sort=False, dropna=False)
+    summary = grouped.agg(uas=("uas", "mean"), uas_std=("uas", "std"), uas_no_punct=("uas_no_punct", "mean"),
+                          n_seeds=("seed", "count"), **{c: (c, "first") for c in described}).reset_index()
+    return tidy(summary)

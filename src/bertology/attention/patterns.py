@@ -11,9 +11,13 @@ protocol) and ship three classifiers side by side so their disagreement stays vi
 * :class:`CNNPatternClassifier`: a small CNN on the map resized to 32x32 (Kovaleva's approach); the shipped,
   default classifier.
 
-Maps are token level (subwords plus [CLS]/[SEP]), as in the paper; :func:`token_attention_maps` runs an encoder
-with ``output_attentions=True`` to get them. The spine's word-level maps can be classified too (pass the
-arrays), but the labelled set and the shipped classifier were built on token-level maps.
+Maps are token level (subwords plus [CLS]/[SEP]), as in the paper; :func:`token_attention_maps` gets them
+through :meth:`bertology.models.Encoder.forward` (``attentions=True``). The spine's word-level maps can be
+classified too (pass the arrays), but the labelled set and the shipped classifier were built on token-level maps.
+:func:`pattern_analysis` is the experiment end to end (an encoder, its untrained twin, texts -> a Result).
+
+Numbering (:mod:`bertology.numbering`): ``layer`` is the hidden_states layer (1..L; its attention is
+``attentions[layer - 1]``), ``head`` counts from 0, ``head_label`` is ``L4H5``. Shares are fractions.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+
 from bertology.errors import DataError, ModelError
+from bertology.files import atomic_path, save_figure
+from bertology.numbering import head_label
+from bertology.progress import track
+from bertology.results import Result, tidy
 
 PATTERN_TYPES: tuple[str, ...] = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 MAP_SIZE = 32
@@ -115,79 +126,57 @@ def token_attention_maps(
     batch_size: int = 16,
     ids: Sequence[str] | None = None,
 ) -> Iterator[AttentionSample]:
-    """Token-level attention of every layer and head, one :class:`AttentionSample` per input.
+    """Token-level attention of every layer and head, one :class:`AttentionSample` per input, in input order.
 
     ``texts`` are strings or ``(sentence_a, sentence_b)`` pairs; pairs are encoded as ``[CLS] A [SEP] B [SEP]``
-    which is what produces block patterns. ``encoder`` is a :class:`bertology.models.Encoder` (anything with
-    ``.model`` and ``.tokenizer``); its model must return attention weights (eager attention).
+    which is what produces block patterns. ``encoder`` is a :class:`bertology.models.Encoder`; the model runs
+    through :meth:`~bertology.models.Encoder.forward` with ``attentions=True``, which switches to eager
+    attention for the call and restores the encoder's implementation afterwards. Each sample's
+    ``attentions`` is ``[L, H, n, n]`` with axis 0 = layers 1..L. Inputs longer than ``max_length`` tokens
+    are truncated.
     """
-    import torch
-
-    model, tokenizer = encoder.model, encoder.tokenizer
     texts = list(texts)
     ids = list(ids) if ids is not None else [str(i) for i in range(len(texts))]
     if len(ids) != len(texts):
         raise DataError(f"{len(ids)} ids for {len(texts)} texts")
-    _ensure_eager(model)
-    model.eval()
-    for start in range(0, len(texts), batch_size):
-        chunk = texts[start : start + batch_size]
-        pairs = [t if isinstance(t, tuple) else (t, None) for t in chunk]
-        first = [p[0] for p in pairs]
-        second = [p[1] for p in pairs]
-        if any(s is None for s in second) and not all(s is None for s in second):
-            # Mixed batch: encode one by one so that single sentences do not get an empty second segment.
-            for offset, text in enumerate(chunk):
-                yield from token_attention_maps(
-                    encoder, [text], max_length=max_length, batch_size=1, ids=[ids[start + offset]]
-                )
-            continue
-        batch = tokenizer(
-            first,
-            None if second[0] is None else second,
-            padding=True,
-            truncation=True,
-            max_length=max_length,
-            return_tensors="pt",
-            return_special_tokens_mask=True,
+    # A batch holds consecutive inputs of one kind, so a single sentence never gets an empty second segment.
+    start = 0
+    while start < len(texts):
+        is_pair = isinstance(texts[start], tuple)
+        stop = start + 1
+        while stop < len(texts) and stop - start < batch_size and isinstance(texts[stop], tuple) == is_pair:
+            stop += 1
+        yield from _encode_batch(encoder, texts[start:stop], ids[start:stop], is_pair, max_length)
+        start = stop
+
+
+def _encode_batch(encoder, chunk, chunk_ids, is_pair, max_length) -> Iterator[AttentionSample]:
+    tokenizer = encoder.tokenizer
+    first = [t[0] if is_pair else t for t in chunk]
+    second = [t[1] for t in chunk] if is_pair else None
+    batch = tokenizer(first, second, padding=True, truncation=True, max_length=max_length, return_tensors="pt",
+                      return_special_tokens_mask=True)
+    special_mask = batch.pop("special_tokens_mask")
+    out = encoder.forward(dict(batch), hidden_states=False, attentions=True)
+    att = np.stack([a.float().cpu().numpy() for a in out.attentions], axis=1)  # [B, L, H, n, n]
+    for b in range(att.shape[0]):
+        n = int(batch["attention_mask"][b].sum())
+        input_ids = batch["input_ids"][b, :n].tolist()
+        special = special_mask[b, :n].numpy().astype(bool)
+        # Segments from the separator rather than token_type_ids, which RoBERTa-style tokenizers (and
+        # some custom ones) leave at 0: everything after the first separator is sentence B.
+        segments = np.zeros(n, dtype=np.int64)
+        if is_pair:
+            separators = np.flatnonzero(special[1:]) + 1
+            if len(separators):
+                segments[separators[0] + 1 :] = 1
+        yield AttentionSample(
+            attentions=att[b, :, :, :n, :n],
+            tokens=tokenizer.convert_ids_to_tokens(input_ids),
+            special=special,
+            segments=segments,
+            sentence_id=chunk_ids[b],
         )
-        special_mask = batch.pop("special_tokens_mask")
-        with torch.no_grad():
-            out = model(**batch, output_attentions=True)
-        if out.attentions is None or any(a is None for a in out.attentions):
-            raise ModelError(
-                "the model returned no attention weights; load it with attentions=True (eager attention)"
-            )
-        att = torch.stack(list(out.attentions), dim=1).float().numpy()  # [B, L, H, n, n]
-        for b in range(att.shape[0]):
-            n = int(batch["attention_mask"][b].sum())
-            input_ids = batch["input_ids"][b, :n].tolist()
-            special = special_mask[b, :n].numpy().astype(bool)
-            # Segments from the separator rather than token_type_ids, which RoBERTa-style tokenizers (and
-            # some custom ones) leave at 0: everything after the first separator is sentence B.
-            segments = np.zeros(n, dtype=np.int64)
-            if second[0] is not None:
-                separators = np.flatnonzero(special[1:]) + 1
-                if len(separators):
-                    segments[separators[0] + 1 :] = 1
-            yield AttentionSample(
-                attentions=att[b, :, :, :n, :n],
-                tokens=tokenizer.convert_ids_to_tokens(input_ids),
-                special=special,
-                segments=segments,
-                sentence_id=ids[start + b],
-            )
-
-
-def _ensure_eager(model) -> None:
-    impl = getattr(model.config, "_attn_implementation", "eager")
-    if impl != "eager":
-        setter = getattr(model, "set_attn_implementation", None)
-        if setter is None:
-            raise ModelError(
-                f"the model uses {impl!r} attention, which returns no weights; load it with attentions=True"
-            )
-        setter("eager")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -280,7 +269,7 @@ def features_frame(features: np.ndarray) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------------------------
 
 
-class RulePatternClassifier:
+class RulePatternClassifier(BaseEstimator):
     """Hand-set thresholds on :data:`FEATURE_NAMES`; the interpretable baseline. ``fit`` learns nothing.
 
     Decision order: a clear block (``block >= block_min`` with at least ``block_rest_min`` of the mass
@@ -342,7 +331,7 @@ class RulePatternClassifier:
         return out
 
 
-class FeaturePatternClassifier:
+class FeaturePatternClassifier(BaseEstimator):
     """Logistic regression (``kind="logistic"``) or gradient boosting (``kind="boosting"``) on the features."""
 
     def __init__(self, kind: str = "logistic", random_state: int = 0):
@@ -368,6 +357,8 @@ class FeaturePatternClassifier:
         return self
 
     def predict_features(self, features: np.ndarray) -> np.ndarray:
+        if not hasattr(self, "model_"):
+            raise NotFittedError("this FeaturePatternClassifier is not fitted yet; call fit() first")
         return self.model_.predict(features_frame(features).to_numpy())
 
     def score(self, features: np.ndarray, labels: Sequence[str]) -> float:
@@ -386,7 +377,7 @@ def _build_cnn(channels: int = 16, n_classes: int = len(PATTERN_TYPES)):
     )
 
 
-class CNNPatternClassifier:
+class CNNPatternClassifier(BaseEstimator):
     """A small CNN on maps resized to 32x32 (:func:`resize_map`), trained with Adam and flip-free augmentation.
 
     Only transpose-free augmentations are used (small intensity jitter): flipping a map would turn a
@@ -436,6 +427,8 @@ class CNNPatternClassifier:
     def predict_proba_images(self, images: np.ndarray) -> np.ndarray:
         import torch
 
+        if not hasattr(self, "net_"):
+            raise NotFittedError("this CNNPatternClassifier is not fitted yet; call fit() or load()")
         x = torch.from_numpy(np.asarray(images, dtype=np.float32).reshape(-1, 1, MAP_SIZE, MAP_SIZE))
         with torch.no_grad():
             return torch.softmax(self.net_(x), dim=1).numpy()
@@ -447,15 +440,10 @@ class CNNPatternClassifier:
         return float(np.mean(self.predict_images(images) == np.asarray(labels)))
 
     def save(self, path: str | Path) -> None:
-        """Weights and hyper-parameters in one ``.npz`` (written to a temp file, then renamed)."""
-        path = Path(path)
+        """Weights and hyper-parameters in one ``.npz``, written whole or not at all."""
         state = {k: v.detach().cpu().numpy() for k, v in self.net_.state_dict().items()}
-        params = {k: getattr(self, k) for k in ("channels", "epochs", "lr", "weight_decay", "batch_size",
-                                                 "random_state")}
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as handle:
-            np.savez_compressed(handle, __params__=np.array(json.dumps(params)), **state)
-        tmp.replace(path)
+        with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+            np.savez_compressed(handle, __params__=np.array(json.dumps(self.get_params())), **state)
 
     @classmethod
     def load(cls, path: str | Path) -> "CNNPatternClassifier":
@@ -508,7 +496,7 @@ _DEFAULT_CNN: CNNPatternClassifier | None = None
 
 
 def load_pattern_classifier() -> CNNPatternClassifier:
-    """The shipped CNN, trained on the train split of :func:`load_labelled_maps`."""
+    """The shipped CNN, trained on the train and dev splits of :func:`load_labelled_maps` (plus synthetic maps)."""
     global _DEFAULT_CNN
     if _DEFAULT_CNN is None:
         with resources.as_file(_resource_dir() / "cnn.npz") as path:
@@ -516,86 +504,192 @@ def load_pattern_classifier() -> CNNPatternClassifier:
     return _DEFAULT_CNN
 
 
+def classifier_evaluation() -> dict:
+    """The shipped classifier's held-out numbers, read from ``resources/attention_patterns/evaluation.json``
+    (written by ``tools/train_pattern_classifier.py``), for reports and docs that quote them.
+
+    Returns ``n_maps`` (labelled maps), ``n_test`` (test maps), ``classifier`` (the shipped CNN's
+    description), ``test_accuracy`` and ``test_macro_f1`` (fractions, the shipped seed),
+    ``test_accuracy_seed_mean`` and ``test_accuracy_seed_sd`` (over the training seeds tried) and
+    ``majority_accuracy`` (the majority class on test).
+    """
+    with (_resource_dir() / "evaluation.json").open("r", encoding="utf-8") as handle:
+        evaluation = json.load(handle)
+    rows = evaluation.get("test", [])
+    shipped = [row for row in rows if str(row.get("classifier", "")).startswith("CNN (shipped")]
+    majority = [row for row in rows if str(row.get("classifier", "")).startswith("majority")]
+    if not shipped:
+        raise DataError("evaluation.json: no 'CNN (shipped ...' row in 'test'; rerun tools/train_pattern_classifier.py")
+    row = shipped[0]
+    return {
+        "n_maps": int(evaluation["n_maps"]),
+        "n_test": int(evaluation["split_sizes"]["test"]),
+        "classifier": row["classifier"],
+        "test_accuracy": float(row["test_accuracy"]),
+        "test_macro_f1": float(row["test_macro_f1"]),
+        "test_accuracy_seed_mean": float(row["seed_mean"]),
+        "test_accuracy_seed_sd": float(row["seed_sd"]),
+        "majority_accuracy": float(majority[0]["test_accuracy"]) if majority else float("nan"),
+    }
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Public analysis API
 # --------------------------------------------------------------------------------------------------------------
+
+#: Classifier names :func:`pattern_types` accepts.
+CLASSIFIERS: tuple[str, ...] = ("cnn", "rules")
+
+
+def _classifier(classifier):
+    if not isinstance(classifier, str):
+        return classifier
+    if classifier == "cnn":
+        return load_pattern_classifier()
+    if classifier == "rules":
+        return RulePatternClassifier()
+    raise DataError(f"unknown classifier {classifier!r}; expected one of {', '.join(CLASSIFIERS)}")
 
 
 def pattern_types(
     maps: Iterable[AttentionSample | np.ndarray],
     *,
     classifier: str | CNNPatternClassifier | RulePatternClassifier | FeaturePatternClassifier = "cnn",
+    layers: Sequence[int] | None = None,
     progress: bool = False,
+    total: int | None = None,
 ) -> pd.DataFrame:
     """Classify every head of every input into a Kovaleva pattern type.
 
     ``maps`` yields :class:`AttentionSample` (e.g. from :func:`token_attention_maps`) or plain arrays
-    ``[n_layers, n_heads, n, n]``. ``classifier`` is ``"cnn"`` (shipped), ``"rules"``, or a fitted classifier.
-    Returns one row per (sentence, layer, head): ``sentence, layer, head, type`` (layers 1-based, as
-    in the papers; heads 0-based).
+    ``[n_layers, n_heads, n, n]``. ``layers`` names the layers those arrays hold (default 1..L; a store of
+    some layers passes its ``attention_layers``). ``classifier`` is ``"cnn"`` (shipped), ``"rules"``, or a
+    fitted classifier. Returns a tidy table, one row per (sentence, layer, head):
+    ``sentence, layer, head, head_label, type`` (``type`` categorical over :data:`PATTERN_TYPES`).
     """
-    if isinstance(classifier, str):
-        if classifier == "cnn":
-            classifier = load_pattern_classifier()
-        elif classifier == "rules":
-            classifier = RulePatternClassifier()
-        else:
-            raise DataError(f"unknown classifier {classifier!r}; expected 'cnn' or 'rules'")
-    rows = []
-    iterator: Iterable = enumerate(maps)
-    if progress:
-        from rich.progress import track
+    from bertology.attention.stats import _layer_numbers
 
-        iterator = track(iterator, description="classifying attention maps")
-    for index, item in iterator:
+    classifier = _classifier(classifier)
+    rows = []
+    numbers: list[int] | None = None
+    for index, item in enumerate(track(maps, "classifying attention maps", total=total, enabled=progress)):
         sample = _as_sample(item, index)
         n_layers, n_heads = sample.attentions.shape[:2]
+        if numbers is None or len(numbers) != n_layers:
+            numbers = _layer_numbers(layers, n_layers)
         if isinstance(classifier, CNNPatternClassifier):
             labels = classifier.predict_images(resize_map(sample.attentions).reshape(-1, MAP_SIZE, MAP_SIZE))
         else:
             labels = classifier.predict_features(attention_features(sample))
         sentence = sample.sentence_id if sample.sentence_id is not None else str(index)
         labels = np.asarray(labels).reshape(n_layers, n_heads)
-        for layer in range(n_layers):
+        for position, layer in enumerate(numbers):
             for head in range(n_heads):
-                rows.append((sentence, layer + 1, head, labels[layer, head]))
+                rows.append((sentence, layer, head, head_label(layer, head), labels[position, head]))
     if not rows:
         raise DataError("no attention maps to classify")
-    frame = pd.DataFrame(rows, columns=["sentence", "layer", "head", "type"])
+    frame = pd.DataFrame(rows, columns=["sentence", "layer", "head", "head_label", "type"])
     frame["type"] = pd.Categorical(frame["type"], categories=list(PATTERN_TYPES))
-    return frame
+    return tidy(frame)
 
 
-def pattern_proportions(df: pd.DataFrame, by: Sequence[str] = ("layer",)) -> pd.DataFrame:
-    """Share of each pattern type per layer (tidy: ``*by, type, count, proportion``); shares sum to 1."""
-    missing = [c for c in (*by, "type") if c not in df.columns]
+def _proportions(types: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+    """Share of each pattern type within each group of ``by`` (tidy: ``*by, type, count, proportion``)."""
+    missing = [c for c in (*by, "type") if c not in types.columns]
     if missing:
         raise DataError(f"pattern table lacks column(s) {missing}; expected the output of pattern_types")
-    types = pd.Categorical(df["type"].astype(str), categories=list(PATTERN_TYPES))
-    counts = (
-        df.assign(type=types)
-        .groupby([*by, "type"], observed=False)
-        .size()
-        .rename("count")
-        .reset_index()
-    )
-    totals = counts.groupby(list(by))["count"].transform("sum")
-    counts["proportion"] = counts["count"] / totals.where(totals > 0, 1)
-    return counts
+    kinds = pd.Categorical(types["type"].astype(str), categories=list(PATTERN_TYPES))
+    frame = types.assign(type=kinds)
+    if by:
+        counts = frame.groupby([*by, "type"], observed=False, sort=False).size().rename("count").reset_index()
+        counts = counts.sort_values([*by, "type"], kind="stable")
+        totals = counts.groupby(list(by), sort=False)["count"].transform("sum")
+    else:
+        counts = frame.groupby("type", observed=False).size().rename("count").reset_index()
+        totals = counts["count"].sum()
+    counts["proportion"] = counts["count"] / np.maximum(totals, 1)
+    return tidy(counts)
 
 
-def compare_pattern_proportions(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Proportions per layer for several models (``{name: pattern_types(...)}``), one tidy frame with a
-    ``model`` column, plus each type's overall share so that shifts (e.g. untrained vs trained) read off."""
+def pattern_proportions(types: pd.DataFrame) -> Result:
+    """Share of each pattern type, per layer and overall, from a :func:`pattern_types` table.
+
+    Returns a :class:`~bertology.results.Result` named ``pattern_proportions`` with tables ``by_layer``
+    (``layer, type, count, proportion``; shares sum to 1 in each layer) and ``overall`` (``type, count,
+    proportion``). A ``model`` column in ``types`` is kept: then the shares are per model.
+    """
+    group = ["model"] if "model" in types.columns else []
+    return Result("pattern_proportions", {"by_layer": _proportions(types, [*group, "layer"]),
+                                          "overall": _proportions(types, group)})
+
+
+def compare_pattern_proportions(tables: dict[str, pd.DataFrame]) -> Result:
+    """:func:`pattern_proportions` for several models (``{name: pattern_types(...)}``): the same two tables,
+    each with a ``model`` column first, so shifts (e.g. untrained vs trained) read off."""
     if len(tables) < 1:
         raise DataError("no pattern tables to compare")
-    frames = []
-    for name, table in tables.items():
-        per_layer = pattern_proportions(table)
-        overall = pattern_proportions(table.assign(layer="all"))
-        frames.append(pd.concat([per_layer.astype({"layer": str}), overall]).assign(model=name))
-    out = pd.concat(frames, ignore_index=True)
-    return out[["model", "layer", "type", "count", "proportion"]]
+    types = pd.concat([table.assign(model=name) for name, table in tables.items()], ignore_index=True)
+    types["model"] = pd.Categorical(types["model"], categories=list(tables))  # keep the given order
+    result = pattern_proportions(types)
+    for frame in result.tables.values():
+        frame["model"] = frame["model"].astype(str)
+    return result
+
+
+def pattern_analysis(
+    encoder,
+    texts: Sequence[str | tuple[str, str]],
+    *,
+    ids: Sequence[str] | None = None,
+    untrained_seeds: Sequence[int] = (0,),
+    classifier: str = "cnn",
+    layers: Sequence[int] | None = None,
+    max_length: int = 128,
+    batch_size: int = 16,
+    source: str | None = None,
+    progress: bool = False,
+) -> Result:
+    """Kovaleva et al.'s pattern types of ``encoder`` (and of its untrained twins) on ``texts``.
+
+    ``texts`` are sentences or ``(a, b)`` pairs; ``untrained_seeds`` the seeds of the untrained twins to
+    compare with (``()`` for none); ``layers`` the transformer layers to classify (default all).
+    The encoder's attention implementation is left as it was.
+
+    Returns a :class:`~bertology.results.Result` named ``attention_patterns`` with tables ``types``
+    (``model, sentence, layer, head, head_label, type``: one row per map), ``by_layer`` and ``overall``
+    (shares per model, see :func:`pattern_proportions`); ``meta`` holds each model's name, fingerprint
+    and untrained seed, the classifier, the source and the number of texts.
+    """
+    texts = list(texts)
+    if not texts:
+        raise DataError("no texts to classify; expected at least one sentence or pair")
+    chosen = None if layers is None else sorted({int(layer) for layer in layers})
+    models = [encoder] + [encoder.untrained(seed) for seed in untrained_seeds]
+    tables = {}
+    for model in models:
+        maps = token_attention_maps(model, texts, ids=ids, max_length=max_length, batch_size=batch_size)
+        if chosen is not None:
+            maps = (_select_layers(sample, chosen) for sample in maps)
+        tables[model.name] = pattern_types(maps, classifier=classifier, layers=chosen, progress=progress,
+                                           total=len(texts))
+    proportions = compare_pattern_proportions(tables)
+    types = pd.concat([table.assign(model=name) for name, table in tables.items()], ignore_index=True)
+    types = types[["model"] + [c for c in types.columns if c != "model"]]
+    meta = {
+        "models": [{"name": m.name, "fingerprint": m.fingerprint, "untrained_seed": m.untrained_seed} for m in models],
+        "classifier": classifier if isinstance(classifier, str) else type(classifier).__name__,
+        "source": source, "n_texts": len(texts), "layers": chosen, "max_length": max_length,
+    }
+    return Result("attention_patterns", {"types": types, **proportions.tables}, meta=meta)
+
+
+def _select_layers(sample: AttentionSample, layers: Sequence[int]) -> AttentionSample:
+    n_layers = sample.attentions.shape[0]
+    bad = [layer for layer in layers if not 1 <= layer <= n_layers]
+    if bad:
+        raise DataError(f"layers {bad}: this model has transformer layers 1-{n_layers}")
+    sample.attentions = sample.attentions[[layer - 1 for layer in layers]]
+    return sample
 
 
 PATTERN_COLOURS = {
@@ -607,24 +701,32 @@ PATTERN_COLOURS = {
 }
 
 
-def plot_pattern_proportions(tables: dict[str, pd.DataFrame], path: str | Path | None = None, title: str | None = None):
+def plot_pattern_proportions(tables: dict[str, pd.DataFrame] | pd.DataFrame, path: str | Path | None = None,
+                             title: str | None = None):
     """Stacked bars of pattern shares per layer, one panel per model (as in the Dark Secrets post).
 
-    Returns the matplotlib Figure; with ``path`` it is also saved (PNG/SVG/PDF by suffix).
+    ``tables`` is ``{model: pattern_types(...)}`` or one types table with a ``model`` column (the ``types``
+    table of :func:`pattern_analysis`). Bars are labelled with the layers the tables hold. Returns the
+    matplotlib Figure; with ``path`` it is also saved (PNG/SVG/PDF by suffix).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if isinstance(tables, pd.DataFrame):
+        if "model" not in tables.columns:
+            tables = {"model": tables}
+        else:
+            tables = {str(name): frame for name, frame in tables.groupby("model", sort=False, observed=True)}
     fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables) + 1.6, 3.6), sharey=True, squeeze=False)
     for ax, (name, table) in zip(axes[0], tables.items()):
-        props = pattern_proportions(table).pivot(index="layer", columns="type", values="proportion")
-        props = props.reindex(columns=list(PATTERN_TYPES)).fillna(0.0)
+        props = _proportions(table, ["layer"]).pivot(index="layer", columns="type", values="proportion")
+        props = props.reindex(columns=list(PATTERN_TYPES)).fillna(0.0).sort_index()
         bottom = np.zeros(len(props))
         for kind in PATTERN_TYPES:
-            ax.bar(props.index.astype(str), props[kind], bottom=bottom, color=PATTERN_COLOURS[kind], label=kind,
-                   edgecolor="white", linewidth=0.5)
+            ax.bar([str(int(layer)) for layer in props.index], props[kind], bottom=bottom,
+                   color=PATTERN_COLOURS[kind], label=kind, edgecolor="white", linewidth=0.5)
             bottom += props[kind].to_numpy()
         ax.set_title(name)
         ax.set_xlabel("layer")
@@ -636,10 +738,7 @@ def plot_pattern_proportions(tables: dict[str, pd.DataFrame], path: str | Path |
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 1))
     if path is not None:
-        path = Path(path)
-        tmp = path.with_name(path.stem + ".tmp" + path.suffix)
-        fig.savefig(tmp, dpi=150)
-        tmp.replace(path)
+        save_figure(fig, path, dpi=150)
     return fig
 
 
@@ -698,3 +797,25 @@ def synthetic_maps(n_per_type: int, seed: int = 0) -> tuple[list[np.ndarray], li
             labels.append(kind)
             segments.append(seg)
     return maps, labels, segments
+
+
+def pattern_inputs(data: str | Path = "ewt-dev", glue: str | None = None,
+                   max_sentences: int | None = 200) -> tuple[list, list[str], str]:
+    """Texts to classify, their ids and a description of the source: ``(texts, ids, source)``.
+
+    ``glue`` (a GLUE task name) takes its dev set (rte/mrpc give ``(a, b)`` pairs, encoded as
+    ``[CLS] A [SEP] B [SEP]``); otherwise ``data`` is ``ewt-dev``, ``ewt-test`` or a corpus file
+    (.conllu/.txt/.tsv). At most ``max_sentences`` inputs are kept.
+    """
+    if glue:
+        from bertology.data.glue import read_glue
+
+        examples = read_glue(glue, "dev")[:max_sentences]
+        texts = [(e.text_a, e.text_b) if e.text_b else e.text_a for e in examples]
+        return texts, [e.id for e in examples], f"GLUE {glue} dev"
+    from bertology.data import default_corpus, read_corpus
+
+    data = str(data)
+    path = default_corpus(data) if data in ("ewt-dev", "ewt-test") else Path(data)
+    sentences = read_corpus(path)[:max_sentences]
+    return [" ".join(s.words) for s in sentences], [s.id for s in sentences], data

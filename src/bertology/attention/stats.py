@@ -9,6 +9,9 @@ without being held in memory.
 Every statistic is first averaged over the query rows of one sentence and then over sentences, the
 way Clark et al.'s ``General_Analysis.ipynb`` does it (all n+2 rows, the special tokens included,
 unless a statistic says otherwise).
+
+Numbering (:mod:`bertology.numbering`): ``layer`` is the hidden_states layer (1..L; its attention is
+``attentions[layer - 1]``), ``head`` counts from 0, ``head_label`` is ``L4H5``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ import pandas as pd
 
 from bertology.data import Sentence
 from bertology.errors import DataError
+from bertology.numbering import head_label
+from bertology.progress import track
+from bertology.results import Result
 
 #: Statistic name -> one-line definition (also used as the heatmap title).
 STATISTICS: dict[str, str] = {
@@ -123,31 +129,34 @@ def sentence_head_statistics(
 
 
 def head_statistics(
-    attentions: Iterable[np.ndarray],
-    sentences: Iterable[Sentence],
+    attentions,
+    sentences: Iterable[Sentence] | None = None,
     punctuation: Iterable[str] = DEFAULT_PUNCTUATION,
     progress: bool = False,
     total: int | None = None,
     layers: Sequence[int] | None = None,
-) -> pd.DataFrame:
+) -> Result:
     """Clark et al.'s per-head statistics, averaged over a corpus.
 
-    ``attentions`` yields one word-level array ``[n_layers, n_heads, n+2, n+2]`` per sentence (e.g.
-    ``(store.attention(i) for i in range(store.n_sentences))``), in the order of ``sentences``.
-    Returns a tidy DataFrame with columns ``layer, head, statistic, value, n_sentences``; ``layer``
-    is 1-based (the store's numbering: 0 would be the embeddings) and ``head`` 0-based, as in
-    :mod:`bertology.attention.patterns`. Pass ``layers=store.attention_layers`` when the arrays hold
-    only some layers; by default the first axis is layers 1..L. ``df.attrs["uniform_entropy"]`` holds the
-    entropy of uniform attention averaged over the same sentences, the reference line for
-    "broad" heads.
+    ``attentions`` is a :class:`~bertology.store.Store` extracted with ``attentions=True`` (then
+    ``sentences`` and ``layers`` default to the store's), or any iterable of word-level arrays
+    ``[n_layers, n_heads, n+2, n+2]``, one per sentence in the order of ``sentences``.
+    ``layers`` names the layers the arrays hold (default 1..L; a store passes its ``attention_layers``).
+
+    Returns a :class:`~bertology.results.Result` named ``head_statistics`` with one table,
+    ``statistics``: ``layer, head, head_label, statistic, value, n_sentences`` (``n_sentences``: how
+    many sentences the head's value averages; fewer than all where a statistic is undefined).
+    ``meta["uniform_entropy"]`` is the entropy of uniform attention (nats) averaged over the same
+    sentences, the reference line for "broad" heads.
     """
+    attentions, sentences, layers, total = _from_store(attentions, sentences, layers, total)
     punctuation = tuple(punctuation)
     acc: _Accumulator | None = None
     uniform_entropy = 0.0
     n_sentences = 0
     shape: tuple[int, int] | None = None
     pairs = _zip_checked(attentions, sentences)
-    for index, (attention, sentence) in enumerate(_progress(pairs, progress, total, "head statistics")):
+    for index, (attention, sentence) in enumerate(track(pairs, "head statistics", total=total, enabled=progress)):
         attention = np.asarray(attention)
         if shape is None:
             shape = attention.shape[:2]
@@ -171,21 +180,43 @@ def head_statistics(
     rows = []
     for name in STATISTICS:
         mean = np.divide(acc.sums[name], acc.counts[name], out=np.full(shape, np.nan), where=acc.counts[name] > 0)
-        for layer in range(shape[0]):
+        for position, layer in enumerate(layer_numbers):
             for head in range(shape[1]):
-                rows.append((layer_numbers[layer], head, name, float(mean[layer, head]), int(acc.counts[name][layer, head])))
-    df = pd.DataFrame(rows, columns=["layer", "head", "statistic", "value", "n_sentences"])
-    df.attrs["uniform_entropy"] = uniform_entropy / n_sentences
-    return df
+                rows.append((layer, head, head_label(layer, head), name, float(mean[position, head]),
+                             int(acc.counts[name][position, head])))
+    table = pd.DataFrame(rows, columns=["layer", "head", "head_label", "statistic", "value", "n_sentences"])
+    return Result("head_statistics", {"statistics": table},
+                  meta={"uniform_entropy": uniform_entropy / n_sentences, "n_sentences": n_sentences,
+                        "layers": layer_numbers, "punctuation": list(punctuation)})
 
 
-def statistic_matrix(df: pd.DataFrame, statistic: str) -> np.ndarray:
-    """One statistic as a ``[n_layers, n_heads]`` array (row 0 = layer 1, column 0 = head 0)."""
+def _from_store(attentions, sentences, layers, total):
+    """A store stands for its attention maps, its sentences (words only) and its attention layers."""
+    from bertology.store import Store
+
+    if not isinstance(attentions, Store):
+        if sentences is None:
+            raise DataError("no sentences given; pass the sentences that match the attention arrays")
+        return attentions, sentences, layers, total
+    store = attentions
+    if sentences is None:
+        sentences = [Sentence(words=store.words(i), id=sentence_id) for i, sentence_id in enumerate(store.sentence_ids)]
+    return (store.iter_attentions(), sentences, store.attention_layers if layers is None else layers,
+            store.n_sentences if total is None else total)
+
+
+def statistic_matrix(stats: pd.DataFrame | Result, statistic: str) -> pd.DataFrame:
+    """One statistic as a layers x heads frame: index ``layer`` (the layers the table holds, e.g. 3 and 6),
+    columns ``head``, float values. ``.to_numpy()`` gives the ``[n_layers, n_heads]`` array;
+    :func:`bertology.attention.figures.plot_heatmap` labels its axes from the index and columns."""
+    df = stats["statistics"] if isinstance(stats, Result) else stats
     sub = df[df["statistic"] == statistic]
     if sub.empty:
         raise DataError(f"statistic {statistic!r} not in the table; expected one of {sorted(df['statistic'].unique())}")
     table = sub.pivot(index="layer", columns="head", values="value").sort_index().sort_index(axis=1)
-    return table.to_numpy()
+    table.index = pd.Index([int(v) for v in table.index], name="layer")
+    table.columns = pd.Index([int(v) for v in table.columns], name="head")
+    return table.astype(float)
 
 
 def _layer_numbers(layers: Sequence[int] | None, n_layers: int) -> list[int]:
@@ -214,14 +245,31 @@ def _zip_checked(attentions: Iterable[np.ndarray], sentences: Iterable[Sentence]
         index += 1
 
 
-def _progress(iterable, enabled: bool, total: int | None, description: str):
-    if not enabled:
-        yield from iterable
-        return
-    from rich.progress import Progress
+def encoder_head_statistics(
+    encoder,
+    sentences: Sequence[Sentence],
+    layers: Sequence[int] | None = None,
+    punctuation: Iterable[str] = DEFAULT_PUNCTUATION,
+    progress: bool = False,
+    work_dir=None,
+) -> Result:
+    """:func:`head_statistics` of ``encoder`` on ``sentences``: the word-level maps are extracted into a
+    temporary store (in ``work_dir``, default the system's temporary folder) and removed afterwards.
 
-    with Progress(transient=True) as bar:
-        task = bar.add_task(description, total=total)
-        for item in iterable:
-            yield item
-            bar.advance(task)
+    ``layers`` are transformer layers (1..L, default all). The ``statistics`` table gets a ``model``
+    column; ``meta`` adds the model's name and fingerprint.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from bertology.extraction import extract
+
+    with tempfile.TemporaryDirectory(dir=work_dir, prefix="bertology-attention-") as tmp:
+        store = extract(encoder, list(sentences), Path(tmp) / "statistics.store", attentions=True,
+                        layers=None if layers is None else sorted({int(layer) for layer in layers}),
+                        progress=progress)
+        result = head_statistics(store, sentences, punctuation=punctuation, progress=progress)
+    table = result["statistics"]
+    table.insert(0, "model", encoder.name)
+    result.meta.update(model=encoder.name, fingerprint=encoder.fingerprint, untrained_seed=encoder.untrained_seed)
+    return result

@@ -6,6 +6,9 @@ and the model view paints each head's map as a downsampled bitmap thumbnail. The
 zlib-compressed uint8 array (each head scaled by its own maximum, so faint heads stay visible; the scale is
 kept so tooltips show true weights) inside a JSON block, decompressed in the browser with the standard
 ``DecompressionStream``.
+
+Numbering (:mod:`bertology.numbering`): layers are hidden_states layers (1..L; the maps of layer ``l`` are
+``attentions[l - 1]``), heads count from 0; the page names a head ``L4H5`` (layer 4, head 5).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Sequence
 import numpy as np
 
 from bertology.errors import DataError
+from bertology.files import write_text
 
 LEVELS = ("word", "subword")
 
@@ -52,11 +56,12 @@ def render_attention_html(
     *,
     level: str = "subword",
     model_name: str | None = None,
-    layer_offset: int = 1,
+    layers: Sequence[int] | None = None,
 ) -> str:
     """The viewer page for one input: ``tokens`` (n) and ``attentions`` ``[n_layers, n_heads, n, n]``.
 
-    Layers are numbered from ``layer_offset`` (1 = first Transformer layer, as in the papers).
+    ``layers`` names the layers the maps belong to (default 1..n_layers, i.e. every transformer layer);
+    the page shows those numbers.
     """
     att = np.asarray(attentions, dtype=np.float32)
     if att.ndim != 4 or att.shape[2] != att.shape[3]:
@@ -67,6 +72,9 @@ def render_attention_html(
         raise DataError("attentions contain NaN or infinite values")
     if level not in LEVELS:
         raise DataError(f"level {level!r}; expected one of {', '.join(LEVELS)}")
+    layers = list(range(1, att.shape[0] + 1)) if layers is None else [int(layer) for layer in layers]
+    if len(layers) != att.shape[0]:
+        raise DataError(f"{len(layers)} layer numbers for attention maps of {att.shape[0]} layers")
     payload = {
         "title": title,
         "model": model_name,
@@ -74,7 +82,7 @@ def render_attention_html(
         "tokens": [str(t) for t in tokens],
         "n_layers": int(att.shape[0]),
         "n_heads": int(att.shape[1]),
-        "layer_offset": int(layer_offset),
+        "layers": layers,
         **encode_attentions(att),
     }
     # "</" inside inlined JSON would end the <script> element early.
@@ -88,13 +96,16 @@ def _html_escape(text: str) -> str:
     return html.escape(text, quote=True)
 
 
-def attention_for_text(encoder, text: str, level: str = "word") -> tuple[list[str], np.ndarray]:
+def attention_for_text(encoder, text: str, level: str = "word",
+                       layers: Sequence[int] | None = None) -> tuple[list[str], np.ndarray]:
     """Tokens and ``[n_layers, n_heads, n, n]`` attention of one text (``[CLS] ... [SEP]`` included).
 
     ``level="subword"`` gives the model's own tokens. ``level="word"`` splits ``text`` on whitespace and
     converts the map as Clark et al. (2019) and the spine's store do: attention *to* a word is the sum over
     its subwords, attention *from* a word the mean over its subwords; the leading and trailing special
-    tokens each form one group.
+    tokens each form one group. ``layers`` (transformer layers 1..L, default all) selects the maps; axis 0
+    follows them. The model runs through :meth:`bertology.models.Encoder.forward` (``attentions=True``),
+    so the encoder's attention implementation is left as it was.
     """
     import torch
 
@@ -105,15 +116,17 @@ def attention_for_text(encoder, text: str, level: str = "word") -> tuple[list[st
         raise DataError(f"level {level!r}; expected one of {', '.join(LEVELS)}")
     if not text or not text.split():
         raise DataError("empty text; expected at least one word")
+    chosen = list(range(1, encoder.num_layers + 1)) if layers is None else [int(layer) for layer in layers]
+    bad = [layer for layer in chosen if not 1 <= layer <= encoder.num_layers]
+    if bad or not chosen:
+        raise DataError(f"layers {bad or chosen}: {encoder.name} has transformer layers 1-{encoder.num_layers}")
     sentence = sentences_from_strings([text])[0]
     encoded = encode_sentences(encoder.tokenizer, [sentence], max_length=encoder.max_length, long_policy="error")[0]
     segment = encoded.segments[0]
-    encoder.with_attentions()
-    model = encoder.model
-    ids = torch.tensor([segment.input_ids], device=model.device)
-    with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
-    att = torch.stack(list(out.attentions), dim=1)[0].float().cpu()  # [L, H, T, T]
+    ids = torch.tensor([segment.input_ids])
+    out = encoder.forward({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, hidden_states=False,
+                          attentions=True)
+    att = torch.stack([out.attention(layer)[0] for layer in chosen]).float().cpu()  # [L, H, T, T]
     if level == "subword":
         return encoder.tokenizer.convert_ids_to_tokens(segment.input_ids), att.numpy()
     words = word_level_attention(att, word_groups(encoded))
@@ -123,19 +136,17 @@ def attention_for_text(encoder, text: str, level: str = "word") -> tuple[list[st
     return tokens, words.numpy()
 
 
-def view_attention(encoder, text: str, level: str = "word", title: str | None = None) -> str:
-    """The viewer page for ``text`` run through ``encoder`` (a :class:`bertology.models.Encoder`)."""
-    tokens, att = attention_for_text(encoder, text, level)
+def view_attention(encoder, text: str, level: str = "word", title: str | None = None,
+                   layers: Sequence[int] | None = None) -> str:
+    """The viewer page for ``text`` run through ``encoder`` (a :class:`bertology.models.Encoder`);
+    ``layers`` (default all) selects which layers the page shows."""
+    tokens, att = attention_for_text(encoder, text, level, layers=layers)
     name = getattr(encoder, "name", None)
+    shown = list(range(1, att.shape[0] + 1)) if layers is None else [int(layer) for layer in layers]
     return render_attention_html(tokens, att, title=title or f"{name or 'model'}: attention ({level} level)",
-                                 level=level, model_name=name)
+                                 level=level, model_name=name, layers=shown)
 
 
 def write_html(html: str, path: str | Path) -> Path:
-    """Write to a temp file beside ``path`` then rename, so a reader never sees half a page."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write the page whole or not at all (world-readable, like every output)."""
+    return write_text(path, html)
