@@ -62,7 +62,6 @@ def test_only_cli_modules_import_cli_modules():
     assert not offenders, "library modules must not import CLI modules:\n" + "\n".join(offenders)
 
 
-@pytest.mark.xfail(strict=True, reason="attention/patterns_cli.py is being folded into attention/cli.py")
 def test_no_module_is_a_cli_module_except_cli_py():
     extra = sorted(name for name in _modules() if name.endswith("_cli"))
     assert not extra, f"CLI code lives in cli.py files only: {extra}"
