@@ -158,7 +158,9 @@ def test_compare_cli_default_out_and_bad_options(tokenizer, tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, [str(path), str(path), "--data", str(data), "--max-sentences", "4"])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "results" / "compare" / "model-model" / "weights_by_layer.parquet").is_file()
+    written = list((tmp_path / "results" / "compare").glob("*/weights_by_layer.parquet"))
+    name = written[0].parent.name if len(written) == 1 else ""
+    assert name.endswith("_model") and name.count("_model-") == 1  # results/compare/<before>-<after>
     for args, message in ((["--max-sentences", "0"], "--max-sentences 0"), (["--device", "tpu"], "--device 'tpu'")):
         result = CliRunner().invoke(app, [str(path), str(path), "--data", str(data), *args])
         assert isinstance(result.exception, UsageError) and message in str(result.exception)

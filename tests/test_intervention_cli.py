@@ -117,7 +117,7 @@ def test_ablate_heads_and_layers(checkpoint, evaluation_spy, tmp_path):
 
     evaluation_spy.clear()
     output = invoke("layers", "--model", checkpoint, "--layers", "2", "--max-examples", 40, "--out", tmp_path / "layers")
-    assert "layers 2 skipped" in output
+    assert "layer 2 skipped" in output
     before, after = evaluation_spy
     # `--layers 2` removes the layer whose output is hidden_states[2], the one `probe --layers 2` reads
     assert torch.equal(after["hidden"][2], after["hidden"][1])

@@ -41,7 +41,7 @@ def compare_command(
     sentences = read_corpus(data if data is not None else default_corpus())
     result = compare_models(before, after, sentences, batch_size=batch_size, max_sentences=max_sentences,
                             seed=seed, device=device, progress=progress)
-    out = out if out is not None else default_out("compare", Path(before).name, Path(after).name)
+    out = out if out is not None else default_out("compare", before, after)
     for path in plot_comparison(result, out, title=f"{Path(before).name} vs {Path(after).name}"):
         result.figures[path.stem] = path
     result.save(out)

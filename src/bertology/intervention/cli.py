@@ -100,7 +100,8 @@ def layers_command(
     result.meta.update(_meta(model, evaluator, layers=layers))
     dropped = result["layers"]["layer"].tolist()
     out = result.save(out if out is not None else default_out("ablate/layers", name, "L" + "_".join(map(str, dropped))))
-    _print_scores(evaluator, f"layers {', '.join(map(str, dropped))} skipped", result["scores"].iloc[0])
+    what = f"layer{'s' if len(dropped) > 1 else ''} {', '.join(map(str, dropped))} skipped"
+    _print_scores(evaluator, what, result["scores"].iloc[0])
     console.print(f"wrote {out}")
 
 
@@ -277,7 +278,7 @@ def flagged_command(
     flagged = result["masked"][result["masked"]["condition"] == "flagged"]["head_label"].tolist()
     console.print(f"flagged heads: {','.join(flagged)}")
     report = Table(title=f"{evaluator.task} {evaluator.metric}: flagged vs {draws} random draws of "
-                         f"{summary['n_masked']} heads (seed {seed})")
+                         f"{int(summary['n_masked'])} heads (seed {seed})")
     for column in ("baseline", "flagged change", "random change (mean ± std)", "P(random hurts as much)"):
         report.add_column(column)
     report.add_row(f"{summary['baseline']:.4f}", f"{summary['flagged_delta']:+.4f}",
