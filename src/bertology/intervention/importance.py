@@ -39,10 +39,6 @@ EvaluateFn = Callable[[nn.Module], float]
 LossFn = Callable[[nn.Module, dict], torch.Tensor]
 
 
-def _progress(enabled: bool):
-    return progress_bar(enabled, transient=True)
-
-
 def heads_frame(pairs: Iterable[tuple[int, int]], **columns) -> pd.DataFrame:
     """One row per head: ``layer``, ``head``, ``head_label`` (then ``columns``, the same on every row)."""
     rows = [{**columns, "layer": int(layer), "head": int(head), "head_label": head_label(layer, head)}
@@ -83,7 +79,7 @@ def single_head_ablation(
     if len(seeds) != len(models):
         raise DataError(f"{len(models)} models but {len(seeds)} seeds; give one seed per model")
     rows = []
-    with _progress(progress) as bar:
+    with progress_bar(progress, transient=True) as bar:
         for seed, model in zip(seeds, models):
             layout = model_layout(model)
             todo = layout.all_heads() if heads is None else layout.heads(heads)
@@ -207,7 +203,7 @@ def head_importance(
     count = 0
     batches = list(batches)
     try:
-        with _progress(progress) as bar:
+        with progress_bar(progress, transient=True) as bar:
             task = bar.add_task("head importance", total=len(batches))
             for batch in batches:
                 batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
@@ -297,7 +293,7 @@ def pruning_curve(
         pruned_rows.append(heads_frame(pruned, order=order, seed=seed, fraction=fraction))
 
     first = importance
-    with _progress(progress) as bar:
+    with progress_bar(progress, transient=True) as bar:
         task = bar.add_task("pruning curves", total=len(steps) * (1 + len(random_seeds)))
         pruned: list[tuple[int, int]] = []
         scores = importance
@@ -421,7 +417,7 @@ def flagged_vs_random(
         raise DataError(f"{len(chosen)} flagged heads but only {len(pool)} other heads to draw from")
     rng = np.random.default_rng(seed)
     rows, masked = [], []
-    with _progress(progress) as bar:
+    with progress_bar(progress, transient=True) as bar:
         task = bar.add_task("flagged vs random heads", total=n_draws + 2)
         baseline = metric_of(evaluate_fn, model)
         bar.advance(task)
