@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from bertology.data.glue import glue_task, read_glue
-from bertology.finetune.batching import collate, encode_examples, training_batches
+from bertology.finetune.batching import collate, encode_examples, seeded_subset, training_batches
 from bertology.finetune.model import build_glue_model
 from bertology.models import load_encoder
 
@@ -70,8 +70,7 @@ def main() -> None:
     for task in args.tasks.split(","):
         spec = glue_task(task)
         examples = read_glue(spec.name, "train")
-        keep = np.random.default_rng(0).choice(len(examples), min(len(examples), 2000), replace=False)
-        data = encode_examples(encoder.tokenizer, [examples[i] for i in keep], 128)
+        data = encode_examples(encoder.tokenizer, seeded_subset(examples, 2000, seed=0), 128)
         results = {"naive": [], "ours": []}
         for repeat in range(args.repeats):
             for arm in ("naive", "ours"):

@@ -79,7 +79,8 @@ def main() -> None:
             times["pruned"].append(timed(run_pruned))
     median = {k: statistics.median(v) for k, v in times.items()}
 
-    per_layer = [len(layout.present_heads[l]) - len(model_layout(pruned).present_heads[l]) for l in range(layout.num_layers)]
+    # heads pruned per layer, layers 1..L as in hidden_states
+    per_layer = [len(layout.present_heads[l]) - len(model_layout(pruned).present_heads[l]) for l in layout.layers]
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
           f"({torch.get_num_threads()} threads), python {platform.python_version()}")
     print(f"model: minilm (all-MiniLM-L6-v2), attention {model.config._attn_implementation}; "

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy.stats import ortho_group
 from transformers import AutoTokenizer, BertConfig, BertModel
 from typer.testing import CliRunner
 
-from bertology.compare import cka_matrix, compare_models, linear_cka, plot_comparison, weight_changes, write_comparison
+from bertology.compare import cka_matrix, compare_models, linear_cka, plot_comparison, weight_changes
+from bertology.results import Result
 from bertology.errors import DataError, ModelError
 
 
@@ -63,28 +65,40 @@ def test_compare_model_with_itself_and_with_a_known_change(tokenizer, tmp_path):
     assert np.allclose(same["attention"]["cosine"], 1.0)
     assert len(same["attention"]) == 3 * 4
     assert np.allclose(same["weights_by_layer"]["rel_change"], 0.0)
+    assert isinstance(same, Result)
 
     after = tiny_bert(tokenizer)
-    with torch.no_grad():  # change only layer 3 (1-based): its attention query weights scaled by 1.5
+    with torch.no_grad():  # change only layer 3 (hidden_states[3], module 2): its query weights scaled by 1.5
         after.encoder.layer[2].attention.self.query.weight.mul_(1.5)
+        after.pooler.dense.bias.add_(1.0)
     changed = compare_models(before, after, SENTENCES, tokenizer=tokenizer)
-    weights = changed["weights"].set_index(["layer", "component"])["rel_change"]
-    assert weights[("3", "attention.self.query")] == pytest.approx(0.5)
-    unchanged = weights.drop(("3", "attention.self.query"))
-    assert (unchanged == 0).all()
-    by_layer = changed["weights_by_layer"].set_index("layer")["rel_change"]
-    assert by_layer["3"] > 0 and by_layer["1"] == 0 and by_layer["0"] == 0
+    weights = changed["weights"]
+    layer_rows = weights[weights["layer"].notna()].set_index(["layer", "parameter_group"])["rel_change"]
+    assert layer_rows[(3, "attention.self.query")] == pytest.approx(0.5)
+    assert (layer_rows.drop((3, "attention.self.query")) == 0).all()
+    assert set(weights.loc[weights["layer"] == 0, "parameter_group"]) >= {"word_embeddings", "LayerNorm"}
+    pooler = weights[weights["component"] == "pooler"]
+    assert pooler["layer"].isna().all() and (pooler["rel_change"] > 0).all()
+    by_layer = changed["weights_by_layer"]
+    layers = by_layer[by_layer["layer"].notna()].set_index("layer")["rel_change"]
+    assert list(layers.index) == [0, 1, 2, 3]
+    assert layers[3] > 0 and layers[1] == 0 and layers[0] == 0
+    assert by_layer.loc[by_layer["layer"].isna(), "component"].tolist() == ["pooler"]
     cka = changed["cka"][changed["cka"]["representation"] == "tokens"].set_index("layer")["cka"]
     assert np.allclose(cka[[0, 1, 2]], 1.0) and cka[3] < 1.0
     attention = changed["attention"].groupby("layer")["cosine"].mean()
     assert np.allclose(attention[[1, 2]], 1.0) and attention[3] < 1.0
+    assert changed["attention"]["head_label"].iloc[-1] == "L3H3"
     assert set(changed["cka_cross"].columns) == {"layer_before", "layer_after", "cka"}
     assert len(changed["cka_cross"]) == 16
 
     paths = plot_comparison(changed, tmp_path)
     assert [p.name for p in paths] == ["cka.png", "weights.png", "attention.png"] and all(p.stat().st_size for p in paths)
-    written = write_comparison(changed, tmp_path)
-    assert (tmp_path / "weights.parquet") in written
+    changed.save(tmp_path)
+    for name in ("cka", "cka_cross", "attention", "weights", "weights_by_layer"):
+        saved = pd.read_parquet(tmp_path / f"{name}.parquet")
+        if "layer" in saved:  # one layer type in every table: nullable integers, never "3" or "pooler"
+            assert str(saved["layer"].dtype) == "Int64", name
 
 
 def test_compare_bad_inputs(tokenizer):
@@ -112,6 +126,41 @@ def test_compare_cli_on_saved_models(tokenizer, tmp_path):
     data = tmp_path / "sentences.txt"
     data.write_text("\n".join(SENTENCES) + "\n")
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, [dirs[0], dirs[1], "--data", str(data), "--out", str(out)])
+    result = CliRunner().invoke(app, [dirs[0], dirs[1], "--data", str(data), "--out", str(out), "--max-sentences", "5"])
     assert result.exit_code == 0, result.output
-    assert (out / "cka.csv").is_file() and (out / "attention.png").is_file()
+    assert (out / "cka.csv").is_file() and (out / "attention.png").is_file() and (out / "meta.json").is_file()
+    saved = Result.load(out)
+    assert saved.meta["n_sentences"] == 5 and saved.figures["cka"].is_file()
+
+
+def test_compare_leaves_the_models_as_they_were(tokenizer):
+    """compare used to switch the caller's encoder to eager in place (with_attentions)."""
+    from bertology.models import Encoder
+
+    model = tiny_bert(tokenizer)
+    model.set_attn_implementation("sdpa")
+    encoder = Encoder.from_model(model, tokenizer, name="tiny")
+    model.train()
+    result = compare_models(encoder, encoder, SENTENCES, device="cpu")
+    assert encoder.attention_implementation == "sdpa" and model.training
+    assert np.allclose(result["attention"]["cosine"], 1.0)
+
+
+def test_compare_cli_default_out_and_bad_options(tokenizer, tmp_path, monkeypatch):
+    from bertology.compare.cli import app
+    from bertology.errors import UsageError
+
+    path = tmp_path / "model"
+    tiny_bert(tokenizer).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    data = tmp_path / "sentences.txt"
+    data.write_text("\n".join(SENTENCES) + "\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, [str(path), str(path), "--data", str(data), "--max-sentences", "4"])
+    assert result.exit_code == 0, result.output
+    written = list((tmp_path / "results" / "compare").glob("*/weights_by_layer.parquet"))
+    name = written[0].parent.name if len(written) == 1 else ""
+    assert name.endswith("_model") and name.count("_model-") == 1  # results/compare/<before>-<after>
+    for args, message in ((["--max-sentences", "0"], "--max-sentences 0"), (["--device", "tpu"], "--device 'tpu'")):
+        result = CliRunner().invoke(app, [str(path), str(path), "--data", str(data), *args])
+        assert isinstance(result.exception, UsageError) and message in str(result.exception)

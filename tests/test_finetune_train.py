@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
@@ -73,32 +74,35 @@ def test_tiny_model_learns_separable_task_and_checkpoint_roundtrips(tokenizer, t
     encoder = tiny_encoder(tokenizer)
     before = {k: v.clone() for k, v in encoder.model.state_dict().items()}
     result = finetune(encoder, "sst2", config(toy_glue), tmp_path)
-    run = result.runs[0]
-    assert run.metrics["accuracy"] >= 0.9, run.history
+    frame, run = result["results"], result["runs"].iloc[0]
+    accuracy = frame.loc[frame["metric"] == "accuracy", "value"].item()
+    assert accuracy >= 0.9, result["history"]
+    assert set(frame.columns) >= {"model", "task", "variant", "seed", "metric", "value"}
+    assert str(frame["seed"].dtype) == "Int64" and result.meta["n_dev"] == 64
+    assert not run["reused"] and set(result["history"]["metric"]) == {"accuracy"}
     # the caller's encoder is not modified
     assert all(torch.equal(before[k], v) for k, v in encoder.model.state_dict().items())
 
-    model, tok, meta = load_finetuned(run.checkpoint, expected_base_fingerprint=encoder.fingerprint)
+    model, tok, meta = load_finetuned(run["checkpoint"], expected_base_fingerprint=encoder.fingerprint)
     assert meta["task"] == "sst2" and meta["seed"] == 0 and meta["variant"] == "baseline"
     assert meta["base_fingerprint"] == encoder.fingerprint
     again = evaluate(model, tok, "sst2", data_dir=toy_glue)
-    assert again["accuracy"] == pytest.approx(run.metrics["accuracy"])
+    assert again["accuracy"] == pytest.approx(accuracy)
     assert again["n_examples"] == 64
-
-    frame = result.frame()
-    assert set(frame.columns) >= {"model", "task", "variant", "seed", "metric", "value"}
-    assert frame.loc[0, "value"] == run.metrics["accuracy"]
 
     # resuming: the finished seed is reused, not retrained
     reused = finetune(encoder, "sst2", config(toy_glue), tmp_path)
-    assert reused.runs[0].reused and reused.runs[0].metrics == run.metrics
+    assert reused["runs"]["reused"].tolist() == [True]
+    pd.testing.assert_frame_equal(reused["results"], frame)
 
     # another base model with the same out dir: a clear error, not a silent mix
     other = tiny_encoder(tokenizer, seed=1, name="other")
     with pytest.raises(ModelError, match="fingerprint"):
         finetune(other, "sst2", config(toy_glue), tmp_path)
     with pytest.raises(ModelError, match=f"expected '{other.fingerprint}'"):
-        load_finetuned(run.checkpoint, expected_base_fingerprint=other.fingerprint)
+        load_finetuned(run["checkpoint"], expected_base_fingerprint=other.fingerprint)
+    with pytest.raises(ModelError, match="no such checkpoint folder"):
+        load_finetuned(tmp_path / "missing")
     # same model, other recipe: also refused
     with pytest.raises(ModelError, match="lr: saved 0.002, asked 0.001"):
         finetune(encoder, "sst2", config(toy_glue, lr=1e-3), tmp_path)
@@ -114,8 +118,8 @@ def test_seeds_variants_table_and_spread(tokenizer, toy_glue, tmp_path):
     assert list(table["variant"]) == ["baseline", "multi-objective:2"]
     for variant, frame in results.groupby("variant"):
         row = table[table["variant"] == variant].iloc[0]
-        assert row["sst2"] == pytest.approx(100 * frame["value"].mean())
-        assert row["sst2_std"] == pytest.approx(100 * frame["value"].std(ddof=1))
+        assert row["sst2"] == pytest.approx(frame["value"].mean())  # fractions, not x100
+        assert row["sst2_std"] == pytest.approx(frame["value"].std(ddof=1))
         assert row["n_seeds"] == 2
     assert (table["average"] == table["sst2"]).all()
 
@@ -156,6 +160,8 @@ def test_bad_inputs(tokenizer, toy_glue, tmp_path):
         finetune(encoder, "sst2", config(toy_glue, variant="drop-last:3"), tmp_path)
     with pytest.raises(DataError, match="no seeds"):
         FinetuneConfig(seeds=())
+    with pytest.raises(DataError, match="non-negative"):
+        FinetuneConfig(seeds=(-1,))
 
 
 def test_cli_finetune_and_table(tokenizer, toy_glue, tmp_path):
@@ -167,14 +173,16 @@ def test_cli_finetune_and_table(tokenizer, toy_glue, tmp_path):
     tokenizer.save_pretrained(model_dir)
     out = tmp_path / "out"
     args = ["finetune", "--model", str(model_dir), "--task", "sst2", "--variant", "baseline,drop-last:1",
-            "--seeds", "0", "--max-steps", "2", "--lr", "1e-3", "--data-dir", str(toy_glue), "--out", str(out),
-            "--no-progress"]
+            "--seeds", "1", "--seed", "3", "--max-steps", "2", "--lr", "1e-3", "--data-dir", str(toy_glue),
+            "--out", str(out), "--no-progress"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (out / "table1.csv").is_file() and (out / "results.parquet").is_file()
-    meta = json.loads((out / "sst2" / "drop-last-1" / "seed-0" / "finetune.json").read_text())
+    results = pd.read_parquet(out / "results.parquet")
+    assert set(results["seed"]) == {3} and results["value"].between(0, 1).all()  # --seeds is a count from --seed
+    meta = json.loads((out / "sst2" / "drop-last-1" / "seed-3" / "finetune.json").read_text())
     assert meta["variant"] == "drop-last:1" and meta["recipe"]["max_steps"] == 2
-    saved = json.loads((out / "sst2" / "drop-last-1" / "seed-0" / "config.json").read_text())
+    saved = json.loads((out / "sst2" / "drop-last-1" / "seed-3" / "config.json").read_text())
     assert saved["num_hidden_layers"] == 1
     table = CliRunner().invoke(app, ["finetune-table", str(out)])
     assert table.exit_code == 0 and "drop-last:1" in table.output
@@ -202,14 +210,31 @@ def test_minilm_few_steps_on_real_rte_lines_then_compare(tmp_path):
     cfg = FinetuneConfig(seeds=(0,), epochs=1, batch_size=16, max_steps=2, lr=5e-5, data_dir=str(tmp_path / "glue"),
                          variant="drop-last:2", progress=False)
     result = finetune(encoder, "rte", cfg, tmp_path / "runs")
-    run = result.runs[0]
-    assert result.n_train == 32 and result.n_dev == 16
-    assert 0.0 <= run.metrics["accuracy"] <= 1.0
-    tuned = load_encoder(run.checkpoint)
+    assert result.meta["n_train"] == 32 and result.meta["n_dev"] == 16
+    assert result["results"]["value"].between(0.0, 1.0).all()
+    tuned = load_encoder(result["runs"]["checkpoint"].iloc[0])
     assert tuned.num_layers == 4 and tuned.hidden_size == encoder.hidden_size
     frames = compare_models(encoder, tuned, ["The cat sat on the mat.", "Stocks fell sharply on Monday.",
                                              "She did not come back."])
-    weights = frames["weights_by_layer"].set_index("layer")["rel_change"]
-    assert set(weights.index) >= {"0", "1", "4"} and "5" not in weights.index  # layers 5-6 were dropped
-    assert (weights[["1", "2", "3", "4"]] > 0).all() and (weights < 0.05).all()  # 2 small steps
+    by_layer = frames["weights_by_layer"]
+    weights = by_layer[by_layer["layer"].notna()].set_index("layer")["rel_change"]
+    assert set(weights.index) == {0, 1, 2, 3, 4}  # layers 5-6 were dropped
+    assert (weights[[1, 2, 3, 4]] > 0).all() and (weights < 0.05).all()  # 2 small steps
     assert sorted(frames["cka"]["layer"].unique()) == [0, 1, 2, 3, 4]
+
+
+def test_cli_seeds_are_a_count_and_bad_seeds_are_one_line_errors(tmp_path):
+    """`finetune --seeds` was a list ("0,1,2") where every other command takes a count; `--seed -1`
+    raised numpy's ValueError."""
+    from bertology.errors import UsageError
+    from bertology.finetune.cli import app
+
+    for args, message in ((["--seeds", "0"], "--seeds 0: expected a count"),
+                          (["--seed", "-1"], "--seed -1: expected a non-negative integer"),
+                          (["--max-train", "0"], "--max-train 0"),
+                          (["--device", "tpu"], "--device 'tpu'")):
+        result = CliRunner().invoke(app, ["finetune", "--task", "sst2", "--out", str(tmp_path), *args])
+        assert result.exit_code != 0 and isinstance(result.exception, UsageError), (args, result.output)
+        assert message in str(result.exception)
+    result = CliRunner().invoke(app, ["finetune", "--task", "sst2", "--seeds", "0,1,2"])
+    assert result.exit_code == 2 and "--seeds" in result.output  # not a count: typer says so

@@ -1,4 +1,6 @@
-"""Head masking and layer dropping on tiny random encoders of every supported architecture."""
+"""Head masking and layer dropping on tiny random encoders of every supported architecture.
+
+Layers are numbered as hidden_states (1..L; 0 = embeddings has no heads), heads from 0, labels L2H3."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import pytest
 import torch
 import transformers
 
-from bertology.errors import DataError, ModelError
-from bertology.intervention import drop_layers, hook_points, mask_heads, model_layout, parse_heads, scale_heads
+from bertology.errors import ModelError, UsageError
+from bertology.intervention import drop_layers, hook_points, mask_heads, model_layout, scale_heads
 
 warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 
@@ -65,13 +67,14 @@ def test_trap_head_mask_argument_is_silently_ignored_but_ours_works():
     all_heads_off = torch.zeros(LAYERS, HEADS)
     ignored = run(model, head_mask=all_heads_off).last_hidden_state
     assert torch.equal(plain, ignored), "transformers honours head_mask again: revisit docs/intervention.md"
-    with mask_heads(model, "0-*,1-*,2-*"):
+    with mask_heads(model, "L1,L2,L3"):
         ours = run(model).last_hidden_state
     assert (ours - plain).abs().max() > 1e-2
 
 
 def zero_value_head(model, layer: int, head: int):
-    """The reference ablation: a copy whose head has zero value weights and bias (context = 0)."""
+    """The reference ablation: a copy whose head has zero value weights and bias (context = 0).
+    ``layer`` is 1..L; ``site(layer)`` is the module of that layer."""
     clone = copy.deepcopy(model)
     site = model_layout(clone).site(layer)
     size = site.head_size
@@ -85,33 +88,34 @@ def zero_value_head(model, layer: int, head: int):
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_mask_equals_zeroing_value_weights(model_type, attn):
     model = tiny_model(model_type, attn)
-    reference = run(zero_value_head(model, 1, 2)).last_hidden_state
-    with mask_heads(model, [(1, 2)]):
+    reference = run(zero_value_head(model, 2, 2)).last_hidden_state
+    with mask_heads(model, [(2, 2)]):
         masked = run(model).last_hidden_state
     torch.testing.assert_close(masked, reference, atol=1e-6, rtol=1e-5)
     assert (masked - run(model).last_hidden_state).abs().max() > 1e-4
 
 
 @pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "albert", "deberta-v2"])
-def test_mask_changes_output_only_from_that_layer_on(model_type):
+@pytest.mark.parametrize("layer", [1, 2, 3])
+def test_masking_a_head_of_layer_l_changes_hidden_states_from_l_on(model_type, layer):
+    """The one numbering: a head "in layer l" first changes hidden_states[l], never anything below."""
     model = tiny_model(model_type)
     plain = run(model, output_hidden_states=True).hidden_states
-    with mask_heads(model, [(1, 3)]):
+    with mask_heads(model, f"L{layer}H3"):
         masked = run(model, output_hidden_states=True).hidden_states
     assert len(plain) == LAYERS + 1
-    # hidden_states[0] = embeddings, [1] = output of layer 0: untouched by a head of layer 1
-    for index in (0, 1):
+    for index in range(layer):  # hidden_states[0] = embeddings, ... [layer - 1] = input of layer `layer`
         assert torch.equal(plain[index], masked[index])
-    for index in (2, 3):
+    for index in range(layer, LAYERS + 1):
         assert (plain[index] - masked[index]).abs().max() > 1e-4
 
 
 def test_albert_masks_one_logical_layer_of_the_shared_module():
-    """ALBERT's three layers are one module: masking layer 2 must not touch the calls for layers 0-1."""
+    """ALBERT's three layers are one module: masking layer 3 must not touch the calls for layers 1-2."""
     model = tiny_model("albert")
     assert model_layout(model).shared
     plain = run(model, output_hidden_states=True).hidden_states
-    with mask_heads(model, [(2, 0)]):
+    with mask_heads(model, [(3, 0)]):
         masked = run(model, output_hidden_states=True).hidden_states
     for index in (0, 1, 2):
         assert torch.equal(plain[index], masked[index])
@@ -135,7 +139,7 @@ def test_hooks_are_removed_on_exit_even_after_an_error():
     model = tiny_model("bert")
     plain = run(model).last_hidden_state
     with pytest.raises(RuntimeError, match="boom"):
-        with mask_heads(model, "1-*"), drop_layers(model, [0]):
+        with mask_heads(model, "L2"), drop_layers(model, [1]):
             raise RuntimeError("boom")
     assert torch.equal(run(model).last_hidden_state, plain)
     assert all(not module._forward_pre_hooks and not module._forward_hooks for module in model.modules())
@@ -150,7 +154,7 @@ def test_padding_does_not_change_masked_outputs():
     batch_ids[0, :6], batch_ids[1] = ids[0], longer[0]
     batch_mask = torch.zeros(2, 11, dtype=torch.long)
     batch_mask[0, :6], batch_mask[1] = 1, 1
-    with mask_heads(model, [(0, 1), (2, 3)]), torch.no_grad():
+    with mask_heads(model, [(1, 1), (3, 3)]), torch.no_grad():
         alone = model(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state[0]
         padded = model(input_ids=batch_ids, attention_mask=batch_mask).last_hidden_state[0, :6]
     torch.testing.assert_close(padded, alone, atol=1e-5, rtol=1e-5)
@@ -158,17 +162,18 @@ def test_padding_does_not_change_masked_outputs():
 
 def test_sdpa_and_eager_agree_under_masking():
     eager, sdpa = tiny_model("bert", "eager"), tiny_model("bert", "sdpa")
-    with mask_heads(eager, "1-0,2-2"):
+    with mask_heads(eager, "L2H0,L3H2"):
         a = run(eager).last_hidden_state
-    with mask_heads(sdpa, "1-0,2-2"):
+    with mask_heads(sdpa, "L2H0,L3H2"):
         b = run(sdpa).last_hidden_state
     torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
 def without_layer(model, layer: int):
+    """The reference: a copy without layer ``layer`` (1..L), i.e. without module ``layer - 1``."""
     clone = copy.deepcopy(model)
     layers = clone.transformer.layer if hasattr(clone, "transformer") else clone.encoder.layer
-    del layers[layer]
+    del layers[layer - 1]
     clone.config.num_hidden_layers = LAYERS - 1
     return clone
 
@@ -176,12 +181,12 @@ def without_layer(model, layer: int):
 @pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "mpnet"])
 def test_drop_layer_equals_model_without_that_layer(model_type):
     model = tiny_model(model_type)
-    reference = run(without_layer(model, 1)).last_hidden_state
-    with drop_layers(model, [1]) as dropped:
+    reference = run(without_layer(model, 2)).last_hidden_state
+    with drop_layers(model, [2]) as dropped:
         skipped = run(model, output_hidden_states=True)
-    assert dropped == [1]
+    assert dropped == [2]
     torch.testing.assert_close(skipped.last_hidden_state, reference, atol=1e-6, rtol=1e-5)
-    # the recorded hidden states see the skip: layer 1's output is its input
+    # the recorded hidden states see the skip: layer 2's output is its input
     assert torch.equal(skipped.hidden_states[2], skipped.hidden_states[1])
     assert (run(model).last_hidden_state - reference).abs().max() > 1e-4
 
@@ -191,7 +196,7 @@ def test_drop_albert_logical_layer_equals_shallower_albert():
     model = tiny_model("albert")
     shallower = copy.deepcopy(model)
     shallower.config.num_hidden_layers = LAYERS - 1
-    with drop_layers(model, [2]):
+    with drop_layers(model, [3]):
         skipped = run(model).last_hidden_state
     torch.testing.assert_close(skipped, run(shallower).last_hidden_state, atol=1e-6, rtol=1e-5)
 
@@ -199,18 +204,19 @@ def test_drop_albert_logical_layer_equals_shallower_albert():
 def test_hook_points_are_named_and_see_per_head_context():
     model = tiny_model("bert")
     points = hook_points(model)
-    assert "layer.2.attn.head_context" in points and "layer.0" in points
-    assert points["layer.1.attn.head_context"] is model.encoder.layer[1].attention.output.dense
-    assert points["layer.1.attn.v"] is model.encoder.layer[1].attention.self.value
+    assert "layer.3.attn.head_context" in points and "layer.1" in points
+    assert "layer.0" not in points and "layer.4" not in points  # layer 0 = embeddings: no block, no heads
+    assert points["layer.2.attn.head_context"] is model.encoder.layer[1].attention.output.dense
+    assert points["layer.2.attn.v"] is model.encoder.layer[1].attention.self.value
     seen = {}
-    handle = points["layer.1.attn.head_context"].register_forward_pre_hook(lambda m, a: seen.setdefault("x", a[0]))
+    handle = points["layer.2.attn.head_context"].register_forward_pre_hook(lambda m, a: seen.setdefault("x", a[0]))
     try:
         run(model)
     finally:
         handle.remove()
     assert seen["x"].shape == (2, 9, HIDDEN)  # [batch, tokens, heads * head_size]
     albert = hook_points(tiny_model("albert"))
-    assert albert["layer.0.attn.head_context"] is albert["layer.2.attn.head_context"]
+    assert albert["layer.1.attn.head_context"] is albert["layer.3.attn.head_context"]
 
 
 def test_layouts_of_every_architecture():
@@ -219,7 +225,8 @@ def test_layouts_of_every_architecture():
     for model_type in ALL_TYPES:
         layout = model_layout(tiny_model(model_type))
         assert layout.num_layers == LAYERS and layout.num_heads == HEADS
-        assert sorted(l for site in layout.sites for l in site.layers) == list(range(LAYERS))
+        assert sorted(l for site in layout.sites for l in site.layers) == list(range(1, LAYERS + 1))
+        assert layout.layers == [1, 2, 3] and len(layout.all_heads()) == LAYERS * HEADS
         if model_type in expected_output:
             assert layout.sites[0].output_name.endswith(expected_output[model_type])
 
@@ -233,22 +240,77 @@ def test_sequence_classification_wrapper_is_found():
 
 def test_bad_layer_and_head_raise_clear_errors():
     model = tiny_model("bert")
-    with pytest.raises(ModelError, match=r"head 4 out of range in layer 1.*4 heads per layer \(0-3\)"):
+    with pytest.raises(UsageError, match=r"head L1H4 is out of range.*heads 0-3"):
         with mask_heads(model, [(1, 4)]):
             pass
-    with pytest.raises(ModelError, match=r"layer 7 out of range.*3 layers \(0-2\)"):
-        with mask_heads(model, "7-0"):
+    with pytest.raises(UsageError, match=r"layer 7 has no heads; heads live in layers 1-3 \(0 is the embeddings\)"):
+        with mask_heads(model, "L7H0"):
             pass
-    with pytest.raises(ModelError, match=r"layer 3 out of range"):
-        with drop_layers(model, [3]):
+    with pytest.raises(UsageError, match=r"layer 0 has no heads"):
+        with mask_heads(model, [(0, 1)]):
+            pass
+    with pytest.raises(UsageError, match=r"'3-5' is not a head; expected L<layer>H<head>"):  # the old form
+        with mask_heads(model, "3-5"):
+            pass
+    with pytest.raises(UsageError, match=r"layer 4 is out of range"):
+        with drop_layers(model, [4]):
+            pass
+    with pytest.raises(UsageError, match=r"layer 0 is the embeddings"):
+        with drop_layers(model, "0"):
             pass
     with pytest.raises(ModelError, match=r"expected \[3, 4\]"):
         with scale_heads(model, torch.ones(2, 4)):
             pass
-    with pytest.raises(DataError, match="LAYER-HEAD"):
-        parse_heads("3:5")
-    assert parse_heads("4-1, 3-5,3-5") == [(3, 5), (4, 1)]
-    assert parse_heads({2: [1, 0]}) == [(2, 0), (2, 1)]
+
+
+def test_empty_head_string_is_an_error_not_a_silent_no_op():
+    """`--heads ''` used to ablate nothing and report +0.0."""
+    model = tiny_model("bert")
+    for spec in ("", " , "):
+        with pytest.raises(UsageError, match="no heads given"):
+            with mask_heads(model, spec):
+                pass
+
+
+def test_head_label_names_the_attention_map_it_masks():
+    """L{l}H{h} is the head whose attention map is attentions[l - 1][:, h]: its context slice is that map
+    times its values, and masking the label zeroes exactly that slice (and no other)."""
+    model = tiny_model("bert", "eager")
+    points = hook_points(model)
+    size = HIDDEN // HEADS
+    captured = {}
+    handles = []
+    for layer in (1, 2, 3):
+        handles.append(points[f"layer.{layer}.attn.head_context"].register_forward_pre_hook(
+            lambda m, a, layer=layer: captured.__setitem__(("context", layer), a[0].detach().clone())))
+        handles.append(points[f"layer.{layer}.attn.v"].register_forward_hook(
+            lambda m, a, out, layer=layer: captured.__setitem__(("value", layer), out.detach().clone())))
+    try:
+        attentions = run(model, output_attentions=True).attentions
+        plain = dict(captured)
+        for layer in (1, 2, 3):
+            for head in range(HEADS):
+                block = slice(head * size, (head + 1) * size)
+                expected = attentions[layer - 1][:, head] @ plain[("value", layer)][..., block]
+                torch.testing.assert_close(plain[("context", layer)][..., block], expected, atol=1e-5, rtol=1e-5)
+        for layer, head in ((1, 0), (2, 3), (3, 1)):
+            seen = {}
+            with mask_heads(model, f"L{layer}H{head}"):
+                # registered after the mask's hook, so it sees what the output projection receives
+                spy = points[f"layer.{layer}.attn.head_context"].register_forward_pre_hook(
+                    lambda m, a: seen.__setitem__("context", a[0].detach().clone()))
+                try:
+                    run(model)
+                finally:
+                    spy.remove()
+            context = seen["context"].unflatten(-1, (HEADS, size))
+            before = plain[("context", layer)].unflatten(-1, (HEADS, size))
+            assert torch.count_nonzero(context[..., head, :]) == 0
+            others = [h for h in range(HEADS) if h != head]
+            torch.testing.assert_close(context[..., others, :], before[..., others, :])
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def test_unsupported_architecture_raises_model_error():

@@ -1,21 +1,26 @@
 """What fine-tuning changes: a model against its fine-tuned version on the same sentences.
 
-Three views, each a tidy DataFrame:
+:func:`compare_models` returns a :class:`~bertology.results.Result` with five tidy tables. Layers are
+numbered as ``hidden_states`` (0 = embeddings, 1..L transformer layers; :mod:`bertology.numbering`),
+``layer`` is a nullable integer everywhere, and what is not a layer (the pooler, a classifier) has
+``layer`` <NA> and its name in ``component``:
 
 - ``cka``: per layer, linear CKA (Kornblith et al. 2019) between the two models' representations of the
   same tokens (``representation="tokens"``: every non-padding token) and of the same sentences'
   first token (``"cls"``, what the classifier reads); ``cka_cross``: every layer pair, tokens.
-- ``attention``: per layer and head, the cosine between the flattened attention maps of the two models,
-  averaged over sentences (Kovaleva et al. 2019, "Revealing the Dark Secrets of BERT", Fig. 5).
-- ``weights``: per layer (0 = embeddings) and component, ||W_after - W_before||_F / ||W_before||_F;
-  ``weights_by_layer``: the same over all of a layer's parameters.
+- ``attention``: per layer (1..L) and head (from 0, ``head_label`` ``L4H5``), the cosine between the
+  flattened attention maps of the two models, averaged over sentences (Kovaleva et al. 2019, "Revealing
+  the Dark Secrets of BERT", Fig. 5).
+- ``weights``: per layer (or component) and parameter group (``attention.self.query``,
+  ``word_embeddings``...), ||W_after - W_before||_F / ||W_before||_F; ``weights_by_layer``: the same
+  over all of a layer's (or component's) parameters.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from typing import Sequence
+from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,22 +28,29 @@ import torch
 
 from bertology.compare.cka import cka_matrix
 from bertology.errors import DataError, ModelError
+from bertology.files import ensure_dir, save_figure
+from bertology.numbering import head_label
+from bertology.progress import progress_bar
+from bertology.results import Result
+from bertology.runtime import resolve_device
 
-_LAYER_RE = re.compile(r"(?:^|\.)(?:layer|layers)\.(\d+)\.(.*)$")
+#: ``component`` of the parameters of a layer block that several layers share (ALBERT).
+SHARED_LAYERS = "shared layers"
 
 
 def _as_encoder(model, tokenizer=None, name: str = "model"):
-    """An Encoder with eager attention, from an Encoder, an alias/path, or a (model, tokenizer)."""
+    """An Encoder from an Encoder, an alias/path, or an in-memory model with its tokenizer. Its attention
+    implementation is left as it is: attention weights are asked for per forward pass."""
     from bertology.models import Encoder, load_encoder
 
     if isinstance(model, Encoder):
-        return model.with_attentions()
+        return model
     if isinstance(model, torch.nn.Module):
         if tokenizer is None:
             raise ModelError(f"{name}: an in-memory model needs its tokenizer")
         backbone = getattr(model, "backbone", model)  # a GlueModel compares by its encoder
-        return Encoder.from_model(backbone, tokenizer, name=name).with_attentions()
-    return load_encoder(model, attentions=True)
+        return Encoder.from_model(backbone, tokenizer, name=name)
+    return load_encoder(model)
 
 
 def _texts(sentences) -> tuple[list, bool]:
@@ -57,36 +69,61 @@ def _texts(sentences) -> tuple[list, bool]:
     return words, True
 
 
-def _layer_of(name: str) -> tuple[str, str]:
-    """(layer label, component) of a parameter name: embeddings -> '0', encoder layer i -> 'i+1'."""
-    match = _LAYER_RE.search(name)
-    if match:
-        component = match.group(2).rsplit(".", 1)[0]
-        return str(int(match.group(1)) + 1), component
-    if "embeddings" in name:
-        return "0", name.split("embeddings.", 1)[-1].rsplit(".", 1)[0]
-    head = name.split(".", 1)[0]
-    return head, name.rsplit(".", 1)[0]
+def _parameter_places(model: torch.nn.Module, names: Sequence[str]) -> dict[str, tuple[int | None, str | None, str]]:
+    """``{parameter name: (layer, component, parameter group)}``: embeddings are layer 0, a transformer
+    block is its layer (found by :func:`~bertology.intervention.hooks.model_layout`, the one place that
+    knows which module is which layer); anything else is a component (pooler, classifier) with no layer."""
+    from bertology.intervention.hooks import model_layout
+
+    try:
+        blocks = model_layout(model).block_layers()
+    except ModelError:
+        blocks = {}  # an architecture the hooks do not know: its blocks are reported as components
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    places = {}
+    for name in names:
+        owner, _, _ = name.rpartition(".")
+        block = next((b for b in blocks if owner == b or owner.startswith(b + ".")), None)
+        if block is not None:
+            layers = blocks[block]
+            group = owner[len(block) + 1:] or "block"
+            places[name] = (layers[0], None, group) if len(layers) == 1 else (None, SHARED_LAYERS, group)
+            continue
+        parts = owner.split(".")
+        if "embeddings" in parts:
+            group = ".".join(parts[parts.index("embeddings") + 1:]) or "embeddings"
+            places[name] = (0, None, group)
+            continue
+        if parts and parts[0] == prefix and len(parts) > 1:
+            parts = parts[1:]
+        places[name] = (None, parts[0] or owner, ".".join(parts[1:]) or parts[0])
+    return places
 
 
 def weight_changes(before: torch.nn.Module, after: torch.nn.Module) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Relative weight change per (layer, component) and per layer, over parameters present in both."""
+    """Relative weight change ``||W_after - W_before||_F / ||W_before||_F`` over parameters present in
+    both (same name and shape): per (layer or component, parameter group) and per layer or component.
+
+    Columns: ``layer`` (0 = embeddings, 1..L; <NA> for a component), ``component`` (<NA> for a layer;
+    ``pooler``, ``classifier``...), [``parameter_group``,] ``rel_change``, ``n_params``.
+    """
     before_params = dict(before.named_parameters())
     after_params = dict(after.named_parameters())
     shared = [n for n in before_params if n in after_params and before_params[n].shape == after_params[n].shape]
     if not shared:
         raise ModelError("compare: the two models share no parameter of the same name and shape; "
                          "expected a model and its fine-tuned version")
-    per_component: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
-    per_layer: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    places = _parameter_places(before, shared)
+    per_group: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    per_layer: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     with torch.no_grad():
         for name in shared:
             w0 = before_params[name].detach().double().cpu()
             w1 = after_params[name].detach().double().cpu()
             diff = float(torch.sum((w1 - w0) ** 2))
             base = float(torch.sum(w0 ** 2))
-            layer, component = _layer_of(name)
-            for bucket in (per_component[(layer, component)], per_layer[layer]):
+            layer, component, group = places[name]
+            for bucket in (per_group[(layer, component, group)], per_layer[(layer, component)]):
                 bucket[0] += diff
                 bucket[1] += base
                 bucket[2] += w0.numel()
@@ -94,86 +131,94 @@ def weight_changes(before: torch.nn.Module, after: torch.nn.Module) -> tuple[pd.
     def rel(diff, base):
         return float(np.sqrt(diff / base)) if base > 0 else float("nan")
 
-    components = pd.DataFrame([{"layer": layer, "component": component, "rel_change": rel(d, b), "n_params": int(n)}
-                               for (layer, component), (d, b, n) in per_component.items()])
-    layers = pd.DataFrame([{"layer": layer, "rel_change": rel(d, b), "n_params": int(n)}
-                           for layer, (d, b, n) in per_layer.items()])
-    return components, layers
+    def order(key):  # layers in order, then components by name
+        return (0, key[0], "") if key[0] is not None else (1, 0, str(key[1]))
 
-
-def _forward_all(encoder, batch: dict, device) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    with torch.inference_mode():
-        output = encoder.model(**{k: v.to(device) for k, v in batch.items()}, output_hidden_states=True,
-                               output_attentions=True)
-    if output.attentions is None or any(a is None for a in output.attentions):
-        raise ModelError(f"{encoder.name}: returned no attention weights; load it with attentions=True (eager)")
-    return list(output.hidden_states), list(output.attentions)
+    groups = pd.DataFrame([{"layer": layer, "component": component, "parameter_group": group,
+                            "rel_change": rel(d, b), "n_params": int(n)}
+                           for (layer, component, group), (d, b, n) in sorted(per_group.items(),
+                                                                               key=lambda kv: (order(kv[0]), kv[0][2]))])
+    layers = pd.DataFrame([{"layer": layer, "component": component, "rel_change": rel(d, b), "n_params": int(n)}
+                           for (layer, component), (d, b, n) in sorted(per_layer.items(), key=lambda kv: order(kv[0]))])
+    for frame in (groups, layers):
+        frame["layer"] = pd.array(frame["layer"], dtype="Int64")
+        frame["component"] = frame["component"].astype("string")
+    return groups, layers
 
 
 def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_size: int = 16,
-                   max_length: int = 128, device: str | None = None, progress: bool = False) -> dict[str, pd.DataFrame]:
+                   max_length: int = 128, max_sentences: int | None = None, seed: int = 0,
+                   device: str | None = "auto", progress: bool = False) -> Result:
     """Compare ``before`` and ``after`` (Encoders, aliases/paths, or in-memory models with ``tokenizer``)
     on ``sentences`` (strings, word lists or :class:`~bertology.data.Sentence`).
 
-    Returns ``{"cka", "cka_cross", "attention", "weights", "weights_by_layer"}`` DataFrames (see module doc).
-    Layers are compared by index up to the shallower model's depth; parameters by name.
+    ``max_sentences`` keeps a subset drawn by ``seed`` (in corpus order). Both models run through
+    :meth:`Encoder.forward <bertology.models.Encoder.forward>` on ``device`` (``auto``: cuda if there is
+    one) and are put back where they were, in the mode they were in, with their attention implementation.
+
+    Returns a :class:`Result` with tables ``cka``, ``cka_cross``, ``attention``, ``weights`` and
+    ``weights_by_layer`` (see the module doc). Layers are compared by number up to the shallower model's
+    depth; parameters by name.
     """
+    from bertology.finetune.batching import seeded_subset
+
     before_enc = _as_encoder(before, tokenizer, "before")
     after_enc = _as_encoder(after, tokenizer, "after")
     texts, split = _texts(sentences)
+    texts = seeded_subset(texts, max_sentences, seed)
     if len(texts) < 2:
         raise DataError("compare: CKA needs at least two sentences")
     tok_b, tok_a = before_enc.tokenizer, after_enc.tokenizer
     if tok_b.get_vocab() != tok_a.get_vocab():
         raise ModelError(f"compare: {before_enc.name!r} and {after_enc.name!r} have different vocabularies; "
                          "expected a model and its fine-tuned version")
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    models = [before_enc.model, after_enc.model]
-    states = [before_enc.model.training, after_enc.model.training]
-    for model in models:
-        model.eval().to(device)
+    target = resolve_device(device)
+    encoders = (before_enc, after_enc)
+    places = [(enc.device, enc.model.training) for enc in encoders]
 
     token_reps: list[list[list[np.ndarray]]] = [[], []]  # [model][layer] -> list of [n_tokens, d]
     cls_reps: list[list[list[np.ndarray]]] = [[], []]
     cosine_sum: np.ndarray | None = None
     n_attention = 0
-    from rich.progress import Progress
-
-    with Progress(disable=not progress, transient=True) as bar:
-        job = bar.add_task("comparing", total=len(texts))
-        for start in range(0, len(texts), batch_size):
-            chunk = texts[start:start + batch_size]
-            batch = tok_b(chunk, is_split_into_words=split, truncation=True, max_length=max_length,
-                          padding=True, return_tensors="pt")
-            mask = batch["attention_mask"].bool()
-            outputs = [_forward_all(enc, batch, device) for enc in (before_enc, after_enc)]
-            for side, (hidden, _) in enumerate(outputs):
-                if not token_reps[side]:
-                    token_reps[side] = [[] for _ in hidden]
-                    cls_reps[side] = [[] for _ in hidden]
-                for layer, h in enumerate(hidden):
-                    h = h.float().cpu()
-                    token_reps[side][layer].append(h[mask].numpy())
-                    cls_reps[side][layer].append(h[:, 0].numpy())
-            attn_b, attn_a = outputs[0][1], outputs[1][1]
-            n_layers = min(len(attn_b), len(attn_a))
-            if attn_b[0].shape[1] != attn_a[0].shape[1]:
-                raise ModelError("compare: the models have different numbers of heads")
-            lengths = mask.sum(1)
-            batch_cos = np.zeros((n_layers, attn_b[0].shape[1]))
-            for layer in range(n_layers):
-                a0, a1 = attn_b[layer].float().cpu(), attn_a[layer].float().cpu()
+    try:
+        for enc in encoders:
+            enc.model.eval().to(target)
+        with before_enc.eager_attention(), after_enc.eager_attention(), progress_bar(progress, transient=True) as bar:
+            job = bar.add_task("comparing", total=len(texts))
+            for start in range(0, len(texts), batch_size):
+                chunk = texts[start:start + batch_size]
+                batch = tok_b(chunk, is_split_into_words=split, truncation=True, max_length=max_length,
+                              padding=True, return_tensors="pt")
+                mask = batch["attention_mask"].bool()
+                outputs = [enc.forward(batch, hidden_states=True, attentions=True) for enc in encoders]
+                for side, output in enumerate(outputs):
+                    hidden = output.hidden_states
+                    if not token_reps[side]:
+                        token_reps[side] = [[] for _ in hidden]
+                        cls_reps[side] = [[] for _ in hidden]
+                    for layer, h in enumerate(hidden):  # hidden_states[layer] is layer `layer`
+                        h = h.float().cpu()
+                        token_reps[side][layer].append(h[mask].numpy())
+                        cls_reps[side][layer].append(h[:, 0].numpy())
+                n_layers = min(len(outputs[0].attentions), len(outputs[1].attentions))
+                n_heads = outputs[0].attention(1).shape[1]
+                if outputs[1].attention(1).shape[1] != n_heads:
+                    raise ModelError("compare: the models have different numbers of heads")
+                batch_cos = np.zeros((n_layers, n_heads))
                 pair_mask = (mask[:, None, :, None] & mask[:, None, None, :]).float()
-                a0, a1 = a0 * pair_mask, a1 * pair_mask
-                dot = (a0 * a1).sum((-1, -2))
-                norms = a0.pow(2).sum((-1, -2)).sqrt() * a1.pow(2).sum((-1, -2)).sqrt()
-                batch_cos[layer] = (dot / norms.clamp_min(1e-12)).sum(0).numpy()
-            cosine_sum = batch_cos if cosine_sum is None else cosine_sum[:n_layers] + batch_cos
-            n_attention += int(lengths.numel())
-            bar.advance(job, len(chunk))
+                for row, layer in enumerate(range(1, n_layers + 1)):
+                    a0 = outputs[0].attention(layer).float().cpu() * pair_mask
+                    a1 = outputs[1].attention(layer).float().cpu() * pair_mask
+                    dot = (a0 * a1).sum((-1, -2))
+                    norms = a0.pow(2).sum((-1, -2)).sqrt() * a1.pow(2).sum((-1, -2)).sqrt()
+                    batch_cos[row] = (dot / norms.clamp_min(1e-12)).sum(0).numpy()
+                cosine_sum = batch_cos if cosine_sum is None else cosine_sum + batch_cos
+                n_attention += int(mask.shape[0])
+                bar.advance(job, len(chunk))
+    finally:
+        for enc, (where, training) in zip(encoders, places):
+            enc.model.to(where).train(training)
 
-    for model, state in zip(models, states):
-        model.train(state)
     n_common = min(len(token_reps[0]), len(token_reps[1]))
     tokens = [[np.concatenate(layer) for layer in side] for side in token_reps]
     cls = [[np.concatenate(layer) for layer in side] for side in cls_reps]
@@ -187,83 +232,67 @@ def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_
                          "n": int(cls[0][layer].shape[0])})
     cross_rows = [{"layer_before": i, "layer_after": j, "cka": float(cross[i, j])}
                   for i in range(cross.shape[0]) for j in range(cross.shape[1])]
-    attention_rows = [{"layer": layer + 1, "head": head, "cosine": float(cosine_sum[layer, head] / n_attention),
-                       "n_sentences": n_attention}
-                      for layer in range(cosine_sum.shape[0]) for head in range(cosine_sum.shape[1])]
+    attention_rows = [{"layer": row + 1, "head": head, "head_label": head_label(row + 1, head),
+                       "cosine": float(cosine_sum[row, head] / n_attention), "n_sentences": n_attention}
+                      for row in range(cosine_sum.shape[0]) for head in range(cosine_sum.shape[1])]
     weights, weights_by_layer = weight_changes(before_enc.model, after_enc.model)
-    return {
+    return Result("compare", tables={
         "cka": pd.DataFrame(cka_rows),
         "cka_cross": pd.DataFrame(cross_rows),
         "attention": pd.DataFrame(attention_rows),
         "weights": weights,
         "weights_by_layer": weights_by_layer,
-    }
+    }, meta={"before": before_enc.name, "after": after_enc.name, "before_fingerprint": before_enc.fingerprint,
+             "after_fingerprint": after_enc.fingerprint, "n_sentences": len(texts), "max_length": max_length,
+             "max_sentences": max_sentences, "subset_seed": seed, "device": str(target)})
 
 
-def _layer_sort_key(label: str):
-    return (0, int(label)) if str(label).isdigit() else (1, str(label))
+def _tables(results: Result | Mapping[str, pd.DataFrame]) -> Mapping[str, pd.DataFrame]:
+    return results.tables if isinstance(results, Result) else results
 
 
-def plot_comparison(results: dict[str, pd.DataFrame], out_dir, title: str = "") -> list:
-    """Three PNGs under ``out_dir``: CKA per layer, weight change per layer, attention cosine per head."""
-    from pathlib import Path
+def _layer_label(layer, component) -> str:
+    return str(component) if pd.isna(layer) else str(int(layer))
 
+
+def plot_comparison(results: Result | Mapping[str, pd.DataFrame], out_dir, title: str = "") -> list[Path]:
+    """Three PNGs under ``out_dir``: CKA per layer, weight change per layer (and component), attention
+    cosine per head. ``results`` is :func:`compare_models`'s result or its tables."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = _tables(results)
+    out_dir = ensure_dir(out_dir)
     paths = []
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for representation, frame in results["cka"].groupby("representation"):
-        ax.plot(frame["layer"], frame["cka"], marker="o", label=representation)
+    for representation, frame in tables["cka"].groupby("representation"):
+        ax.plot(frame["layer"].astype(float), frame["cka"], marker="o", label=representation)
     ax.set(xlabel="layer (0 = embeddings)", ylabel="linear CKA before vs after", ylim=(0, 1.02), title=title or "CKA")
     ax.legend()
     fig.tight_layout()
-    paths.append(out_dir / "cka.png")
-    fig.savefig(paths[-1], dpi=120)
+    paths.append(save_figure(fig, out_dir / "cka.png"))
     plt.close(fig)
 
-    frame = results["weights_by_layer"].copy()
-    frame = frame.iloc[sorted(range(len(frame)), key=lambda i: _layer_sort_key(frame["layer"].iloc[i]))]
+    frame = tables["weights_by_layer"]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.bar([str(x) for x in frame["layer"]], frame["rel_change"])
-    ax.set(xlabel="layer (0 = embeddings)", ylabel="||W_after - W_before|| / ||W_before||",
+    ax.bar([_layer_label(layer, component) for layer, component in zip(frame["layer"], frame["component"])],
+           frame["rel_change"])
+    ax.set(xlabel="layer (0 = embeddings) or component", ylabel="||W_after - W_before|| / ||W_before||",
            title=title or "relative weight change")
     fig.tight_layout()
-    paths.append(out_dir / "weights.png")
-    fig.savefig(paths[-1], dpi=120)
+    paths.append(save_figure(fig, out_dir / "weights.png"))
     plt.close(fig)
 
-    grid = results["attention"].pivot(index="layer", columns="head", values="cosine")
+    grid = tables["attention"].pivot(index="layer", columns="head", values="cosine")
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    image = ax.imshow(grid.values, vmin=0, vmax=1, cmap="viridis", aspect="auto")
+    image = ax.imshow(grid.values.astype(float), vmin=0, vmax=1, cmap="viridis", aspect="auto")
     ax.set(xlabel="head", ylabel="layer", title=title or "attention cosine before vs after",
-           yticks=range(len(grid.index)), yticklabels=grid.index)
+           yticks=range(len(grid.index)), yticklabels=[str(int(v)) for v in grid.index])
     fig.colorbar(image, ax=ax)
     fig.tight_layout()
-    paths.append(out_dir / "attention.png")
-    fig.savefig(paths[-1], dpi=120)
+    paths.append(save_figure(fig, out_dir / "attention.png"))
     plt.close(fig)
     return paths
-
-
-def write_comparison(results: dict[str, pd.DataFrame], out_dir) -> list:
-    """Each frame as CSV and Parquet under ``out_dir`` (temp file, then rename)."""
-    from pathlib import Path
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, frame in results.items():
-        for suffix in ("csv", "parquet"):
-            path = out_dir / f"{name}.{suffix}"
-            tmp = path.with_name(f".{path.name}.tmp")
-            frame = frame.astype({"layer": str}) if "layer" in frame and frame["layer"].dtype == object else frame
-            frame.to_csv(tmp, index=False) if suffix == "csv" else frame.to_parquet(tmp, index=False)
-            tmp.replace(path)
-            written.append(path)
-    return written

@@ -14,6 +14,19 @@ import numpy as np
 import torch
 
 from bertology.data.glue import GlueExample
+from bertology.errors import DataError
+
+
+def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
+    """``n`` of ``items`` drawn without replacement by ``seed``, kept in their original order (all of them
+    when ``n`` is None or at least ``len(items)``): the same subset for every run with the same seed."""
+    items = list(items)
+    if n is None or n >= len(items):
+        return items
+    if n < 1:
+        raise DataError(f"subset of {n} examples: expected at least 1")
+    keep = np.sort(np.random.default_rng(seed).choice(len(items), size=n, replace=False))
+    return [items[i] for i in keep]
 
 
 @dataclass

@@ -13,6 +13,8 @@ import typer
 from rich.console import Console
 
 from bertology.errors import DataError
+from bertology.options import (check_positive, default_out, device_option, model_option, out_option,
+                               progress_option, resolve_device, seed_list, seed_option, seeds_option)
 
 app = typer.Typer(help="GLUE fine-tuning with the Convexity report's variants.", no_args_is_help=True)
 
@@ -21,22 +23,16 @@ def _split(values: list[str] | None) -> list[str]:
     return [part.strip() for value in values or [] for part in value.split(",") if part.strip()]
 
 
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise DataError(f"--seeds {text!r}: expected whole numbers separated by commas, e.g. 0,1,2") from None
-
-
 @app.command("finetune")
 def finetune_command(
-    model: str = typer.Option("minilm", "--model", "-m", help="Alias (minilm), local directory or hub id."),
+    model: str = model_option(),
     task: list[str] = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, rte (comma-separated or repeated)."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder for checkpoints and the result tables."),
+    out: Optional[Path] = out_option("finetune"),
     variant: list[str] = typer.Option(["baseline"], "--variant", "-v",
                                       help="baseline, drop-last:K, copy-last:K, extra-layer[:K], multi-objective:K, "
                                            "or parts joined by '+' (repeat for several)."),
-    seeds: str = typer.Option("0,1,2", "--seeds", help="Comma-separated seeds."),
+    seeds: int = seeds_option(),
+    seed: int = seed_option(),
     epochs: float = typer.Option(3.0, "--epochs", help="Epochs (fractions allowed)."),
     lr: float = typer.Option(2e-5, "--lr", help="Peak learning rate (AdamW, linear warm-up 10 % then decay)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Training batch size."),
@@ -44,45 +40,55 @@ def finetune_command(
     max_train: Optional[int] = typer.Option(None, "--max-train",
                                             help="Subsample the train set to N examples (same subset for every seed)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps (smoke runs)."),
-    device: str = typer.Option("auto", "--device", help="auto (cuda if available), cpu, cuda, cuda:1 ..."),
+    device: str = device_option(),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="GLUE root (default: shared/data/glue)."),
     eval_each_epoch: bool = typer.Option(True, "--eval-each-epoch/--final-eval-only",
                                          help="Score dev after every epoch (a curve in the JSON) or only at the end."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: bool = progress_option(),
 ) -> None:
     """Fine-tune MODEL on GLUE tasks for each variant and seed; print and save the variants table.
 
-    A seed whose checkpoint is already in OUT is reused, so an interrupted run resumes.
+    Checkpoints go to OUT/<task>/<variant>/seed-<s>/, the tables (results, summary, table1; metrics as
+    fractions) to OUT. A seed whose checkpoint is already in OUT is reused, so an interrupted run resumes.
     """
-    from bertology.finetune.table import render_table, variants_table, write_tables
+    from bertology.finetune.table import render_table, variants_result
     from bertology.finetune.train import FinetuneConfig, collect_results, finetune
     from bertology.models import load_encoder
 
+    chosen_seeds = seed_list(seeds, seed)
+    for value, option in ((batch_size, "--batch-size"), (max_length, "--max-length"), (max_train, "--max-train"),
+                          (max_steps, "--max-steps"), (threads, "--threads")):
+        check_positive(value, option)
+    resolve_device(device)
     if threads:
         import torch
 
         torch.set_num_threads(threads)
     console = Console()
     tasks, variants = _split(task), _split(variant) or ["baseline"]
+    out = out if out is not None else default_out("finetune", Path(model).name)
     encoder = load_encoder(model)
     for task_name in tasks:
         for variant_name in variants:
-            config = FinetuneConfig(seeds=_seeds(seeds), epochs=epochs, lr=lr, batch_size=batch_size,
+            config = FinetuneConfig(seeds=chosen_seeds, epochs=epochs, lr=lr, batch_size=batch_size,
                                     max_length=max_length, max_train=max_train, max_steps=max_steps,
                                     variant=variant_name, device=device,
                                     data_dir=str(data_dir) if data_dir else None, progress=progress,
                                     eval_each_epoch=eval_each_epoch)
             result = finetune(encoder, task_name, config, out)
-            for run in result.runs:
-                scores = ", ".join(f"{k} {v:.4f}" for k, v in run.metrics.items())
-                console.print(f"{result.task} {result.variant} seed {run.seed}: {scores}"
-                              + (" (reused)" if run.reused else f" ({run.train_examples_per_second:.1f} train ex/s)"))
+            runs = result["runs"].set_index("seed")
+            for run_seed, frame in result["results"].groupby("seed", sort=False):
+                scores = ", ".join(f"{row.metric} {row.value:.4f}" for row in frame.itertuples())
+                run = runs.loc[run_seed]
+                console.print(f"{result.meta['task']} {result.meta['variant']} seed {run_seed}: {scores}"
+                              + (" (reused)" if run["reused"] else f" ({run['train_examples_per_second']:.1f} train ex/s)"))
     results = collect_results(out)
     results = results[results["base_fingerprint"] == encoder.fingerprint]
-    written = write_tables(results, out)
-    console.print(render_table(variants_table(results)))
-    console.print(f"wrote {', '.join(str(p) for p in written.values())}")
+    table = variants_result(results)
+    table.save(out)
+    console.print(render_table(table["table1"]))
+    console.print(f"wrote {out}/results, summary and table1 (.parquet + .csv; metrics as fractions) and the checkpoints")
 
 
 @app.command("finetune-table")
@@ -90,11 +96,12 @@ def table_command(
     out: Path = typer.Argument(..., help="A folder written by `bertology finetune`."),
 ) -> None:
     """Rebuild the variants table (Convexity Table 1) from every checkpoint under OUT."""
-    from bertology.finetune.table import render_table, variants_table, write_tables
+    from bertology.finetune.table import render_table, variants_result
     from bertology.finetune.train import collect_results
 
     results = collect_results(out)
     if results.empty:
         raise DataError(f"{out}: no fine-tuning checkpoints (finetune.json) found")
-    write_tables(results, out)
-    Console().print(render_table(variants_table(results)))
+    table = variants_result(results)
+    table.save(out)
+    Console().print(render_table(table["table1"]))

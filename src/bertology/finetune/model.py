@@ -20,7 +20,9 @@ from transformers import AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from bertology.errors import ModelError
+from bertology.files import describe_os_error, ensure_dir
 from bertology.finetune.variants import Variant, layer_list, parse_variant
+from bertology.runtime import resolve_device
 
 #: Written beside the weights of every checkpoint; its presence marks a finished one.
 CHECKPOINT_META = "finetune.json"
@@ -124,8 +126,11 @@ def build_glue_model(backbone: nn.Module, num_labels: int, variant: Variant | st
 def save_checkpoint(model: GlueModel, tokenizer, out_dir: str | Path, meta: dict) -> Path:
     """Write ``model``, ``tokenizer`` and ``meta`` to ``out_dir`` atomically (a temp folder, then a rename)."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    ensure_dir(out_dir.parent)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    except OSError as error:
+        raise describe_os_error(error, out_dir) from None
     try:
         model.backbone.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
@@ -133,9 +138,12 @@ def save_checkpoint(model: GlueModel, tokenizer, out_dir: str | Path, meta: dict
         meta = dict(meta, num_labels=model.num_labels, variant=model.variant.name,
                     objective_layers=list(model.objective_layers))
         (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a checkpoint is meant to be shared
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
+    except OSError as error:
+        raise describe_os_error(error, out_dir) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -155,12 +163,16 @@ def read_checkpoint_meta(path: str | Path) -> dict:
 
 def load_finetuned(path: str | Path, expected_base_fingerprint: str | None = None,
                    device: str | None = None) -> tuple[GlueModel, object, dict]:
-    """Load a checkpoint written by :func:`finetune`: ``(model, tokenizer, meta)``.
+    """Load a checkpoint written by :func:`finetune` (or pruned by ``bertology ablate prune``, whose
+    smaller shapes are rebuilt): ``(model, tokenizer, meta)``, on ``device`` if given.
 
     With ``expected_base_fingerprint``, a checkpoint fine-tuned from another base model raises
     :class:`ModelError` (so results of different models are never mixed).
     """
     path = Path(path)
+    if not path.is_dir():
+        raise ModelError(f"{path}: no such checkpoint folder; expected OUT/<task>/<variant>/seed-<s> "
+                         "as written by `bertology finetune`")
     meta = read_checkpoint_meta(path)
     if expected_base_fingerprint is not None and meta.get("base_fingerprint") != expected_base_fingerprint:
         raise ModelError(
@@ -178,6 +190,6 @@ def load_finetuned(path: str | Path, expected_base_fingerprint: str | None = Non
     if missing or unexpected:
         raise ModelError(f"{path / HEADS_FILE}: heads do not match the model (missing {missing}, unexpected {unexpected})")
     model.eval()
-    if device:
-        model.to(device)
+    if device is not None:
+        model.to(resolve_device(device))
     return model, tokenizer, meta

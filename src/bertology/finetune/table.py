@@ -1,25 +1,29 @@
-"""The Convexity report's Table 1: model variant x task (dev, headline metric x 100), with the average.
+"""The Convexity report's Table 1: model variant x task (dev, headline metric), with the average.
 
-Unlike the report's single numbers, every cell is a mean over seeds with its standard deviation.
+Unlike the report's single numbers, every cell is a mean over seeds with its standard deviation. Values
+are fractions (accuracy 0.79) or correlations (Matthews, Pearson) in every table; the console shows
+them x100, as the report printed them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from bertology.data.glue import glue_task
+from bertology.results import Result, percent
 
-#: The report's Table 1 (GLUE dev; CoLA Matthews, MRPC acc., STS-B Pearson, RTE acc.; x100), BERT-base.
+TASK_ORDER = ("cola", "sst2", "mrpc", "stsb", "rte")
+
+#: The report's Table 1 (GLUE dev; CoLA Matthews, MRPC acc., STS-B Pearson, RTE acc.), BERT-base, as
+#: fractions (the report printed them x100: 58.73 is 0.5873).
 CONVEXITY_TABLE1 = pd.DataFrame(
     [
-        ("bert-base-uncased", "baseline", 58.73, 85.29, 87.37, 72.00, 75.84),
-        ("bert-base-uncased", "multi-objective", 59.83, 83.33, 89.86, 70.31, 75.83),
-        ("bert-base-uncased", "multi-objective+extra-layer", 60.6, 84.8, 89.59, 66.43, 75.35),
-        ("bert-base-uncased", "copy-last", 58.8, 86.76, 88.33, 63.18, 74.26),
-        ("bert-base-cased", "baseline", 58.71, 84.64, 87.9, 71.48, 75.68),
-        ("bert-base-cased", "drop-last:2", 55.27, 85.05, 85.84, 67.15, 73.32),
+        ("bert-base-uncased", "baseline", 0.5873, 0.8529, 0.8737, 0.7200, 0.7584),
+        ("bert-base-uncased", "multi-objective", 0.5983, 0.8333, 0.8986, 0.7031, 0.7583),
+        ("bert-base-uncased", "multi-objective+extra-layer", 0.606, 0.848, 0.8959, 0.6643, 0.7535),
+        ("bert-base-uncased", "copy-last", 0.588, 0.8676, 0.8833, 0.6318, 0.7426),
+        ("bert-base-cased", "baseline", 0.5871, 0.8464, 0.879, 0.7148, 0.7568),
+        ("bert-base-cased", "drop-last:2", 0.5527, 0.8505, 0.8584, 0.6715, 0.7332),
     ],
     columns=["model", "variant", "cola", "mrpc", "stsb", "rte", "average"],
 )
@@ -36,18 +40,18 @@ def summarize(results: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def variants_table(results: pd.DataFrame, scale: float = 100.0) -> pd.DataFrame:
+def variants_table(results: pd.DataFrame) -> pd.DataFrame:
     """Table 1 as a wide frame: rows (model, variant), per task ``<task>`` mean and ``<task>_std`` over
-    seeds of the headline metric x ``scale``, and ``average`` (mean of the task means, as the report)."""
+    seeds of the headline metric (a fraction or correlation), ``average`` (mean of the task means, as the
+    report) and ``n_seeds``."""
     summary = summarize(results)
     summary = summary[summary["main"]]
     if summary.empty:
-        return pd.DataFrame()
-    summary = summary.assign(mean=summary["mean"] * scale, std=summary["std"] * scale)
+        return pd.DataFrame(columns=["model", "variant", "average", "n_seeds"])
     means = summary.pivot_table(index=["model", "variant"], columns="task", values="mean", sort=False)
     stds = summary.pivot_table(index=["model", "variant"], columns="task", values="std", sort=False, dropna=False)
     seeds = summary.pivot_table(index=["model", "variant"], columns="task", values="n_seeds", sort=False)
-    order = [t for t in ("cola", "sst2", "mrpc", "stsb", "rte") if t in means.columns]
+    order = [t for t in TASK_ORDER if t in means.columns]
     table = means[order].copy()
     for task in order:
         table[f"{task}_std"] = stds[task] if task in stds else float("nan")
@@ -57,37 +61,28 @@ def variants_table(results: pd.DataFrame, scale: float = 100.0) -> pd.DataFrame:
 
 
 def render_table(table: pd.DataFrame, title: str = "GLUE dev (x100), mean ± std over seeds"):
-    """A rich Table of :func:`variants_table`'s output."""
+    """A rich Table of :func:`variants_table`'s output, values shown x100."""
     from rich.table import Table
 
     rich_table = Table(title=title)
-    tasks = [c for c in ("cola", "sst2", "mrpc", "stsb", "rte") if c in table.columns]
+    tasks = [c for c in TASK_ORDER if c in table.columns]
     for column in ["model", "variant", *tasks, "average", "seeds"]:
         rich_table.add_column(column, justify="left" if column in ("model", "variant") else "right")
     for _, row in table.iterrows():
         cells = [str(row["model"]), str(row["variant"])]
         for task in tasks:
             mean, std = row[task], row.get(f"{task}_std")
-            cells.append("—" if pd.isna(mean) else f"{mean:.2f}" + ("" if pd.isna(std) else f" ± {std:.2f}"))
-        cells.append(f"{row['average']:.2f}")
+            cells.append("—" if pd.isna(mean) else percent(mean, 2) + ("" if pd.isna(std) else f" ± {percent(std, 2)}"))
+        cells.append(percent(row["average"], 2))
         cells.append(str(row["n_seeds"]))
         rich_table.add_row(*cells)
     return rich_table
 
 
-def write_tables(results: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
-    """Write results, summary and Table 1 as CSV and Parquet under ``out_dir`` (temp file, then rename)."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = {}
-    for name, frame in (("results", results), ("summary", summarize(results)), ("table1", variants_table(results))):
-        for suffix in ("csv", "parquet"):
-            path = out_dir / f"{name}.{suffix}"
-            tmp = path.with_name(f".{path.name}.tmp")
-            if suffix == "csv":
-                frame.to_csv(tmp, index=False)
-            else:
-                frame.to_parquet(tmp, index=False)
-            tmp.replace(path)
-            written[f"{name}.{suffix}"] = path
-    return written
+def variants_result(results: pd.DataFrame) -> Result:
+    """The per-seed ``results``, their ``summary`` (mean, std, n over seeds) and ``table1`` (the report's
+    layout) as one :class:`Result`; ``.save(out)`` writes them beside the checkpoints."""
+    return Result("finetune_table", tables={"results": results, "summary": summarize(results),
+                                            "table1": variants_table(results)},
+                  meta={"models": sorted(set(results["model"].dropna())) if len(results) else [],
+                        "units": "fractions (accuracy) or correlations; the console shows them x100"})

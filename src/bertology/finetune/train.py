@@ -23,11 +23,15 @@ from transformers import get_linear_schedule_with_warmup
 
 from bertology.data.glue import GlueExample, glue_task, read_glue
 from bertology.errors import DataError, ModelError
-from bertology.finetune.batching import EncodedExamples, collate, encode_examples, evaluation_batches, training_batches
+from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
+                                         training_batches)
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.model import (CHECKPOINT_META, GlueModel, build_glue_model, read_checkpoint_meta,
                                       save_checkpoint)
 from bertology.finetune.variants import parse_variant
+from bertology.progress import progress_bar
+from bertology.results import Result, tidy
+from bertology.runtime import resolve_device
 
 
 @dataclass
@@ -58,7 +62,9 @@ class FinetuneConfig:
     def __post_init__(self):
         self.seeds = tuple(int(s) for s in self.seeds)
         if not self.seeds:
-            raise DataError("no seeds given; expected at least one (e.g. --seeds 0,1,2)")
+            raise DataError("no seeds given; expected at least one (e.g. seeds=(0, 1, 2), or --seeds 3 --seed 0)")
+        if any(seed < 0 for seed in self.seeds):
+            raise DataError(f"seeds {self.seeds}: expected non-negative integers")
         if self.epochs <= 0 or self.lr <= 0 or self.batch_size < 1 or self.max_length < 8:
             raise DataError(f"bad fine-tuning settings: epochs={self.epochs}, lr={self.lr}, "
                             f"batch_size={self.batch_size}, max_length={self.max_length}; expected positive values")
@@ -73,47 +79,9 @@ class FinetuneConfig:
         return {key: getattr(self, key) for key in keys}
 
 
-@dataclass
-class SeedRun:
-    seed: int
-    metrics: dict[str, float]
-    checkpoint: Path | None
-    reused: bool
-    train_seconds: float
-    train_examples_per_second: float
-    history: list[dict] = field(default_factory=list)
-
-
-@dataclass
-class FinetuneResult:
-    """All seeds of one (model, task, variant): per-seed dev metrics and checkpoints."""
-
-    model: str
-    base_fingerprint: str
-    task: str
-    variant: str
-    config: FinetuneConfig
-    runs: list[SeedRun]
-    n_train: int
-    n_dev: int
-
-    def frame(self) -> pd.DataFrame:
-        """Tidy results: one row per seed x metric."""
-        rows = []
-        for run in self.runs:
-            for metric, value in run.metrics.items():
-                rows.append({"model": self.model, "base_fingerprint": self.base_fingerprint, "task": self.task,
-                             "variant": self.variant, "seed": run.seed, "metric": metric, "value": value,
-                             "split": "dev", "n_train": self.n_train, "n_dev": self.n_dev,
-                             "epochs": self.config.epochs, "lr": self.config.lr,
-                             "checkpoint": str(run.checkpoint) if run.checkpoint else None})
-        return pd.DataFrame(rows)
-
-
-def resolve_device(device: str | None = "auto") -> torch.device:
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+#: The per-seed, per-metric table of :func:`finetune` and :func:`collect_results`.
+RESULT_COLUMNS = ["model", "base_fingerprint", "task", "variant", "seed", "metric", "value", "split", "n_train",
+                  "n_dev", "epochs", "lr", "checkpoint"]
 
 
 def _seed_everything(seed: int) -> None:
@@ -220,13 +188,6 @@ def _fresh_backbone(encoder) -> torch.nn.Module:
     return backbone
 
 
-def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                    TimeElapsedColumn(), TimeRemainingColumn(), disable=not enabled, transient=False)
-
-
 def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExamples, task: str, seed: int,
                    config: FinetuneConfig, device: torch.device, description: str = "") -> tuple[dict, list[dict], float, float]:
     """Fine-tune ``model`` in place; returns (final dev metrics, per-epoch history, seconds, train examples/s)."""
@@ -244,8 +205,9 @@ def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExample
     history: list[dict] = []
     step, seen, train_seconds = 0, 0, 0.0
     epoch = 0
-    with _progress(config.progress) as progress:
-        bar = progress.add_task(description or f"{task} seed {seed}", total=total_steps, info="")
+    description = description or f"{task} seed {seed}"
+    with progress_bar(config.progress) as progress:
+        bar = progress.add_task(description, total=total_steps)
         while step < total_steps:
             epoch += 1
             batches = training_batches(train.lengths, config.batch_size, rng, group_by_length=config.group_by_length)
@@ -266,25 +228,33 @@ def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExample
                 step += 1
                 seen += len(indices)
                 running.append(float(output.loss.detach()))
-                progress.update(bar, advance=1, info=f"epoch {epoch} loss {np.mean(running[-50:]):.3f}")
+                progress.update(bar, advance=1,
+                                description=f"{description}: epoch {epoch} loss {np.mean(running[-50:]):.3f}")
             train_seconds += time.perf_counter() - start
             last = step >= total_steps
             if config.eval_each_epoch or last:
                 scores = glue_metric(task, predict(model, dev, config.eval_batch_size, device), dev.labels)
                 history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(running)) if running else None,
                                 **scores})
-                progress.update(bar, info=f"epoch {epoch} dev " + " ".join(f"{k} {v:.3f}" for k, v in scores.items()))
+                progress.update(bar, description=f"{description}: epoch {epoch} dev "
+                                + " ".join(f"{k} {v:.3f}" for k, v in scores.items()))
     final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "train_loss")}
     return final, history, train_seconds, seen / train_seconds if train_seconds else 0.0
 
 
-def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: str | Path | None = None) -> FinetuneResult:
+def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: str | Path | None = None) -> Result:
     """Fine-tune ``model`` (an :class:`~bertology.models.Encoder`, alias, path or hub id) on GLUE ``task``.
 
     Each seed's checkpoint goes to ``out_dir/<task>/<variant>/seed-<s>/`` (``save_pretrained`` encoder +
     tokenizer, ``heads.safetensors``, ``finetune.json`` with the base model's fingerprint, task, variant,
     seed, recipe and dev metrics). A seed whose finished checkpoint is there is not trained again; a
     checkpoint of another base model or recipe there raises :class:`ModelError`.
+
+    Returns a :class:`Result` with tables ``results`` (one row per seed x dev metric, the metric a
+    fraction or correlation: ``model, base_fingerprint, task, variant, seed, metric, value, split,
+    n_train, n_dev, epochs, lr, checkpoint``), ``runs`` (per seed: ``seed, reused, checkpoint,
+    train_seconds, train_examples_per_second``) and ``history`` (per seed x epoch x metric: ``seed,
+    epoch, step, train_loss, metric, value``); ``meta`` holds the model, task, variant, config and sizes.
     """
     config = config or FinetuneConfig()
     spec = glue_task(task)
@@ -295,39 +265,54 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
         raise DataError("finetune: out_dir is needed to save checkpoints (or set config.save=False)")
     device = resolve_device(config.device)
 
-    train_examples = read_glue(spec.name, "train", config.data_dir)
+    train_examples = seeded_subset(read_glue(spec.name, "train", config.data_dir), config.max_train, config.data_seed)
     dev_examples = read_glue(spec.name, "dev", config.data_dir)
-    if config.max_train is not None and config.max_train < len(train_examples):
-        keep = np.sort(np.random.default_rng(config.data_seed).choice(len(train_examples), config.max_train, replace=False))
-        train_examples = [train_examples[i] for i in keep]
     train = encode_examples(encoder.tokenizer, train_examples, config.max_length)
     dev = encode_examples(encoder.tokenizer, dev_examples, config.max_length)
 
-    runs: list[SeedRun] = []
+    results, runs, history = [], [], []
     for seed in config.seeds:
         seed_dir = Path(out_dir) / spec.name / variant.name.replace(":", "-") / f"seed-{seed}" if out_dir else None
         if seed_dir is not None and (seed_dir / CHECKPOINT_META).is_file():
             meta = read_checkpoint_meta(seed_dir)
             _check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
-            runs.append(SeedRun(seed, meta["metrics"], seed_dir, True, meta.get("train_seconds", 0.0),
-                                meta.get("train_examples_per_second", 0.0), meta.get("history", [])))
-            continue
-        _seed_everything(seed)
-        glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
-        metrics, history, seconds, throughput = train_one_seed(
-            glue_model, train, dev, spec.name, seed, config, device,
-            description=f"{encoder.name} {spec.name} {variant.name} seed {seed}")
-        checkpoint = None
-        if config.save:
-            meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),
-                    "base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed, "metrics": metrics,
-                    "history": history, "recipe": config.recipe(), "n_train": len(train), "n_dev": len(dev),
-                    "device": str(device), "train_seconds": seconds, "train_examples_per_second": throughput,
-                    "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-            checkpoint = save_checkpoint(glue_model.cpu(), encoder.tokenizer, seed_dir, meta)
-        runs.append(SeedRun(seed, metrics, checkpoint, False, seconds, throughput, history))
-        del glue_model
-    return FinetuneResult(encoder.name, encoder.fingerprint, spec.name, variant.name, config, runs, len(train), len(dev))
+            metrics, curve, checkpoint, reused = meta["metrics"], meta.get("history", []), seed_dir, True
+            seconds, throughput = meta.get("train_seconds", 0.0), meta.get("train_examples_per_second", 0.0)
+        else:
+            _seed_everything(seed)
+            glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
+            metrics, curve, seconds, throughput = train_one_seed(
+                glue_model, train, dev, spec.name, seed, config, device,
+                description=f"{encoder.name} {spec.name} {variant.name} seed {seed}")
+            checkpoint, reused = None, False
+            if config.save:
+                meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),
+                        "base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed,
+                        "metrics": metrics, "history": curve, "recipe": config.recipe(), "n_train": len(train),
+                        "n_dev": len(dev), "device": str(device), "train_seconds": seconds,
+                        "train_examples_per_second": throughput, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                checkpoint = save_checkpoint(glue_model.cpu(), encoder.tokenizer, seed_dir, meta)
+            del glue_model
+        for metric, value in metrics.items():
+            results.append({"model": encoder.name, "base_fingerprint": encoder.fingerprint, "task": spec.name,
+                            "variant": variant.name, "seed": seed, "metric": metric, "value": float(value),
+                            "split": "dev", "n_train": len(train), "n_dev": len(dev), "epochs": config.epochs,
+                            "lr": config.lr, "checkpoint": str(checkpoint) if checkpoint else None})
+        runs.append({"seed": seed, "reused": reused, "checkpoint": str(checkpoint) if checkpoint else None,
+                     "train_seconds": float(seconds), "train_examples_per_second": float(throughput)})
+        for point in curve:
+            for metric, value in point.items():
+                if metric not in ("epoch", "step", "train_loss"):
+                    history.append({"seed": seed, "epoch": point.get("epoch"), "step": point.get("step"),
+                                    "train_loss": point.get("train_loss"), "metric": metric, "value": value})
+    return Result("finetune", tables={
+        "results": pd.DataFrame(results, columns=RESULT_COLUMNS),
+        "runs": pd.DataFrame(runs, columns=["seed", "reused", "checkpoint", "train_seconds",
+                                            "train_examples_per_second"]),
+        "history": pd.DataFrame(history, columns=["seed", "epoch", "step", "train_loss", "metric", "value"]),
+    }, meta={"model": encoder.name, "base_fingerprint": encoder.fingerprint, "task": spec.name,
+             "variant": variant.name, "config": config_dict(config), "n_train": len(train), "n_dev": len(dev),
+             "device": str(device)})
 
 
 def _check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, config: FinetuneConfig) -> None:
@@ -350,7 +335,8 @@ def _check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, c
 
 
 def collect_results(out_dir: str | Path) -> pd.DataFrame:
-    """Every finished checkpoint under ``out_dir`` as tidy rows (model, task, variant, seed, metric, value)."""
+    """Every finished checkpoint under ``out_dir`` as tidy rows, :func:`finetune`'s ``results`` columns
+    (``model, task, variant, seed, metric, value, ...``); a building block of the variants table."""
     rows = []
     for meta_path in sorted(Path(out_dir).rglob(CHECKPOINT_META)):
         meta = read_checkpoint_meta(meta_path.parent)
@@ -360,9 +346,7 @@ def collect_results(out_dir: str | Path) -> pd.DataFrame:
                          "metric": metric, "value": value, "split": "dev", "n_train": meta.get("n_train"),
                          "n_dev": meta.get("n_dev"), "epochs": meta.get("recipe", {}).get("epochs"),
                          "lr": meta.get("recipe", {}).get("lr"), "checkpoint": str(meta_path.parent)})
-    columns = ["model", "base_fingerprint", "task", "variant", "seed", "metric", "value", "split", "n_train", "n_dev",
-               "epochs", "lr", "checkpoint"]
-    return pd.DataFrame(rows, columns=columns)
+    return tidy(pd.DataFrame(rows, columns=RESULT_COLUMNS))
 
 
 def config_dict(config: FinetuneConfig) -> dict:

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from bertology.errors import ModelError
+from bertology.runtime import derive_seed
 
 _NAMES = {"drop-last": "drop_last", "copy-last": "copy_last", "extra-layer": "extra_layers", "multi-objective": "multi_objective"}
 _DEFAULT_K = {"drop_last": 2, "copy_last": 2, "extra_layers": 1, "multi_objective": 4}
@@ -57,7 +58,8 @@ class Variant:
         return base_layers - self.drop_last + self.copy_last + self.extra_layers
 
     def objective_layers(self, depth: int) -> list[int]:
-        """1-based layers (of the modified model) whose [CLS] feeds a classifier; the last is the predictor."""
+        """Layers (1..depth as in ``hidden_states``, of the modified model) whose [CLS] feeds a classifier;
+        the last is the predictor."""
         k = max(1, self.multi_objective)
         return list(range(depth - k + 1, depth + 1))
 
@@ -166,7 +168,7 @@ def apply_variant(backbone: nn.Module, variant: Variant | str, seed: int = 0) ->
         std = float(getattr(backbone.config, "initializer_range", 0.02))
         generator_state = torch.random.get_rng_state()
         try:
-            torch.manual_seed(10_000 + seed)  # new layers depend on the run's seed only
+            torch.manual_seed(derive_seed(seed, "extra-layer"))  # new layers depend on the run's seed only
             for _ in range(variant.extra_layers):
                 fresh = copy.deepcopy(stack[-1])
                 _reinitialise(fresh, std)

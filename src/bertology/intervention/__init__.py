@@ -1,15 +1,22 @@
-"""Head and layer interventions: masking, dropping, importance (Michel et al. 2019) and real pruning."""
+"""Head and layer interventions: masking, dropping, importance (Michel et al. 2019) and real pruning.
 
+Numbering (:mod:`bertology.numbering`): layers 1..L as in ``hidden_states`` (layer 0, the embeddings, has
+no heads and cannot be dropped), heads from 0, labels ``L4H5``. The translation to module indices
+(``encoder.layer[l - 1]``) happens only in :mod:`bertology.intervention.hooks`.
+"""
+
+from bertology.intervention.ablation import ablate_heads, ablate_layers, attention_best_heads, prune_by_importance
 from bertology.intervention.hooks import (
     SUPPORTED_MODEL_TYPES,
     AttentionSite,
     ModelLayout,
     drop_layers,
+    grid_index,
     heads_to_scales,
     hook_points,
     mask_heads,
     model_layout,
-    parse_heads,
+    module_index,
     scale_heads,
 )
 from bertology.intervention.importance import (
@@ -17,6 +24,7 @@ from bertology.intervention.importance import (
     flagged_heads,
     flagged_vs_random,
     head_importance,
+    heads_frame,
     importance_frame,
     per_example_loss,
     plot_pruning_curve,
@@ -38,13 +46,18 @@ __all__ = [
     "SUPPORTED_MODEL_TYPES",
     "AttentionSite",
     "ModelLayout",
+    "ablate_heads",
+    "ablate_layers",
+    "attention_best_heads",
     "attention_parameters",
     "count_parameters",
     "delta_matrix",
     "drop_layers",
     "flagged_heads",
     "flagged_vs_random",
+    "grid_index",
     "head_importance",
+    "heads_frame",
     "heads_to_scales",
     "hook_points",
     "importance_frame",
@@ -52,9 +65,10 @@ __all__ = [
     "mask_heads",
     "measure_latency",
     "model_layout",
-    "parse_heads",
+    "module_index",
     "per_example_loss",
     "plot_pruning_curve",
+    "prune_by_importance",
     "prune_heads",
     "pruning_curve",
     "save_pruned",

@@ -12,6 +12,12 @@ Every hook is removed when its context manager exits; no weight is copied or cha
 
 Modules are found by walking the model (q/k/v projections by name, the output projection next to them),
 so the same code serves bert, roberta, electra, distilbert, albert (shared layers), deberta-v2 and mpnet.
+
+Numbering: the one of :mod:`bertology.numbering`. Layer ``l`` (``1..L``) is ``hidden_states[l]``: masking a
+head of layer ``l`` or dropping layer ``l`` changes ``hidden_states[l]`` and nothing below it. Heads count
+from 0; ``L4H5`` is head 5 of layer 4. Layer 0 (the embeddings) has no heads and no block and is refused.
+This module is the one place where a layer becomes a module index (:func:`module_index`:
+``encoder.layer[l - 1]``) or a row of a ``[layers, heads]`` grid (:func:`grid_index`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from typing import Iterable, Iterator, Mapping, Sequence
 import torch
 from torch import nn
 
-from bertology.errors import DataError, ModelError
+from bertology.errors import ModelError
+from bertology.numbering import HeadSpec, head_label, parse_heads, parse_layers, transformer_layers
 
 #: Sibling names of per-head query/key/value projections, one tuple per architecture family.
 _QKV_NAMES: tuple[tuple[str, str, str], ...] = (
@@ -77,46 +84,76 @@ class AttentionSite:
         return self.output.in_features // self.head_size
 
 
+def module_index(layer: int) -> int:
+    """The module index of layer ``layer`` (1..L): ``encoder.layer[layer - 1]``; the one translation."""
+    return int(layer) - 1
+
+
+def grid_index(layer: int, head: int) -> tuple[int, int]:
+    """Where head ``(layer, head)`` sits in a ``[layers, heads]`` grid (head scales, importance scores).
+
+    Row ``layer - 1`` holds layer ``layer``: grids have one row per transformer layer and no row for the
+    embeddings. Every grid in :mod:`bertology.intervention` is indexed through this function.
+    """
+    return module_index(layer), int(head)
+
+
 @dataclass
 class ModelLayout:
-    """Every attention site of a model, indexed by logical layer, with the original head numbering."""
+    """Every attention site of a model, by layer (1..L, hidden_states numbering), with the original heads."""
 
     model_type: str
     num_layers: int
     num_heads: int  # heads per layer before any pruning (the config's)
     sites: list[AttentionSite]
     base_model: nn.Module
-    #: original head ids still present, per logical layer (all heads unless the model was pruned)
+    #: original head ids still present, per layer 1..L (all heads unless the model was pruned)
     present_heads: dict[int, list[int]]
 
     def site(self, layer: int) -> AttentionSite:
+        """The attention module serving layer ``layer`` (1..L)."""
         for site in self.sites:
             if layer in site.layers:
                 return site
-        raise ModelError(f"no attention module serves layer {layer}")  # unreachable after validation
+        raise ModelError(f"no attention module serves layer {layer}; this {self.model_type} model has "
+                         f"layers 1-{self.num_layers} (0 is the embeddings, which have no attention)")
 
     @property
     def shared(self) -> bool:
         return any(len(site.layers) > 1 for site in self.sites)
 
+    @property
+    def layers(self) -> list[int]:
+        """``[1, ..., L]``: the layers that have heads and blocks."""
+        return list(transformer_layers(self.num_layers))
+
     def all_heads(self) -> list[tuple[int, int]]:
-        """Every (layer, head) still present, in layer-major order."""
-        return [(layer, head) for layer in range(self.num_layers) for head in self.present_heads[layer]]
+        """Every (layer, head) still present, layer-major."""
+        return [(layer, head) for layer in self.layers for head in self.present_heads[layer]]
 
-    def check_layer(self, layer: int) -> None:
-        if not isinstance(layer, (int,)) or isinstance(layer, bool) or not 0 <= layer < self.num_layers:
-            raise ModelError(
-                f"layer {layer!r} out of range: this {self.model_type} model has {self.num_layers} layers "
-                f"(0-{self.num_layers - 1})"
-            )
+    def block_layers(self) -> dict[str, list[int]]:
+        """``{block module name: the layers (1..L) it serves}``, names relative to the model given
+        (one layer each, except ALBERT's shared block)."""
+        return {site.block_name: list(site.layers) for site in self.sites}
 
-    def check_head(self, layer: int, head: int) -> None:
-        self.check_layer(layer)
-        if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < self.num_heads:
-            raise ModelError(
-                f"head {head!r} out of range in layer {layer}: this {self.model_type} model has "
-                f"{self.num_heads} heads per layer (0-{self.num_heads - 1})"
-            )
+    def heads(self, spec: HeadSpec) -> list[tuple[int, int]]:
+        """``spec`` (labels such as ``"L4H5,L3"``, ``[(4, 5)]`` or ``{4: [5]}``) checked against this model
+        and expanded (``L3`` = every head of layer 3); sorted, unique. An empty list or mapping gives ``[]``;
+        an empty string is an error (``--heads ''`` is a mistake, not a request for nothing)."""
+        if not isinstance(spec, str):
+            spec = spec if isinstance(spec, Mapping) else list(spec)
+            if not spec:
+                return []
+        return [(layer, head) for layer, head in parse_heads(spec, self.num_layers, self.num_heads)]
+
+    def layer_list(self, spec) -> list[int]:
+        """``spec`` (``"1,2"``, ``"L3"``, ``[1, 2]``, ``"all"``) as checked layers 1..L; layer 0 is refused."""
+        if not isinstance(spec, (str, int)) and spec is not None:
+            spec = list(spec)
+            if not spec:
+                return []
+        layers = parse_layers(spec, self.num_layers, transformer_only=True)
+        return self.layers if layers is None else layers
 
 
 def _config_int(config, *names: str) -> int:
@@ -203,8 +240,8 @@ def model_layout(model: nn.Module) -> ModelLayout:
         )
 
     if len(found) == num_layers:
-        for layer, site in enumerate(found):
-            site.layers = [layer]
+        for layer in transformer_layers(num_layers):
+            found[module_index(layer)].layers = [layer]
     elif model_type == "albert":
         inner = _config_int(config, "inner_group_num")
         groups = _config_int(config, "num_hidden_groups")
@@ -213,17 +250,18 @@ def model_layout(model: nn.Module) -> ModelLayout:
                 f"albert with inner_group_num={inner}, num_hidden_groups={groups}: only inner_group_num=1 "
                 "(every released ALBERT) is supported, where each logical layer is one shared layer call"
             )
-        for layer in range(num_layers):
-            # Same formula as AlbertTransformer.forward
-            found[int(layer / (num_layers / groups))].layers.append(layer)
+        for layer in transformer_layers(num_layers):
+            # Same formula as AlbertTransformer.forward, on the module index
+            found[int(module_index(layer) / (num_layers / groups))].layers.append(layer)
     else:
         raise ModelError(
             f"model type {model_type!r}: found {len(found)} attention modules for {num_layers} layers; "
             "layer sharing is only understood for albert"
         )
 
-    pruned = {int(k): set(v) for k, v in (getattr(config, "bertology_pruned_heads", None) or {}).items()}
-    present = {layer: [h for h in range(num_heads) if h not in pruned.get(layer, set())] for layer in range(num_layers)}
+    pruned = recorded_pruned_heads(config)
+    present = {layer: [h for h in range(num_heads) if h not in pruned.get(layer, set())]
+               for layer in transformer_layers(num_layers)}
     for site in found:
         for layer in site.layers:
             if len(present[layer]) != site.num_heads:
@@ -236,12 +274,44 @@ def model_layout(model: nn.Module) -> ModelLayout:
                        base_model=base, present_heads=present)
 
 
+#: Where a pruned model's config records the heads that are gone.
+PRUNED_HEADS_KEY = "bertology_pruned_heads"
+
+
+def recorded_pruned_heads(config) -> dict[int, set[int]]:
+    """The heads a config records as pruned, ``{layer (1..L): {heads}}``.
+
+    Written as a list of labels (``["L1H1", "L2H0"]``). Checkpoints pruned before the one numbering hold
+    a mapping ``{"0": [1], "1": [0]}`` keyed by **module index** (0-based layers); it is read as such and
+    converted (module index ``i`` is layer ``i + 1``), so those checkpoints keep loading unchanged.
+    """
+    raw = getattr(config, PRUNED_HEADS_KEY, None) or []
+    record: dict[int, set[int]] = {}
+    if isinstance(raw, Mapping):  # legacy: module indices
+        for index, heads in raw.items():
+            record.setdefault(int(index) + 1, set()).update(int(h) for h in heads)
+        return record
+    labels = [raw] if isinstance(raw, str) else list(raw)
+    if labels:
+        for layer, head in parse_heads(",".join(labels), option=f"config {PRUNED_HEADS_KEY}"):
+            record.setdefault(layer, set()).add(head)
+    return record
+
+
+def record_pruned_heads(config, record: Mapping[int, Iterable[int]]) -> list[str]:
+    """Store ``{layer: heads}`` in ``config`` as sorted labels (JSON-friendly); returns the labels."""
+    labels = [head_label(layer, head) for layer in sorted(record) for head in sorted(record[layer])]
+    setattr(config, PRUNED_HEADS_KEY, labels)
+    return labels
+
+
 def hook_points(model: nn.Module) -> dict[str, nn.Module]:
     """TransformerLens-style named hook points, discoverable by name.
 
-    ``layer.{i}`` is the transformer block, ``layer.{i}.attn`` the self-attention module,
-    ``layer.{i}.attn.q|k|v`` its projections and ``layer.{i}.attn.head_context`` the attention output
-    projection, whose *input* is the per-head context ``[batch, tokens, heads * head_size]``
+    ``layer.{l}`` (``l`` = 1..L, the layer whose output is ``hidden_states[l]``) is the transformer block,
+    ``layer.{l}.attn`` the self-attention module, ``layer.{l}.attn.q|k|v`` its projections and
+    ``layer.{l}.attn.head_context`` the attention output projection, whose *input* is the per-head context
+    ``[batch, tokens, heads * head_size]``; slice ``h * head_size:(h + 1) * head_size`` is head ``h``
     (a forward pre-hook there sees or edits each head's contribution). With ALBERT several names
     point to one shared module.
     """
@@ -264,57 +334,18 @@ def _natural_key(text: str) -> list:
 
 
 # --------------------------------------------------------------------------------------------------
-# Head specifications
-
-
-HeadSpec = Iterable[tuple[int, int]] | Mapping[int, Iterable[int]] | str
-
-
-def parse_heads(spec: HeadSpec) -> list[tuple[int, int]]:
-    """``"3-5,4-1"`` or ``[(3, 5), (4, 1)]`` or ``{3: [5], 4: [1]}`` -> sorted unique (layer, head) pairs.
-
-    ``"3-*"`` stands for every head of layer 3 (expanded later, when the model is known: returns head -1).
-    """
-    pairs: list[tuple[int, int]] = []
-    if isinstance(spec, str):
-        for item in filter(None, (part.strip() for part in spec.split(","))):
-            layer, sep, head = item.partition("-")
-            if not sep or not layer.strip().isdigit() or not (head.strip().isdigit() or head.strip() == "*"):
-                raise DataError(
-                    f"head {item!r}: expected LAYER-HEAD with 0-based integers (e.g. 3-5), or LAYER-* for a whole layer"
-                )
-            pairs.append((int(layer), -1 if head.strip() == "*" else int(head)))
-    elif isinstance(spec, Mapping):
-        for layer, heads in spec.items():
-            pairs.extend((int(layer), int(h)) for h in heads)
-    else:
-        for item in spec:
-            try:
-                layer, head = item
-            except (TypeError, ValueError):
-                raise DataError(f"head {item!r}: expected a (layer, head) pair") from None
-            pairs.append((int(layer), int(head)))
-    return sorted(set(pairs))
-
-
-def _expand(layout: ModelLayout, heads: HeadSpec) -> list[tuple[int, int]]:
-    out = []
-    for layer, head in parse_heads(heads):
-        if head == -1:
-            layout.check_layer(layer)
-            out.extend((layer, h) for h in range(layout.num_heads))
-        else:
-            layout.check_head(layer, head)
-            out.append((layer, head))
-    return sorted(set(out))
+# Head grids
 
 
 def heads_to_scales(model_or_layout, heads: HeadSpec, value: float = 0.0) -> torch.Tensor:
-    """A ``[layers, heads]`` tensor of ones with ``value`` at every listed head (original numbering)."""
+    """A ``[layers, heads]`` grid of ones with ``value`` at every listed head (``L4H5``, ``[(4, 5)]``...).
+
+    Row ``l - 1`` is layer ``l`` (see :func:`grid_index`); heads keep their original numbers after pruning.
+    """
     layout = model_or_layout if isinstance(model_or_layout, ModelLayout) else model_layout(model_or_layout)
     scales = torch.ones(layout.num_layers, layout.num_heads)
-    for layer, head in _expand(layout, heads):
-        scales[layer, head] = value
+    for layer, head in layout.heads(heads):
+        scales[grid_index(layer, head)] = value
     return scales
 
 
@@ -341,8 +372,9 @@ class _CallCounter:
 def scale_heads(model: nn.Module, scales: torch.Tensor) -> Iterator[torch.Tensor]:
     """Multiply each head's context by ``scales`` inside the block; the hooks go when it exits.
 
-    ``scales`` is ``[layers, heads]`` or per example ``[batch, layers, heads]`` in the original head
-    numbering (a head pruned away is simply not there to scale). It may require grad: the gradient of a
+    ``scales`` is a ``[layers, heads]`` grid (row ``l - 1`` = layer ``l``, :func:`grid_index`) or per example
+    ``[batch, layers, heads]``, in the original head numbering (a head pruned away is simply not there
+    to scale). It may require grad: the gradient of a
     loss with respect to it is Michel et al.'s head-importance signal. Yields ``scales``.
     """
     layout = model_layout(model)
@@ -360,7 +392,7 @@ def scale_heads(model: nn.Module, scales: torch.Tensor) -> Iterator[torch.Tensor
         def pre_hook(module, args, kwargs, site=site, present=present):
             context = args[0] if args else kwargs["input"]
             layer = counter.next_layer(id(site.output), site.layers)
-            factor = scales[..., layer, :].index_select(-1, present[layer].to(scales.device))
+            factor = scales[..., module_index(layer), :].index_select(-1, present[layer].to(scales.device))
             factor = factor.to(dtype=context.dtype, device=context.device)
             heads, size = factor.shape[-1], site.head_size
             shaped = context.unflatten(-1, (heads, size))
@@ -386,13 +418,16 @@ def scale_heads(model: nn.Module, scales: torch.Tensor) -> Iterator[torch.Tensor
 
 @contextlib.contextmanager
 def mask_heads(model: nn.Module, heads: HeadSpec) -> Iterator[list[tuple[int, int]]]:
-    """Remove the listed heads (``[(layer, head)]``, ``{layer: [heads]}`` or ``"3-5,4-1"``) inside the block.
+    """Remove the listed heads inside the block: ``"L4H5,L3H0"``, ``"L4"`` (every head of layer 4),
+    ``[(4, 5)]`` or ``{4: [5]}``, layers 1..L as in ``hidden_states``, heads from 0.
 
-    Works with every attention implementation (sdpa included). Yields the validated (layer, head) list.
-    An empty list leaves the model unchanged.
+    Head ``h`` of layer ``l`` is the head whose attention map is ``attentions[l - 1][:, h]``; masking it
+    zeroes its context slice and changes ``hidden_states[l]`` onwards. Works with every attention
+    implementation (sdpa included). Yields the validated (layer, head) list. An empty list leaves the
+    model unchanged; an empty string, layer 0 or a head the model lacks raise :class:`UsageError`.
     """
     layout = model_layout(model)
-    expanded = _expand(layout, heads)
+    expanded = layout.heads(heads)
     if not expanded:
         yield expanded
         return
@@ -402,16 +437,17 @@ def mask_heads(model: nn.Module, heads: HeadSpec) -> Iterator[list[tuple[int, in
 
 
 @contextlib.contextmanager
-def drop_layers(model: nn.Module, layers: Iterable[int]) -> Iterator[list[int]]:
-    """Skip the listed transformer layers inside the block: each returns its input unchanged.
+def drop_layers(model: nn.Module, layers: Iterable[int] | str) -> Iterator[list[int]]:
+    """Skip the listed layers inside the block: each returns its input unchanged.
 
-    The skipped layer still runs (its output is discarded), so this is for measuring effects, not speed.
-    For ALBERT a logical layer is one call of the shared layer, so other calls still run normally.
+    Layers are numbered 1..L as in ``hidden_states`` (``"1,2"``, ``"L3"``, ``[1, 2]``): dropping layer ``l``
+    makes ``hidden_states[l]`` equal ``hidden_states[l - 1]``, the same layer ``probe --layers l`` reads.
+    Layer 0 (the embeddings) cannot be dropped. The skipped layer still runs (its output is discarded),
+    so this is for measuring effects, not speed. For ALBERT a logical layer is one call of the shared
+    layer, so other calls still run normally. An empty list leaves the model unchanged.
     """
     layout = model_layout(model)
-    wanted = sorted(set(int(layer) for layer in layers))
-    for layer in wanted:
-        layout.check_layer(layer)
+    wanted = layout.layer_list(layers)
     if not wanted:
         yield wanted
         return

@@ -8,8 +8,14 @@
 - :func:`flagged_vs_random`: remove heads an analysis flagged (e.g. Clark's best head per relation) and
   compare with removing as many random heads, several seeded draws.
 
-The metric comes from a plain ``evaluate_fn(model) -> float`` (higher is better), so nothing here
-depends on GLUE; :mod:`bertology.intervention.cli` plugs in the GLUE evaluation.
+The metric comes from a plain ``evaluate_fn(model) -> float`` (higher is better; GLUE's metrics are
+fractions, e.g. accuracy 0.79), so nothing here depends on GLUE; :mod:`bertology.finetune.evaluation`
+provides the GLUE one.
+
+Numbering (:mod:`bertology.numbering`): layers 1..L as in ``hidden_states``, heads from 0. Every table
+has integer ``layer`` and ``head`` columns and a ``head_label`` column (``L4H5``) that ``--heads`` accepts
+verbatim. ``[layers, heads]`` arrays (importance) hold layer ``l`` in row ``l - 1``
+(:func:`~bertology.intervention.hooks.grid_index`).
 """
 
 from __future__ import annotations
@@ -22,20 +28,25 @@ import torch
 from torch import nn
 
 from bertology.errors import DataError, ModelError
-from bertology.intervention.hooks import HeadSpec, _expand, mask_heads, model_layout, scale_heads
+from bertology.files import save_figure
+from bertology.intervention.hooks import (HeadSpec, grid_index, heads_to_scales, mask_heads, model_layout,
+                                          scale_heads)
+from bertology.numbering import head_label, parse_heads, transformer_layers
+from bertology.progress import progress_bar
+from bertology.results import Result
 
 EvaluateFn = Callable[[nn.Module], float]
 LossFn = Callable[[nn.Module, dict], torch.Tensor]
 
 
-def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+def heads_frame(pairs: Iterable[tuple[int, int]], **columns) -> pd.DataFrame:
+    """One row per head: ``layer``, ``head``, ``head_label`` (then ``columns``, the same on every row)."""
+    rows = [{**columns, "layer": int(layer), "head": int(head), "head_label": head_label(layer, head)}
+            for layer, head in sorted(pairs)]
+    return pd.DataFrame(rows, columns=[*columns, "layer", "head", "head_label"])
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                    disable=not enabled, transient=True)
 
-
-def _score(evaluate_fn: EvaluateFn, model: nn.Module) -> float:
+def metric_of(evaluate_fn: EvaluateFn, model: nn.Module) -> float:
     value = evaluate_fn(model)
     try:
         return float(value)
@@ -53,11 +64,13 @@ def single_head_ablation(
     seeds: Sequence[int] | None = None,
     heads: HeadSpec | None = None,
     progress: bool = False,
-) -> pd.DataFrame:
+) -> Result:
     """The metric with each head masked alone, for each fine-tuning seed's model.
 
-    Returns one row per seed x head: ``seed, layer, head, baseline, metric, delta`` (0-based layer and
-    head; ``delta = metric - baseline``). Summarise with :func:`summarize_single_head`.
+    Returns a :class:`Result` with tables ``ablation`` (one row per seed x head: ``seed, layer, head,
+    head_label, baseline, metric, delta``; ``delta = metric - baseline``) and ``summary``
+    (:func:`summarize_single_head`: per head, mean change over seeds against the seed spread).
+    ``heads`` limits the heads masked (default: all).
     """
     models = [models] if isinstance(models, nn.Module) else list(models)
     if not models:
@@ -66,27 +79,30 @@ def single_head_ablation(
     if len(seeds) != len(models):
         raise DataError(f"{len(models)} models but {len(seeds)} seeds; give one seed per model")
     rows = []
-    with _progress(progress) as bar:
+    with progress_bar(progress, transient=True) as bar:
         for seed, model in zip(seeds, models):
             layout = model_layout(model)
-            todo = layout.all_heads() if heads is None else _expand(layout, heads)
+            todo = layout.all_heads() if heads is None else layout.heads(heads)
             task = bar.add_task(f"single-head ablation (seed {seed})", total=len(todo) + 1)
-            baseline = _score(evaluate_fn, model)
+            baseline = metric_of(evaluate_fn, model)
             bar.advance(task)
             for layer, head in todo:
                 with mask_heads(model, [(layer, head)]):
-                    metric = _score(evaluate_fn, model)
-                rows.append({"seed": seed, "layer": layer, "head": head, "baseline": baseline,
-                             "metric": metric, "delta": metric - baseline})
+                    metric = metric_of(evaluate_fn, model)
+                rows.append({"seed": seed, "layer": layer, "head": head, "head_label": head_label(layer, head),
+                             "baseline": baseline, "metric": metric, "delta": metric - baseline})
                 bar.advance(task)
-    return pd.DataFrame(rows, columns=["seed", "layer", "head", "baseline", "metric", "delta"])
+    raw = pd.DataFrame(rows, columns=["seed", "layer", "head", "head_label", "baseline", "metric", "delta"])
+    return Result("single_head_ablation", tables={"ablation": raw, "summary": summarize_single_head(raw)},
+                  meta={"seeds": [int(s) for s in seeds], "n_heads": int(raw.groupby("seed").size().max())
+                        if len(raw) else 0})
 
 
 MIN_SEEDS_FOR_TEST = 3
 
 
 def summarize_single_head(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Per head: mean and std of the change over seeds, and whether it is real.
+    """Per head (``layer, head, head_label``): mean and std of the change over seeds, and whether it is real.
 
     ``seed_spread`` is the std of the *unablated* metric over fine-tuning seeds: the change a reader
     would see from re-running fine-tuning alone. A change is ``real`` when its mean exceeds that spread
@@ -115,14 +131,20 @@ def summarize_single_head(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFr
             real = float("nan")
         else:
             real = bool(abs(mean) > seed_spread and p_value < alpha)  # NaN p (2 seeds) is never < alpha
-        rows.append({"layer": layer, "head": head, "n_seeds": n, "delta_mean": mean, "delta_std": std,
+        rows.append({"layer": layer, "head": head, "head_label": head_label(layer, head), "n_seeds": n, "delta_mean": mean, "delta_std": std,
                      "baseline_mean": float(baselines.mean()), "seed_spread": seed_spread,
                      "p_value": p_value, "real": real})
-    return pd.DataFrame(rows)
+    columns = ["layer", "head", "head_label", "n_seeds", "delta_mean", "delta_std", "baseline_mean",
+               "seed_spread", "p_value", "real"]
+    summary = pd.DataFrame(rows, columns=columns)
+    # one seed: not known (<NA>), rather than a float NaN among booleans
+    summary["real"] = pd.array([None if isinstance(v, float) and np.isnan(v) else bool(v) for v in summary["real"]],
+                               dtype="boolean")
+    return summary
 
 
 def delta_matrix(summary: pd.DataFrame, value: str = "delta_mean") -> pd.DataFrame:
-    """Layers x heads view of a summary column (Michel et al.'s Table 1 layout)."""
+    """Layers (1..L) x heads view of a summary column (Michel et al.'s Table 1 layout)."""
     return summary.pivot(index="layer", columns="head", values=value)
 
 
@@ -158,8 +180,10 @@ def head_importance(
 ) -> np.ndarray:
     """Head importance ``I_h = E_x |dL(x)/d xi_h|`` as a ``[layers, heads]`` array (NaN for pruned heads).
 
-    ``xi`` multiplies each head's context (1 = unchanged) and ``base_mask`` sets its value (e.g. zeros
-    for heads already masked, as in iterative pruning). ``per_example=True`` takes the absolute value per
+    Row ``l - 1`` is layer ``l`` (``scores[grid_index(l, h)]``; :func:`importance_frame` gives the tidy
+    ``layer, head, head_label, importance, rank`` table). ``xi`` multiplies each head's context
+    (1 = unchanged) and ``base_mask`` (a grid like the result, e.g. from ``heads_to_scales``) sets its
+    value: zeros for heads already masked, as in iterative pruning. ``per_example=True`` takes the absolute value per
     example, as in eq. 2 (one backward per batch: ``xi`` gets a batch dimension); ``False`` per batch, as
     the authors' code did. ``normalize="layer"`` divides each layer by its l2 norm (their section 4.2,
     after Molchanov et al. 2017); ``"none"`` keeps raw values.
@@ -179,7 +203,7 @@ def head_importance(
     count = 0
     batches = list(batches)
     try:
-        with _progress(progress) as bar:
+        with progress_bar(progress, transient=True) as bar:
             task = bar.add_task("head importance", total=len(batches))
             for batch in batches:
                 batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
@@ -200,7 +224,7 @@ def head_importance(
     scores = (total / count).cpu().numpy()
     missing = np.ones(shape, dtype=bool)
     for layer, head in layout.all_heads():
-        missing[layer, head] = False
+        missing[grid_index(layer, head)] = False
     scores[missing] = np.nan
     if normalize == "layer":
         norms = np.sqrt(np.nansum(scores ** 2, axis=1, keepdims=True))
@@ -209,12 +233,13 @@ def head_importance(
 
 
 def importance_frame(scores: np.ndarray) -> pd.DataFrame:
-    """Tidy ``layer, head, importance, rank`` (rank 0 = most important) from a ``[layers, heads]`` array."""
-    layers, heads = np.meshgrid(np.arange(scores.shape[0]), np.arange(scores.shape[1]), indexing="ij")
-    df = pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel(), "importance": scores.ravel()})
-    df["rank"] = df["importance"].rank(ascending=False, method="first") - 1
-    df["rank"] = df["rank"].astype("Int64")
-    return df
+    """Tidy ``layer, head, head_label, importance, rank`` (rank 0 = most important; pruned heads: NaN
+    importance, no rank) from a ``[layers, heads]`` array of :func:`head_importance`."""
+    pairs = [(layer, head) for layer in transformer_layers(scores.shape[0]) for head in range(scores.shape[1])]
+    frame = heads_frame(pairs)
+    frame["importance"] = [float(scores[grid_index(layer, head)]) for layer, head in pairs]
+    frame["rank"] = (frame["importance"].rank(ascending=False, method="first") - 1).astype("Int64")
+    return frame
 
 
 # --------------------------------------------------------------------------------------------------
@@ -238,7 +263,7 @@ def pruning_curve(
     importance: np.ndarray | None = None,
     loss_fn: LossFn = per_example_loss,
     progress: bool = False,
-) -> pd.DataFrame:
+) -> Result:
     """Metric vs fraction of heads pruned (masked), importance order vs random orders.
 
     Importance order: the least important heads go first. With ``recompute=True`` (Michel et al.'s
@@ -246,8 +271,10 @@ def pruning_curve(
     before each step; otherwise one ``importance`` array (given, or computed once) fixes the order.
     Random order: one seeded permutation per seed in ``random_seeds``.
 
-    Returns ``order, seed, fraction, n_pruned, n_heads, metric, pruned`` (``pruned``: "L-H" list);
-    ``seed`` is -1 for the importance order.
+    Returns a :class:`Result` with tables ``curve`` (``order, seed, fraction, n_pruned, n_heads,
+    metric``; ``fraction`` of heads pruned in [0, 1]; ``seed`` is <NA> for the importance order),
+    ``pruned`` (the heads masked at each step, one row per head: ``order, seed, fraction, layer, head,
+    head_label``) and ``importance`` (:func:`importance_frame` of the first ranking).
     """
     layout = model_layout(model)
     all_heads = layout.all_heads()
@@ -256,31 +283,31 @@ def pruning_curve(
     targets = [int(round(f * n_heads)) for f in steps]
     if importance is None and batches is None:
         raise DataError("pruning_curve needs labelled batches (to compute importance) or an importance array")
-    rows = []
+    rows, pruned_rows = [], []
 
     def record(order, seed, fraction, pruned):
         with mask_heads(model, pruned):
-            metric = _score(evaluate_fn, model)
+            metric = metric_of(evaluate_fn, model)
         rows.append({"order": order, "seed": seed, "fraction": fraction, "n_pruned": len(pruned),
-                     "n_heads": n_heads, "metric": metric,
-                     "pruned": ",".join(f"{l}-{h}" for l, h in sorted(pruned))})
+                     "n_heads": n_heads, "metric": metric})
+        pruned_rows.append(heads_frame(pruned, order=order, seed=seed, fraction=fraction))
 
-    with _progress(progress) as bar:
+    first = importance
+    with progress_bar(progress, transient=True) as bar:
         task = bar.add_task("pruning curves", total=len(steps) * (1 + len(random_seeds)))
         pruned: list[tuple[int, int]] = []
         scores = importance
         for fraction, target in zip(steps, targets):
             if target > len(pruned):
                 if scores is None or (recompute and pruned):
-                    mask = torch.ones(layout.num_layers, layout.num_heads)
-                    for layer, head in pruned:
-                        mask[layer, head] = 0.0
-                    scores = head_importance(model, batches, loss_fn=loss_fn, base_mask=mask)
+                    scores = head_importance(model, batches, loss_fn=loss_fn,
+                                             base_mask=heads_to_scales(layout, pruned))
+                    first = scores if first is None else first
                 remaining = [lh for lh in all_heads if lh not in set(pruned)]
                 # least important first; ties broken by position so the order is deterministic
-                remaining.sort(key=lambda lh: (scores[lh], lh))
+                remaining.sort(key=lambda lh: (scores[grid_index(*lh)], lh))
                 pruned = pruned + remaining[: target - len(pruned)]
-            record("importance", -1, fraction, list(pruned))
+            record("importance", None, fraction, list(pruned))
             bar.advance(task)
         for seed in random_seeds:
             permutation = np.random.default_rng(seed).permutation(n_heads)
@@ -288,16 +315,28 @@ def pruning_curve(
             for fraction, target in zip(steps, targets):
                 record("random", int(seed), fraction, order[:target])
                 bar.advance(task)
-    return pd.DataFrame(rows)
+    curve = pd.DataFrame(rows, columns=["order", "seed", "fraction", "n_pruned", "n_heads", "metric"])
+    tables = {"curve": curve, "pruned": pd.concat(pruned_rows, ignore_index=True)}
+    if first is not None:
+        tables["importance"] = importance_frame(first)
+    return Result("pruning_curve", tables=tables,
+                  meta={"n_heads": n_heads, "fractions": steps, "random_seeds": [int(s) for s in random_seeds],
+                        "recompute": bool(recompute)})
 
 
-def plot_pruning_curve(curve: pd.DataFrame, path=None, title: str | None = None, metric_name: str = "metric"):
-    """Importance order (line) vs random orders (mean ± std band over seeds); saved to ``path`` if given."""
+def plot_pruning_curve(curve: pd.DataFrame | Result, path=None, title: str | None = None,
+                       metric_name: str = "metric"):
+    """Importance order (line) vs random orders (mean ± std band over seeds); saved to ``path`` if given.
+
+    ``curve`` is :func:`pruning_curve`'s result or its ``curve`` table. The x axis shows percent of heads.
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
+    if isinstance(curve, Result):
+        curve = curve["curve"]
     fig, ax = plt.subplots(figsize=(6, 4))
     imp = curve[curve["order"] == "importance"].sort_values("fraction")
     ax.plot(imp["fraction"] * 100, imp["metric"], marker="o", label="importance order (Michel et al.)")
@@ -316,16 +355,7 @@ def plot_pruning_curve(curve: pd.DataFrame, path=None, title: str | None = None,
     ax.grid(alpha=0.3)
     fig.tight_layout()
     if path is not None:
-        from pathlib import Path
-        import os
-        import tempfile
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=path.suffix, dir=path.parent)
-        os.close(fd)
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -333,31 +363,33 @@ def plot_pruning_curve(curve: pd.DataFrame, path=None, title: str | None = None,
 # Are the flagged heads used?
 
 
-def flagged_heads(table: pd.DataFrame, one_based: bool = True, exclude_relations: Iterable[str] = ("all",)) -> list[tuple[int, int]]:
-    """Unique (layer, head), 0-based, from a best-heads table (Clark et al.'s Table 1).
+def flagged_heads(table: pd.DataFrame, exclude_relations: Iterable[str] = ("all",)) -> list[tuple[int, int]]:
+    """The unique (layer, head) pairs a table lists, e.g. ``attention parse``'s best head per relation.
 
-    The ``best_head`` column of ``bertology.attention.parsing.best_heads_table`` is Clark's display,
-    1-based ``"layer-head"``; it is used when present. Otherwise the ``layer``/``head`` columns are read,
-    1-based when ``one_based``. Rows whose ``relation`` is in ``exclude_relations`` are skipped.
+    Read from the integer ``layer`` and ``head`` columns, which every bertology table keeps in the one
+    numbering (layers 1..L as in ``hidden_states``, heads from 0): no conversion. A table with only a
+    ``head_label`` column (``L4H5``) is read from the labels; when both are there they must agree. Rows
+    whose ``relation`` is in ``exclude_relations`` are skipped.
     """
     if "relation" in table.columns:
         table = table[~table["relation"].isin(set(exclude_relations))]
-    if "best_head" in table.columns:
-        pairs = set()
-        for label in table["best_head"]:
-            layer, sep, head = str(label).partition("-")
-            if not (sep and layer.isdigit() and head.isdigit()) or int(layer) < 1 or int(head) < 1:
-                raise DataError(f"best_head {label!r}: expected Clark's 1-based LAYER-HEAD, e.g. 8-11")
-            pairs.add((int(layer) - 1, int(head) - 1))
-        return sorted(pairs)
-    for column in ("layer", "head"):
-        if column not in table.columns:
-            raise DataError(f"flagged-heads table has no {column!r} column; columns are {list(table.columns)}")
-    offset = 1 if one_based else 0
-    pairs = {(int(layer) - offset, int(head) - offset) for layer, head in zip(table["layer"], table["head"])}
-    if any(layer < 0 or head < 0 for layer, head in pairs):
-        raise DataError("flagged-heads table has layer/head 0 but one_based=True; pass one_based=False")
-    return sorted(pairs)
+    has_columns = "layer" in table.columns and "head" in table.columns
+    if not has_columns and "head_label" not in table.columns:
+        raise DataError(f"flagged-heads table has neither integer 'layer' and 'head' columns nor a 'head_label' "
+                        f"column; its columns are {list(table.columns)}")
+    if table.empty:
+        return []
+    if has_columns:
+        if table["layer"].isna().any() or table["head"].isna().any():
+            raise DataError("flagged-heads table has rows without a layer or head")
+        pairs = [(int(layer), int(head)) for layer, head in zip(table["layer"], table["head"])]
+        pairs = parse_heads(pairs, option="flagged-heads table")
+    if "head_label" in table.columns:
+        labelled = parse_heads(",".join(str(v) for v in table["head_label"]), option="flagged-heads table head_label")
+        if has_columns and labelled != pairs:
+            raise DataError(f"flagged-heads table: head_label lists {labelled} but layer/head columns list {pairs}")
+        pairs = labelled
+    return [(int(layer), int(head)) for layer, head in pairs]
 
 
 def flagged_vs_random(
@@ -368,44 +400,58 @@ def flagged_vs_random(
     seed: int = 0,
     exclude_flagged: bool = True,
     progress: bool = False,
-) -> pd.DataFrame:
+) -> Result:
     """Metric with the flagged heads removed vs with as many random heads removed (``n_draws`` draws).
 
-    Random heads are drawn (seeded) from the heads not flagged when ``exclude_flagged``. Returns rows
-    ``condition ("none"|"flagged"|"random"), draw, n_masked, metric, delta, heads``; summarise with
-    :func:`summarize_flagged`.
+    Random heads are drawn (seeded) from the heads not flagged when ``exclude_flagged``. Returns a
+    :class:`Result` with tables ``runs`` (``condition`` "none" | "flagged" | "random", ``draw`` (<NA> but
+    for random draws), ``n_masked, metric, delta``), ``masked`` (the heads masked in each run, one row per
+    head: ``condition, draw, layer, head, head_label``) and ``summary`` (:func:`summarize_flagged`).
     """
     layout = model_layout(model)
-    chosen = _expand(layout, flagged)
+    chosen = layout.heads(flagged)
     if not chosen:
         raise DataError("no flagged heads given")
     pool = [lh for lh in layout.all_heads() if not (exclude_flagged and lh in set(chosen))]
     if len(pool) < len(chosen):
         raise DataError(f"{len(chosen)} flagged heads but only {len(pool)} other heads to draw from")
     rng = np.random.default_rng(seed)
-    rows = []
-    with _progress(progress) as bar:
+    rows, masked = [], []
+    with progress_bar(progress, transient=True) as bar:
         task = bar.add_task("flagged vs random heads", total=n_draws + 2)
-        baseline = _score(evaluate_fn, model)
+        baseline = metric_of(evaluate_fn, model)
         bar.advance(task)
-        rows.append({"condition": "none", "draw": -1, "n_masked": 0, "metric": baseline, "delta": 0.0, "heads": ""})
+        rows.append({"condition": "none", "draw": None, "n_masked": 0, "metric": baseline, "delta": 0.0})
 
         def run(condition, draw, heads):
             with mask_heads(model, heads):
-                metric = _score(evaluate_fn, model)
+                metric = metric_of(evaluate_fn, model)
             rows.append({"condition": condition, "draw": draw, "n_masked": len(heads), "metric": metric,
-                         "delta": metric - baseline, "heads": ",".join(f"{l}-{h}" for l, h in sorted(heads))})
+                         "delta": metric - baseline})
+            masked.append(heads_frame(heads, condition=condition, draw=draw))
             bar.advance(task)
 
-        run("flagged", -1, chosen)
+        run("flagged", None, chosen)
         for draw in range(n_draws):
             picks = rng.choice(len(pool), size=len(chosen), replace=False)
             run("random", draw, [pool[i] for i in sorted(picks)])
-    return pd.DataFrame(rows)
+    runs = pd.DataFrame(rows, columns=["condition", "draw", "n_masked", "metric", "delta"])
+    runs["draw"] = pd.array(runs["draw"], dtype="Int64")
+    masked_table = pd.concat(masked, ignore_index=True)
+    masked_table["draw"] = pd.array(masked_table["draw"], dtype="Int64")
+    summary = summarize_flagged(runs)
+    return Result("flagged_vs_random", tables={"runs": runs, "masked": masked_table,
+                                               "summary": pd.DataFrame([summary])},
+                  meta={"seed": int(seed), "n_draws": int(n_draws), "exclude_flagged": bool(exclude_flagged)})
 
 
-def summarize_flagged(result: pd.DataFrame) -> dict:
-    """Flagged change vs the random draws: their mean, std, and the share of draws that hurt as much."""
+def summarize_flagged(result: pd.DataFrame | Result) -> dict:
+    """Flagged change vs the random draws: their mean, std, and the share of draws that hurt as much.
+
+    ``result`` is :func:`flagged_vs_random`'s result or its ``runs`` table.
+    """
+    if isinstance(result, Result):
+        result = result["runs"]
     flagged = float(result.loc[result["condition"] == "flagged", "delta"].iloc[0])
     random = result.loc[result["condition"] == "random", "delta"].to_numpy(dtype=float)
     return {

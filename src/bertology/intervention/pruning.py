@@ -6,8 +6,10 @@ bias, so a pruned model computes exactly what the masked model computes. A layer
 pruned skips attention altogether: its attention sub-layer adds only the output bias to the residual.
 
 transformers 5 dropped ``prune_heads`` and ``config.pruned_heads``; we record the pruned heads (original
-numbering) in ``config.bertology_pruned_heads`` and :func:`load_pruned` rebuilds the smaller shapes
-before loading the weights.
+head numbers, as labels such as ``"L1H1"``: layers 1..L as in ``hidden_states``) in
+``config.bertology_pruned_heads`` and :func:`load_pruned` rebuilds the smaller shapes before loading the
+weights. Checkpoints written before the one numbering (a mapping keyed by 0-based module index) load too:
+:func:`~bertology.intervention.hooks.recorded_pruned_heads` converts them.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import torch
 from torch import nn
 
 from bertology.errors import ModelError
-from bertology.intervention.hooks import AttentionSite, HeadSpec, _expand, model_layout
+from bertology.files import describe_os_error, ensure_dir
+from bertology.intervention.hooks import (AttentionSite, HeadSpec, model_layout, record_pruned_heads,
+                                          recorded_pruned_heads)
 
 #: Relative position bias shared by every layer's heads: slicing one layer's heads would break the rest.
 _PRUNE_UNSUPPORTED = {"mpnet": "its relative position bias is one table shared by the heads of every layer"}
@@ -82,7 +86,8 @@ def _no_heads_forward(model_type: str, site: AttentionSite):
 
 
 def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[int, list[int]]:
-    """Remove the listed heads (original numbering) from ``model`` in place; returns all pruned heads so far.
+    """Remove the listed heads (``"L1H1,L2"``, ``[(1, 1)]``; layers 1..L, original head numbers) from
+    ``model`` in place; returns every head pruned so far, ``{layer: [heads]}``.
 
     Heads already pruned are ignored. For ALBERT, whose layers share weights, every logical layer served
     by one module must prune the same heads.
@@ -94,7 +99,7 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[int, list[int]]:
             "use mask_heads instead"
         )
     wanted: dict[int, set[int]] = {}
-    for layer, head in _expand(layout, heads):
+    for layer, head in layout.heads(heads):
         if head in layout.present_heads[layer]:
             wanted.setdefault(layer, set()).add(head)
 
@@ -125,12 +130,11 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[int, list[int]]:
         if not keep_positions:
             site.module.forward = types.MethodType(_no_heads_forward(layout.model_type, site), site.module)
 
-    record = {int(k): set(v) for k, v in (getattr(model.config, "bertology_pruned_heads", None) or {}).items()}
+    record = recorded_pruned_heads(model.config)
     for layer, new in wanted.items():
         record.setdefault(layer, set()).update(new)
     result = {layer: sorted(heads) for layer, heads in sorted(record.items()) if heads}
-    # JSON keys are strings: store them so, and read them back with int() (model_layout does)
-    model.config.bertology_pruned_heads = {str(layer): heads for layer, heads in result.items()}
+    record_pruned_heads(model.config, result)
     return result
 
 
@@ -176,9 +180,9 @@ def measure_latency(model: nn.Module, inputs: dict, repeats: int = 20, warmup: i
 def save_pruned(model: nn.Module, out: str | os.PathLike, tokenizer=None) -> Path:
     """Save a (pruned) model with ``save_pretrained`` via a temporary folder renamed into place."""
     out = Path(out)
-    if out.exists() and any(out.iterdir()):
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ModelError(f"{out}: exists and is not empty; choose a new output folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(out.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         model.save_pretrained(tmp)
@@ -187,6 +191,9 @@ def save_pruned(model: nn.Module, out: str | os.PathLike, tokenizer=None) -> Pat
         if out.exists():
             out.rmdir()
         os.replace(tmp, out)
+    except OSError as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise describe_os_error(error, out) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -214,14 +221,14 @@ def load_pruned(path: str | os.PathLike, attn_implementation: str = "sdpa") -> n
     if not (path / "config.json").is_file():
         raise ModelError(f"{path}: not a model directory (no config.json)")
     config = AutoConfig.from_pretrained(path)
-    pruned = getattr(config, "bertology_pruned_heads", None) or {}
-    config.bertology_pruned_heads = {}
+    pruned = recorded_pruned_heads(config)
+    record_pruned_heads(config, {})
     cls = _model_class(config)
     if not pruned:
         return cls.from_pretrained(path, attn_implementation=attn_implementation).eval()
     config._attn_implementation = attn_implementation
     model = cls._from_config(config) if hasattr(cls, "_from_config") else cls.from_config(config)
-    prune_heads(model, {int(k): v for k, v in pruned.items()})
+    prune_heads(model, pruned)
     state: dict[str, torch.Tensor] = {}
     index = path / "model.safetensors.index.json"
     files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]

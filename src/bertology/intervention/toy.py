@@ -10,6 +10,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bertology.runtime import derive_seed
+
 MARKER = 7
 VOCAB = 64
 CLS, PAD = 1, 0
@@ -54,7 +56,7 @@ def toy_classifier(seed: int = 0, model_type: str = "bert", steps: int = 120, nu
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
     for step in range(steps):
-        batch = toy_data(32, seed=1000 * seed + step)
+        batch = toy_data(32, seed=derive_seed(seed, "toy batch", step))
         loss = model(**batch).loss
         optimizer.zero_grad()
         loss.backward()

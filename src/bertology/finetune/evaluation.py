@@ -1,0 +1,83 @@
+"""A fine-tuned checkpoint's GLUE metric as ``evaluate_fn(model) -> float``, and labelled batches for
+head importance: what the interventions (:mod:`bertology.intervention`) need from GLUE.
+
+:mod:`bertology.intervention` takes any ``evaluate_fn``; it never imports this package, so the two do
+not depend on each other both ways (this module imports nothing from the intervention package).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from bertology.data.glue import glue_task, read_glue
+from bertology.errors import DataError
+from bertology.finetune.batching import EncodedExamples, collate, encode_examples, seeded_subset
+from bertology.finetune.train import evaluate
+
+
+@dataclass
+class TaskEvaluator:
+    """``evaluate_fn(model) -> float``: the task's headline GLUE metric (a fraction, e.g. accuracy 0.79,
+    or a correlation) on a fixed, pre-tokenised split.
+
+    ``max_examples`` scores a subset drawn by ``seed`` (the same one every call). Hooks on the model
+    (head masks, dropped layers) stay in force: it is evaluated as it is.
+    """
+
+    task: str
+    tokenizer: object
+    split: str = "dev"
+    max_examples: Optional[int] = None
+    data_dir: Optional[str] = None
+    batch_size: int = 128
+    seed: int = 0
+    data: EncodedExamples = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.spec = glue_task(self.task)
+        self.task = self.spec.name
+        examples = read_glue(self.spec.name, self.split, self.data_dir)
+        self.data = encode_examples(self.tokenizer, seeded_subset(examples, self.max_examples, self.seed))
+        self.metric = self.spec.main_metric
+
+    def __call__(self, model) -> float:
+        scores = evaluate(model, self.tokenizer, self.data, metric=self.spec.name, batch_size=self.batch_size)
+        return float(scores[self.metric])
+
+    def describe(self) -> dict:
+        """What the metric is measured on, for a result's ``meta``."""
+        return {"task": self.task, "split": self.split, "metric": self.metric, "n_examples": len(self.data),
+                "max_examples": self.max_examples, "subset_seed": self.seed}
+
+
+def importance_batches(task: str, tokenizer, n_examples: int = 2000, batch_size: int = 32,
+                       data_dir: str | None = None, seed: int = 0) -> list[dict]:
+    """Labelled batches (model inputs + ``labels``) of ``n_examples`` from the **train** split, drawn by
+    ``seed``: importance is never computed on the split the metric is reported on."""
+    examples = seeded_subset(read_glue(task, "train", data_dir), n_examples, seed)
+    data = encode_examples(tokenizer, examples)
+    order = np.argsort(data.lengths, kind="stable")  # similar lengths together: less padding
+    return [collate(data, order[i:i + batch_size].tolist()) for i in range(0, len(order), batch_size)]
+
+
+def checkpoint_task(path: str | Path, meta: dict, task: str | None = None) -> str:
+    """The GLUE task to score a checkpoint on: ``task`` if given, else the one it was fine-tuned on."""
+    task = task or meta.get("task")
+    if not task:
+        raise DataError(f"{path}: the checkpoint does not record its task; pass --task")
+    return task
+
+
+def checkpoint_name(path: str | Path, meta: dict) -> str:
+    """A short name for result folders: ``minilm-rte-baseline-seed0`` (from ``finetune.json``)."""
+    parts = [meta.get("base_model"), meta.get("task"), meta.get("variant"),
+             None if meta.get("seed") is None else f"seed{meta['seed']}"]
+    if meta.get("pruned_fraction") is not None:
+        parts.append(f"pruned{meta['pruned_fraction']}")
+    name = "-".join(str(p) for p in parts if p)
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name) or Path(path).name
