@@ -31,15 +31,9 @@ import torch
 from torch import nn
 
 from bertology.errors import ModelError
+from bertology.models.families import attention_name_sets
 from bertology.numbering import HeadSpec, head_label, parse_heads, parse_layers, transformer_layers
 
-#: Sibling names of per-head query/key/value projections, one tuple per architecture family.
-_QKV_NAMES: tuple[tuple[str, str, str], ...] = (
-    ("query", "key", "value"),  # bert, roberta, electra, albert, camembert, xlm-roberta
-    ("q_lin", "k_lin", "v_lin"),  # distilbert
-    ("query_proj", "key_proj", "value_proj"),  # deberta, deberta-v2
-    ("q", "k", "v"),  # mpnet
-)
 #: Output projection living inside the attention module itself (fused layouts).
 _FUSED_OUTPUT_NAMES = ("dense", "out_lin", "o", "out_proj")
 #: Per-head projections beyond q/k/v that must be sliced when pruning (DeBERTa's relative attention).
@@ -217,7 +211,7 @@ def model_layout(model: nn.Module) -> ModelLayout:
     for name, module in model.named_modules():
         if "crossattention" in name:
             continue  # decoder cross-attention is not a head of the encoder
-        for q_name, k_name, v_name in _QKV_NAMES:
+        for q_name, k_name, v_name in attention_name_sets():
             q, k, v = (getattr(module, n, None) for n in (q_name, k_name, v_name))
             if not (_is_linear(q) and _is_linear(k) and _is_linear(v)):
                 continue
