@@ -39,7 +39,7 @@ def results(tmp_path_factory):
             stores["trained"][0], train, stores["trained"][1], dev, stores["trained"][2], test,
             seeds=(0,), rank=64, epochs=15, lr=1e-2, batch_size=10, untrained=stores["untrained"],
             device="cpu", model="minilm", progress=False,
-        )
+        )["results"]
     finally:
         torch.set_num_threads(before)
     return frame
