@@ -8,6 +8,7 @@ task), and :func:`features_from_store` + :func:`probe_labels` for probing labels
 
 from bertology.probing.controls import ControlTask, SentenceControlTask, majority_accuracy
 from bertology.probing.experiment import run_probing
+from bertology.probing.labels import features_from_store, probe_labels
 from bertology.probing.probes import LayerwiseProbe, ScalarMixProbe
 from bertology.probing.report import plot_layer_curves, summarize, table2, table2_frame, table2_rich
 from bertology.probing.tasks import get_task, register_task, task_names, unregister_task
@@ -17,9 +18,11 @@ __all__ = [
     "LayerwiseProbe",
     "ScalarMixProbe",
     "SentenceControlTask",
+    "features_from_store",
     "get_task",
     "majority_accuracy",
     "plot_layer_curves",
+    "probe_labels",
     "register_task",
     "run_probing",
     "summarize",

@@ -433,21 +433,27 @@ def run_probing(
 
 
 def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fraction, settings) -> Result:
-    from bertology.probing.report import summarize, table2_frame
-
-    frame = frame.astype({"value": "float64"})
     sizes = []
     for d in datasets:
         counts = {s: len(d.splits[s]) for s in SPLITS}
         used = counts["train"] if d.level == "structural" else max(2, int(round(train_fraction * counts["train"])))
         sizes.append({"task": d.name, "level": d.level, "source": d.source, **counts, "train_used": used,
-                      "unit": "sentences" if d.level in ("sentence", "structural") else
-                      {"token": "words", "edge": "arcs", "span": "spans"}[d.level],
-                      "notes": list(d.notes)})
+                      "unit": UNITS[d.level], "notes": list(d.notes)})
     meta = {"model": model, "fingerprint": encoder.fingerprint, "tasks": list(tasks), "seeds": list(seeds),
             "layers": [int(l) for l in layers], "train_fraction": train_fraction, **settings}
-    return Result("probing", tables={"results": frame, "summary": summarize(frame), "table2": table2_frame(frame),
-                                     "datasets": pd.DataFrame(sizes)}, meta=meta)
+    return Result("probing", tables=_tables(frame, pd.DataFrame(sizes)), meta=meta)
+
+
+#: What one example of each level is.
+UNITS = {"token": "words", "edge": "arcs", "span": "spans", "sentence": "sentences", "structural": "sentences"}
+
+
+def _tables(frame: pd.DataFrame, sizes: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The four tables of a probing result from the tidy rows and the dataset sizes."""
+    from bertology.probing.report import summarize, table2_frame
+
+    frame = frame.reindex(columns=COLUMNS).astype({"value": "float64"})
+    return {"results": frame, "summary": summarize(frame), "table2": table2_frame(frame), "datasets": sizes}
 
 
 def _selectivity(task_rows: list[dict], control_rows: list[dict]) -> list[dict]:
