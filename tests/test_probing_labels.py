@@ -80,3 +80,34 @@ def test_default_splits_keep_whole_sentences_together():
     per_sentence = pd.Series(assignment).groupby(groups).nunique()
     assert (per_sentence == 1).all()
     assert pd.Series(assignment).value_counts().to_dict() == {"train": 280, "dev": 35, "test": 35}
+
+
+def _docs_block(heading: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "probing.md").read_text(encoding="utf-8")
+    section = text.split(f"## {heading}", 1)[1]
+    return section.split("```python", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.integration
+def test_the_documented_own_labels_snippet_runs_on_minilm(minilm, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(_docs_block("Probing your own labels"), "docs/probing.md", "exec"), namespace)
+    table = namespace["result"]["table2"]
+    assert list(table["layer"]) == list(range(7))
+    best = table[table["best_on_dev"]].iloc[0]
+    assert best["mean"] > best["majority"] + 0.1, "MiniLM's words tell nouns from the rest"
+    assert namespace["X"].shape[0] == 3 and "selectivity" in capsys.readouterr().out
+
+
+def test_the_documented_task_builder_builds_examples():
+    namespace: dict = {}
+    block = _docs_block("Adding a task").split("register_task(", 1)[0]  # the builder, without running MiniLM
+    exec(compile(block, "docs/probing.md", "exec"), namespace)
+    sentences = read_conllu(default_corpus("ewt-dev"))[:5]
+    refs, labels = namespace["head_left"](sentences)
+    assert len(refs) == sum(len(s) - 1 for s in sentences)  # every word but the root
+    i, j = refs[0]
+    assert labels[0] == (sentences[i].heads[j] - 1 < j)

@@ -15,11 +15,16 @@ treebank tasks) pick it up::
 
     from bertology.probing import register_task
 
-    def capitalised(sentences):
-        refs = [(i, j) for i, s in enumerate(sentences) for j in range(len(s.words))]
-        return refs, [s.words[j][:1].isupper() for i, s in enumerate(sentences) for j in range(len(s.words))]
+    def head_left(sentences):
+        refs, labels = [], []
+        for i, sentence in enumerate(sentences):
+            for j, head in enumerate(sentence.heads):
+                if head:  # the root has no head
+                    refs.append((i, j))
+                    labels.append(head - 1 < j)
+        return refs, labels
 
-    register_task("capitalised", "token", capitalised, description="is the word capitalised?")
+    register_task("head_left", "token", head_left, description="is the word's head to its left?")
 
 Control labels (Hewitt and Liang) need no code: they key on the word type (token), the dependent's type
 (edge) or the span's types (span). The ten SentEval sentence tasks have their own catalogue
