@@ -43,7 +43,6 @@ def probe(
 
     from bertology.probing.experiment import run_probing
     from bertology.probing.report import plot_layer_curves, table2_rich
-    from bertology.results import percent
 
     for value, name in ((max_sentences, "--max-sentences"), (max_train, "--max-train"), (max_eval, "--max-eval")):
         options.check_positive(value, name)
@@ -65,9 +64,5 @@ def probe(
         sizes = f"train={row.train} ({row.train_used} used per seed), dev={row.dev}, test={row.test} {row.unit}"
         notes = "; ".join(row.notes)
         console.print(f"[dim]{row.task}: {sizes}{(' - ' + notes) if notes else ''}[/dim]")
-    majority = result["table2"].dropna(subset=["majority"]).groupby("task", sort=False)["majority"].first()
-    if len(majority):
-        console.print("[dim]majority baseline (test): " + ", ".join(f"{t} {percent(v)}%" for t, v in majority.items())
-                      + "[/dim]")
     console.print(f"wrote {out}/: results, summary, table2, datasets (.parquet, .csv), meta.json, "
                   "layer_curves.png/.svg")
