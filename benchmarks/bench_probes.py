@@ -24,10 +24,14 @@ def features(max_train: int, max_eval: int, cache: str):
     from bertology.data import shared_data_dir
     from bertology.extraction import extract
     from bertology.models import load_encoder
-    from bertology.probing.datasets import features as gather, load_ud_pools, ud_dataset
+    from bertology.probing.datasets import build_dataset, features as gather, keep_referenced, load_ud_pools
+    from bertology.probing.tasks import get_task
 
-    pools = load_ud_pools(shared_data_dir() / "ud_english_ewt", max_train, max_eval)
-    dataset = ud_dataset("upos", pools, max_train, max_eval)
+    upos = get_task("upos")
+    pools = load_ud_pools(shared_data_dir() / "ud_english_ewt")
+    dataset = build_dataset("upos", upos.level, upos.source, upos.builder, pools, max_train, max_eval)
+    keep_referenced([dataset])
+    pools = dataset.pools
     encoder = load_encoder("minilm")
     out = {}
     for split in ("train", "dev", "test"):
@@ -49,7 +53,7 @@ def ours(data, grid, device):
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    return seconds, probe.score(Xte, yte)
+    return seconds, probe.score_layers(Xte, yte)
 
 
 def sklearn_per_layer(data, grid):

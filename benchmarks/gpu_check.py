@@ -50,7 +50,7 @@ def main() -> None:
     scores = {}
     for device in ("cpu", "cuda"):
         probe = LayerwiseProbe(seed=0, device=device).fit(X[:, :2000], y[:2000], X[:, 2000:2500], y[2000:2500])
-        scores[device] = probe.score(X[:, 2500:], y[2500:])
+        scores[device] = probe.score_layers(X[:, 2500:], y[2500:])
     print(f"probe accuracy per layer: cpu {np.round(scores['cpu'], 3)}, cuda {np.round(scores['cuda'], 3)}")
 
 

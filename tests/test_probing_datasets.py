@@ -8,13 +8,17 @@ import pytest
 from bertology.data import Sentence
 from bertology.errors import DataError
 from bertology.probing.datasets import (
+    as_examples,
+    build_dataset,
     cap_sentences,
     deprel_label,
     features,
     find_treebank_files,
-    ud_examples,
+    keep_referenced,
+    load_ud_pools,
 )
 from bertology.probing.experiment import merge_pools, resolve_tasks
+from bertology.probing.tasks import get_task
 
 CONLLU = """# sent_id = a
 # text = The dog barks .
@@ -42,10 +46,11 @@ def test_ud_examples_tokens_and_edges(treebank):
     from bertology.data import read_conllu
 
     sentences = read_conllu(find_treebank_files(treebank)["train"])
-    upos = ud_examples("upos", sentences)
+    upos = as_examples(get_task("upos").builder(sentences), "token", sentences, "upos", "train")
     assert list(upos.labels) == ["DET", "NOUN", "VERB", "PUNCT", "PRON", "NOUN"]
-    assert upos.control_keys[0] == "the"
-    edges = ud_examples("deprel", sentences)
+    assert upos.control_keys[0] == "the"  # control labels key on the lower-cased word type
+    edges = as_examples(get_task("deprel").builder(sentences), "edge", sentences, "deprel", "train")
+    assert edges.control_keys[0] == "the"  # the dependent's type
     # Root arcs are left out; subtypes are stripped.
     assert list(edges.labels) == ["det", "nsubj", "punct", "nmod"]
     np.testing.assert_array_equal(edges.refs[0], [0, 0, 1])  # "The" -> head "dog"
@@ -87,16 +92,41 @@ def test_resolve_tasks():
         resolve_tasks("parsing")
 
 
-def test_merge_pools_deduplicates_and_remaps(treebank):
-    from bertology.probing.datasets import load_ud_pools, ud_dataset
+def _dataset(name, pools, max_train=None, max_eval=None):
+    task = get_task(name)
+    return build_dataset(name, task.level, task.source, task.builder, pools, max_train, max_eval)
 
-    pools = load_ud_pools(treebank, None, None)
-    a, b = ud_dataset("upos", pools, None, None), ud_dataset("deprel", pools, None, None)
+
+def test_merge_pools_deduplicates_and_remaps(treebank):
+    pools = load_ud_pools(treebank)
+    a, b = _dataset("upos", pools), _dataset("deprel", pools)
     merged = merge_pools([a, b])
     assert len(merged["ud"]["train"]) == 2
     for dataset in (a, b):
         for refs in (dataset.splits["train"].refs,):
             assert refs[:, 0].max() < 2
     gold = {"The": "DET", "dog": "NOUN", "barks": "VERB", ".": "PUNCT", "His": "PRON", "cat": "NOUN"}
-    for (i, j, _), label in zip(a.splits["train"].refs, a.splits["train"].labels):
+    for (i, j), label in zip(a.splits["train"].refs, a.splits["train"].labels):
         assert gold[merged["ud"]["train"][i].words[j]] == label
+
+
+def test_pools_keep_only_the_sentences_examples_use(treebank):
+    pools = load_ud_pools(treebank)
+    # Three examples: all from sentence 0 ("The dog barks ."), so sentence 1 is dropped from every split.
+    upos = _dataset("upos", pools, max_train=3, max_eval=3)
+    keep_referenced([upos])
+    for split in ("train", "dev", "test"):
+        assert [s.words for s in upos.pools[split]] == [("The", "dog", "barks", ".")]
+        assert upos.splits[split].refs[:, 0].tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("built, message", [
+    (([(0, 9)], ["X"]), "word index outside"),
+    (([(5, 0)], ["X"]), "sentence index outside"),
+    (([(0, 0)], ["X", "Y"]), "1 examples but 2 labels"),
+    ("nonsense", "expected \\(refs, labels\\)"),
+])
+def test_a_builder_that_returns_bad_examples_is_named(treebank, built, message):
+    sentences = load_ud_pools(treebank)["train"]
+    with pytest.raises(DataError, match=f"task 'mine'.*{message}"):
+        as_examples(built, "token", sentences, "mine", "train")

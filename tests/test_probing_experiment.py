@@ -7,8 +7,10 @@ import pandas as pd
 import pytest
 
 from bertology.data import default_corpus
-from bertology.probing.experiment import COLUMNS, run_probing
+from bertology.probing.experiment import COLUMNS, load_datasets, run_probing
 from bertology.probing.report import plot_layer_curves, summarize, table2, table2_frame, table2_rich
+from bertology.options import default_out
+from bertology.results import Result
 
 
 @pytest.fixture(scope="module")
@@ -43,12 +45,20 @@ def results(tiny_model, small_treebank, tmp_path_factory):
                        max_train=400, max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False), cache
 
 
-def test_tidy_frame_has_every_baseline_and_metric(results):
-    frame, _ = results
+def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
+    result, _ = results
+    assert isinstance(result, Result) and set(result.tables) == {"results", "summary", "table2", "datasets"}
+    frame = result["results"]
     assert list(frame.columns) == COLUMNS
+    for column in ("layer", "seed"):
+        assert str(frame[column].dtype) == "Int64"
+    assert frame["seed"].notna().all() and (frame["seed"] >= 0).all(), "no sentinel seeds"
+    assert frame["value"][frame.metric == "accuracy"].between(0, 1).all(), "accuracies are fractions"
+    assert not frame.attrs
     assert set(frame.baseline) == {"none", "untrained", "control", "majority"}
     assert {"accuracy", "selectivity", "l2", "mix_weight"} <= set(frame.metric)
-    ours = frame[(frame.baseline == "none") & (frame.metric == "accuracy") & (frame.probe == "linear")]
+    ours = frame[(frame.baseline == "none") & (frame.metric == "accuracy") & (frame.probe == "linear")
+                 & frame.component.isna()]
     assert set(ours.layer) == {0, 1, 2}
     assert set(ours.seed) == {0, 1} and set(ours.split) == {"dev", "test"}
     # Selectivity is task accuracy minus control accuracy, layer by layer.
@@ -59,11 +69,37 @@ def test_tidy_frame_has_every_baseline_and_metric(results):
     pd.testing.assert_series_equal(sel.sort_index(), (acc - ctrl).dropna().sort_index(), check_names=False)
     weights = frame[frame.metric == "mix_weight"].groupby(["task", "seed", "baseline"]).value.sum()
     np.testing.assert_allclose(weights, 1.0, atol=1e-5)
+    # The scalar mix is a component, not a layer: its accuracy rows have no layer.
+    mix = frame[frame.component == "scalar-mix"]
+    assert set(mix.metric) == {"accuracy", "mix_weight"} and set(mix.probe) == {"linear"}
+    assert mix[mix.metric == "accuracy"]["layer"].isna().all()
+    assert mix[mix.metric == "mix_weight"]["layer"].notna().all()
+    assert frame[frame.component.isna()]["layer"].notna().all()
+    # Dataset sizes are a table (not DataFrame.attrs), with the training examples each seed used.
+    sizes = result["datasets"].set_index("task")
+    assert list(sizes.index) == ["upos", "deprel"]
+    assert sizes.loc["upos", "train"] == 400 and sizes.loc["upos", "dev"] == 200
+    assert sizes.loc["upos", "train_used"] == 360 and sizes.loc["deprel", "unit"] == "arcs"
+    table = result["table2"]
+    assert table["mean"].between(0, 1).all()
+    assert table[table.component == "scalar-mix"]["layer"].isna().all()
+    assert result.meta["seeds"] == [0, 1] and result.meta["fingerprint"]
+
+
+def test_saved_result_round_trips(results, tmp_path):
+    result, _ = results
+    result.save(tmp_path / "out")
+    loaded = Result.load(tmp_path / "out")
+    pd.testing.assert_frame_equal(loaded["results"], result["results"])
+    assert list(loaded["datasets"].loc[1, "notes"]) == list(result["datasets"].loc[1, "notes"])
+    assert (tmp_path / "out" / "table2.csv").is_file() and (tmp_path / "out" / "meta.json").is_file()
 
 
 def test_seeds_differ_and_reruns_reproduce_from_the_cache(results, tiny_model, small_treebank):
-    frame, cache = results
-    ours = frame[(frame.baseline == "none") & (frame.metric == "accuracy") & (frame.probe == "linear")]
+    result, cache = results
+    frame = result["results"]
+    ours = frame[(frame.baseline == "none") & (frame.metric == "accuracy") & (frame.probe == "linear")
+                 & frame.component.isna()]
     by_seed = ours.pivot_table(index=["task", "layer", "split"], columns="seed", values="value")
     assert not np.allclose(by_seed[0], by_seed[1])
     stores = sorted(p.name for p in (cache / "stores").iterdir())
@@ -71,11 +107,26 @@ def test_seeds_differ_and_reruns_reproduce_from_the_cache(results, tiny_model, s
                         max_train=400, max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False)
     assert sorted(p.name for p in (cache / "stores").iterdir()) == stores  # stores reused, none added
     expected = frame[frame.seed == 1].reset_index(drop=True)
-    pd.testing.assert_frame_equal(again, expected)
+    pd.testing.assert_frame_equal(again["results"], expected)
+
+
+def test_a_repeated_seed_probes_its_own_untrained_twin(tiny_model, small_treebank, results):
+    """Regression: with seeds (0, 1, 0) the second seed-0 pass reused seed 1's twin features."""
+    _, cache = results
+    result = run_probing(str(tiny_model), ["upos"], treebank=small_treebank, seeds=(0, 1, 0), max_train=400,
+                         max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False, control=False,
+                         scalar_mix=False)
+    frame = result["results"]
+    twin = frame[(frame.baseline == "untrained") & (frame.metric == "accuracy")]
+    third_size = len(twin) // 3
+    first, second, third = (twin.iloc[k * third_size:(k + 1) * third_size].reset_index(drop=True) for k in range(3))
+    assert set(first.seed) == {0} and set(second.seed) == {1} and set(third.seed) == {0}
+    assert not np.allclose(first.value, second.value), "twins of seeds 0 and 1 differ"
+    pd.testing.assert_series_equal(third.value, first.value)
 
 
 def test_table2_layout_and_plot(results, tmp_path):
-    frame, _ = results
+    frame = results[0]["results"]
     table = table2(frame)
     assert list(table.index[:3]) == [0, 1, 2]
     assert {"mix", "majority", "best layer (dev)"} <= set(table.index)
@@ -87,12 +138,12 @@ def test_table2_layout_and_plot(results, tmp_path):
              & (s.split == "test") & (s.probe == "linear")]["mean"].iloc[0]
     twin = s[(s.task == "upos") & (s.layer == 1) & (s.baseline == "untrained") & (s.metric == "accuracy")
              & (s.split == "test") & (s.probe == "linear")]["mean"].iloc[0]
-    assert row["mean"] == pytest.approx(100 * mean)
-    assert row["delta"] == pytest.approx(100 * (mean - twin))
+    assert row["mean"] == pytest.approx(mean)
+    assert row["delta"] == pytest.approx(mean - twin)
     assert table.loc[1, "upos"] == f"{100 * mean:.1f} ({100 * (mean - twin):.1f})"
     # The best layer is picked on dev.
     dev = s[(s.task == "upos") & (s.baseline == "none") & (s.metric == "accuracy") & (s.split == "dev")
-            & (s.probe == "linear")]
+            & (s.probe == "linear") & s.component.isna()]
     assert table.loc["best layer (dev)", "upos"] == str(int(dev.loc[dev["mean"].idxmax(), "layer"]))
     assert table2_rich(frame).row_count == len(table)
     plot_layer_curves(frame, tmp_path / "curves.png")
@@ -100,31 +151,108 @@ def test_table2_layout_and_plot(results, tmp_path):
     assert (tmp_path / "curves.svg").read_text().lstrip().startswith("<?xml")
 
 
-def test_cli_writes_results(tiny_model, small_treebank, tmp_path):
+def test_cli_writes_results(tiny_model, small_treebank, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from bertology.probing.cli import app
 
-    out = tmp_path / "out"
+    monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, [
-        "--model", str(tiny_model), "--tasks", "upos", "--treebank", str(small_treebank), "--seeds", "1",
-        "--max-train", "300", "--max-eval", "150", "--out", str(out), "--cache-dir", str(tmp_path / "cache"),
-        "--no-progress", "--no-scalar-mix",
+        "-m", str(tiny_model), "--tasks", "upos", "--treebank", str(small_treebank), "--seeds", "1", "--seed", "2",
+        "--layers", "L1-2", "--max-train", "300", "--max-eval", "150", "--cache-dir", str(tmp_path / "cache"),
+        "--no-progress", "--no-scalar-mix", "--device", "cpu",
     ])
     assert result.exit_code == 0, result.output
     assert "upos" in result.output and "majority" in result.output
+    # The default output folder names the command, model, tasks and treebank, so runs do not overwrite.
+    out = tmp_path / default_out("probe", tiny_model.name, "upos", small_treebank.name)
+    assert out.parent == tmp_path / "results" / "probe"
     frame = pd.read_parquet(out / "results.parquet")
     assert set(frame.task) == {"upos"}
+    assert set(frame.seed) == {2}, "--seeds is a count, --seed the first"
+    assert set(frame.layer.dropna()) == {1, 2}, "--layers takes what tables print (L1-2)"
     assert pd.read_csv(out / "results.csv").shape[0] == len(frame)
+    for table in ("summary", "table2", "datasets"):
+        assert (out / f"{table}.parquet").is_file() and (out / f"{table}.csv").is_file()
+    assert not (out / "datasets.json").exists()
     assert (out / "layer_curves.png").exists() and (out / "layer_curves.svg").exists()
+    assert oct((out / "results.csv").stat().st_mode & 0o777) == "0o644"
 
 
-def test_cli_bad_input_is_a_bertology_error(tmp_path):
+@pytest.mark.parametrize("args, message", [
+    (["--tasks", "nonsense"], "unknown task"),
+    (["--max-sentences", "0"], "--max-sentences 0"),
+    (["--max-train", "-5"], "--max-train -5"),
+    (["--seeds", "0"], "--seeds 0"),
+    (["--layers", "3-1"], "--layers"),
+    (["--device", "tpu"], "--device"),
+])
+def test_cli_bad_input_is_one_bertology_error(tmp_path, args, message):
     from typer.testing import CliRunner
 
     from bertology.errors import BertologyError
     from bertology.probing.cli import app
 
-    result = CliRunner().invoke(app, ["--tasks", "nonsense", "--out", str(tmp_path)])
-    assert isinstance(result.exception, BertologyError)
-    assert "unknown task" in str(result.exception)
+    result = CliRunner().invoke(app, args + ["--out", str(tmp_path / "out")])
+    assert isinstance(result.exception, BertologyError), result.output
+    assert message in str(result.exception)
+    assert not (tmp_path / "out").exists(), "nothing written"
+
+
+@pytest.fixture
+def capitalised_task():
+    """A new token task registered by the test itself: is the word capitalised?"""
+    from bertology.probing import register_task, unregister_task
+
+    def capitalised(sentences):
+        refs = [(i, j) for i, s in enumerate(sentences) for j in range(len(s.words))]
+        return refs, [sentences[i].words[j][:1].isupper() for i, j in refs]
+
+    register_task("capitalised", "token", capitalised, description="is the word capitalised?")
+    yield "capitalised"
+    unregister_task("capitalised")
+
+
+def test_a_task_registered_in_one_call_runs_in_the_api_and_the_cli(capitalised_task, tiny_model, small_treebank,
+                                                                     results, tmp_path):
+    from typer.testing import CliRunner
+
+    from bertology.probing.cli import app
+
+    _, cache = results
+    result = run_probing(str(tiny_model), [capitalised_task], treebank=small_treebank, seeds=(0,), max_train=300,
+                         max_eval=150, l2=(1e-2,), cache_dir=cache, progress=False, scalar_mix=False)
+    frame = result["results"]
+    assert set(frame.task) == {"capitalised"}
+    assert set(frame.baseline) == {"none", "untrained", "control", "majority"}
+    sizes = result["datasets"].set_index("task")
+    assert sizes.loc["capitalised", "level"] == "token" and sizes.loc["capitalised", "train"] == 300
+    # The builder's labels reach the baselines: the majority row is the share of the commonest training label
+    # among the test labels the builder produced for the same capped sentences.
+    [dataset] = load_datasets([capitalised_task], small_treebank, max_train=300, max_eval=150)
+    train, test = dataset.splits["train"].labels, dataset.splits["test"].labels
+    assert set(train) == {True, False}
+    expected = float(np.mean(test == pd.Series(train).mode()[0]))
+    assert result["table2"]["majority"].iloc[0] == pytest.approx(expected)
+    words = [dataset.pools["test"][i].words[j] for i, j in dataset.splits["test"].refs]
+    assert list(test) == [w[:1].isupper() for w in words]
+
+    out = tmp_path / "out"
+    cli = CliRunner().invoke(app, ["-m", str(tiny_model), "--tasks", "capitalised", "--treebank", str(small_treebank),
+                                   "--seeds", "1", "--max-train", "300", "--max-eval", "150", "--out", str(out),
+                                   "--cache-dir", str(cache), "--no-progress", "--no-scalar-mix", "--no-control"])
+    assert cli.exit_code == 0, cli.output
+    assert "capitalised" in cli.output
+    assert set(pd.read_parquet(out / "results.parquet").task) == {"capitalised"}
+
+
+def test_registering_a_taken_name_or_a_bad_level_is_refused(capitalised_task):
+    from bertology.errors import DataError
+    from bertology.probing import register_task
+
+    with pytest.raises(DataError, match="already registered"):
+        register_task("upos", "token", lambda sentences: ([], []))
+    with pytest.raises(DataError, match="level 'word'"):
+        register_task("other", "word", lambda sentences: ([], []))
+    with pytest.raises(DataError, match="source 'conll'"):
+        register_task("other", "token", lambda sentences: ([], []), source="conll")

@@ -21,15 +21,15 @@ def minilm_results(tmp_path_factory):
         pytest.skip("UD English EWT not in the shared data")
     return run_probing("minilm", ["upos", "bigram_shift"], treebank=treebank, seeds=(0,), max_train=600,
                        max_eval=300, l2=(1e-3, 1e-2), scalar_mix=False, control=False,
-                       cache_dir=tmp_path_factory.mktemp("cache"), progress=False)
+                       cache_dir=tmp_path_factory.mktemp("cache"), progress=False)["results"]
 
 
 def test_upos_best_layer_is_far_above_the_majority_baseline(minilm_results):
     numbers = table2_frame(minilm_results)
     upos = numbers[numbers.task == "upos"]
     best = upos[upos.best_on_dev].iloc[0]  # the layer chosen on dev, scored on test
-    assert best["mean"] > best["majority"] + 40
-    assert best["mean"] > 75
+    assert best["mean"] > best["majority"] + 0.40  # accuracies are fractions
+    assert best["mean"] > 0.75
 
 
 def test_trained_minilm_beats_its_untrained_twin_on_bshift(minilm_results):
@@ -37,5 +37,5 @@ def test_trained_minilm_beats_its_untrained_twin_on_bshift(minilm_results):
     bshift = numbers[(numbers.task == "bigram_shift") & numbers.layer.notna()]
     # No layer chosen on test: the whole curve of the contextual layers (1..6) against the twin's.
     contextual = bshift[bshift.layer >= 1]
-    assert contextual["delta"].mean() > 3
+    assert contextual["delta"].mean() > 0.03
     assert (contextual["delta"] > 0).sum() >= 4

@@ -3,6 +3,10 @@
 import numpy as np
 import pytest
 
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
 from bertology.errors import DataError
 from bertology.probing.controls import ControlTask
 from bertology.probing.probes import LayerwiseProbe, ScalarMixProbe
@@ -28,9 +32,12 @@ def planted_splits():
 @pytest.mark.parametrize("kind", ["linear", "mlp"])
 def test_probe_finds_the_planted_layer_and_is_at_chance_elsewhere(planted_splits, kind):
     (Xtr, ytr), (Xdv, ydv), (Xte, yte) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
-    probe = LayerwiseProbe(kind=kind, seed=0).fit(Xtr, ytr, Xdv, ydv)
-    scores = probe.score(Xte, yte)
+    probe = LayerwiseProbe(kind=kind, seed=0, device="cpu").fit(Xtr, ytr, Xdv, ydv)
+    scores = probe.score_layers(Xte, yte)
     assert scores.shape == (N_LAYERS,)
+    # score: one float, the accuracy of the layer chosen on dev (the planted one)
+    assert probe.best_layer_index_ == 2
+    assert isinstance(probe.score(Xte, yte), float) and probe.score(Xte, yte) == pytest.approx(scores[2])
     assert int(np.argmax(scores)) == 2
     assert scores[2] > 0.9
     chance = 1 / N_CLASSES
@@ -73,8 +80,8 @@ def test_selectivity_separates_a_label_layer_from_a_memorising_layer():
         return X, y, control.labels([f"w{t}" for t in types])
 
     (Xtr, ytr, ctr), (Xdv, ydv, cdv), (Xte, yte, cte) = split(800), split(300), split(300)
-    task = LayerwiseProbe(seed=0).fit(Xtr, ytr, Xdv, ydv).score(Xte, yte)
-    ctrl = LayerwiseProbe(seed=0).fit(Xtr, ctr, Xdv, cdv).score(Xte, cte)
+    task = LayerwiseProbe(seed=0).fit(Xtr, ytr, Xdv, ydv).score_layers(Xte, yte)
+    ctrl = LayerwiseProbe(seed=0).fit(Xtr, ctr, Xdv, cdv).score_layers(Xte, cte)
     selectivity = task - ctrl
     assert task[1] > 0.9 and task[2] > 0.9
     assert ctrl[1] > 0.9  # memorising word identity solves the control task too
@@ -97,13 +104,13 @@ def test_string_labels_and_labels_unseen_in_training_count_as_wrong(planted_spli
     names = np.array(["ADJ", "NOUN", "VERB"], dtype=object)
     probe = LayerwiseProbe(seed=0).fit(Xtr, names[ytr], Xdv, names[ydv])
     assert set(probe.classes_) == {"ADJ", "NOUN", "VERB"}
-    full = probe.score(Xte, names[yte])[2]
+    full = probe.score_layers(Xte, names[yte])[2]
     relabelled = names[yte].copy()
     relabelled[:100] = "X"  # a tag the probe never saw
     predicted = probe.predict(Xte)[2]
     assert not (predicted == "X").any()
-    assert probe.score(Xte, relabelled)[2] == pytest.approx((predicted == relabelled).mean())
-    assert probe.score(Xte, relabelled)[2] < full - 0.2
+    assert probe.score_layers(Xte, relabelled)[2] == pytest.approx((predicted == relabelled).mean())
+    assert probe.score_layers(Xte, relabelled)[2] < full - 0.2
 
 
 def test_single_layer_input_and_list_of_layers():
@@ -111,17 +118,21 @@ def test_single_layer_input_and_list_of_layers():
     X = rng.normal(size=(200, 8)).astype(np.float32)
     y = (X[:, 0] > 0).astype(int)
     probe = LayerwiseProbe().fit(X, y)  # no dev given: 10% of train is held out
-    assert probe.score(X, y).shape == (1,)
-    assert probe.score(X, y)[0] > 0.9
+    assert probe.score_layers(X, y).shape == (1,)
+    assert probe.score(X, y) > 0.9
+    # One [n, dim] layer is a plain scikit-learn classifier: predictions [n], probabilities [n, C].
+    assert probe.predict(X).shape == (200,) and probe.predict_proba(X).shape == (200, 2)
     listed = LayerwiseProbe().fit([X, X], y)
-    assert listed.n_layers_ == 2
+    assert listed.n_layers_ == 2 and listed.predict([X, X]).shape == (2, 200)
+    with pytest.raises(DataError, match="fitted on 2 layers"):
+        listed.predict(X)
 
 
 def test_bad_input_raises_data_error():
     X = np.zeros((2, 10, 4), dtype=np.float32)
     with pytest.raises(DataError, match="one label per example"):
         LayerwiseProbe().fit(X, np.zeros(9))
-    with pytest.raises(DataError, match="single class"):
+    with pytest.raises(DataError, match="one class"):
         LayerwiseProbe().fit(X, np.zeros(10), X, np.zeros(10))
     with pytest.raises(DataError, match="kind"):
         LayerwiseProbe(kind="svm").fit(X, np.arange(10) % 2, X, np.arange(10) % 2)
@@ -129,8 +140,10 @@ def test_bad_input_raises_data_error():
         LayerwiseProbe(l2=(-1.0,)).fit(X, np.arange(10) % 2, X, np.arange(10) % 2)
     with pytest.raises(DataError, match="NaN"):
         LayerwiseProbe().fit(np.full((2, 10, 4), np.nan), np.arange(10) % 2)
-    with pytest.raises(DataError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         LayerwiseProbe().score(X, np.zeros(10))
+    with pytest.raises(NotFittedError):
+        ScalarMixProbe().predict(X)
     fitted = LayerwiseProbe().fit(X + np.random.default_rng(0).normal(size=X.shape), np.arange(10) % 2)
     with pytest.raises(DataError, match="fitted on 2 layers"):
         fitted.score(np.zeros((3, 10, 4)), np.zeros(10))
@@ -156,3 +169,26 @@ def test_closed_form_gradient_matches_autograd():
     assert float(closed) == pytest.approx(float(loss.detach()), rel=1e-6)
     torch.testing.assert_close(grads["W"], W.grad, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(grads["b"], b.grad, atol=1e-6, rtol=1e-5)
+
+
+@parametrize_with_checks([LayerwiseProbe(device="cpu"), LayerwiseProbe(kind="mlp", device="cpu"),
+                          ScalarMixProbe(device="cpu")])
+def test_scikit_learn_estimator_checks(estimator, check):
+    """scikit-learn's own conformance checks, on the single-layer view (``X`` of shape ``[n, dim]``), where the
+    probes are ordinary classifiers. Every check runs; only ``check_array_api_input`` skips itself (the
+    probes compute in torch, not through the array API)."""
+    check(estimator)
+
+
+def test_get_params_clone_and_set_params_on_the_layered_probe(planted_splits):
+    (Xtr, ytr), (Xdv, ydv), (Xte, yte) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
+    probe = LayerwiseProbe(kind="linear", l2=(1e-3,), seed=4, device="cpu")
+    assert probe.get_params()["l2"] == (1e-3,) and probe.get_params()["seed"] == 4
+    fitted = probe.fit(Xtr, ytr, Xdv, ydv)
+    assert fitted is probe
+    copy = clone(fitted)
+    assert copy.get_params() == fitted.get_params() and not hasattr(copy, "classes_")
+    copy.set_params(seed=5, l2=(1e-2,))
+    assert copy.seed == 5 and copy.l2 == (1e-2,)
+    np.testing.assert_allclose(copy.fit(Xtr, ytr, Xdv, ydv).score_layers(Xte, yte)[2],
+                               fitted.score_layers(Xte, yte)[2], atol=0.05)

@@ -7,6 +7,8 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
+from sklearn.exceptions import NotFittedError
+
 from bertology.data import Sentence
 from bertology.errors import DataError, StoreError
 from bertology.probing.structural import (
@@ -219,8 +221,11 @@ def test_probe_recovers_the_planted_layer_only(planted, kind, metric, floor):
     (Xtr, tr), (Xdv, dv), (Xte, te) = planted["train"], planted["dev"], planted["test"]
     probe = StructuralProbe(kind=kind, rank=16, epochs=25, lr=1e-2, batch_size=10, seed=0, device="cpu")
     probe.fit(Xtr, tr, Xdv, dv)
-    scores = probe.score(Xte, te).set_index(["layer", "metric"])["value"]
+    scores = probe.score_layers(Xte, te).set_index(["layer", "metric"])["value"]
     assert scores[(1, metric)] >= floor
+    # score: one float, the primary metric of the layer chosen on dev loss (the planted one)
+    assert probe.best_layer_ == 1
+    assert probe.score(Xte, te) == pytest.approx(scores[(1, metric)])
     for noise_layer in (0, 2):
         assert scores[(noise_layer, metric)] < 0.5
     spearman = "dspr" if kind == "distance" else "nspr"
@@ -243,8 +248,10 @@ def test_layers_batched_together_train_exactly_like_one_layer_alone(planted):
 
 def test_probe_input_errors(planted):
     (Xtr, tr), (Xdv, dv) = planted["train"], planted["dev"]
-    with pytest.raises(DataError, match="not fitted"):
+    with pytest.raises(NotFittedError):
         StructuralProbe().predict(Xtr, tr)
+    with pytest.raises(NotFittedError):
+        StructuralProbe().score(Xtr, tr)
     with pytest.raises(DataError, match="kind"):
         StructuralProbe(kind="width").fit(Xtr, tr, Xdv, dv)
     with pytest.raises(DataError, match="word vectors for"):
@@ -280,6 +287,9 @@ def test_run_structural_tidy_frame_with_baselines(planted):
     train_store = FakeStore(Xtr, [len(s) for s in tr])
     results = run_structural(train_store, tr, Xdv, dv, Xte, te, seeds=(0, 1), rank=16, epochs=12, lr=1e-2,
                              batch_size=10, untrained=twin, device="cpu", model="synthetic", progress=True)
+    assert set(results.tables) == {"results", "summary"}
+    results = results["results"]
+    assert str(results["layer"].dtype) == "Int64" and str(results["seed"].dtype) == "Int64"
     assert list(results.columns) == ["model", "task", "layer", "seed", "metric", "value", "baseline", "split"]
     assert set(results["task"]) == {"structural-distance", "structural-depth"}
     assert set(results["metric"]) == {"uuas", "dspr", "root_acc", "nspr"}
@@ -311,9 +321,35 @@ def test_run_structural_pairs_each_seed_with_its_own_twin(planted):
     # twin 1 secretly holds the planted tree: only seed 1's untrained rows may recover it
     noise[1] = (Xtr, Xdv, Xte)
     results = run_structural(Xtr, tr, Xdv, dv, Xte, te, seeds=(0, 1), rank=16, kinds=("distance",), epochs=12,
-                             lr=1e-2, batch_size=10, untrained=noise, device="cpu", progress=False)
+                             lr=1e-2, batch_size=10, untrained=noise, device="cpu", progress=False)["results"]
     twin = results[(results["baseline"] == "untrained") & (results["split"] == "test")
                    & (results["metric"] == "uuas") & (results["layer"] == 1)].set_index("seed")["value"]
     assert twin[1] > 0.9 > 0.5 > twin[0]
     with pytest.raises(DataError, match=r"not for seeds \[2\]"):
         run_structural(Xtr, tr, Xdv, dv, Xte, te, seeds=(0, 2), untrained=noise, progress=False)
+
+
+def test_structural_probe_follows_the_scikit_learn_estimator_api(planted):
+    """get_params/set_params/clone and the API checks that apply to an estimator whose targets are trees.
+
+    The data checks of ``sklearn.utils.estimator_checks`` feed ``[n, dim]`` matrices with numeric ``y``;
+    a structural probe's ``y`` is a list of dependency trees aligned with word vectors, so only the checks
+    that do not fit on such data run here."""
+    from sklearn.base import clone
+    from sklearn.utils.estimator_checks import (check_do_not_raise_errors_in_init_or_set_params,
+                                                check_estimator_cloneable, check_estimator_repr,
+                                                check_get_params_invariance, check_no_attributes_set_in_init,
+                                                check_parameters_default_constructible, check_set_params)
+
+    probe = StructuralProbe(kind="depth", rank=8)
+    for check in (check_estimator_cloneable, check_estimator_repr, check_no_attributes_set_in_init,
+                  check_get_params_invariance, check_set_params, check_do_not_raise_errors_in_init_or_set_params,
+                  check_parameters_default_constructible):
+        check("StructuralProbe", probe)
+    assert probe.get_params()["rank"] == 8
+    copy = clone(probe.set_params(epochs=2, seed=3))
+    assert copy.get_params() == probe.get_params() and copy is not probe
+    (Xtr, tr), (Xdv, dv) = planted["train"], planted["dev"]
+    fitted = copy.set_params(device="cpu").fit(Xtr, tr, Xdv, dv)
+    assert fitted is copy
+    assert not hasattr(clone(fitted), "weights_"), "clone drops what fit learned"

@@ -27,7 +27,8 @@ def results(tmp_path_factory):
         except Exception as exc:  # the embedded model package is optional outside CI
             pytest.skip(f"MiniLM not available: {exc}")
         sentences = [s for s in read_conllu(default_corpus("ewt-dev")) if 5 <= len(s) <= 20]
-        train, dev, test = sentences[:300], sentences[300:340], sentences[340:440]
+        # 100 dev sentences: with 40, the dev choice of layer among near ties was a coin toss between seeds
+        train, dev, test = sentences[:300], sentences[440:540], sentences[340:440]
         out = tmp_path_factory.mktemp("structural")
         stores = {}
         for name, enc in (("trained", encoder), ("untrained", load_encoder("minilm", untrained_seed=0))):
@@ -39,7 +40,7 @@ def results(tmp_path_factory):
             stores["trained"][0], train, stores["trained"][1], dev, stores["trained"][2], test,
             seeds=(0,), rank=64, epochs=15, lr=1e-2, batch_size=10, untrained=stores["untrained"],
             device="cpu", model="minilm", progress=False,
-        )
+        )["results"]
     finally:
         torch.set_num_threads(before)
     return frame

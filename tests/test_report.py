@@ -33,6 +33,67 @@ def test_report_is_written_with_every_section(tiny_report):
     assert html.count("data:image/png;base64,") >= 3
     assert list((path.parent / "results").glob("*/key.json")), "tidy result files sit beside the report"
     assert (path.parent / "attention_view.html").is_file()
+    assert oct(path.stat().st_mode & 0o777) == "0o644", "the report is readable by others"
+    for folder in (path.parent / "results").iterdir():
+        assert folder.stat().st_mode & 0o755 == 0o755, folder
+    # The attention section switched to eager attention only while it ran.
+    assert encoder.attention_implementation == "sdpa"
+
+
+def test_pattern_classifier_figures_come_from_its_evaluation_file(tiny_report):
+    import json
+    from importlib import resources
+
+    path, _, _ = tiny_report
+    evaluation = json.loads((resources.files("bertology") / "resources" / "attention_patterns"
+                             / "evaluation.json").read_text("utf-8"))
+    shipped = next(row for row in evaluation["test"] if row["classifier"].startswith("CNN (shipped"))
+    note = next(n for n in report_run.setup_notes() if n.startswith("Pattern types"))
+    assert f"{evaluation['n_maps']} hand-labelled maps" in note
+    assert f"{shipped['test_accuracy']:.2f} accuracy on the {evaluation['split_sizes']['test']} held out" in note
+    assert note.replace("'", "&#39;") in path.read_text(encoding="utf-8")
+
+
+def test_an_unknown_section_is_one_line_naming_the_valid_ones(tmp_path):
+    from typer.testing import CliRunner
+
+    from bertology.cli import app
+    from bertology.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown section nonsense; expected one or more of tokenization, "
+                                         "probing, attention"):
+        build_report(encoder=tiny_encoder("bert", layers=1, hidden=16, heads=2), out=tmp_path,
+                     sections=["probing", "nonsense"], progress=False)
+    result = CliRunner().invoke(app, ["report", "--section", "nonsense", "--out", str(tmp_path / "cli")])
+    assert isinstance(result.exception, UsageError) and "tokenization, probing, attention" in str(result.exception)
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_report_modules_do_not_import_each_other_in_a_cycle():
+    """sections builds on context (the layer below), never on run, which drives the sections."""
+    import ast
+    import inspect
+
+    from bertology.report import context as report_context
+
+    for module in (report_sections, report_context):
+        tree = ast.parse(inspect.getsource(module))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert "bertology.report.run" not in imported, module.__name__
+
+
+def test_a_registered_treebank_task_joins_the_report():
+    from bertology.probing import register_task, unregister_task
+
+    register_task("first_word", "token", lambda sentences: ([(i, 0) for i in range(len(sentences))],
+                                                            ["yes"] * len(sentences)))
+    try:
+        tasks = report_sections.report_probing_tasks()
+        assert {"upos", "xpos", "deprel", "first_word", "structural", "bigram_shift"} <= set(tasks)
+        assert "ner" not in tasks, "tasks of other corpora than the treebank stay out"
+    finally:
+        unregister_task("first_word")
 
 
 def test_rerun_reuses_finished_parts(tiny_report, monkeypatch):

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bertology import __version__
+from bertology import __version__, options
 from bertology.errors import BertologyError
 
 app = typer.Typer(
@@ -149,38 +149,45 @@ def _print_store_summary(store, seconds: Optional[float]) -> None:
 
 @app.command()
 def report(
-    model: str = typer.Option("minilm", "--model", "-m", help="Alias (minilm), local directory or hub id."),
-    out: Path = typer.Option(Path("reports"), help="Reports go to OUT/<model>/index.html."),
+    model: str = options.model_option(),
+    out: Path = typer.Option(Path("reports"), "--out", "-o", help="Reports go to OUT/<model>/index.html."),
     fresh: bool = typer.Option(False, "--fresh", help="Recompute everything instead of reusing finished parts."),
-    seeds: int = typer.Option(3, help="Seeds per probe (mean and spread are reported)."),
-    max_sentences: Optional[int] = typer.Option(None, help="Use only the first N sentences of each split."),
-    sections: Optional[str] = typer.Option(None, help="Comma-separated sections to run (default: all)."),
-    device: Optional[str] = typer.Option(None, help="cpu, cuda, ..."),
+    seeds: int = options.seeds_option(help="How many probe seeds (from --seed); mean and spread are reported."),
+    seed: int = options.seed_option(),
+    max_sentences: Optional[int] = options.max_sentences_option(),
+    sections: Optional[str] = typer.Option(None, "--sections", "--section",
+                                           help="Comma-separated sections to run (default: all): "
+                                                "tokenization, probing, attention."),
+    device: str = options.device_option(),
+    progress: bool = options.progress_option(),
     compare: Optional[tuple[str, str]] = typer.Option(
         None, "--compare", help="Two models side by side: --compare A B (B may be 'untrained' for A's twin)."),
 ) -> None:
     """Run the battery on a model and write one self-contained HTML report."""
-    from bertology.report import build_report
-    from bertology.report.run import build_comparison
+    from bertology.report import build_comparison, build_report
+    from bertology.report.run import check_sections
 
     started = time.perf_counter()
-    chosen = sections.split(",") if sections else None
+    options.check_positive(max_sentences, "--max-sentences")
+    seed_values = options.seed_list(seeds, seed)
+    chosen = check_sections(sections.split(",")) if sections is not None else None
+    options.resolve_device(device)
     if compare:
-        path = build_comparison(compare[0], compare[1], out=out, fresh=fresh, seeds=tuple(range(seeds)),
-                                max_sentences=max_sentences, sections=chosen, device=device)
+        path = build_comparison(compare[0], compare[1], out=out, fresh=fresh, seeds=seed_values,
+                                max_sentences=max_sentences, sections=chosen, device=device, progress=progress)
     else:
-        path = build_report(model, out=out, fresh=fresh, seeds=tuple(range(seeds)), max_sentences=max_sentences,
-                            sections=chosen, device=device)
+        path = build_report(model, out=out, fresh=fresh, seeds=seed_values, max_sentences=max_sentences,
+                            sections=chosen, device=device, progress=progress)
     out_console.print(f"report written to {path} ({time.perf_counter() - started:.0f} s)")
 
 
 @app.command()
 def demo(
-    out: Path = typer.Option(Path("reports"), help="Where the report goes."),
+    out: Path = typer.Option(Path("reports"), "--out", "-o", help="Where the report goes."),
 ) -> None:
     """The main job on the embedded default: `bertology report --model minilm`."""
-    report(model="minilm", out=out, fresh=False, seeds=3, max_sentences=None, sections=None, device=None,
-           compare=None)
+    report(model="minilm", out=out, fresh=False, seeds=3, seed=0, max_sentences=None, sections=None, device="auto",
+           progress=True, compare=None)
 
 
 def _register_subcommands() -> None:

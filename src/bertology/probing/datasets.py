@@ -155,95 +155,160 @@ def deprel_label(deprel: str) -> str:
     return deprel.split(":", 1)[0]
 
 
-def ud_examples(task: str, sentences: Sequence[Sentence]) -> SplitExamples:
-    refs, labels, keys = [], [], []
+def _tag_examples(sentences: Sequence[Sentence], column: str) -> tuple[list, list]:
+    refs, labels = [], []
     for i, sentence in enumerate(sentences):
-        if task in ("upos", "xpos"):
-            tags = sentence.upos if task == "upos" else sentence.xpos
-            if tags is None:
-                raise DataError(f"sentence {sentence.id!r} (line {sentence.source_line}) has no {task.upper()} column")
-            for j, tag in enumerate(tags):
-                if tag in ("_", ""):
-                    continue
-                refs.append((i, j, 0))
-                labels.append(tag)
-                keys.append(word_type(sentence.words[j]))
-        elif task == "deprel":
-            if sentence.heads is None:
+        tags = getattr(sentence, column)
+        if tags is None:
+            raise DataError(f"sentence {sentence.id!r} (line {sentence.source_line}) has no {column.upper()} column")
+        for j, tag in enumerate(tags):
+            if tag in ("_", ""):
                 continue
-            for j, (head, rel) in enumerate(zip(sentence.heads, sentence.deprels)):
-                # The root arc has no head span; an edge probe needs two spans, so it is left out.
-                if head == 0:
-                    continue
-                refs.append((i, j, head - 1))
-                labels.append(deprel_label(rel))
-                keys.append(word_type(sentence.words[j]))
-        else:
-            raise DataError(f"unknown UD task {task!r}; expected one of {', '.join(UD_TASKS)}")
-    return SplitExamples(np.asarray(refs, dtype=np.int64).reshape(-1, 3), np.asarray(labels, dtype=object), keys)
+            refs.append((i, j))
+            labels.append(tag)
+    return refs, labels
 
 
-def load_ud_pools(treebank: str | Path, max_train: int | None, max_eval: int | None,
-                  max_sentences: int | None = None) -> dict[str, list[Sentence]]:
-    """Shuffled (fixed seed), capped sentences of each split: enough for ``max_train`` / ``max_eval`` words."""
-    files = find_treebank_files(treebank)
+def upos_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
+    """Token task: every word with its universal part of speech."""
+    return _tag_examples(sentences, "upos")
+
+
+def xpos_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
+    """Token task: every word with its language-specific part of speech."""
+    return _tag_examples(sentences, "xpos")
+
+
+def deprel_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
+    """Edge task: every arc dependent -> head with its universal relation (root arcs left out)."""
+    refs, labels = [], []
+    for i, sentence in enumerate(sentences):
+        if sentence.heads is None:
+            continue
+        for j, (head, rel) in enumerate(zip(sentence.heads, sentence.deprels)):
+            # The root arc has no head word; an edge probe needs two words, so it is left out.
+            if head == 0:
+                continue
+            refs.append((i, j, head - 1))
+            labels.append(deprel_label(rel))
+    return refs, labels
+
+
+def entity_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
+    """Span task: every gold entity span (WNUT-17 BIO tags) with its type."""
+    from bertology.data.wnut17 import entity_spans
+
+    refs, labels = [], []
+    for i, sentence in enumerate(sentences):
+        for start, end, label in entity_spans(sentence):
+            refs.append((i, start, end))
+            labels.append(label)
+    return refs, labels
+
+
+def control_keys(level: str, refs: np.ndarray, sentences: Sequence[Sentence]) -> list:
+    """The lexical item each example's control label is a function of (Hewitt and Liang): the word's type
+    (token), the dependent's type (edge), the tuple of the span's types (span); none for sentences."""
+    if level == "token" or level == "edge":
+        return [word_type(sentences[i].words[j]) for i, j in refs[:, :2].tolist()]
+    if level == "span":
+        return [tuple(word_type(w) for w in sentences[i].words[a:b]) for i, a, b in refs[:, :3].tolist()]
+    return []
+
+
+#: How many columns each level's ``refs`` has (see the module doc).
+REF_WIDTH = {"token": 2, "edge": 3, "span": 3, "sentence": 1}
+
+
+def as_examples(built, level: str, sentences: Sequence[Sentence], task: str, split: str) -> SplitExamples:
+    """A builder's output (``(refs, labels)`` or :class:`SplitExamples`) checked against the pool, with
+    control keys derived from the level when the builder gave none."""
+    if isinstance(built, SplitExamples):
+        refs, labels, keys = built.refs, built.labels, built.control_keys
+    else:
+        try:
+            refs, labels = built
+        except (TypeError, ValueError):
+            raise DataError(f"task {task!r}: its builder returned {type(built).__name__}; expected "
+                            "(refs, labels) or SplitExamples") from None
+        keys = []
+    width = REF_WIDTH[level]
+    refs = np.asarray(refs, dtype=np.int64).reshape(-1, width) if len(refs) else np.zeros((0, width), np.int64)
+    labels = np.asarray(labels, dtype=object)
+    if len(labels) != len(refs):
+        raise DataError(f"task {task!r} ({split}): {len(refs)} examples but {len(labels)} labels")
+    if len(refs):
+        lengths = np.asarray([len(s) for s in sentences])
+        if refs[:, 0].min() < 0 or refs[:, 0].max() >= len(sentences):
+            raise DataError(f"task {task!r} ({split}): a sentence index outside 0..{len(sentences) - 1}")
+        words = refs[:, 1:] if level != "span" else np.stack([refs[:, 1], refs[:, 2] - 1], axis=1)
+        if words.size and ((words < 0).any() or (words >= lengths[refs[:, 0], None]).any()):
+            raise DataError(f"task {task!r} ({split}): a word index outside its sentence")
+        if level == "span" and (refs[:, 2] <= refs[:, 1]).any():
+            raise DataError(f"task {task!r} ({split}): an empty span (end <= start)")
+    if not keys:
+        keys = control_keys(level, refs, sentences)
+    return SplitExamples(refs, labels, list(keys))
+
+
+def build_dataset(task: str, level: str, source: str, builder, pools: dict[str, list[Sentence]],
+                  max_train: int | None, max_eval: int | None, notes: Sequence[str] = ()) -> ProbingDataset:
+    """Run a task's ``builder`` on every split of its sentence pool and cap the examples (first N)."""
+    if level not in LEVELS:
+        raise DataError(f"task {task!r}: level {level!r}; expected one of {', '.join(LEVELS)}")
+    splits = {}
+    for split in SPLITS:
+        examples = as_examples(builder(pools[split]), level, pools[split], task, split)
+        if len(examples) == 0:
+            raise DataError(f"{task}: no {split} examples in the {source} {split} sentences")
+        splits[split] = _cap_examples(examples, max_train if split == "train" else max_eval)
+    return ProbingDataset(task, level, source, pools, splits, list(notes))
+
+
+def load_ud_pools(treebank: str | Path, max_sentences: int | None = None) -> dict[str, list[Sentence]]:
+    """The sentences of a UD treebank's train/dev/test files, shuffled (fixed seed), at most
+    ``max_sentences`` per split."""
     pools = {}
-    for split, path in files.items():
+    for split, path in find_treebank_files(treebank).items():
         sentences = shuffled(read_conllu(path))
-        if max_sentences is not None:
-            sentences = sentences[:max_sentences]
-        cap = max_train if split == "train" else max_eval
-        pools[split] = cap_sentences(sentences, [len(s) for s in sentences], cap)
+        pools[split] = sentences[:max_sentences] if max_sentences is not None else sentences
     return pools
 
 
-def ud_dataset(task: str, pools: dict[str, list[Sentence]], max_train: int | None,
-               max_eval: int | None) -> ProbingDataset:
-    splits = {}
-    for split in SPLITS:
-        examples = ud_examples(task, pools[split])
-        if len(examples) == 0:
-            raise DataError(f"{task}: no {split} examples in the treebank's {split} sentences")
-        splits[split] = _cap_examples(examples, max_train if split == "train" else max_eval)
-    level = "edge" if task == "deprel" else "token"
-    notes = ["root arcs left out; labels are universal relations without subtypes"] if task == "deprel" else []
-    return ProbingDataset(task, level, "ud", pools, splits, notes)
-
-
-# ------------------------------------------------------------------------------------------------
-# WNUT-17: entity type of gold spans
-
-
-def wnut_dataset(folder: str | Path, max_train: int | None, max_eval: int | None,
-                 max_sentences: int | None = None) -> ProbingDataset:
-    """Entity type of gold WNUT-17 spans (Tenney et al.'s entity labelling: spans given, type predicted)."""
-    from bertology.data.wnut17 import WNUT17_FILES, entity_spans, read_wnut17
+def load_wnut_pools(folder: str | Path, max_sentences: int | None = None) -> dict[str, list[Sentence]]:
+    """WNUT-17's train/dev/test sentences (with their BIO tags), shuffled, at most ``max_sentences`` each."""
+    from bertology.data.wnut17 import WNUT17_FILES, read_wnut17
 
     folder = Path(folder)
-    pools, splits = {}, {}
+    pools = {}
     for split, name in WNUT17_FILES.items():
         sentences = shuffled(read_wnut17(folder / name))
-        if max_sentences is not None:
-            sentences = sentences[:max_sentences]
-        spans = [list(entity_spans(sentence)) for sentence in sentences]
-        keep = [i for i, s in enumerate(spans) if s]  # sentences without entities add nothing
-        sentences = [sentences[i] for i in keep]
-        spans = [spans[i] for i in keep]
-        cap = max_train if split == "train" else max_eval
-        sentences = cap_sentences(sentences, [len(s) for s in spans], cap)
-        refs, labels, keys = [], [], []
-        for i, sentence in enumerate(sentences):
-            for start, end, label in spans[i]:
-                refs.append((i, start, end))
-                labels.append(label)
-                keys.append(tuple(word_type(w) for w in sentence.words[start:end]))
-        if not refs:
-            raise DataError(f"{folder / name}: no entity spans; expected WNUT-17 BIO tags")
-        pools[split] = sentences
-        splits[split] = _cap_examples(
-            SplitExamples(np.asarray(refs, dtype=np.int64), np.asarray(labels, dtype=object), keys), cap)
-    return ProbingDataset("ner", "span", "wnut17", pools, splits,
-                          ["gold entity spans, type predicted; span = mean of its word vectors"])
+        pools[split] = sentences[:max_sentences] if max_sentences is not None else sentences
+    return pools
+
+
+def prefix_by_words(sentences: list[Sentence], max_words: int | None) -> SplitExamples:
+    """The shortest prefix of ``sentences`` holding ``max_words`` words, as sentence examples (no labels):
+    the sentences a structural probe trains on."""
+    kept = cap_sentences(sentences, [len(s) for s in sentences], max_words)
+    return SplitExamples(np.arange(len(kept), dtype=np.int64)[:, None], np.zeros(len(kept), dtype=object))
+
+
+def keep_referenced(datasets: Sequence[ProbingDataset]) -> None:
+    """Shrink each pool to the sentences some example refers to (in pool order) and renumber the refs,
+    so extraction encodes only sentences that are used."""
+    for split in SPLITS:
+        used = np.unique(np.concatenate([d.splits[split].refs[:, 0] for d in datasets]))
+        pool = datasets[0].pools[split]
+        new_index = np.full(len(pool), -1, dtype=np.int64)
+        new_index[used] = np.arange(len(used))
+        trimmed = [pool[i] for i in used]
+        for dataset in datasets:
+            examples = dataset.splits[split]
+            refs = examples.refs.copy()
+            refs[:, 0] = new_index[refs[:, 0]]
+            dataset.splits[split] = SplitExamples(refs, examples.labels, examples.control_keys)
+            dataset.pools = {**dataset.pools, split: trimmed}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,8 +18,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bertology.errors import DataError
+from bertology.runtime import derive_seed, resolve_device
 
 DEFAULT_L2 = (1e-5, 1e-4, 1e-3, 1e-2)
 """Default L2 grid. The loss is ``mean cross-entropy + l2/2 * ||W||^2`` on standardised features, so
@@ -54,12 +58,6 @@ def as_layer_tensor(X, name: str = "X") -> np.ndarray:
     if not np.isfinite(X).all():
         raise DataError(f"{name}: contains NaN or infinite values")
     return X
-
-
-def _resolve_device(device: str | torch.device | None) -> torch.device:
-    if device in (None, "auto"):
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def _check_grid(l2) -> tuple[float, ...]:
@@ -302,9 +300,23 @@ def _fit_scaler(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.where(scale > 1e-6, scale, 1.0).astype(np.float32)
 
 
-class _ProbeBase:
+def _is_layered(X) -> bool:
+    """True for ``[n_layers, n, dim]`` input (an array or tensor of 3 dimensions, or a list of 2-D layers)."""
+    if isinstance(X, (list, tuple)):
+        return len(X) > 0 and np.ndim(X[0]) == 2
+    return getattr(X, "ndim", None) == 3
+
+
+class _ProbeBase(ClassifierMixin, BaseEstimator):
+    """What the layer-wise probe and the scalar mix share: parameters, input checks, standardisation.
+
+    Input is either ``[n_layers, n, dim]`` (or a list of ``[n, dim]`` layers): the probing use; or a plain
+    ``[n, dim]`` matrix: one layer, validated exactly as any scikit-learn classifier's input (this is the
+    view on which ``sklearn.utils.estimator_checks`` runs).
+    """
+
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
-                 seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
+                 seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256):
         self.kind = kind
@@ -320,36 +332,63 @@ class _ProbeBase:
         self.lr = lr
         self.batch_size = batch_size
 
+    def _validate(self, X, y=None, *, reset: bool, name: str = "X"):
+        """``X`` as float32 ``[n_layers, n, dim]`` (and ``y`` as a 1-D array), checked against the fit."""
+        layered = _is_layered(X)
+        if layered:
+            X = as_layer_tensor(X, name)
+            if reset:
+                self.n_features_in_ = X.shape[2]
+                self.__dict__.pop("feature_names_in_", None)  # a previous fit on a DataFrame
+            elif X.shape[2] != self.n_features_in_ or X.shape[0] != self.n_layers_:
+                raise DataError(f"{name} shape {X.shape}; the probe was fitted on {self.n_layers_} layers of "
+                                f"dim {self.n_features_in_}")
+            if y is not None:
+                y = np.asarray(y)
+                if y.ndim != 1 or y.shape[0] != X.shape[1]:
+                    raise DataError(f"y: {y.shape[0] if y.ndim else 0} labels for {X.shape[1]} examples in "
+                                    f"{name}; expected one label per example")
+            return X, y
+        if not reset and self.n_layers_ != 1:
+            raise DataError(f"{name} is one [n, dim] matrix; the probe was fitted on {self.n_layers_} layers, "
+                            "expected [n_layers, n, dim]")
+        if y is None:
+            X = validate_data(self, X, reset=reset, dtype=[np.float32, np.float64])
+        else:
+            X, y = validate_data(self, X, y, reset=reset, dtype=[np.float32, np.float64])
+        return np.ascontiguousarray(X, dtype=np.float32)[None], y
+
     def _setup(self, X_train, y_train, X_dev, y_dev):
         if self.kind not in PROBE_KINDS:
             raise DataError(f"kind {self.kind!r}; expected one of {', '.join(PROBE_KINDS)}")
-        X_train = as_layer_tensor(X_train, "X_train")
-        y_train = np.asarray(y_train)
-        if y_train.shape != (X_train.shape[1],):
-            raise DataError(f"y_train: {y_train.shape[0] if y_train.ndim else 0} labels for "
-                            f"{X_train.shape[1]} examples in X_train; expected one label per example")
+        if y_train is None:
+            raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        X_train, y_train = self._validate(X_train, y_train, reset=True, name="X_train")
+        if y_train.dtype != object:  # object arrays hold labels of any hashable type (strings, bools, tuples)
+            check_classification_targets(y_train)
+        self.n_layers_ = X_train.shape[0]
+        if len(np.unique(y_train)) < 2:
+            raise DataError(f"y_train has one class only ({np.unique(y_train).tolist()}); a probe needs at least "
+                            "two classes")
         if X_dev is None:
+            if X_train.shape[1] < 2:
+                raise DataError(f"X_train has 1 sample; a probe needs at least 2 (10% are held out for dev)")
             # No dev split given: hold out 10% of train (seeded) so selection still never sees test.
-            rng = np.random.default_rng(self.seed)
+            rng = np.random.default_rng(derive_seed(self.seed, "dev-holdout"))
             order = rng.permutation(X_train.shape[1])
             n_dev = max(1, X_train.shape[1] // 10)
             X_dev, y_dev = X_train[:, order[:n_dev]], y_train[order[:n_dev]]
             X_train, y_train = X_train[:, order[n_dev:]], y_train[order[n_dev:]]
-        X_dev = as_layer_tensor(X_dev, "X_dev")
-        y_dev = np.asarray(y_dev)
-        if y_dev.shape != (X_dev.shape[1],):
-            raise DataError(f"y_dev: {len(y_dev)} labels for {X_dev.shape[1]} examples in X_dev")
-        if X_dev.shape[0] != X_train.shape[0] or X_dev.shape[2] != X_train.shape[2]:
-            raise DataError(f"X_dev shape {X_dev.shape} does not match X_train {X_train.shape} in layers/dim")
+        else:
+            X_dev, y_dev = self._validate(X_dev, y_dev, reset=False, name="X_dev")
         self._coder = _LabelCoder(y_train)
         self.classes_ = self._coder.classes_
         if len(self.classes_) < 2:
-            raise DataError(f"y_train has a single class {self.classes_.tolist()}; a probe needs at least two")
-        self.device_ = _resolve_device(self.device)
+            raise DataError(f"y_train has one class only ({self.classes_.tolist()}) after holding out dev; "
+                            "a probe needs at least two classes")
+        self.device_ = resolve_device(self.device)
         self.l2_grid_ = _check_grid(self.l2)
         self._mean, self._scale = _fit_scaler(X_train)
-        self.n_layers_ = X_train.shape[0]
-        self.n_features_ = X_train.shape[2]
         gen = torch.Generator().manual_seed(int(self.seed))
         data = (
             _standardise(X_train, self._mean, self._scale, self.device_),
@@ -362,38 +401,59 @@ class _ProbeBase:
     def _optimizer(self) -> str:
         return self.optimizer or ("lbfgs" if self.kind == "linear" else "adam")
 
+    def _train(self, params, l2, data, gen, group):
+        (Xtr, ytr, Xdv, ydv) = data
+        optimizer = self._optimizer()
+        return _train_batched(
+            params, self._forward, _weight_penalty(l2), Xtr, ytr, Xdv, ydv,
+            optimizer=optimizer,
+            max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
+            eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
+            patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
+            group=group, tol=self.tol,
+            loss_and_grad=_linear_loss_and_grad(l2) if self.kind == "linear" and "mix" not in params else None,
+        )
+
     def _prepare(self, X, y=None):
-        if not hasattr(self, "classes_"):
-            raise DataError("probe is not fitted; call fit(X_train, y_train, X_dev, y_dev) first")
-        X = as_layer_tensor(X)
-        if X.shape[0] != self.n_layers_ or X.shape[2] != self.n_features_:
-            raise DataError(f"X shape {X.shape}; the probe was fitted on {self.n_layers_} layers of "
-                            f"dim {self.n_features_}")
+        """Standardised features ``[n_layers, n, dim]`` on the device (and class indices), plus whether the
+        input was layered."""
+        check_is_fitted(self, "params_")
+        layered = _is_layered(X)
+        X, y = self._validate(X, y, reset=False)
         Xt = _standardise(X, self._mean, self._scale, self.device_)
         if y is None:
-            return Xt, None
-        y = self._coder.encode(y, "y")
-        if y.shape[0] != X.shape[1]:
-            raise DataError(f"y: {y.shape[0]} labels for {X.shape[1]} examples")
-        return Xt, torch.from_numpy(y).to(self.device_)
+            return Xt, None, layered
+        return Xt, torch.from_numpy(self._coder.encode(y, "y")).to(self.device_), layered
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
 
 
 class LayerwiseProbe(_ProbeBase):
-    """One probe per layer, all trained in one batched pass (sklearn-like).
+    """One probe per layer, all trained in one batched pass; a scikit-learn classifier.
 
     ``kind="linear"`` is multinomial logistic regression (full-batch L-BFGS by default), ``"mlp"`` one
     hidden ReLU layer of ``hidden`` units (mini-batch Adam). ``l2`` is a grid; every layer picks its own
-    value (and early-stopping point) on the dev split.
+    value (and early-stopping point) on the dev split. ``device``: ``"auto"`` (cuda if available), ``"cpu"``,
+    ``"cuda"`` (:func:`bertology.runtime.resolve_device`). ``seed`` sets the initialisation, Adam's batch
+    order and, when no dev split is given, which 10% of train is held out (``derive_seed(seed,
+    "dev-holdout")``).
 
     ``warm_start`` (linear only) starts L-BFGS from the ridge-regression solution onto centred one-hot
     labels, per layer and L2 value (one d x d solve each), which converges in fewer steps.
 
-    After ``fit``: ``classes_``, ``l2_grid_`` (strongest first), ``dev_scores_`` ``[n_layers, n_l2]``,
-    ``best_l2_`` ``[n_layers]``, ``n_steps_``.
+    Scores: :meth:`score` returns one float, the test accuracy of the layer chosen on dev
+    (``best_layer_index_``); :meth:`score_layers` returns every layer's accuracy. Input ``[n, dim]`` is one
+    layer and gives scikit-learn's shapes (``predict`` -> ``[n]``).
+
+    After ``fit``: ``classes_``, ``n_features_in_``, ``n_layers_``, ``l2_grid_`` (strongest first),
+    ``dev_scores_`` ``[n_layers, n_l2]``, ``best_l2_`` ``[n_layers]``, ``best_layer_index_``, ``n_iter_``.
     """
 
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
-                 seed: int = 0, device: str | None = "cpu", optimizer: str | None = None,
+                 seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True):
         super().__init__(kind=kind, l2=l2, hidden=hidden, seed=seed, device=device, optimizer=optimizer,
@@ -401,32 +461,32 @@ class LayerwiseProbe(_ProbeBase):
                          batch_size=batch_size)
         self.warm_start = warm_start
 
-    def fit(self, X_train, y_train, X_dev=None, y_dev=None) -> "LayerwiseProbe":
-        (Xtr, ytr, Xdv, ydv), gen = self._setup(X_train, y_train, X_dev, y_dev)
+    def fit(self, X, y, X_dev=None, y_dev=None) -> "LayerwiseProbe":
+        """Fit one probe per layer and L2 value; keep, per layer, the L2 value best on the dev split.
+
+        ``X``: ``[n_layers, n, dim]`` features (or a list of ``[n, dim]`` layers, or one ``[n, dim]``
+        layer); ``y``: ``[n]`` labels of any hashable type. ``X_dev`` ``[n_layers, n_dev, dim]`` and
+        ``y_dev`` ``[n_dev]`` choose the L2 strength and the stopping point; without them 10% of ``X`` is
+        held out for that. Returns ``self``.
+        """
+        data, gen = self._setup(X, y, X_dev, y_dev)
         L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
         l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_).expand(L, G)
-        params = _init_head(self.kind, (L, G), self.n_features_, C, self.hidden, gen, self.device_)
+        params = _init_head(self.kind, (L, G), self.n_features_in_, C, self.hidden, gen, self.device_)
         if self.kind == "linear" and self.warm_start:
-            params["W"] = _ridge_start(Xtr, ytr, C, l2) * RIDGE_START_SCALE
-        optimizer = self._optimizer()
-        result = _train_batched(
-            params, self._forward, _weight_penalty(l2), Xtr, ytr, Xdv, ydv,
-            optimizer=optimizer,
-            max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
-            eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
-            patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
-            group=lambda acc: acc.max(dim=1).values, tol=self.tol,
-            loss_and_grad=_linear_loss_and_grad(l2) if self.kind == "linear" else None,
-        )
+            params["W"] = _ridge_start(data[0], data[1], C, l2) * RIDGE_START_SCALE
+        result = self._train(params, l2, data, gen, group=lambda acc: acc.max(dim=1).values)
         self.dev_scores_ = result.dev_accuracy.cpu().numpy()
         best = self.dev_scores_.argmax(axis=1)  # first max = strongest L2 among ties
         self.best_index_ = best
         self.best_l2_ = np.asarray(self.l2_grid_)[best]
+        # First max over layers: the lower layer among ties.
+        self.best_layer_index_ = int(self.dev_scores_.max(axis=1).argmax())
         rows = torch.arange(L, device=self.device_)
         pick = torch.from_numpy(best).to(self.device_)
         # Keep a grid axis of size 1 so fitted and grid parameters share one forward.
         self.params_ = {k: v[rows, pick].unsqueeze(1) for k, v in result.params.items()}
-        self.n_steps_ = result.n_steps
+        self.n_iter_ = result.n_steps
         return self
 
     def _forward(self, params, X):
@@ -436,29 +496,32 @@ class LayerwiseProbe(_ProbeBase):
         h = torch.relu(torch.einsum("lnd,lgdh->lgnh", X, params["W1"]) + params["b1"].unsqueeze(-2))
         return torch.einsum("lgnh,lghc->lgnc", h, params["W2"]) + params["b2"].unsqueeze(-2)
 
-    def decision_function(self, X) -> np.ndarray:
-        Xt, _ = self._prepare(X)
+    def _logits(self, X, y=None):
+        Xt, yt, layered = self._prepare(X, y)
         with torch.no_grad():
-            return self._forward(self.params_, Xt)[:, 0].cpu().numpy()
+            return self._forward(self.params_, Xt)[:, 0], yt, layered
 
     def predict_proba(self, X) -> np.ndarray:
-        """``[n_layers, n, n_classes]``."""
-        Xt, _ = self._prepare(X)
-        with torch.no_grad():
-            return torch.softmax(self._forward(self.params_, Xt)[:, 0], -1).cpu().numpy()
+        """Class probabilities: ``[n_layers, n, n_classes]`` for layered input, ``[n, n_classes]`` for one
+        ``[n, dim]`` layer."""
+        logits, _, layered = self._logits(X)
+        proba = torch.softmax(logits, -1).cpu().numpy()
+        return proba if layered else proba[0]
 
     def predict(self, X) -> np.ndarray:
-        """``[n_layers, n]`` predicted labels (in the label space of ``y_train``)."""
-        Xt, _ = self._prepare(X)
-        with torch.no_grad():
-            index = self._forward(self.params_, Xt)[:, 0].argmax(-1).cpu().numpy()
-        return self.classes_[index]
+        """Predicted labels (in the label space of ``y``): ``[n_layers, n]``, or ``[n]`` for one layer."""
+        logits, _, layered = self._logits(X)
+        labels = self.classes_[logits.argmax(-1).cpu().numpy()]
+        return labels if layered else labels[0]
 
-    def score(self, X, y) -> np.ndarray:
-        """Accuracy of every layer's probe: ``np.ndarray[n_layers]``. Labels unseen in training count wrong."""
-        Xt, yt = self._prepare(X, y)
-        with torch.no_grad():
-            return _accuracy_per_problem(self._forward(self.params_, Xt)[:, 0], yt).cpu().numpy()
+    def score_layers(self, X, y) -> np.ndarray:
+        """Accuracy of every layer's probe, ``[n_layers]`` (fractions). Labels unseen in training count wrong."""
+        logits, yt, _ = self._logits(X, y)
+        return _accuracy_per_problem(logits, yt).cpu().numpy()
+
+    def score(self, X, y) -> float:
+        """Accuracy (a fraction) of the layer chosen on dev, ``best_layer_index_``; one float."""
+        return float(self.score_layers(X, y)[self.best_layer_index_])
 
 
 class ScalarMixProbe(_ProbeBase):
@@ -467,31 +530,28 @@ class ScalarMixProbe(_ProbeBase):
     Each layer is standardised first; the mix is ``sum_l softmax(s)_l * x_l``. The usual scalar ``gamma``
     is left out: with an L2 penalty on the classifier it would grow without bound to dodge the penalty.
     After ``fit``: ``layer_weights_`` ``[n_layers]`` (the reported softmax weights), ``best_l2_``,
-    ``dev_scores_`` ``[n_l2]``. ``score`` returns one accuracy (a float).
+    ``dev_scores_`` ``[n_l2]``, ``n_iter_``. ``predict`` gives ``[n]`` labels, ``score`` one accuracy.
     """
 
-    def fit(self, X_train, y_train, X_dev=None, y_dev=None) -> "ScalarMixProbe":
-        (Xtr, ytr, Xdv, ydv), gen = self._setup(X_train, y_train, X_dev, y_dev)
+    def fit(self, X, y, X_dev=None, y_dev=None) -> "ScalarMixProbe":
+        """Fit the mix weights and the classifier together for every L2 value; keep the one best on dev.
+
+        ``X``: ``[n_layers, n, dim]`` (or a list of ``[n, dim]`` layers, or one ``[n, dim]`` layer);
+        ``y``: ``[n]`` labels; ``X_dev``/``y_dev`` as in :meth:`LayerwiseProbe.fit`. Returns ``self``.
+        """
+        data, gen = self._setup(X, y, X_dev, y_dev)
         L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
         l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_)
-        params = _init_head(self.kind, (G,), self.n_features_, C, self.hidden, gen, self.device_)
+        params = _init_head(self.kind, (G,), self.n_features_in_, C, self.hidden, gen, self.device_)
         params["mix"] = torch.zeros(G, L, device=self.device_)
-        optimizer = self._optimizer()
-        result = _train_batched(
-            params, self._forward, _weight_penalty(l2), Xtr, ytr, Xdv, ydv,
-            optimizer=optimizer,
-            max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
-            eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
-            patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
-            group=lambda acc: acc.max(dim=0, keepdim=True).values, tol=self.tol,
-        )
+        result = self._train(params, l2, data, gen, group=lambda acc: acc.max(dim=0, keepdim=True).values)
         self.dev_scores_ = result.dev_accuracy.cpu().numpy()
         best = int(self.dev_scores_.argmax())
         self.best_index_ = best
         self.best_l2_ = self.l2_grid_[best]
         self.params_ = {k: v[best : best + 1] for k, v in result.params.items()}
         self.layer_weights_ = torch.softmax(self.params_["mix"][0], -1).cpu().numpy()
-        self.n_steps_ = result.n_steps
+        self.n_iter_ = result.n_steps
         return self
 
     def _forward(self, params, X):
@@ -502,12 +562,20 @@ class ScalarMixProbe(_ProbeBase):
         h = torch.relu(torch.einsum("gnd,gdh->gnh", mixed, params["W1"]) + params["b1"].unsqueeze(-2))
         return torch.einsum("gnh,ghc->gnc", h, params["W2"]) + params["b2"].unsqueeze(-2)
 
+    def predict_proba(self, X) -> np.ndarray:
+        """``[n, n_classes]`` class probabilities of the mixed representation."""
+        Xt, _, _ = self._prepare(X)
+        with torch.no_grad():
+            return torch.softmax(self._forward(self.params_, Xt)[0], -1).cpu().numpy()
+
     def predict(self, X) -> np.ndarray:
-        Xt, _ = self._prepare(X)
+        """``[n]`` predicted labels."""
+        Xt, _, _ = self._prepare(X)
         with torch.no_grad():
             return self.classes_[self._forward(self.params_, Xt)[0].argmax(-1).cpu().numpy()]
 
     def score(self, X, y) -> float:
-        Xt, yt = self._prepare(X, y)
+        """Accuracy (a fraction); labels unseen in training count wrong."""
+        Xt, yt, _ = self._prepare(X, y)
         with torch.no_grad():
             return float(_accuracy_per_problem(self._forward(self.params_, Xt)[0], yt))

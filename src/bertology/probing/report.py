@@ -1,5 +1,10 @@
 """Summaries of probing results: the Table 2 layout (layers x tasks, "acc (delta vs untrained)") as a
-DataFrame and as a rich table, and the layer-curve figure (accuracy per layer with its baselines)."""
+DataFrame and as a rich table, and the layer-curve figure (accuracy per layer with its baselines).
+
+Every function takes the tidy ``results`` table of :func:`~bertology.probing.run_probing` (or its
+:class:`~bertology.results.Result`). Numbers stay fractions in the frames; the display forms (``table2``,
+``table2_rich``, the figure) show percent.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,21 @@ import numpy as np
 import pandas as pd
 
 from bertology.errors import DataError
+from bertology.files import save_figure
+from bertology.results import Result, percent
 
 #: The metric a task's Table 2 cell shows; classification tasks show accuracy.
 PRIMARY_METRIC = {"structural-distance": "uuas", "structural-depth": "root_acc"}
-GROUP = ["model", "task", "probe", "baseline", "split", "metric", "layer"]
+GROUP = ["model", "task", "probe", "component", "baseline", "split", "metric", "layer"]
+#: The ``component`` value of scalar-mix rows (see :mod:`bertology.probing.experiment`).
+SCALAR_MIX = "scalar-mix"
+
+
+def _results(results) -> pd.DataFrame:
+    frame = results["results"] if isinstance(results, Result) else results
+    if "component" not in frame.columns:
+        frame = frame.assign(component=None)
+    return frame
 
 
 def _display_name(task: str) -> str:
@@ -26,8 +42,10 @@ def _display_name(task: str) -> str:
         return task
 
 
-def summarize(results: pd.DataFrame) -> pd.DataFrame:
-    """Mean, standard deviation and number of seeds per (model, task, probe, baseline, split, metric, layer)."""
+def summarize(results) -> pd.DataFrame:
+    """Mean, standard deviation and number of seeds per (model, task, probe, component, baseline, split,
+    metric, layer)."""
+    results = _results(results)
     if results.empty:
         raise DataError("no probing results to summarize")
     return (results.groupby(GROUP, dropna=False)["value"].agg(mean="mean", std="std", n_seeds="count")
@@ -39,14 +57,17 @@ def _metric_rows(summary: pd.DataFrame, task: str, split: str, baseline: str, mi
     metric = PRIMARY_METRIC.get(task, "accuracy")
     rows = summary[(summary.task == task) & (summary.split == split) & (summary.baseline == baseline)
                    & (summary.metric == metric)]
-    is_mix = rows.probe.astype(str).str.endswith("+mix")
+    is_mix = rows.component.eq(SCALAR_MIX).fillna(False).astype(bool)
     return rows[is_mix] if mix else rows[~is_mix & rows.layer.notna()]
 
 
-def table2_frame(results: pd.DataFrame, split: str = "test", scale: float = 100.0) -> pd.DataFrame:
+def table2_frame(results, split: str = "test") -> pd.DataFrame:
     """Numbers behind Table 2: one row per (task, layer) with the encoder's mean and std over seeds, the
     untrained twin's mean, ``delta`` = encoder - twin, the control accuracy and selectivity, the majority
-    baseline, and ``best_on_dev`` marking the layer chosen on dev (never on test). Scaled to percent."""
+    baseline, and ``best_on_dev`` marking the layer chosen on dev (never on test). Fractions (the
+    primary metric of structural tasks: UUAS, root accuracy). The scalar mix is a row with ``layer``
+    <NA> and ``component`` ``"scalar-mix"``."""
+    results = _results(results)
     summary = summarize(results)
     records = []
     for task in dict.fromkeys(results.task):  # the order tasks were run in
@@ -63,43 +84,46 @@ def table2_frame(results: pd.DataFrame, split: str = "test", scale: float = 100.
             untrained = twin.get(row.layer, np.nan)
             ctrl = control.get(row.layer, np.nan)
             records.append({
-                "task": task, "layer": int(row.layer), "metric": row.metric,
-                "mean": row.mean * scale, "std": row.std * scale, "n_seeds": row.n_seeds,
-                "untrained": untrained * scale, "delta": (row.mean - untrained) * scale,
-                "control": ctrl * scale, "selectivity": (row.mean - ctrl) * scale,
-                "majority": majority_value * scale, "best_on_dev": bool(row.layer == best_layer),
+                "task": task, "component": None, "layer": int(row.layer), "metric": row.metric,
+                "mean": row.mean, "std": row.std, "n_seeds": row.n_seeds,
+                "untrained": untrained, "delta": (row.mean - untrained),
+                "control": ctrl, "selectivity": (row.mean - ctrl),
+                "majority": majority_value, "best_on_dev": bool(row.layer == best_layer),
             })
         mix = _metric_rows(summary, task, split, "none", mix=True)
         mix_twin = _metric_rows(summary, task, split, "untrained", mix=True)
         if not mix.empty:
             twin_value = mix_twin["mean"].iloc[0] if not mix_twin.empty else np.nan
             records.append({
-                "task": task, "layer": pd.NA, "metric": "accuracy", "mean": mix["mean"].iloc[0] * scale,
-                "std": mix["std"].iloc[0] * scale, "n_seeds": mix["n_seeds"].iloc[0],
-                "untrained": twin_value * scale, "delta": (mix["mean"].iloc[0] - twin_value) * scale,
-                "control": np.nan, "selectivity": np.nan, "majority": majority_value * scale,
+                "task": task, "component": SCALAR_MIX, "layer": pd.NA, "metric": "accuracy", "mean": mix["mean"].iloc[0],
+                "std": mix["std"].iloc[0], "n_seeds": mix["n_seeds"].iloc[0],
+                "untrained": twin_value, "delta": (mix["mean"].iloc[0] - twin_value),
+                "control": np.nan, "selectivity": np.nan, "majority": majority_value,
                 "best_on_dev": False,
             })
     if not records:
         raise DataError(f"no '{split}' results with baseline 'none' to tabulate")
-    return pd.DataFrame(records)
+    frame = pd.DataFrame(records)
+    frame["layer"] = frame["layer"].astype("Int64")
+    return frame
 
 
 def _cell(mean: float, delta: float, std: float, with_std: bool) -> str:
     if pd.isna(mean):
         return ""
-    text = f"{mean:.1f}"
+    text = percent(mean)
     if with_std and not pd.isna(std):
-        text += f"±{std:.1f}"
+        text += f"±{percent(std)}"
     if not pd.isna(delta):
-        text += f" ({delta:.1f})"
+        text += f" ({percent(delta)})"
     return text
 
 
-def table2(results: pd.DataFrame, split: str = "test", with_std: bool = False) -> pd.DataFrame:
-    """The Convexity report's Table 2 layout: layers as rows, tasks as columns, cells ``"acc (delta)"``
-    with delta = encoder - untrained twin (percent, mean over seeds). Extra rows: ``mix`` (scalar mix
-    over all layers), ``majority`` and ``best layer (dev)``. Column names follow Table 2 (``BShift``)."""
+def table2(results, split: str = "test", with_std: bool = False) -> pd.DataFrame:
+    """The Convexity report's Table 2 layout, for display: layers as rows, tasks as columns, cells
+    ``"acc (delta)"`` in percent with delta = encoder - untrained twin (mean over seeds). Extra rows:
+    ``mix`` (scalar mix over all layers), ``majority`` and ``best layer (dev)``. Column names follow
+    Table 2 (``BShift``). The numbers, as fractions, are :func:`table2_frame`."""
     frame = table2_frame(results, split)
     columns = {}
     for task, part in frame.groupby("task", sort=False):
@@ -107,7 +131,7 @@ def table2(results: pd.DataFrame, split: str = "test", with_std: bool = False) -
         for row in part.itertuples():
             key = "mix" if pd.isna(row.layer) else int(row.layer)
             cells[key] = _cell(row.mean, row.delta, row.std, with_std)
-        cells["majority"] = f"{part.majority.iloc[0]:.1f}" if not pd.isna(part.majority.iloc[0]) else ""
+        cells["majority"] = percent(part.majority.iloc[0]) if not pd.isna(part.majority.iloc[0]) else ""
         best = part[part.best_on_dev]
         cells["best layer (dev)"] = str(int(best.layer.iloc[0])) if not best.empty else ""
         name = _display_name(task)
@@ -121,10 +145,11 @@ def table2(results: pd.DataFrame, split: str = "test", with_std: bool = False) -
     return table
 
 
-def table2_rich(results: pd.DataFrame, split: str = "test", title: str | None = None, with_std: bool = True):
+def table2_rich(results, split: str = "test", title: str | None = None, with_std: bool = True):
     """Table 2 as a :class:`rich.table.Table`; the layer each task picks on dev is in bold."""
     from rich.table import Table
 
+    results = _results(results)
     frame = table2(results, split, with_std=with_std)
     numbers = table2_frame(results, split)
     best = {(_display_name(t), int(l)) for t, l in numbers[numbers.best_on_dev][["task", "layer"]].itertuples(index=False)}
@@ -145,17 +170,20 @@ def table2_rich(results: pd.DataFrame, split: str = "test", title: str | None = 
     return table
 
 
-def plot_layer_curves(results: pd.DataFrame, path: str | os.PathLike | None = None, split: str = "test",
+def plot_layer_curves(results, path: str | os.PathLike | None = None, split: str = "test",
                       tasks: Sequence[str] | None = None, formats: Sequence[str] = ("png", "svg")):
-    """Accuracy per layer for each task (mean +- std over seeds) beside its baselines: majority (dashed),
-    untrained twin, control task, and the scalar mix (dotted). Saved as ``path`` with each suffix in
-    ``formats`` (written to a temporary file, then renamed). Returns the matplotlib Figure."""
+    """Accuracy per layer for each task (mean +- std over seeds, in percent) beside its baselines: majority
+    (dashed), untrained twin, control task, and the scalar mix (dotted). Saved as ``path`` with each suffix
+    in ``formats`` (atomically). Returns the matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = _results(results)
     frame = table2_frame(results, split)
+    shown = ["mean", "std", "untrained", "control", "majority"]
+    frame[shown] = frame[shown] * 100  # figures show percent
     names = list(dict.fromkeys(frame.task)) if tasks is None else list(tasks)
     if not names:
         raise DataError("no tasks to plot")
@@ -195,12 +223,8 @@ def plot_layer_curves(results: pd.DataFrame, path: str | os.PathLike | None = No
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     if path is not None:
         base = Path(path)
-        base.parent.mkdir(parents=True, exist_ok=True)
         stem = base.with_suffix("") if base.suffix in {".png", ".svg", ".pdf"} else base
         for fmt in formats:
-            target = stem.with_suffix(f".{fmt}")
-            tmp = target.with_name(f".{target.name}.tmp.{fmt}")
-            fig.savefig(tmp, dpi=150, format=fmt)
-            os.replace(tmp, target)
+            save_figure(fig, stem.with_suffix(f".{fmt}"), dpi=150)
     plt.close(fig)
     return fig

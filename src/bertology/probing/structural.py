@@ -34,9 +34,14 @@ import pandas as pd
 import torch
 from scipy.sparse.csgraph import minimum_spanning_tree
 from scipy.stats import rankdata
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
 
 from bertology.data import Sentence
 from bertology.errors import DataError, StoreError
+from bertology.progress import progress_bar
+from bertology.results import Result
+from bertology.runtime import derive_seed, resolve_device
 
 __all__ = [
     "HM_PUNCT_XPOS",
@@ -397,22 +402,28 @@ def _labels(sentences: Sequence[Sentence], kind: str) -> _Labels:
 # The probe
 # --------------------------------------------------------------------------------------------------
 
-def _default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+#: The metric :meth:`StructuralProbe.score` returns, per probe kind.
+PRIMARY_METRIC = {"distance": "uuas", "depth": "root_acc"}
 
 
-class StructuralProbe:
+class StructuralProbe(BaseEstimator):
     """Hewitt and Manning's distance or depth probe, one rank-``rank`` matrix per layer, all trained together.
 
-    ``fit(X, sentences, X_dev, sentences_dev)`` trains on train and selects each layer's parameters by
-    dev loss (early stopping); ``score(X, sentences)`` evaluates on another split and returns a tidy
-    DataFrame ``(task, layer, metric, value)``. ``X`` is a word-pooled Store, an array
+    A scikit-learn estimator whose targets are trees: ``fit(X, sentences, X_dev, sentences_dev)`` trains on
+    train and selects each layer's parameters by dev loss (early stopping); ``score(X, sentences)`` returns
+    one float, the primary metric (UUAS for ``distance``, root accuracy for ``depth``) of the layer with
+    the lowest dev loss (``best_layer_``); ``score_layers(X, sentences)`` returns every layer's metrics as
+    a tidy DataFrame ``(task, layer, metric, value)``. ``X`` is a word-pooled Store, an array
     ``[n_layers, total_words, dim]`` or a list of ``[total_words, dim]`` arrays.
+
+    ``seed`` sets each layer's initial ``B`` (``derive_seed(seed, "structural-init", layer)``, so a layer's
+    probe is the same alone or beside others) and the batch order. ``device``: ``"auto"`` (cuda if
+    available), ``"cpu"``, ``"cuda"``.
     """
 
     def __init__(self, kind: str = "distance", rank: int = 128, epochs: int = 40, lr: float = 1e-3,
                  batch_size: int = 20, patience: int = 4, lr_decay: float = 0.1, seed: int = 0,
-                 device: str | torch.device | None = None, punct: str = "upos", eval_batch_size: int = 128):
+                 device: str | torch.device | None = "auto", punct: str = "upos", eval_batch_size: int = 128):
         self.kind = kind
         self.rank = rank
         self.epochs = epochs
@@ -492,7 +503,12 @@ class StructuralProbe:
             layers: Sequence[int] | None = None, on_epoch: Callable[[int, int], None] | None = None):
         """Train one probe per layer on (X, sentences); pick each layer's epoch by loss on the dev split.
 
-        ``on_epoch(epoch, active_layers)`` is called after every epoch (for progress bars).
+        ``X``: word vectors ``[n_layers, total_words, dim]`` (a word-pooled Store, an array or a list of
+        ``[total_words, dim]`` layers; the words of ``sentences`` concatenated in order); ``sentences``: the
+        gold trees (CoNLL-U heads). ``X_dev``/``sentences_dev`` the same for the dev split. ``layers``: which
+        layers of ``X`` (default all). ``on_epoch(epoch, active_layers)`` is called after every epoch (for
+        progress bars). Returns ``self``; ``weights_`` ``[n_layers, dim, rank]``, ``layers_``,
+        ``dev_loss_``, ``best_epoch_``, ``best_layer_``, ``history_``.
         """
         _check_kind(self.kind)
         if self.punct not in PUNCT_SCHEMES:
@@ -501,7 +517,7 @@ class StructuralProbe:
             raise DataError(
                 f"rank, epochs and batch_size must be >= 1 (got {self.rank}, {self.epochs}, {self.batch_size})"
             )
-        device = torch.device(self.device) if self.device is not None else _default_device()
+        device = resolve_device(self.device)
         train = X if isinstance(X, _Vectors) else _as_vectors(X, sentences, layers, device, "train")
         dev = X_dev if isinstance(X_dev, _Vectors) else _as_vectors(X_dev, sentences_dev, layers, device, "dev")
         if train.layers != dev.layers or train.data.shape[-1] != dev.data.shape[-1]:
@@ -517,7 +533,8 @@ class StructuralProbe:
         params = [
             torch.nn.Parameter(
                 torch.empty(dim, self.rank).uniform_(
-                    -0.05, 0.05, generator=torch.Generator().manual_seed(self.seed * 100_003 + int(layer))
+                    -0.05, 0.05,
+                    generator=torch.Generator().manual_seed(derive_seed(self.seed, "structural-init", int(layer)))
                 ).to(device)
             )
             for layer in train.layers
@@ -567,6 +584,8 @@ class StructuralProbe:
         self.best_epoch_ = {layer: int(e) for layer, e in zip(self.layers_, best_epoch)}
         self.dev_loss_ = {layer: float(v) for layer, v in zip(self.layers_, best_loss)}
         self.history_ = pd.DataFrame(history)
+        # Chosen on dev loss, never on a metric of the split being scored.
+        self.best_layer_ = self.layers_[int(np.argmin(best_loss))]
         return self
 
     @torch.no_grad()
@@ -582,14 +601,10 @@ class StructuralProbe:
 
     # -- inference ---------------------------------------------------------------------------------
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "weights_"):
-            raise DataError("this StructuralProbe is not fitted yet; call fit() first")
-
     @torch.no_grad()
     def predict(self, X, sentences: Sequence[Sentence]) -> list[np.ndarray]:
         """Predicted squared distances ``[n_layers, n, n]`` or depths ``[n_layers, n]``, one array per sentence."""
-        self._check_fitted()
+        check_is_fitted(self, "weights_")
         weights = self.weights_
         vectors = X if isinstance(X, _Vectors) else _as_vectors(X, sentences, self.layers_, weights.device, "input")
         if vectors.layers != self.layers_:
@@ -608,14 +623,26 @@ class StructuralProbe:
                 out.extend(predicted[:, b, :n, :n] for b, n in enumerate(lengths))
         return out
 
-    def score(self, X, sentences: Sequence[Sentence]) -> pd.DataFrame:
-        """Evaluate every layer: tidy DataFrame with columns ``task, layer, metric, value``."""
+    def score_layers(self, X, sentences: Sequence[Sentence]) -> pd.DataFrame:
+        """Evaluate every layer: tidy DataFrame with columns ``task, layer, metric, value`` (UUAS and root
+        accuracy as fractions, DSpr./NSpr. as Spearman correlations)."""
         predictions = self.predict(X, sentences)
         metrics = structural_metrics(self.kind, predictions, sentences, self.punct)
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             [{"task": TASK_NAMES[self.kind], "layer": layer, "metric": metric, "value": float(values[i])}
              for metric, values in metrics.items() for i, layer in enumerate(self.layers_)]
         )
+        return frame.astype({"layer": "Int64"})
+
+    def score(self, X, sentences: Sequence[Sentence]) -> float:
+        """One float: UUAS (distance) or root accuracy (depth) of ``best_layer_``, the layer chosen on dev."""
+        check_is_fitted(self, "weights_")
+        if self.best_layer_ not in self.layers_:
+            raise DataError(f"best layer {self.best_layer_} not among the fitted layers {self.layers_}")
+        index = self.layers_.index(self.best_layer_)
+        predictions = [p[index] for p in self.predict(X, sentences)]
+        metric = PRIMARY_METRIC[self.kind]
+        return float(structural_metrics(self.kind, predictions, sentences, self.punct)[metric])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -640,28 +667,30 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
                    store_test, sentences_test: Sequence[Sentence], *, seeds: Sequence[int] = (0, 1, 2),
                    rank: int = 128, kinds: Sequence[str] = KINDS, layers: Sequence[int] | None = None,
                    untrained: tuple | Mapping[int, tuple] | None = None, epochs: int = 40, lr: float = 1e-3, batch_size: int = 20,
-                   punct: str = "upos", device: str | None = None, model: str | None = None,
-                   progress: bool = True) -> pd.DataFrame:
+                   punct: str = "upos", device: str | None = "auto", model: str | None = None,
+                   progress: bool = True) -> Result:
     """Distance and depth probes on every layer, over seeds, with the untrained-twin and linear-chain baselines.
 
     Each probe trains on train, keeps its best-dev-loss epoch per layer, and is scored on dev and test
     (``split`` column: pick a layer on dev, report test). ``untrained`` is optional: the
     ``(store_train, store_dev, store_test)`` of an untrained twin (``load_encoder(name, untrained_seed=s)``),
     extracted from the same sentences, used for every seed; or ``{seed: (store_train, store_dev,
-    store_test)}`` so that probe seed s runs on twin s. Returns a tidy DataFrame with columns
-    ``model, task, layer, seed, metric, value, baseline, split``; ``baseline`` is ``"none"`` (the
-    encoder), ``"untrained"`` or ``"linear-chain"``; task in ``structural-distance|structural-depth``;
-    metric in ``uuas, dspr`` (distance) and ``root_acc, nspr`` (depth).
-    """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    store_test)}`` so that probe seed s runs on twin s.
 
+    Returns a :class:`~bertology.results.Result` named ``structural`` with tables ``results`` (tidy:
+    ``model, task, layer, seed, metric, value, baseline, split``; ``baseline`` is ``"none"`` (the encoder),
+    ``"untrained"`` or ``"linear-chain"``; task in ``structural-distance|structural-depth``; metric in
+    ``uuas, dspr`` (distance) and ``root_acc, nspr`` (depth); UUAS and root accuracy are fractions) and
+    ``summary`` (:func:`summarize_structural`). The linear chain is deterministic and repeated for every
+    layer and seed so it lines up with the curves (its spread is, truthfully, 0).
+    """
     for kind in kinds:
         _check_kind(kind)
     if punct not in PUNCT_SCHEMES:
         raise DataError(f"unknown punctuation scheme {punct!r}; expected one of {', '.join(PUNCT_SCHEMES)}")
     if not seeds:
         raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
-    torch_device = torch.device(device) if device is not None else _default_device()
+    torch_device = resolve_device(device)
     # (baseline, seeds, stores) jobs: the encoder for every seed, then the twin(s).
     jobs: list[tuple[str, tuple, tuple]] = [("none", tuple(seeds), (store_train, store_dev, store_test))]
     if isinstance(untrained, Mapping):
@@ -676,8 +705,7 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
             raise DataError(f"{baseline}: expected (store_train, store_dev, store_test), got {len(job_stores)} items")
 
     rows: list[dict] = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  disable=not progress, transient=True) as bar:
+    with progress_bar(progress, transient=True) as bar:
         total = sum(len(job_seeds) for _, job_seeds, _ in jobs) * len(kinds) * epochs
         task_id = bar.add_task("structural probes (epochs)", total=total)
         for baseline, job_seeds, (train_store, dev_store, test_store) in jobs:
@@ -699,7 +727,7 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
                     probe.fit(train, sentences_train, dev, sentences_dev, on_epoch=on_epoch)
                     bar.advance(task_id, epochs - done["epochs"])  # early stopping skips the rest
                     for split, vectors, sentences in (("dev", dev, sentences_dev), ("test", test, sentences_test)):
-                        scored = probe.score(vectors, sentences)
+                        scored = probe.score_layers(vectors, sentences)
                         for record in scored.to_dict("records"):
                             rows.append({**record, "model": model, "seed": seed, "baseline": baseline,
                                          "split": split})
@@ -708,8 +736,11 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
     for kind in kinds:
         for split, sentences in (("dev", sentences_dev), ("test", sentences_test)):
             rows.extend(_linear_chain_rows(kind, sentences, split, layer_ids, seeds, punct, model))
-    frame = pd.DataFrame(rows, columns=COLUMNS)
-    return frame.astype({"layer": "int64", "seed": "int64", "value": "float64"})
+    frame = pd.DataFrame(rows, columns=COLUMNS).astype({"layer": "Int64", "seed": "Int64", "value": "float64"})
+    meta = {"model": model, "seeds": [int(s) for s in seeds], "kinds": list(kinds), "rank": rank, "epochs": epochs,
+            "lr": lr, "batch_size": batch_size, "punct": punct, "layers": [int(l) for l in layer_ids],
+            "sentences": {"train": len(sentences_train), "dev": len(sentences_dev), "test": len(sentences_test)}}
+    return Result("structural", tables={"results": frame, "summary": summarize_structural(frame)}, meta=meta)
 
 
 def summarize_structural(results: pd.DataFrame) -> pd.DataFrame:

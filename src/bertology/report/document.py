@@ -5,8 +5,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
@@ -142,11 +140,3 @@ def render(title: str, header: dict, sections: list[Section], notes: list[str]) 
     rendered = [{"id": s.id, "title": s.title, "note": s.note, "body": blocks_html(s.blocks)} for s in sections]
     return _TEMPLATE.get_template("report.html.j2").render(title=title, header=header, sections=rendered,
                                                            notes=notes)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.replace(tmp, path)

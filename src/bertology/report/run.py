@@ -3,74 +3,44 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import pandas as pd
 
 from bertology import __version__
-from bertology.data import Sentence, default_corpus, read_conllu
-from bertology.extraction import corpus_hash
+from bertology.data import default_corpus, read_conllu
+from bertology.errors import UsageError
+from bertology.files import write_text
 from bertology.models import Encoder, load_encoder
+from bertology.report import sections as report_sections
 from bertology.report.cache import ResultCache
-from bertology.report.document import Section, render, write_atomic
+from bertology.report.context import CORPUS_NOTE, ReportContext, SectionBuilder, safe_name, setup_notes
+from bertology.report.document import Section, render
+from bertology.runtime import resolve_device
 
-CORPUS_NOTE = ("UD English EWT r2.16 dev and test (CC BY-SA 4.0, Silveira et al. 2014; "
-               "shipped inside bertology, see resources/ATTRIBUTION.md)")
-
-
-@dataclass
-class ReportContext:
-    """What every section needs: the model (and its untrained twin), the corpus, a cache and settings."""
-
-    encoder: Encoder
-    model_name: str
-    out_dir: Path
-    cache: ResultCache
-    dev: list[Sentence]
-    test: list[Sentence]
-    seeds: tuple[int, ...]
-    max_sentences: int | None
-    progress: bool = True
-    device: str | None = None
-    notes: list[str] = field(default_factory=list)
-    timings: dict[str, float] = field(default_factory=dict)
-    attention_sentences: int = 600
-    attention_probe_epochs: int = 10
-    pattern_sentences: int = 40
-    probe_caps: dict = field(default_factory=lambda: {"max_train": None, "max_eval": None, "structural_epochs": 30,
-                                                            "max_iter": 100})
-
-    @property
-    def model_key(self) -> dict:
-        return {"fingerprint": self.encoder.fingerprint, "corpus": corpus_hash(self.dev + self.test),
-                "seeds": list(self.seeds), "max_sentences": self.max_sentences, "version": __version__}
-
-    @property
-    def store_dir(self) -> Path:
-        return self.out_dir / "stores"
-
-    @property
-    def treebank_files(self) -> list[Path]:
-        return [default_corpus("ewt-dev"), default_corpus("ewt-test")]
-
-    @property
-    def treebank_dir(self) -> Path:
-        return default_corpus("ewt-dev").parent
-
-
-SectionBuilder = Callable[[ReportContext], "Section | None"]
+__all__ = ["ReportContext", "ResultCache", "build_comparison", "build_report", "default_sections", "section_names"]
 
 
 def default_sections() -> list[tuple[str, SectionBuilder]]:
-    from bertology.report import sections
+    """The sections in reading order, as ``(id, builder)`` (read at call time, so a test may replace them)."""
+    return report_sections.SECTIONS
 
-    return sections.SECTIONS
+
+def section_names() -> list[str]:
+    return [name for name, _ in default_sections()]
 
 
-def safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-") or "model"
+def check_sections(sections: Sequence[str] | None) -> list[str] | None:
+    """The requested section ids, or :class:`UsageError` naming the unknown ones and the valid ones."""
+    if sections is None:
+        return None
+    chosen = [s.strip() for s in sections if s.strip()]
+    unknown = [s for s in chosen if s not in section_names()]
+    if unknown or not chosen:
+        raise UsageError(f"--sections {','.join(sections)}: unknown section {', '.join(unknown) or '(none given)'}; "
+                         f"expected one or more of {', '.join(section_names())}")
+    return chosen
 
 
 def make_context(encoder: Encoder, name: str, out: str | Path, fresh: bool, seeds: Sequence[int],
@@ -86,6 +56,7 @@ def make_context(encoder: Encoder, name: str, out: str | Path, fresh: bool, seed
 
 
 def run_sections(context: ReportContext, sections: Sequence[str] | None = None) -> list[Section]:
+    sections = check_sections(sections)
     built: list[Section] = []
     for section_id, builder in default_sections():
         if sections and section_id not in sections:
@@ -113,7 +84,7 @@ def model_header(context: ReportContext) -> dict:
 
 
 def _resolve(model, encoder: Encoder | None, device: str | None) -> tuple[Encoder, str]:
-    encoder = encoder or load_encoder(model, device=device)
+    encoder = encoder or load_encoder(model, device=str(resolve_device(device)))
     return encoder, safe_name(encoder.name if encoder.name != "model" else str(model))
 
 
@@ -128,7 +99,12 @@ def build_report(
     device: str | None = None,
     encoder: Encoder | None = None,
 ) -> Path:
-    """Run every available section on ``model`` and write ``<out>/<model>/index.html``; return its path."""
+    """Run every available section on ``model`` and write ``<out>/<model>/index.html``; return its path.
+
+    ``seeds``: the probe seeds (``bertology report --seeds N --seed S`` gives S..S+N-1); ``sections``: ids
+    from :func:`section_names` (default all); ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``.
+    """
+    sections = check_sections(sections)
     started = time.perf_counter()
     encoder, name = _resolve(model, encoder, device)
     context = make_context(encoder, name, out, fresh, seeds, max_sentences, progress, device)
@@ -143,10 +119,8 @@ def build_report(
                     + ", ".join(f"{k} {v:.0f} s" for k, v in context.timings.items()) + ")",
         "generated": time.strftime("%Y-%m-%d %H:%M"),
     }
-    html = render(f"bertology report: {encoder.name}", header, built, context.notes + SETUP_NOTES)
-    index = context.out_dir / "index.html"
-    write_atomic(index, html)
-    return index
+    html = render(f"bertology report: {encoder.name}", header, built, context.notes + setup_notes())
+    return write_text(context.out_dir / "index.html", html)
 
 
 def build_comparison(
@@ -169,6 +143,7 @@ def build_comparison(
     """
     from bertology.report.document import Columns, Table
 
+    sections = check_sections(sections)
     started = time.perf_counter()
     encoder_a, name_a = _resolve(model_a, encoder_a, device)
     if encoder_b is None and str(model_b) == "untrained":
@@ -201,11 +176,8 @@ def build_comparison(
         "seeds": ", ".join(map(str, seeds)), "bertology": __version__,
         "run time": f"{time.perf_counter() - started:.0f} s", "generated": time.strftime("%Y-%m-%d %H:%M"),
     })
-    html = render(f"bertology comparison: {encoder_a.name} vs {encoder_b.name}", header, combined,
-                  SETUP_NOTES)
-    index = Path(out) / f"compare-{name_a}-vs-{safe_name(name_b)}" / "index.html"
-    write_atomic(index, html)
-    return index
+    html = render(f"bertology comparison: {encoder_a.name} vs {encoder_b.name}", header, combined, setup_notes())
+    return write_text(Path(out) / f"compare-{name_a}-vs-{safe_name(name_b)}" / "index.html", html)
 
 
 def _probing_means(context: ReportContext) -> pd.DataFrame | None:
@@ -236,23 +208,3 @@ def _model_comparison(contexts, encoder_a: Encoder, encoder_b: Encoder) -> list:
         blocks.append(Table(tables["cka"], "Linear CKA per layer between the two models' representations "
                                            "(1 = identical up to rotation and scale).", max_rows=30))
     return blocks
-
-
-SETUP_NOTES = [
-    "Corpus: UD English EWT instead of the papers' corpora (SentEval's Toronto Books sentences, Clark's "
-    "Wikipedia/WSJ, Hewitt and Manning's PTB); SentEval's ten tasks are rebuilt from the treebank "
-    "(docs/tasks.md lists each deviation).",
-    "Probes: training sets capped (bertology probe's defaults: 4,000 words or arcs and 1,000 for dev/test for "
-    "token tasks, 1,000 sentences and 300 for dev/test per SentEval task) so the battery runs in minutes "
-    "on 2 CPU cores; structural probes train on the same UD sentences (about 250), far fewer than Hewitt and "
-    "Manning's 40k PTB sentences, so their UUAS is well below a full run's (docs/structural_probes.md); L2 chosen on dev per layer; the layer shown as best is chosen on dev, never on test; "
-    "one untrained twin (seed 0) serves all probe seeds, as the Convexity report's single untrained BERT.",
-    "Control tasks (Hewitt and Liang 2019) are run for the word- and arc-level tasks; the sentence-level "
-    "SentEval tasks have none in the report (bertology probe can run them).",
-    "Sentence representations for SentEval tasks are the mean of the layer's word vectors; the papers used "
-    "[CLS]/pooled or mean representations of BERT-base.",
-    "Attention: word-level maps (Clark et al.'s conversion) on single sentences; heads and offsets selected on "
-    "dev and scored on test, where Clark et al. selected and reported on the same data.",
-    "Pattern types: the shipped CNN (trained on 512 hand-labelled maps, 0.80 held-out accuracy; "
-    "docs/attention_patterns.md) classifies token-level maps, as Kovaleva et al. did with their CNN.",
-]

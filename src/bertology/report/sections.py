@@ -9,7 +9,7 @@ import pandas as pd
 
 from bertology.extraction import encode_sentences
 from bertology.report.document import Figure, Link, Section, Table
-from bertology.report.run import ReportContext
+from bertology.report.context import ReportContext
 
 
 def tokenization(context: ReportContext) -> Section:
@@ -59,13 +59,6 @@ def tokenization(context: ReportContext) -> Section:
     return section
 
 
-def _attention_encoder(context: ReportContext):
-    """A copy of the model with eager attention, so the other sections keep the faster sdpa kernels."""
-    import copy
-
-    return copy.deepcopy(context.encoder).with_attentions()
-
-
 def attention(context: ReportContext) -> Section:
     """Clark et al.'s head statistics and heads as parsers; Kovaleva et al.'s pattern types; the viewer."""
     from bertology.attention.figures import plot_heatmap
@@ -79,16 +72,18 @@ def attention(context: ReportContext) -> Section:
     key = {**context.model_key, "attention_sentences": limit, "probe_epochs": context.attention_probe_epochs}
 
     def compute() -> dict[str, pd.DataFrame]:
-        encoder = _attention_encoder(context)
-        tables = run_attention_analysis(
-            encoder, treebank=context.treebank_dir, max_sentences=limit, max_train_sentences=limit,
-            probe_seeds=context.seeds, probe_epochs=context.attention_probe_epochs, statistics=True,
-            control=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
+        # Attention weights need eager attention; the context manager restores the faster kernels after.
+        with context.encoder.eager_attention() as encoder:
+            tables = run_attention_analysis(
+                encoder, treebank=context.treebank_dir, max_sentences=limit, max_train_sentences=limit,
+                probe_seeds=context.seeds, probe_epochs=context.attention_probe_epochs, statistics=True,
+                control=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
         texts = [" ".join(s.words) for s in context.dev[: context.pattern_sentences]]
-        twin = context.encoder.untrained(0).with_attentions()
+        twin = context.encoder.untrained(0)
         kinds = {}
-        for name, enc in ((context.model_name, encoder), (f"{context.model_name} untrained twin", twin)):
-            kinds[name] = pattern_types(token_attention_maps(enc, texts, max_length=128), classifier="cnn")
+        for name, enc in ((context.model_name, context.encoder), (f"{context.model_name} untrained twin", twin)):
+            with enc.eager_attention():
+                kinds[name] = pattern_types(token_attention_maps(enc, texts, max_length=128), classifier="cnn")
         tables["patterns"] = pd.concat([df.assign(model=name) for name, df in kinds.items()], ignore_index=True)
         tables["pattern_proportions"] = compare_pattern_proportions(kinds)
         return tables
@@ -132,7 +127,8 @@ def attention(context: ReportContext) -> Section:
     section.add(Table(overall.rename("share").reset_index(), "Overall share of each pattern type."))
     sample = next((s for s in context.dev if 8 <= len(s) <= 20), context.dev[0])
     viewer = context.out_dir / "attention_view.html"
-    write_html(view_attention(_attention_encoder(context), " ".join(sample.words)), viewer)
+    with context.encoder.eager_attention() as encoder:
+        write_html(view_attention(encoder, " ".join(sample.words)), viewer)
     section.add(Link(viewer.name, "Open the attention viewer", f"for the sentence \"{' '.join(sample.words)}\" "
                                   "(head view and all layers x heads; works offline)."))
     return section
@@ -144,16 +140,17 @@ def probing(context: ReportContext) -> Section:
     from bertology.probing.structural import summarize_structural
     from bertology.tasks import TASK_NAMES
 
-    tasks = list(TASK_NAMES) + ["upos", "xpos", "deprel", "structural"]
+    tasks = report_probing_tasks()
     caps = context.probe_caps
-    key = {**context.model_key, "tasks": tasks, "caps": caps}
+    # rev 2: probing results as a Result (fractions, nullable layer/seed, a component column)
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 2}
 
     def compute() -> dict[str, pd.DataFrame]:
-        results = run_probing_for_report(context, tasks, caps)
-        return {"results": results}
+        return run_probing_for_report(context, tasks, caps).tables
 
     results = context.cache.get_or_compute("probing", key, compute)["results"]
     results["layer"] = results["layer"].astype("Int64")
+    results["seed"] = results["seed"].astype("Int64")
     classification = results[results["probe"] != "structural"]
     structural = results[results["probe"] == "structural"]
     section = Section("probing", "Probing",
@@ -177,15 +174,20 @@ def probing(context: ReportContext) -> Section:
         best = frame[frame["best_on_dev"] == True]  # noqa: E712
         cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
                 if c in best.columns]
-        section.add(Table(best[cols], "At the layer chosen on dev: accuracy beside the untrained twin, the control "
-                                      "task (Hewitt and Liang 2019) and selectivity = accuracy - control accuracy."))
+        shown = best[cols].copy()
+        rates = [c for c in cols if c not in ("task", "layer")]
+        shown[rates] = shown[rates] * 100  # fractions in the tables, percent on the page
+        section.add(Table(shown, "At the layer chosen on dev: accuracy (%) beside the untrained twin, the control "
+                                 "task (Hewitt and Liang 2019) and selectivity = accuracy - control accuracy "
+                                 "(percentage points).", float_format="{:.1f}"))
         section.add(Figure(plot_layer_curves(tokens, None), "Token and edge probes per layer with their baselines."))
     if not structural.empty:
         summary = summarize_structural(structural)
         test = summary[(summary["split"] == "test")]
         chosen = summary[(summary["split"] == "dev") & summary["best_on_dev"]][["task", "baseline", "metric", "layer"]]
         best = test.merge(chosen, on=["task", "baseline", "metric", "layer"])
-        best["value"] = best.apply(lambda r: f"{r['mean']:.3f} ± {r['std']:.3f} (layer {int(r['layer'])})", axis=1)
+        best["value"] = best.apply(lambda r: f"{r['mean']:.3f} ± {r['std']:.3f} (layer {_layer_text(r['layer'])})",
+                                   axis=1)
         pivot = best.pivot_table(index=["task", "baseline"], columns="metric", values="value",
                                  aggfunc="first").reset_index()
         section.add(Table(pivot, "Structural probes (Hewitt and Manning 2019), test split, mean ± std over seeds "
@@ -196,7 +198,17 @@ def probing(context: ReportContext) -> Section:
     return section
 
 
-def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict) -> pd.DataFrame:
+def report_probing_tasks() -> list[str]:
+    """The ten SentEval tasks, every registered treebank task (upos, xpos, deprel and any task added with
+    :func:`bertology.probing.register_task`), and the structural probes."""
+    from bertology.probing.tasks import STRUCTURAL, task_names
+    from bertology.tasks import TASK_NAMES
+
+    return list(TASK_NAMES) + list(task_names(source="ud")) + [STRUCTURAL]
+
+
+def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict):
+    """:func:`bertology.probing.run_probing` with the report's settings; returns its Result."""
     from bertology.probing.experiment import run_probing
 
     max_train, max_eval = caps["max_train"], caps["max_eval"]
@@ -206,8 +218,13 @@ def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict)
     return run_probing(context.encoder, tasks=tasks, treebank=context.treebank_dir, seeds=context.seeds,
                        max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences,
                        cache_dir=context.store_dir / "probing", progress=context.progress, twin_per_seed=False,
+                       device=context.device or "auto",
                        control="token", scalar_mix=False, probe_options={"max_iter": caps["max_iter"]},
                        structural_kwargs={"epochs": caps["structural_epochs"]})
+
+
+def _layer_text(layer) -> str:
+    return "-" if pd.isna(layer) else str(int(layer))
 
 
 def _structural_curves(summary: pd.DataFrame):

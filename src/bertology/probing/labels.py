@@ -1,0 +1,226 @@
+"""Probing labels of your own: word vectors from a store, your labels, splits and the usual baselines.
+
+::
+
+    from bertology.extraction import extract
+    from bertology.probing import features_from_store, probe_labels
+
+    store = extract(encoder, sentences, "my-store")              # word-pooled (the default)
+    labels = [my_label(word) for s in sentences for word in s.words]   # one per word, None = leave out
+    result = probe_labels(store, labels, seeds=(0, 1, 2), untrained=twin_store)
+    result["table2"]                                              # per layer: accuracy and its baselines
+
+The result has the shape of :func:`~bertology.probing.run_probing`'s: tables ``results`` (tidy),
+``summary``, ``table2`` and ``datasets``; accuracies are fractions.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from bertology.errors import DataError, StoreError
+from bertology.numbering import parse_layers
+from bertology.probing.controls import ControlTask, majority_accuracy, word_type
+from bertology.probing.datasets import SPLITS
+from bertology.probing.probes import DEFAULT_L2, PROBE_KINDS, as_layer_tensor
+from bertology.progress import progress_bar
+from bertology.results import Result
+from bertology.runtime import derive_seed, resolve_device
+
+#: Shares of train, dev and test when no splits are given.
+DEFAULT_SPLIT = (0.8, 0.1, 0.1)
+
+
+def _open(store):
+    if isinstance(store, (str, os.PathLike)):
+        from bertology.store import Store
+
+        return Store.open(store)
+    return store
+
+
+def _is_store(value) -> bool:
+    return hasattr(value, "layer") and hasattr(value, "offsets") and hasattr(value, "layers")
+
+
+def features_from_store(store, layers=None) -> np.ndarray:
+    """Word vectors of ``layers`` from a word-pooled store: float32 ``[n_layers, n_words, dim]``.
+
+    ``store``: a :class:`~bertology.store.Store` or its folder. Rows are the words of all sentences in
+    order (sentence ``i`` is ``store.offsets[i]:store.offsets[i + 1]``). ``layers``: ``None`` (every layer
+    the store holds), a list, or a spec such as ``"0,3,6"``, ``"L3"``, ``"last"`` (layer ``l`` is
+    ``hidden_states[l]``, 0 = embeddings). Memory: ``n_layers * n_words * dim * 4`` bytes.
+    """
+    store = _open(store)
+    pool = str(getattr(store, "pool", "word-mean"))
+    if not pool.startswith("word-"):
+        raise StoreError(f"{getattr(store, 'path', 'store')}: pool={pool!r}; probing words needs a word pool "
+                         "(extract with pool='word-mean', 'word-first' or 'word-last')")
+    return np.stack([np.asarray(store.layer(layer), dtype=np.float32) for layer in _store_layers(store, layers)])
+
+
+def _store_layers(store, layers) -> list[int]:
+    available = list(store.layers)
+    chosen = parse_layers(layers, max(available)) if layers is not None else None
+    chosen = available if chosen is None else chosen
+    missing = [layer for layer in chosen if layer not in available]
+    if missing:
+        raise StoreError(f"layers {missing} are not in the store; it holds {available}")
+    return chosen
+
+
+def _split_assignment(splits, n: int, groups: np.ndarray, split_seed: int) -> np.ndarray:
+    """``[n]`` array of "train"/"dev"/"test"."""
+    if splits is None:
+        # Whole sentences go to one split, so no sentence is half in train and half in test.
+        unique = np.unique(groups)
+        order = np.random.default_rng(derive_seed(split_seed, "probe-labels-split")).permutation(len(unique))
+        cut_train = int(round(DEFAULT_SPLIT[0] * len(unique)))
+        cut_dev = cut_train + max(1, int(round(DEFAULT_SPLIT[1] * len(unique))))
+        names = np.empty(len(unique), dtype=object)
+        names[order[:cut_train]], names[order[cut_train:cut_dev]], names[order[cut_dev:]] = "train", "dev", "test"
+        return names[np.searchsorted(unique, groups)]
+    if isinstance(splits, Mapping):
+        out = np.full(n, None, dtype=object)
+        for name, index in splits.items():
+            if name not in SPLITS:
+                raise DataError(f"splits: unknown split {name!r}; expected train, dev and test")
+            out[np.asarray(index, dtype=np.int64)] = name
+        return out
+    out = np.asarray(list(splits), dtype=object)
+    if out.shape != (n,):
+        raise DataError(f"splits: {len(out)} entries for {n} examples; expected one of train/dev/test per example")
+    bad = sorted({str(v) for v in out if v not in SPLITS and v is not None})
+    if bad:
+        raise DataError(f"splits: unknown values {bad}; expected train, dev or test")
+    return out
+
+
+def probe_labels(
+    features,
+    labels: Sequence,
+    splits=None,
+    *,
+    layers=None,
+    seeds: Sequence[int] = (0, 1, 2),
+    untrained=None,
+    control: bool = True,
+    control_keys: Sequence | None = None,
+    probe: str = "linear",
+    l2: float | Sequence[float] = DEFAULT_L2,
+    hidden: int = 128,
+    train_fraction: float = 0.9,
+    split_seed: int = 0,
+    task: str = "labels",
+    model: str | None = None,
+    device: str | None = "auto",
+    progress: bool = False,
+    probe_options: dict | None = None,
+) -> Result:
+    """Probe every layer for ``labels`` with the majority, control and untrained-twin baselines.
+
+    ``features``: a word-pooled Store (or its folder), or an array ``[n_layers, n, dim]`` / ``[n, dim]``.
+    ``labels``: ``[n]`` labels of any hashable type, one per word (per row); ``None`` leaves a word out.
+    ``splits``: ``None`` (80/10/10 by sentence for a store, by row for an array, drawn from
+    ``derive_seed(split_seed, "probe-labels-split")``), a ``[n]`` sequence of ``"train"/"dev"/"test"``, or
+    ``{"train": indices, "dev": indices, "test": indices}``. Dev chooses each layer's L2; test is only scored.
+    ``untrained``: the untrained twin's features for the same words (a Store or array): baseline
+    ``untrained``. ``control``: Hewitt-and-Liang control labels keyed on ``control_keys`` (default: the
+    store's lower-cased word forms; an array without ``control_keys`` gets no control baseline).
+    Seed ``s`` initialises the probes, draws its ``train_fraction`` of the training rows
+    (``derive_seed(s, "train-subset", task)``) and the control labels.
+
+    Returns a :class:`~bertology.results.Result` with the tables of :func:`run_probing` (``results``,
+    ``summary``, ``table2``, ``datasets``); accuracies are fractions.
+    """
+    from bertology.probing.experiment import _fit_and_score, _rows, _selectivity, _tables
+
+    if probe not in PROBE_KINDS:
+        raise DataError(f"probe {probe!r}; expected one of {', '.join(PROBE_KINDS)}")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
+    if not 0 < train_fraction <= 1:
+        raise DataError(f"train_fraction {train_fraction}; expected a number in (0, 1]")
+    features = _open(features)
+    if _is_store(features):
+        store = features
+        layer_ids = _store_layers(store, layers)
+        X = features_from_store(store, layer_ids)
+        groups = np.repeat(np.arange(len(store.offsets) - 1), np.diff(store.offsets))
+        if control_keys is None and control:
+            control_keys = [word_type(w) for i in range(store.n_sentences) for w in store.words(i)]
+        model = model or (getattr(store, "index", None) or {}).get("model", {}).get("name")
+    else:
+        X = as_layer_tensor(features, "features")
+        layer_ids = list(range(X.shape[0])) if layers is None else [int(l) for l in parse_layers(layers)]
+        if len(layer_ids) != X.shape[0]:
+            raise DataError(f"layers {layer_ids}: {len(layer_ids)} names for {X.shape[0]} layers of features")
+        groups = np.arange(X.shape[1])
+    n = X.shape[1]
+    labels = np.asarray(list(labels), dtype=object)
+    if labels.shape != (n,):
+        raise DataError(f"labels: {len(labels)} labels for {n} words; expected one per word (None leaves one out)")
+    if control_keys is not None and len(control_keys) != n:
+        raise DataError(f"control_keys: {len(control_keys)} keys for {n} words; expected one per word")
+    assignment = _split_assignment(splits, n, groups, split_seed)
+    labelled = np.array([v is not None and not (isinstance(v, float) and np.isnan(v)) for v in labels])
+    index = {s: np.flatnonzero((assignment == s) & labelled) for s in SPLITS}
+    for split, rows in index.items():
+        if len(rows) == 0:
+            raise DataError(f"no labelled {split} examples; give splits with train, dev and test")
+    twin = None
+    if untrained is not None:
+        untrained = _open(untrained)
+        twin = features_from_store(untrained, layer_ids) if _is_store(untrained) else as_layer_tensor(untrained,
+                                                                                                        "untrained")
+        if twin.shape != X.shape:
+            raise DataError(f"untrained features have shape {twin.shape}; expected {X.shape} (the same words)")
+    model = model or "features"
+    y = {s: labels[index[s]] for s in SPLITS}
+    Xs = {s: X[:, index[s]] for s in SPLITS}
+    probe_kwargs = {"l2": l2, "hidden": hidden, "device": resolve_device(device), **(probe_options or {})}
+    rows: list[dict] = []
+    for split in ("dev", "test"):
+        value = majority_accuracy(y["train"], y[split])
+        for seed in seeds:
+            rows += _rows(model, task, "majority", layer_ids, seed, "accuracy", [value] * len(layer_ids),
+                          "majority", split)
+    with_control = control and control_keys is not None
+    with progress_bar(progress, transient=True) as bar:
+        job = bar.add_task(f"probing {task}", total=len(seeds) * (1 + with_control + (twin is not None)))
+        for seed in seeds:
+            n_train = len(y["train"])
+            rng = np.random.default_rng(derive_seed(seed, "train-subset", task))
+            train_index = np.sort(rng.permutation(n_train)[: max(2, int(round(train_fraction * n_train)))])
+            task_rows = _fit_and_score(probe, probe_kwargs, seed, Xs, y, train_index, layer_ids, model, task, "none",
+                                       scalar_mix=False)
+            rows += task_rows
+            bar.advance(job)
+            if with_control:
+                keys = {s: [control_keys[i] for i in index[s]] for s in SPLITS}
+                assigner = ControlTask(y["train"], seed=seed)
+                y_control = {s: assigner.labels(keys[s]) for s in SPLITS}
+                control_rows = _fit_and_score(probe, probe_kwargs, seed, Xs, y_control, train_index, layer_ids,
+                                              model, task, "control", scalar_mix=False)
+                rows += control_rows + _selectivity(task_rows, control_rows)
+                bar.advance(job)
+            if twin is not None:
+                Xu = {s: twin[:, index[s]] for s in SPLITS}
+                rows += _fit_and_score(probe, probe_kwargs, seed, Xu, y, train_index, layer_ids, model, task,
+                                       "untrained", scalar_mix=False)
+                bar.advance(job)
+    frame = pd.DataFrame(rows)
+    used = max(2, int(round(train_fraction * len(index["train"]))))
+    sizes = pd.DataFrame([{"task": task, "level": "token", "source": "given",
+                           **{s: len(index[s]) for s in SPLITS}, "train_used": used, "unit": "words",
+                           "notes": [] if with_control else ["no control task: no control_keys"]}])
+    meta = {"model": model, "task": task, "seeds": seeds, "layers": [int(l) for l in layer_ids],
+            "train_fraction": train_fraction, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
+            "control": bool(with_control), "untrained": twin is not None, "split_seed": split_seed,
+            "splits_given": splits is not None}
+    return Result("probing", tables=_tables(frame, sizes), meta=meta)

@@ -1,0 +1,108 @@
+"""What every report section needs (the model, the corpus, a cache, settings) and the notes beside it.
+
+The layer below both :mod:`bertology.report.run` (which drives the sections) and
+:mod:`bertology.report.sections` (which builds them), so neither imports the other's internals.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Callable
+
+from bertology import __version__
+from bertology.data import Sentence, default_corpus
+from bertology.extraction import corpus_hash
+from bertology.models import Encoder
+from bertology.report.cache import ResultCache
+
+CORPUS_NOTE = ("UD English EWT r2.16 dev and test (CC BY-SA 4.0, Silveira et al. 2014; "
+               "shipped inside bertology, see resources/ATTRIBUTION.md)")
+
+
+@dataclass
+class ReportContext:
+    """What every section needs: the model (and its untrained twin), the corpus, a cache and settings."""
+
+    encoder: Encoder
+    model_name: str
+    out_dir: Path
+    cache: ResultCache
+    dev: list[Sentence]
+    test: list[Sentence]
+    seeds: tuple[int, ...]
+    max_sentences: int | None
+    progress: bool = True
+    device: str | None = None
+    notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    attention_sentences: int = 600
+    attention_probe_epochs: int = 10
+    pattern_sentences: int = 40
+    probe_caps: dict = field(default_factory=lambda: {"max_train": None, "max_eval": None, "structural_epochs": 30,
+                                                            "max_iter": 100})
+
+    @property
+    def model_key(self) -> dict:
+        return {"fingerprint": self.encoder.fingerprint, "corpus": corpus_hash(self.dev + self.test),
+                "seeds": list(self.seeds), "max_sentences": self.max_sentences, "version": __version__}
+
+    @property
+    def store_dir(self) -> Path:
+        return self.out_dir / "stores"
+
+    @property
+    def treebank_files(self) -> list[Path]:
+        return [default_corpus("ewt-dev"), default_corpus("ewt-test")]
+
+    @property
+    def treebank_dir(self) -> Path:
+        return default_corpus("ewt-dev").parent
+
+
+SectionBuilder = Callable[[ReportContext], "object | None"]
+
+
+def safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-") or "model"
+
+
+def pattern_classifier_evaluation() -> dict:
+    """The shipped pattern classifier's evaluation (``resources/attention_patterns/evaluation.json``):
+    ``n_maps`` (hand-labelled maps), ``train_maps`` (those it was trained on), ``test_maps`` (held out) and
+    the shipped CNN's ``test_accuracy`` on them (a fraction)."""
+    text = (resources.files("bertology") / "resources" / "attention_patterns" / "evaluation.json").read_text("utf-8")
+    evaluation = json.loads(text)
+    shipped = [row for row in evaluation["test"] if str(row["classifier"]).lower().startswith("cnn (shipped")]
+    if not shipped:
+        raise KeyError("evaluation.json has no row for the shipped CNN")
+    sizes = evaluation["split_sizes"]
+    trained_on = str(evaluation.get("shipped_cnn", {}).get("trained_on", "train")).split("+")
+    return {"n_maps": int(evaluation["n_maps"]), "test_accuracy": float(shipped[0]["test_accuracy"]),
+            "test_maps": int(sizes["test"]), "train_maps": sum(int(sizes[part]) for part in trained_on)}
+
+
+def setup_notes() -> list[str]:
+    """The setup notes and deviations printed under every report."""
+    patterns = pattern_classifier_evaluation()
+    return [
+        "Corpus: UD English EWT instead of the papers' corpora (SentEval's Toronto Books sentences, Clark's "
+        "Wikipedia/WSJ, Hewitt and Manning's PTB); SentEval's ten tasks are rebuilt from the treebank "
+        "(docs/tasks.md lists each deviation).",
+        "Probes: training sets capped (bertology probe's defaults: 4,000 words or arcs and 1,000 for dev/test for "
+        "token tasks, 1,000 sentences and 300 for dev/test per SentEval task) so the battery runs in minutes "
+        "on 2 CPU cores; structural probes train on the same UD sentences (about 250), far fewer than Hewitt and "
+        "Manning's 40k PTB sentences, so their UUAS is well below a full run's (docs/structural_probes.md); L2 chosen on dev per layer; the layer shown as best is chosen on dev, never on test; "
+        "one untrained twin (seed 0) serves all probe seeds, as the Convexity report's single untrained BERT.",
+        "Control tasks (Hewitt and Liang 2019) are run for the word- and arc-level tasks; the sentence-level "
+        "SentEval tasks have none in the report (bertology probe can run them).",
+        "Sentence representations for SentEval tasks are the mean of the layer's word vectors; the papers used "
+        "[CLS]/pooled or mean representations of BERT-base.",
+        "Attention: word-level maps (Clark et al.'s conversion) on single sentences; heads and offsets selected on "
+        "dev and scored on test, where Clark et al. selected and reported on the same data.",
+        f"Pattern types: the shipped CNN ({patterns['n_maps']} hand-labelled maps: trained on "
+        f"{patterns['train_maps']}, {patterns['test_accuracy']:.2f} accuracy on the {patterns['test_maps']} held out; "
+        "docs/attention_patterns.md) classifies token-level maps, as Kovaleva et al. did with their CNN.",
+    ]
