@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 
 from bertology.data import Sentence
+from bertology.data.treebank import base_relation, find_splits
 from bertology.errors import DataError
 from bertology.probing.datasets import (
     cap_sentences,
-    deprel_label,
     features,
-    find_treebank_files,
     ud_examples,
 )
 from bertology.probing.experiment import merge_pools, resolve_tasks
@@ -41,7 +40,7 @@ def treebank(tmp_path):
 def test_ud_examples_tokens_and_edges(treebank):
     from bertology.data import read_conllu
 
-    sentences = read_conllu(find_treebank_files(treebank)["train"])
+    sentences = read_conllu(find_splits(treebank)["train"])
     upos = ud_examples("upos", sentences)
     assert list(upos.labels) == ["DET", "NOUN", "VERB", "PUNCT", "PRON", "NOUN"]
     assert upos.control_keys[0] == "the"
@@ -50,13 +49,13 @@ def test_ud_examples_tokens_and_edges(treebank):
     assert list(edges.labels) == ["det", "nsubj", "punct", "nmod"]
     np.testing.assert_array_equal(edges.refs[0], [0, 0, 1])  # "The" -> head "dog"
     np.testing.assert_array_equal(edges.refs[3], [1, 0, 1])
-    assert deprel_label("nmod:poss") == "nmod"
+    assert base_relation("nmod:poss") == "nmod"
 
 
 def test_missing_treebank_split_is_a_data_error(tmp_path):
     (tmp_path / "xx-ud-train.conllu").write_text(CONLLU)
     with pytest.raises(DataError, match="dev"):
-        find_treebank_files(tmp_path)
+        find_splits(tmp_path)
 
 
 def test_features_gather_and_pool_word_vectors():

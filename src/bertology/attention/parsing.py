@@ -28,6 +28,7 @@ import pandas as pd
 
 from bertology.attention.stats import _layer_numbers, _progress, _zip_checked, check_attention
 from bertology.data import Sentence
+from bertology.data.treebank import find_splits
 from bertology.errors import DataError
 
 DIRECTIONS: tuple[str, str] = ("dep->head", "head->dep")
@@ -524,24 +525,6 @@ class AttentionOnlyProbe:
 # --------------------------------------------------------------------------- experiment
 
 
-def find_treebank_splits(treebank: str | Path) -> dict[str, Path]:
-    """``{"train"|"dev"|"test": path}`` for a UD folder holding ``*-ud-<split>.conllu[.gz]`` files."""
-    treebank = Path(treebank)
-    if not treebank.is_dir():
-        raise DataError(f"{treebank}: not a directory; expected a UD treebank folder with *-ud-<split>.conllu files")
-    splits = {}
-    for split in ("train", "dev", "test"):
-        found = sorted(treebank.glob(f"*-ud-{split}.conllu")) + sorted(treebank.glob(f"*-ud-{split}.conllu.gz"))
-        if found:
-            splits[split] = found[0]
-    if "dev" not in splits or "test" not in splits:
-        raise DataError(
-            f"{treebank}: expected at least *-ud-dev.conllu and *-ud-test.conllu (optionally .gz); found "
-            + (", ".join(p.name for p in splits.values()) or "none")
-        )
-    return splits
-
-
 def _extract_split(encoder, sentences, work_dir: Path, name: str, progress: bool):
     from bertology.extraction import extract
 
@@ -604,7 +587,8 @@ def run_attention_analysis(
     from bertology.attention.stats import head_statistics
 
     encoder = model if isinstance(model, Encoder) else load_encoder(model, attentions=True)
-    splits = find_treebank_splits(treebank if treebank is not None else shared_data_dir() / "ud_english_ewt")
+    splits = find_splits(treebank if treebank is not None else shared_data_dir() / "ud_english_ewt",
+                         required=("dev", "test"))
     data = {split: read_conllu(path) for split, path in splits.items()}
     for split in ("dev", "test"):
         if max_sentences is not None:

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from bertology.data import Sentence, read_conllu, read_senteval
+from bertology.data.treebank import base_relation, find_splits
 from bertology.errors import DataError
 from bertology.probing.controls import ControlTask, SentenceControlTask, word_type
 
@@ -136,25 +137,6 @@ def _cap_examples(examples: SplitExamples, max_examples: int | None) -> SplitExa
 # UD: UPOS, XPOS, dependency labels
 
 
-def find_treebank_files(treebank: str | Path) -> dict[str, Path]:
-    """``train``/``dev``/``test`` CoNLL-U files of a UD treebank folder (``*-ud-train.conllu[.gz]`` ...)."""
-    folder = Path(treebank)
-    if not folder.is_dir():
-        raise DataError(f"{folder}: treebank folder not found; expected a folder with *-ud-train/dev/test.conllu")
-    files = {}
-    for split in SPLITS:
-        found = sorted(folder.glob(f"*{split}.conllu")) + sorted(folder.glob(f"*{split}.conllu.gz"))
-        if not found:
-            raise DataError(f"{folder}: no *{split}.conllu(.gz) file; a probe needs train, dev and test splits")
-        files[split] = found[0]
-    return files
-
-
-def deprel_label(deprel: str) -> str:
-    """Universal relation without its language-specific subtype (``nmod:poss`` -> ``nmod``)."""
-    return deprel.split(":", 1)[0]
-
-
 def ud_examples(task: str, sentences: Sequence[Sentence]) -> SplitExamples:
     refs, labels, keys = [], [], []
     for i, sentence in enumerate(sentences):
@@ -176,7 +158,7 @@ def ud_examples(task: str, sentences: Sequence[Sentence]) -> SplitExamples:
                 if head == 0:
                     continue
                 refs.append((i, j, head - 1))
-                labels.append(deprel_label(rel))
+                labels.append(base_relation(rel))
                 keys.append(word_type(sentence.words[j]))
         else:
             raise DataError(f"unknown UD task {task!r}; expected one of {', '.join(UD_TASKS)}")
@@ -186,7 +168,7 @@ def ud_examples(task: str, sentences: Sequence[Sentence]) -> SplitExamples:
 def load_ud_pools(treebank: str | Path, max_train: int | None, max_eval: int | None,
                   max_sentences: int | None = None) -> dict[str, list[Sentence]]:
     """Shuffled (fixed seed), capped sentences of each split: enough for ``max_train`` / ``max_eval`` words."""
-    files = find_treebank_files(treebank)
+    files = find_splits(treebank, required=SPLITS)
     pools = {}
     for split, path in files.items():
         sentences = shuffled(read_conllu(path))
