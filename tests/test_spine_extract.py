@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bertology.data import Sentence, read_conllu, sentences_from_strings
-from bertology.errors import ModelError, StoreError
+from bertology.errors import ModelError, StoreError, UsageError
 from bertology.extraction import encode_sentences, extract
 from bertology.models.tiny import tiny_encoder
 from bertology.store import Store
@@ -151,9 +151,17 @@ def test_old_format_version_is_refused(tmp_path, tiny_bert):
         Store.open(tmp_path / "s")
 
 
-def test_layer_out_of_range(tmp_path, tiny_bert):
-    with pytest.raises(ModelError, match="layer 9 out of range"):
-        extract(tiny_bert, sentences_from_strings(TEXTS), tmp_path / "s", layers=[9], progress=False)
+@pytest.mark.parametrize("layers, message", [([9], "layer 9 is out of range"), ([-1], "-1 is not a layer"),
+                                             ("3-1", "runs backwards"), ("", "empty item")])
+def test_bad_layers_are_refused_before_anything_is_written(tmp_path, tiny_bert, layers, message):
+    with pytest.raises(UsageError, match=message):
+        extract(tiny_bert, sentences_from_strings(TEXTS), tmp_path / "s", layers=layers, progress=False)
+    assert not (tmp_path / "s").exists()
+
+
+def test_layers_in_the_one_numbering(tmp_path, tiny_bert):
+    store = extract(tiny_bert, TEXTS, tmp_path / "s", layers="L2,0", attentions=True, progress=False)
+    assert store.layers == [0, 2] and store.attention_layers == [2]
 
 
 _KILLER = textwrap.dedent("""

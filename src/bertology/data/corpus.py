@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,16 +270,15 @@ def read_senteval(path: str | Path) -> Corpus:
 
 _SUFFIX_FORMATS = {".conllu": "conllu", ".txt": "text", ".tsv": "senteval"}
 _READERS = {"conllu": read_conllu, "text": read_text, "senteval": read_senteval}
-#: How many non-blank lines the content check of a ``.txt`` looks at.
-SNIFF_LINES = 20
 _SENTEVAL_LINE = re.compile(r"^(?:tr|va|te)\t[^\t]+\t.*\S")
 _CONLLU_LINE = re.compile(r"^\d+(?:[-.]\d+)?\t(?:[^\t]*\t){8}[^\t]*$")
 
 
 def detect_format(path: str | Path) -> str:
     """``conllu``, ``text`` or ``senteval`` for a corpus file: by suffix (``.gz`` allowed on top), and for
-    ``.txt`` by content too: its first non-blank lines all ``split<TAB>label<TAB>sentence`` is SentEval,
-    all CoNLL-U token or comment lines is CoNLL-U, anything else one sentence per line."""
+    ``.txt`` by content too. A ``.txt`` whose first line is ``tr|va|te<TAB>label<TAB>sentence`` is
+    SentEval; one whose first line after ``#`` comments is a 10-column CoNLL-U word line is CoNLL-U;
+    anything else is one sentence per line. The reader then checks every line of the chosen format."""
     path = Path(path)
     suffix = Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
     kind = _SUFFIX_FORMATS.get(suffix.lower())
@@ -293,15 +291,14 @@ def detect_format(path: str | Path) -> str:
         return kind
     lines = numbered_lines(path)
     try:
-        head = [line for _, line in itertools.islice(((n, t) for n, t in lines if t.strip()), SNIFF_LINES)]
+        first = next((line for _, line in lines if line.strip()), "")
+        if _SENTEVAL_LINE.match(first):
+            return "senteval"
+        while first.startswith("#"):
+            first = next((line for _, line in lines if line.strip()), "")
+        return "conllu" if _CONLLU_LINE.match(first) else "text"
     finally:
         lines.close()
-    if head and all(_SENTEVAL_LINE.match(line) for line in head):
-        return "senteval"
-    if head and all(line.startswith("#") or _CONLLU_LINE.match(line) for line in head) \
-            and any(not line.startswith("#") for line in head):
-        return "conllu"
-    return "text"
 
 
 def read_corpus(path: str | Path) -> Corpus:
