@@ -14,6 +14,7 @@ layer ``l`` is ``hidden_states[l]``, 0 the embeddings; attention maps exist for 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -59,16 +60,19 @@ def corpus_hash(sentences: Sequence[Sentence]) -> str:
 
 
 def as_sentences(sentences: Sequence[Sentence | str]) -> list[Sentence]:
-    """Sentences as given (:class:`Sentence` objects, or plain strings split on whitespace)."""
+    """Sentences as given: :class:`Sentence` objects, or plain strings (words split on whitespace; id
+    ``input:<position>``), or a mix of both."""
     if isinstance(sentences, str):
         raise DataError("expected a list of sentences, got one string; wrap it in a list: [text]")
     items = list(sentences)
-    if all(isinstance(item, str) for item in items):
-        return sentences_from_strings(items)
     for i, item in enumerate(items):
-        if not isinstance(item, Sentence):
-            raise DataError(f"sentence {i}: expected a Sentence or a string (all of one kind), "
-                            f"got {type(item).__name__}")
+        if not isinstance(item, (Sentence, str)):
+            raise DataError(f"sentence {i}: expected a Sentence or a string, got {type(item).__name__}")
+        if isinstance(item, str) and not item.split():
+            raise DataError(f"sentence {i}: empty sentence; expected at least one word")
+    texts = [i for i, item in enumerate(items) if isinstance(item, str)]
+    for i, sentence in zip(texts, sentences_from_strings([items[i] for i in texts])):
+        items[i] = dataclasses.replace(sentence, id=f"input:{i}")
     return items
 
 
@@ -336,7 +340,7 @@ def extract(
     overwrite: bool = False,
     progress: bool = True,
     device: str | None = None,
-    shard_bytes: int = SHARD_TARGET_BYTES,
+    shard_bytes: int | None = None,
     compile_model: bool = False,
     max_attention_words: int | None = MAX_ATTENTION_WORDS,
     max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION,
@@ -371,6 +375,7 @@ def extract(
         raise DataError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     if autocast not in (None, "bfloat16", "bf16"):
         raise DataError(f"autocast {autocast!r}: expected None or 'bfloat16'")
+    shard_bytes = SHARD_TARGET_BYTES if shard_bytes is None else shard_bytes
     for name, value in (("batch_tokens", batch_tokens), ("max_batch", max_batch), ("shard_bytes", shard_bytes),
                         ("max_attention_words", max_attention_words or 1)):
         if isinstance(value, bool) or int(value) != value or value < 1:
