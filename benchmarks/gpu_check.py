@@ -23,9 +23,9 @@ from bertology.probing.probes import LayerwiseProbe
 
 
 def compare_extraction(name, encoder, sentences, tmp: Path) -> None:
-    cpu = extract(copy.deepcopy(encoder).with_attentions(), sentences, tmp / f"{name}-cpu", attentions=True,
+    cpu = extract(copy.deepcopy(encoder), sentences, tmp / f"{name}-cpu", attentions=True,
                   dtype="float32", progress=False, device="cpu")
-    gpu = extract(copy.deepcopy(encoder).with_attentions(), sentences, tmp / f"{name}-gpu", attentions=True,
+    gpu = extract(copy.deepcopy(encoder), sentences, tmp / f"{name}-gpu", attentions=True,
                   dtype="float32", progress=False, device="cuda")
     hidden = max(float(np.abs(cpu.layer(layer) - gpu.layer(layer)).max()) for layer in cpu.layers)
     attention = max(float(np.abs(cpu.attention(i) - gpu.attention(i)).max()) for i in range(len(sentences)))

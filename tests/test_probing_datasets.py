@@ -6,14 +6,13 @@ import numpy as np
 import pytest
 
 from bertology.data import Sentence
+from bertology.data.treebank import base_relation, find_splits
 from bertology.errors import DataError
 from bertology.probing.datasets import (
     as_examples,
     build_dataset,
     cap_sentences,
-    deprel_label,
     features,
-    find_treebank_files,
     keep_referenced,
     load_ud_pools,
 )
@@ -45,7 +44,7 @@ def treebank(tmp_path):
 def test_ud_examples_tokens_and_edges(treebank):
     from bertology.data import read_conllu
 
-    sentences = read_conllu(find_treebank_files(treebank)["train"])
+    sentences = read_conllu(find_splits(treebank)["train"])
     upos = as_examples(get_task("upos").builder(sentences), "token", sentences, "upos", "train")
     assert list(upos.labels) == ["DET", "NOUN", "VERB", "PUNCT", "PRON", "NOUN"]
     assert upos.control_keys[0] == "the"  # control labels key on the lower-cased word type
@@ -55,13 +54,13 @@ def test_ud_examples_tokens_and_edges(treebank):
     assert list(edges.labels) == ["det", "nsubj", "punct", "nmod"]
     np.testing.assert_array_equal(edges.refs[0], [0, 0, 1])  # "The" -> head "dog"
     np.testing.assert_array_equal(edges.refs[3], [1, 0, 1])
-    assert deprel_label("nmod:poss") == "nmod"
+    assert base_relation("nmod:poss") == "nmod"
 
 
 def test_missing_treebank_split_is_a_data_error(tmp_path):
     (tmp_path / "xx-ud-train.conllu").write_text(CONLLU)
     with pytest.raises(DataError, match="dev"):
-        find_treebank_files(tmp_path)
+        find_splits(tmp_path)
 
 
 def test_features_gather_and_pool_word_vectors():

@@ -28,7 +28,15 @@ def tiny_model_dir(tmp_path_factory, tiny_bert):
 
 CASES = {
     "empty.txt": (b"", "empty.txt: no sentences found"),
-    "blank.txt": (b"one sentence\n\nanother\n", "blank.txt:2: empty sentence"),
+    "blanks.txt": (b"\n\n\n", "blanks.txt: no sentences found (3 blank line(s) skipped)"),
+    "noroot.conllu": (GOOD_CONLLU.replace("\t0\troot", "\t1\troot").encode(),
+                     "noroot.conllu:2: expected exactly one word with HEAD 0 (the root), found 0"),
+    "loop.conllu": (("1\tDogs\t_\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\tbark\t_\tVERB\t_\t_\t0\troot\t_\t_\n"
+                     "3\tvery\t_\tADV\t_\t_\t4\tadvmod\t_\t_\n4\tloud\t_\tADV\t_\t_\t3\tadvmod\t_\t_\n\n").encode(),
+                    "loop.conllu:3: HEAD values contain a cycle (3 -> 4 -> 3); expected a tree"),
+    "roots.conllu": (GOOD_CONLLU.replace("\t2\tnsubj", "\t0\troot").encode(),
+                     "roots.conllu:3: expected exactly one word with HEAD 0 (the root), found 2 (words 1, 2)"),
+    "late.txt": (b"fine words\n" * 2000 + "na\u00efve\n".encode("latin-1"), "late.txt:2001: not valid UTF-8"),
     "cols.conllu": (b"1\tDogs\tdog\tNOUN\n\n", "cols.conllu:1: expected 10 tab-separated CoNLL-U columns, found 4"),
     "id.conllu": (GOOD_CONLLU.replace("2\tbark", "x\tbark").encode(), "id.conllu:3: token ID 'x' is not an integer"),
     "form.conllu": (GOOD_CONLLU.replace("\tDogs\t", "\t\t").encode(), "form.conllu:2: empty word form"),
@@ -128,3 +136,169 @@ def test_info_reports_a_damaged_shard(tmp_path, tiny_model_dir, monkeypatch, cap
 def test_typer_app_help_lists_commands():
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0 and "extract" in result.output and "info" in result.output
+
+
+def _extract(args, model_dir, monkeypatch, capsys):
+    return run_cli(["extract", "--model", str(model_dir), "--no-progress", *args], monkeypatch, capsys)
+
+
+def test_blank_lines_are_skipped_and_said(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    path = tmp_path / "para.txt"
+    path.write_text("one sentence\n\nanother one\n\n")
+    code, message = _extract(["--data", str(path), "--out", str(tmp_path / "s")], tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+    assert "skipped 2 blank line(s)" in message
+    from bertology.store import Store
+
+    assert Store.open(tmp_path / "s").n_sentences == 2
+
+
+def test_senteval_txt_is_extracted_as_senteval(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    path = tmp_path / "bigram_shift.txt"
+    path.write_text("te\tO\tThe dog barked .\ntr\tI\tdog The barked .\n")
+    code, message = _extract(["--data", str(path), "--out", str(tmp_path / "s")], tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+    from bertology.store import Store
+
+    assert Store.open(tmp_path / "s").words(0) == ("The", "dog", "barked", ".")  # not ("te", "O", ...)
+
+
+BAD_OPTIONS = {
+    "negative layer": (["--layers", "-1"], "--layers '-1': '-1' is not a layer"),
+    "reversed range": (["--layers", "3-1"], "--layers '3-1': range '3-1' runs backwards"),
+    "layer past the top": (["--layers", "7"], "--layers '7': layer 7 is out of range; expected layers 0-2"),
+    "zero batch": (["--batch-tokens", "0"], "--batch-tokens 0: expected a whole number of at least 1"),
+    "negative max sentences": (["--max-sentences", "-1995"], "--max-sentences -1995: expected a whole number"),
+    "zero attention words": (["--max-attention-words", "0"], "--max-attention-words 0: expected"),
+    "unknown device": (["--device", "tpu"], "--device 'tpu': unknown device"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_OPTIONS))
+def test_bad_options_are_one_line_and_write_nothing(case, tmp_path, tiny_model_dir, monkeypatch, capsys):
+    args, expected = BAD_OPTIONS[case]
+    path = tmp_path / "a.txt"
+    path.write_text("hello world\n")
+    out = tmp_path / "s"
+    code, message = _extract(["--data", str(path), "--out", str(out), *args], tiny_model_dir, monkeypatch, capsys)
+    assert code == 1 and expected in message, message
+    assert "Traceback" not in message and not out.exists()
+
+
+def test_max_sentences_takes_the_first_ones(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    path = tmp_path / "a.txt"
+    path.write_text("one\ntwo\nthree\n")
+    code, message = _extract(["--data", str(path), "--out", str(tmp_path / "s"), "--max-sentences", "2"],
+                             tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+    from bertology.store import Store
+
+    assert Store.open(tmp_path / "s").n_sentences == 2
+
+
+def test_output_that_is_a_file_or_under_a_file(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    path = tmp_path / "a.txt"
+    path.write_text("hello world\n")
+    blocker = tmp_path / "taken"
+    blocker.write_text("not a folder")
+    for out, expected in ((blocker, "it is a file, not a folder"), (blocker / "s", f"{blocker} is a file")):
+        code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
+        assert code == 1 and expected in message and "Traceback" not in message, message
+    assert blocker.read_text() == "not a folder"
+
+
+def test_read_only_output_folder(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    import os
+
+    path = tmp_path / "a.txt"
+    path.write_text("hello world\n")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    if os.geteuid() == 0:  # root writes anywhere: the operating system's answer is simulated
+        real_access = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, **kw: False
+                            if str(p).startswith(str(locked)) and mode & os.W_OK else real_access(p, mode, **kw))
+    else:
+        locked.chmod(0o555)
+    try:
+        for out in (locked, locked / "s"):
+            code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
+            assert code == 1 and "permission denied" in message and "Traceback" not in message, message
+    finally:
+        locked.chmod(0o755)
+    assert list(locked.iterdir()) == []
+
+
+def test_disk_full_during_extract_leaves_no_partial_shard(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    import errno
+    import os
+
+    path = tmp_path / "a.txt"
+    path.write_text("".join(f"sentence number {i} is here\n" for i in range(40)))
+    out = tmp_path / "s"
+    real_fsync = os.fsync
+    written = []
+
+    def full_for_the_second_shard(fd):
+        name = os.readlink(f"/proc/self/fd/{fd}")
+        if ".shard-" in name:
+            written.append(os.fstat(fd).st_size)
+            if len(written) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", full_for_the_second_shard)
+    monkeypatch.setattr("bertology.extraction.pipeline.SHARD_TARGET_BYTES", 4000)
+    code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
+    assert code == 1 and "Traceback" not in message, message
+    assert "no space left on the device" in message and "run the same command again to resume" in message
+    assert written[1] > 0  # the shard was half on disk when the space ran out
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+    assert sorted(p.name for p in out.glob("shard-*")) == ["shard-00000.safetensors"]
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    code, message = run_cli(["info", str(out)], monkeypatch, capsys)
+    assert code == 1 and "shard 1: not complete" in message  # whole shards and missing ones, nothing partial
+    assert "SHA-256" not in message and "index says" not in message and "missing" not in message
+    code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+    assert run_cli(["info", str(out)], monkeypatch, capsys)[0] == 0
+
+
+def test_huge_attention_maps_are_refused_before_writing(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    path = tmp_path / "long.txt"
+    path.write_text("short one\n" + " ".join(["word"] * 2000) + "\n")
+    out = tmp_path / "s"
+    code, message = _extract(["--data", str(path), "--out", str(out), "--attentions"], tiny_model_dir, monkeypatch,
+                             capsys)
+    assert code == 1 and "Traceback" not in message
+    assert "long.txt:2: a sentence of 2,000 words" in message and "0.13 GB" in message
+    assert "--max-attention-words" in message and not out.exists()
+    path.write_text("short one\n" + " ".join(["word"] * 40) + "\n")
+    code, message = _extract(["--data", str(path), "--out", str(out), "--attentions", "--max-attention-words", "30"],
+                             tiny_model_dir, monkeypatch, capsys)
+    assert code == 1 and "a sentence of 40 words" in message and not out.exists()
+    code, message = _extract(["--data", str(path), "--out", str(out), "--attentions", "--max-attention-words", "40"],
+                             tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+    # without attentions nothing is that big: no limit
+    path.write_text(" ".join(["word"] * 2000) + "\n")
+    code, message = _extract(["--data", str(path), "--out", str(tmp_path / "v")], tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+
+
+def test_help_states_the_attention_limit():
+    from bertology.extraction import MAX_ATTENTION_WORDS
+
+    result = CliRunner().invoke(app, ["extract", "--help"], terminal_width=200)
+    assert f"default {MAX_ATTENTION_WORDS};" in " ".join(result.output.replace("│", " ").split())
+
+
+def test_model_folder_without_tokenizer_files(tmp_path, tiny_bert, monkeypatch, capsys):
+    folder = tmp_path / "weights-only"
+    tiny_bert.model.save_pretrained(folder)
+    path = tmp_path / "a.txt"
+    path.write_text("the quick brown fox\n")
+    code, message = _extract(["--data", str(path), "--out", str(tmp_path / "s")], folder, monkeypatch, capsys)
+    assert code == 1 and "Traceback" not in message
+    assert f"{folder}: the tokenizer has 5 tokens" in message and "no tokenizer files" in message
+    assert not (tmp_path / "s").exists()

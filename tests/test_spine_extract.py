@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bertology.data import Sentence, read_conllu, sentences_from_strings
-from bertology.errors import ModelError, StoreError
+from bertology.errors import ModelError, StoreError, UsageError
 from bertology.extraction import encode_sentences, extract
 from bertology.models.tiny import tiny_encoder
 from bertology.store import Store
@@ -151,9 +151,17 @@ def test_old_format_version_is_refused(tmp_path, tiny_bert):
         Store.open(tmp_path / "s")
 
 
-def test_layer_out_of_range(tmp_path, tiny_bert):
-    with pytest.raises(ModelError, match="layer 9 out of range"):
-        extract(tiny_bert, sentences_from_strings(TEXTS), tmp_path / "s", layers=[9], progress=False)
+@pytest.mark.parametrize("layers, message", [([9], "layer 9 is out of range"), ([-1], "-1 is not a layer"),
+                                             ("3-1", "runs backwards"), ("", "empty item")])
+def test_bad_layers_are_refused_before_anything_is_written(tmp_path, tiny_bert, layers, message):
+    with pytest.raises(UsageError, match=message):
+        extract(tiny_bert, sentences_from_strings(TEXTS), tmp_path / "s", layers=layers, progress=False)
+    assert not (tmp_path / "s").exists()
+
+
+def test_layers_in_the_one_numbering(tmp_path, tiny_bert):
+    store = extract(tiny_bert, TEXTS, tmp_path / "s", layers="L2,0", attentions=True, progress=False)
+    assert store.layers == [0, 2] and store.attention_layers == [2]
 
 
 _KILLER = textwrap.dedent("""
@@ -279,3 +287,105 @@ def test_shards_are_plain_safetensors(tmp_path, dtype):
     assert entry["sha256"] == file_sha256(tmp_path / "s.safetensors")
     assert entry["bytes"] == (tmp_path / "s.safetensors").stat().st_size
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_plain_strings_are_sentences(tmp_path, tiny_bert):
+    store = extract(tiny_bert, ["a sentence", "the dog barks"], tmp_path / "s", progress=False)
+    assert store.words(1) == ("the", "dog", "barks") and store.n_sentences == 2
+    from bertology.errors import DataError
+
+    with pytest.raises(DataError, match="got one string; wrap it in a list"):
+        extract(tiny_bert, "a sentence", tmp_path / "t", progress=False)
+    with pytest.raises(DataError, match="sentence 1: expected a Sentence or a string"):
+        extract(tiny_bert, ["a sentence", 7], tmp_path / "t", progress=False)
+    assert not (tmp_path / "t").exists()
+
+
+def test_iter_attentions_reads_each_shard_once_and_is_linear(tmp_path, tiny_bert, monkeypatch):
+    import bertology.store.store as store_module
+
+    texts = [f"sentence {i} has a few more words" for i in range(30)]
+    store = extract(tiny_bert, texts, tmp_path / "s", attentions=True, progress=False, shard_bytes=20000)
+    assert len(store.shards) > 2
+    expected = [store.attention(i) for i in range(store.n_sentences)]
+
+    class CountingList(list):
+        touched = 0
+
+        def __getitem__(self, item):
+            CountingList.touched += 1
+            return super().__getitem__(item)
+
+        def __iter__(self):
+            for item in super().__iter__():
+                CountingList.touched += 1
+                yield item
+
+    opened = []
+    real_open = store_module.safe_open
+    monkeypatch.setattr(store_module, "safe_open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    reopened = Store.open(tmp_path / "s")
+    reopened._sentences = CountingList(reopened._sentences)
+    got = list(reopened.iter_attentions())
+    assert len(opened) == len(store.shards)  # one read per shard, not one per sentence
+    assert CountingList.touched <= 2 * store.n_sentences  # was n^2: every sentence re-counted every sentence
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_store_of_another_tokenizer_is_not_reused(tmp_path, tiny_bert):
+    import copy
+
+    from bertology.models import Encoder
+
+    tokenizer = copy.deepcopy(tiny_bert.tokenizer)
+    tokenizer.add_tokens(["zebra"])
+    other = Encoder.from_model(tiny_bert.model, tokenizer, name="tiny-bert")  # same weights, other tokenizer
+    assert other.fingerprint != tiny_bert.fingerprint
+    store = extract(tiny_bert, TEXTS, tmp_path / "s", progress=False)
+    assert store.metadata["model"]["tokenizer_fingerprint"]
+    with pytest.raises(StoreError, match="another extraction.*another tokenizer"):
+        extract(other, TEXTS, tmp_path / "s", progress=False)
+    with pytest.raises(StoreError, match="not the model given"):
+        Store.open(tmp_path / "s", expect_fingerprint=other.fingerprint)
+
+
+def test_a_tokenizer_that_makes_most_words_unknown_is_refused(tmp_path, tiny_bert):
+    from transformers import AutoTokenizer
+
+    from bertology.models import Encoder
+
+    folder = tmp_path / "weights-only"
+    tiny_bert.model.save_pretrained(folder)
+    bare = AutoTokenizer.from_pretrained(folder)  # what a folder without tokenizer files gives: 5 tokens
+    assert len(bare) == 5
+    broken = Encoder(model=tiny_bert.model, tokenizer=bare, name="weights-only", source=str(folder))
+    with pytest.raises(ModelError, match=f"{folder}: the tokenizer maps 12 of 12 words \\(100%\\) wholly to its "
+                                         "unknown token '\\[UNK\\]'"):
+        extract(broken, ["the quick brown fox jumps", "dogs chase cats", "a café in zürich"], tmp_path / "s",
+                progress=False)
+    assert not (tmp_path / "s").exists()
+    store = extract(broken, ["the dog"], tmp_path / "s", progress=False, max_unknown_fraction=None)
+    assert store.n_sentences == 1
+    # a real tokenizer with the odd unknown word passes
+    extract(tiny_bert, ["the dog \u2603"], tmp_path / "ok", progress=False)
+
+
+def test_extraction_runs_through_encoder_forward_and_restores_attention(tmp_path, monkeypatch):
+    from bertology.models import Encoder
+
+    encoder = tiny_encoder("bert")
+    encoder.model.set_attn_implementation("sdpa")
+    calls = []
+    real_forward = Encoder.forward
+
+    def spy(self, inputs, **kwargs):
+        calls.append((kwargs.get("attentions"), self.attention_implementation))
+        return real_forward(self, inputs, **kwargs)
+
+    monkeypatch.setattr(Encoder, "forward", spy)
+    store = extract(encoder, TEXTS, tmp_path / "s", attentions=True, progress=False)
+    assert calls and all(attentions and implementation == "eager" for attentions, implementation in calls)
+    assert encoder.attention_implementation == "sdpa"  # given back as it was
+    np.testing.assert_allclose(store.attention(0).sum(-1), 1.0, atol=1e-5)

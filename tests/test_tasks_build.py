@@ -250,3 +250,35 @@ def test_build_from_ud_english_ewt(tmp_path):
     assert hashes["en_ewt-ud-test.conllu.gz"] == "29c151eee8846d3f3ef7806c126ecac9932af2317c008c6d6b076c5e14950dbe"
     task = load_task(tmp_path, "Tense")
     assert set(task.label_names) == {"PAST", "PRES"}
+
+
+def test_built_files_read_back_as_senteval_and_are_world_readable(built):
+    import stat
+
+    from bertology.data import read_corpus
+
+    report, out = built
+    corpus = read_corpus(out / SENTEVAL_FILES["bigram_shift"])  # a .txt: detected by its content
+    assert corpus.format == "senteval"
+    task = load_task(out, "bigram_shift")
+    assert [s.words for s in corpus] == [s.words for s in task.sentences]
+    assert {s.words[0] for s in corpus}.isdisjoint({"tr", "va", "te"}) and {s.label for s in corpus} == {"I", "O"}
+    for name in [SENTEVAL_FILES[n] for n in report.built] + ["manifest.json"]:
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o644, name
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_cli_build_shared_options(treebank, tmp_path, monkeypatch):
+    from bertology.errors import UsageError
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["build", "--treebank", str(treebank), "--seed", "-1", "--tasks", "SentLen"])
+    assert isinstance(bad.exception, UsageError) and "--seed -1" in str(bad.exception)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["build", "-t", str(treebank), "--tasks", "SentLen", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "results" / "tasks" / treebank.name / "sentence_length.txt").is_file()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    taken = runner.invoke(app, ["build", "-t", str(treebank), "-o", str(blocker), "--tasks", "SentLen"])
+    assert isinstance(taken.exception, BertologyError) and "not a folder" in str(taken.exception)

@@ -23,7 +23,8 @@ from bertology.tasks.builders import (
     tense_instance,
     top_sequence,
 )
-from bertology.tasks.trees import tree_depth, word_depths
+from bertology.data.treebank import Tree, tree_or_none
+from bertology.errors import DataError
 
 KNOWN = Path(__file__).parent / "data" / "tasks" / "known.conllu"
 
@@ -39,16 +40,21 @@ def _context(tr: list[Sentence], va=(), te=(), seed: int = 0) -> BuildContext:
 
 
 def test_tree_depth_known(known):
-    depths = {sid: tree_depth(s) for sid, s in known.items()}
-    assert depths == {"known-1": 3, "known-2": 3, "known-3": 4, "known-4": 3, "known-5": 3, "known-6": 5,
-                      "known-7": 3, "known-8": 3}
+    # The one depth definition: arcs from the root (a root-only tree has depth 0).
+    depths = {sid: Tree.of(s).depth for sid, s in known.items()}
+    assert depths == {"known-1": 2, "known-2": 2, "known-3": 3, "known-4": 2, "known-5": 2, "known-6": 4,
+                      "known-7": 2, "known-8": 2}
 
 
-def test_word_depths_rejects_cycles():
+def test_builders_skip_cycles_and_two_roots():
     cyclic = Sentence(words=("a", "b", "c"), id="c", heads=(0, 3, 2), deprels=("root", "x", "x"))
-    assert word_depths(cyclic) is None
     two_roots = Sentence(words=("a", "b"), id="r", heads=(0, 0), deprels=("root", "root"))
-    assert tree_depth(two_roots) is None
+    assert tree_or_none(cyclic) is None and tree_or_none(two_roots) is None
+    with pytest.raises(DataError, match="cycle"):
+        Tree.of(cyclic)
+    rejected = Counter()
+    assert tense_instance(cyclic, rejected) is None
+    assert any("not one root" in reason for reason in rejected)
 
 
 def test_tense_known_and_skipped(known):

@@ -14,6 +14,10 @@ from rich.table import Table
 
 from bertology import __version__, options
 from bertology.errors import BertologyError
+from bertology.options import (
+    check_positive, data_option, default_out, device_option, layers_option, max_sentences_option, model_option,
+    out_option, parse_layers, progress_option, resolve_device,
+)
 
 app = typer.Typer(
     name="bertology",
@@ -46,61 +50,69 @@ class LongPolicy(str, Enum):
     error = "error"
 
 
-def parse_layers(text: Optional[str]) -> Optional[list[int]]:
-    """'all', '0,3,6', '1-4' or '-1' (last)."""
-    if text is None or text == "all":
-        return None
-    layers: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        if "-" in part[1:]:
-            lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
-            layers.extend(range(int(lo), int(hi) + 1))
-        else:
-            try:
-                layers.append(int(part))
-            except ValueError:
-                raise typer.BadParameter(f"layer {part!r} is not an integer; expected e.g. 0,3,6 or 1-4") from None
-    return layers
-
-
 @app.command()
 def extract(
-    model: str = typer.Option("minilm", "--model", "-m", help="Alias (minilm), local directory or hub id."),
-    data: Path = typer.Option(..., "--data", "-d", help="Corpus: .conllu, .txt (one sentence a line) or SentEval .tsv."),
-    out: Path = typer.Option(..., "--out", "-o", help="Store directory (created; resumed if interrupted)."),
-    layers: Optional[str] = typer.Option(None, help="Layers to keep: all (default), '0,3,6' or '1-4'; 0 = embeddings."),
+    model: str = model_option(),
+    data: Path = data_option(...),
+    out: Optional[Path] = out_option("extract"),
+    layers: Optional[str] = layers_option(),
     pool: Pool = typer.Option(Pool.word_mean, help="Vectors per word, per sentence (cls/mean) or per subword."),
     attentions: bool = typer.Option(False, "--attentions", help="Also store word-level attention maps (float32)."),
     dtype: StoreDtype = typer.Option(StoreDtype.float16, help="Storage dtype of hidden states."),
     bf16: bool = typer.Option(False, "--bf16", help="Compute under bfloat16 autocast (not used for attentions)."),
     long_policy: LongPolicy = typer.Option(LongPolicy.window, help="Sentences over the max length: sliding window or error."),
     untrained_seed: Optional[int] = typer.Option(None, help="Use the untrained twin re-initialised from this seed."),
-    batch_tokens: int = typer.Option(4096, help="Padded tokens per batch."),
+    batch_tokens: int = typer.Option(4096, "--batch-tokens", help="Padded tokens per batch (at least 1)."),
+    max_sentences: Optional[int] = max_sentences_option("Use only the first N sentences of the corpus."),
+    max_attention_words: Optional[int] = typer.Option(
+        None, "--max-attention-words", show_default=False,
+        help="With --attentions, refuse sentences of more words, before writing anything (default 512; maps "
+             "take 4 x heads x layers x (words+2)^2 bytes)."),
     overwrite: bool = typer.Option(False, help="Replace a store built from another model or input."),
-    device: Optional[str] = typer.Option(None, help="cpu, cuda, ... (default: where the model loads)."),
+    device: str = device_option(),
     compile_model: bool = typer.Option(False, "--compile", help="Run the model through torch.compile: 10-30 s "
                                        "up front, at most ~1.15x faster after; for large corpora."),
+    progress: bool = progress_option(),
 ) -> None:
     """Extract every layer's word-aligned vectors (and attentions) into a chunked, resumable store."""
     from bertology.data import read_corpus
+    from bertology.extraction import MAX_ATTENTION_WORDS, check_output
     from bertology.extraction import extract as run_extract
     from bertology.models import load_encoder
 
+    check_positive(batch_tokens, "--batch-tokens", allow_none=False)
+    check_positive(max_sentences, "--max-sentences")
+    check_positive(max_attention_words, "--max-attention-words")
+    parse_layers(layers)  # the spelling, before the model loads; the range once its depth is known
+    run_device = resolve_device(device)
+    out = out if out is not None else default_out("extract", Path(model).name, _corpus_name(data))
+    check_output(out)
     sentences = read_corpus(data)
-    encoder = load_encoder(model, untrained_seed=untrained_seed, attentions=attentions, device=device)
+    for note in sentences.notes():
+        console.print(f"note: {note}", highlight=False)
+    if max_sentences is not None:
+        sentences = sentences[:max_sentences]
+    encoder = load_encoder(model, untrained_seed=untrained_seed, attentions=attentions, device=str(run_device))
     started = time.perf_counter()
     store = run_extract(
-        encoder, sentences, out, layers=parse_layers(layers), pool=pool.value, attentions=attentions,
-        dtype=dtype.value, autocast="bfloat16" if bf16 else None, batch_tokens=batch_tokens,
+        encoder, sentences, out, layers=parse_layers(layers, encoder.num_layers), pool=pool.value,
+        attentions=attentions, dtype=dtype.value, autocast="bfloat16" if bf16 else None, batch_tokens=batch_tokens,
         long_policy=long_policy.value, input_path=str(data), overwrite=overwrite, compile_model=compile_model,
+        max_attention_words=max_attention_words or MAX_ATTENTION_WORDS, progress=progress,
     )
     _print_store_summary(store, time.perf_counter() - started)
 
 
+def _corpus_name(data: Path) -> str:
+    name = data.name
+    for suffix in (".gz", ".conllu", ".txt", ".tsv"):
+        name = name.removesuffix(suffix)
+    return name
+
+
 @app.command()
 def info(
-    store: Path = typer.Argument(..., help="Store directory."),
+    store: Path = typer.Argument(..., help="Store folder (what `bertology extract --out` wrote)."),
     verify: bool = typer.Option(True, help="Check every shard's size and SHA-256."),
 ) -> None:
     """Show what a store holds and verify it."""
@@ -122,11 +134,13 @@ def _print_store_summary(store, seconds: Optional[float]) -> None:
     table = Table(title=f"store {store.path}", show_header=False)
     model = index["model"]
     done = sum(s.complete for s in store.shards)
+    tokenizer = f", tokenizer {model['tokenizer_fingerprint']}" if model.get("tokenizer_fingerprint") else ""
     rows = [
-        ("model", f"{model['name']} ({model['model_type']}, fingerprint {model['fingerprint']})"),
+        ("model", f"{model['name']} ({model['model_type']}, fingerprint {model['fingerprint']}{tokenizer})"),
         ("layers", ", ".join(map(str, store.layers)) + "  (0 = embeddings)"),
         ("pooling", store.pool),
-        ("attentions", "word-level, float32" if store.has_attentions else "no"),
+        ("attentions", f"word-level, float32, layers {', '.join(map(str, store.attention_layers))}"
+         if store.has_attentions else "no"),
         ("sentences", f"{store.n_sentences:,}"),
         ("words", f"{int(store.word_counts.sum()):,}"),
         ("rows per layer", f"{int(store.offsets[-1]):,} x {store.dim} ({index['dtype']})"),

@@ -35,6 +35,7 @@ from sklearn.exceptions import NotFittedError
 
 from bertology.attention.stats import _layer_numbers, _zip_checked, check_attention
 from bertology.data import Sentence
+from bertology.data.treebank import find_splits
 from bertology.errors import DataError
 from bertology.numbering import head_label
 from bertology.progress import track
@@ -542,24 +543,6 @@ class AttentionOnlyProbe(BaseEstimator):
 # --------------------------------------------------------------------------- experiment
 
 
-def find_treebank_splits(treebank: str | Path) -> dict[str, Path]:
-    """``{"train"|"dev"|"test": path}`` for a UD folder holding ``*-ud-<split>.conllu[.gz]`` files."""
-    treebank = Path(treebank)
-    if not treebank.is_dir():
-        raise DataError(f"{treebank}: not a directory; expected a UD treebank folder with *-ud-<split>.conllu files")
-    splits = {}
-    for split in ("train", "dev", "test"):
-        found = sorted(treebank.glob(f"*-ud-{split}.conllu")) + sorted(treebank.glob(f"*-ud-{split}.conllu.gz"))
-        if found:
-            splits[split] = found[0]
-    if "dev" not in splits or "test" not in splits:
-        raise DataError(
-            f"{treebank}: expected at least *-ud-dev.conllu and *-ud-test.conllu (optionally .gz); found "
-            + (", ".join(p.name for p in splits.values()) or "none")
-        )
-    return splits
-
-
 def _extract_split(encoder, sentences, work_dir: Path, name: str, layers, progress: bool):
     from bertology.extraction import extract
 
@@ -639,7 +622,8 @@ def run_attention_analysis(
     from bertology.attention.stats import head_statistics
 
     encoder = model if isinstance(model, Encoder) else load_encoder(model, device=resolve_device(device))
-    splits = find_treebank_splits(treebank if treebank is not None else shared_data_dir() / "ud_english_ewt")
+    splits = find_splits(treebank if treebank is not None else shared_data_dir() / "ud_english_ewt",
+                         required=("dev", "test"))
     data = {split: read_conllu(path) for split, path in splits.items()}
     for split in ("dev", "test"):
         if max_sentences is not None:

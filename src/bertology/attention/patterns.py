@@ -508,7 +508,8 @@ def classifier_evaluation() -> dict:
     """The shipped classifier's held-out numbers, read from ``resources/attention_patterns/evaluation.json``
     (written by ``tools/train_pattern_classifier.py``), for reports and docs that quote them.
 
-    Returns ``n_maps`` (labelled maps), ``n_test`` (test maps), ``classifier`` (the shipped CNN's
+    Returns ``n_maps`` (labelled maps), ``n_test`` (test maps), ``n_train`` (the maps the shipped CNN
+    was trained on), ``classifier`` (the shipped CNN's
     description), ``test_accuracy`` and ``test_macro_f1`` (fractions, the shipped seed),
     ``test_accuracy_seed_mean`` and ``test_accuracy_seed_sd`` (over the training seeds tried) and
     ``majority_accuracy`` (the majority class on test).
@@ -524,6 +525,8 @@ def classifier_evaluation() -> dict:
     return {
         "n_maps": int(evaluation["n_maps"]),
         "n_test": int(evaluation["split_sizes"]["test"]),
+        "n_train": sum(int(evaluation["split_sizes"][part]) for part in
+                       str(evaluation.get("shipped_cnn", {}).get("trained_on", "train")).split("+")),
         "classifier": row["classifier"],
         "test_accuracy": float(row["test_accuracy"]),
         "test_macro_f1": float(row["test_macro_f1"]),

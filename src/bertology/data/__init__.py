@@ -1,7 +1,10 @@
 """Data loaders, all in one place."""
 
 from bertology.data.corpus import (
+    Corpus,
     Sentence,
+    detect_format,
+    numbered_lines,
     open_text,
     read_conllu,
     read_corpus,
@@ -11,9 +14,19 @@ from bertology.data.corpus import (
 )
 from bertology.data.glue import GLUE_TASKS, GlueExample, GlueTask, glue_path, glue_task, read_glue, read_glue_file
 from bertology.data.paths import default_corpus, shared_data_dir
+from bertology.data.treebank import Tree, base_relation, find_splits, split_of, tree_depths, tree_distances
 from bertology.data.wnut17 import WNUT17_FILES, WNUT17_TYPES, entity_spans, read_wnut17
 
 __all__ = [
+    "Corpus",
+    "Tree",
+    "base_relation",
+    "detect_format",
+    "find_splits",
+    "numbered_lines",
+    "split_of",
+    "tree_depths",
+    "tree_distances",
     "GLUE_TASKS",
     "GlueExample",
     "GlueTask",

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertology.data.corpus import _lines
+from bertology.data.corpus import numbered_lines
 from bertology.data.paths import shared_data_dir
 from bertology.errors import DataError
 
@@ -123,7 +123,7 @@ def read_glue_file(path: str | Path, task: str) -> list[GlueExample]:
         "stsb": ("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score"),
         "rte": ("index", "sentence1", "sentence2", "label"),
     }[spec.name]
-    for line_no, line in _lines(path):
+    for line_no, line in numbered_lines(path):
         if line_no == 1 and header is not None:
             _check_header(path, line_no, line, header)
             continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bertology.data.corpus import Sentence, _lines
+from bertology.data.corpus import Sentence, numbered_lines
 from bertology.errors import DataError
 
 #: The six WNUT-17 entity types.
@@ -42,7 +42,7 @@ def read_wnut17(path: str | Path, types: tuple[str, ...] | None = WNUT17_TYPES) 
         words.clear()
         tags.clear()
 
-    for line_no, line in _lines(path):
+    for line_no, line in numbered_lines(path):
         if not line.strip():
             flush()
             continue

@@ -3,8 +3,10 @@
 from bertology.extraction.alignment import (
     EncodedSentence, encode_sentences, plan_windows, word_groups, word_level_attention,
 )
-from bertology.extraction.pipeline import ExtractionStats, corpus_hash, extract
+from bertology.extraction.pipeline import (
+    MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, as_sentences, check_output, corpus_hash,
+    extract,
+)
 
-__all__ = ["EncodedSentence", "ExtractionStats", "corpus_hash", "encode_sentences", "extract", "plan_windows",
-           "word_groups",
-           "word_level_attention"]
+__all__ = ["EncodedSentence", "MAX_ATTENTION_WORDS", "MAX_UNKNOWN_FRACTION", "as_sentences", "check_output", "corpus_hash",
+           "encode_sentences", "extract", "plan_windows", "word_groups", "word_level_attention"]

@@ -48,7 +48,8 @@ class EncodedSentence:
     n_prefix: int  # special tokens before the content in a single-segment input
     n_suffix: int
     segments: list[Segment]
-    unknown_words: int = 0
+    unknown_words: int = 0  # words the tokenizer mapped to nothing, encoded as the unknown token instead
+    unk_words: int = 0  # words whose every subword is the unknown token (these included)
 
     @property
     def n_tokens(self) -> int:
@@ -96,6 +97,7 @@ def encode_sentences(
         word_lists.append(list(sentence.words))
     batch = tokenizer(word_lists, is_split_into_words=True, add_special_tokens=False)
     unk = tokenizer.unk_token or tokenizer.pad_token
+    unk_id = tokenizer.unk_token_id
     encoded = []
     for index, sentence in enumerate(sentences):
         ids = batch["input_ids"][index]
@@ -114,10 +116,15 @@ def encode_sentences(
                 "minus special tokens); use the sliding-window policy or shorten the sentence"
             )
         segments = plan_windows(index, ids, prefix, suffix, capacity, overlap)
+        unk_words = 0
+        if unk_id is not None:
+            known = np.bincount(word_index, weights=np.asarray(ids) != unk_id, minlength=len(sentence.words))
+            unk_words = int((known == 0).sum())
         encoded.append(
             EncodedSentence(
                 token_ids=list(ids), word_index=word_index, n_words=len(sentence.words),
                 n_prefix=len(prefix), n_suffix=len(suffix), segments=segments, unknown_words=len(missing),
+                unk_words=unk_words,
             )
         )
     return encoded

@@ -3,37 +3,51 @@
 Speed comes from three choices: model inputs are sorted by length and batched under a token budget
 (almost no padding); only the layers asked for are kept; bf16 autocast is available on request.
 Memory is bounded by one shard (a few tens of MB), not by the corpus.
+
+The model runs through :meth:`Encoder.forward <bertology.models.encoders.Encoder.forward>`, the one
+forward path; eager attention is switched on with :meth:`Encoder.eager_attention` for the run (when
+attentions are asked for, or as the CPU bf16 fast path of :func:`_fast_attention`) and the encoder gets
+its implementation back afterwards. Layers are numbered as everywhere (:mod:`bertology.numbering`):
+layer ``l`` is ``hidden_states[l]``, 0 the embeddings; attention maps exist for layers 1..L.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
+import os
 import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from bertology import __version__
-from bertology.data.corpus import Sentence
-from bertology.errors import DataError, ModelError, StoreError
+from bertology.data.corpus import Sentence, sentences_from_strings
+from bertology.errors import DataError, ModelError, OutputError, StoreError, UsageError
 from bertology.extraction.alignment import (
     EncodedSentence, Segment, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
 )
-from bertology.models.encoders import Encoder
+from bertology.files import ensure_dir, write_json
+from bertology.models.encoders import Encoder, fingerprint_tokenizer
+from bertology.numbering import parse_layers
+from bertology.progress import progress_bar
 from bertology.store.store import (
-    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, write_json_atomic,
-    write_shard_atomic,
+    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, write_shard_atomic,
 )
 
 SHARD_TARGET_BYTES = 48 << 20
+#: With attentions, a sentence of more words than this is refused unless the limit is raised: its maps
+#: take ``4 * heads * layers * (words + 2)**2`` bytes (a 2,000-word sentence in MiniLM: 1.15 GB).
+MAX_ATTENTION_WORDS = 512
+#: A tokenizer that maps more than this share of the corpus' words wholly to its unknown token is refused
+#: (a model folder without its tokenizer files loads a 5-token vocabulary and turns every word into [UNK]).
+MAX_UNKNOWN_FRACTION = 0.5
 
 
 def corpus_hash(sentences: Sequence[Sentence]) -> str:
@@ -45,33 +59,60 @@ def corpus_hash(sentences: Sequence[Sentence]) -> str:
     return digest.hexdigest()[:16]
 
 
-@dataclass
-class ExtractionStats:
-    sentences: int
-    words: int
-    tokens: int
-    padded_tokens: int
-    seconds: float
-    windowed_sentences: int
+def as_sentences(sentences: Sequence[Sentence | str]) -> list[Sentence]:
+    """Sentences as given: :class:`Sentence` objects, or plain strings (words split on whitespace; id
+    ``input:<position>``), or a mix of both."""
+    if isinstance(sentences, str):
+        raise DataError("expected a list of sentences, got one string; wrap it in a list: [text]")
+    items = list(sentences)
+    for i, item in enumerate(items):
+        if not isinstance(item, (Sentence, str)):
+            raise DataError(f"sentence {i}: expected a Sentence or a string, got {type(item).__name__}")
+        if isinstance(item, str) and not item.split():
+            raise DataError(f"sentence {i}: empty sentence; expected at least one word")
+    texts = [i for i, item in enumerate(items) if isinstance(item, str)]
+    for i, sentence in zip(texts, sentences_from_strings([items[i] for i in texts])):
+        items[i] = dataclasses.replace(sentence, id=f"input:{i}")
+    return items
 
-    @property
-    def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds if self.seconds else float("nan")
+
+def _sentence_where(sentence: Sentence, input_path: str | None) -> str:
+    if sentence.source_line is not None:
+        return f"{input_path}:{sentence.source_line}" if input_path else f"line {sentence.source_line}"
+    return f"sentence {sentence.id!r}"
 
 
-def _resolve_layers(encoder: Encoder, layers: Sequence[int] | None) -> list[int]:
-    total = encoder.num_layers
-    if layers is None:
-        return list(range(total + 1))
-    resolved = []
-    for layer in layers:
-        layer = int(layer)
-        if layer < 0:
-            layer += total + 1
-        if not 0 <= layer <= total:
-            raise ModelError(f"layer {layer} out of range: {encoder.name} has layers 0..{total} (0 = embeddings)")
-        resolved.append(layer)
-    return sorted(set(resolved))
+def _check_tokenizer(encoder: Encoder, encoded: list[EncodedSentence], limit: float | None) -> None:
+    """Refuse a tokenizer that turns most words into its unknown token: the vectors would be noise."""
+    words = sum(e.n_words for e in encoded)
+    unknown = sum(e.unk_words for e in encoded)
+    if limit is None or not words or unknown / words <= limit:
+        return
+    tokenizer = encoder.tokenizer
+    raise ModelError(
+        f"{encoder.source or encoder.name}: the tokenizer maps {unknown:,} of {words:,} words "
+        f"({unknown / words:.0%}) wholly to its unknown token {tokenizer.unk_token!r} (a vocabulary of "
+        f"{len(tokenizer):,} tokens); its tokenizer files are missing or belong to another model. Save the "
+        "model's own tokenizer in the folder (tokenizer.save_pretrained(DIR)), or pass max_unknown_fraction=None"
+    )
+
+
+def _check_attention_sizes(encoder: Encoder, sentences: Sequence[Sentence], n_layers: int, limit: int | None,
+                           input_path: str | None) -> None:
+    """Refuse, before anything is written, a sentence whose word-level maps would be huge."""
+    if limit is None or not n_layers:
+        return
+    for sentence in sentences:
+        n = len(sentence)
+        if n > limit:
+            size = 4 * encoder.num_heads * n_layers * (n + 2) ** 2
+            raise DataError(
+                f"{_sentence_where(sentence, input_path)}: a sentence of {n:,} words; its word-level attention "
+                f"maps would take {size / 1e9:.2f} GB ({encoder.num_heads} heads x {n_layers} layers x "
+                f"{n + 2}x{n + 2} float32). The limit is {limit:,} words per sentence with attentions: raise "
+                "it with --max-attention-words (max_attention_words=), split the sentence, or leave out "
+                "--attentions"
+            )
 
 
 def _batches(segments: list[Segment], batch_tokens: int, max_batch: int,
@@ -205,6 +246,7 @@ def _model_key(encoder: Encoder, layers, pool, attentions, dtype, long_policy, a
             "name": encoder.name,
             "source": encoder.source,
             "fingerprint": encoder.fingerprint,
+            "tokenizer_fingerprint": fingerprint_tokenizer(encoder.tokenizer),
             "model_type": encoder.config.model_type,
             "num_layers": encoder.num_layers,
             "num_heads": encoder.num_heads,
@@ -223,23 +265,50 @@ def _model_key(encoder: Encoder, layers, pool, attentions, dtype, long_policy, a
 _KEY_FIELDS = ("layers", "pool", "attentions", "dtype", "long_policy", "autocast")
 
 
+def check_output(out: str | os.PathLike) -> None:
+    """Refuse, before any work, a store folder that cannot be written: a file where the folder should be,
+    a file in its path, or a folder (the store's, or the nearest existing parent) that is read-only.
+    One-line :class:`~bertology.errors.OutputError`; nothing is created."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        ensure_dir(out)  # raises its one-line OutputError
+    existing = next((p for p in (out, *out.parents) if p.exists()), None)
+    if existing is None:
+        return
+    if not existing.is_dir():
+        raise OutputError(f"cannot write into {out}: {existing} is a file, not a folder; choose another --out")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"cannot write into {out}: permission denied in {existing} (read-only folder?); "
+                          "choose another --out")
+
+
 def _check_existing(out: Path, key: dict, input_hash: str, overwrite: bool) -> dict | None:
     """Return the existing index to resume from, or None; refuse a store of another model or input."""
     index_path = out / INDEX_NAME
+    check_output(out)
     if not out.exists():
         return None
     if not index_path.is_file():
         if any(out.iterdir()) and not overwrite:
             raise StoreError(f"{out}: exists and is not a bertology store; choose another --out")
         return None
-    index = json.loads(index_path.read_text(encoding="utf-8"))
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        if not overwrite:
+            raise StoreError(f"{index_path}: unreadable index ({error}); pass --overwrite or choose another --out") \
+                from None
+        shutil.rmtree(out)
+        return None
     problems = []
     if index.get("format_version") != FORMAT_VERSION:
         problems.append(f"format version {index.get('format_version')} (current {FORMAT_VERSION})")
-    if index.get("model", {}).get("fingerprint") != key["model"]["fingerprint"]:
-        problems.append(f"model {index.get('model', {}).get('name')!r} "
-                        f"(fingerprint {index.get('model', {}).get('fingerprint')}), not {key['model']['name']!r} "
-                        f"(fingerprint {key['model']['fingerprint']})")
+    old_model = index.get("model", {})
+    if old_model.get("fingerprint") != key["model"]["fingerprint"]:
+        tokenizer = ", another tokenizer" if old_model.get("tokenizer_fingerprint") not in (
+            None, key["model"]["tokenizer_fingerprint"]) else ""
+        problems.append(f"model {old_model.get('name')!r} (fingerprint {old_model.get('fingerprint')}{tokenizer}), "
+                        f"not {key['model']['name']!r} (fingerprint {key['model']['fingerprint']})")
     if index.get("input", {}).get("hash") != input_hash:
         problems.append(f"input {index.get('input', {}).get('path')!r} (hash {index.get('input', {}).get('hash')}), "
                         f"not this input (hash {input_hash})")
@@ -257,9 +326,9 @@ def _check_existing(out: Path, key: dict, input_hash: str, overwrite: bool) -> d
 
 def extract(
     encoder: Encoder,
-    sentences: Sequence[Sentence],
+    sentences: Sequence[Sentence | str],
     out: str | Path,
-    layers: Sequence[int] | None = None,
+    layers: str | int | Sequence[int] | None = None,
     pool: str = "word-mean",
     attentions: bool = False,
     dtype: str = "float16",
@@ -271,14 +340,30 @@ def extract(
     overwrite: bool = False,
     progress: bool = True,
     device: str | None = None,
-    shard_bytes: int = SHARD_TARGET_BYTES,
+    shard_bytes: int | None = None,
     compile_model: bool = False,
+    max_attention_words: int | None = MAX_ATTENTION_WORDS,
+    max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION,
 ) -> Store:
-    """Extract ``layers`` (0 = embeddings; default all) of ``encoder`` for ``sentences`` into ``out``.
+    """Extract ``layers`` of ``encoder`` for ``sentences`` into the store folder ``out``; return it opened.
+
+    * ``sentences``: :class:`Sentence` objects (from :func:`bertology.data.read_corpus`) or plain strings
+      (words split on whitespace).
+    * ``layers``: as :func:`bertology.numbering.parse_layers` reads them (``None``/``"all"``: every layer
+      ``0..L``; 0 = embeddings). The store holds, per layer, ``[rows, hidden]`` vectors: one row per word
+      (word pools), per sentence (``cls``/``mean``) or per subword (``tokens``).
+    * ``attentions``: also store word-level maps ``[heads, n+2, n+2]`` per layer 1..L and sentence
+      (float32, eager attention). A sentence of more than ``max_attention_words`` words is refused
+      before anything is written (``None`` lifts the limit).
+    * ``max_unknown_fraction``: refuse a tokenizer that maps more than this share of the words wholly
+      to its unknown token (``None`` to accept any).
 
     Re-running with the same arguments resumes an interrupted extraction, or returns the finished
-    store at once. Attention maps are always computed in float32 with eager attention, since bf16
-    moves attention probabilities by up to 0.02.
+    store at once; a store of another model, tokenizer, input or settings is refused (``overwrite``
+    replaces it). Attention maps are always computed in float32, since bf16 moves attention
+    probabilities by up to 0.02. Bad arguments raise before anything is written; an output that
+    cannot be written (no space left, a read-only folder) raises one-line
+    :class:`~bertology.errors.OutputError` and leaves no partial shard, only whole shards to resume from.
 
     ``compile_model=True`` runs the model through ``torch.compile`` (dynamic shapes): 10-30 s of
     compiling up front, then at most about 1.15x the throughput on CPU; it pays off only on corpora of several
@@ -290,24 +375,32 @@ def extract(
         raise DataError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     if autocast not in (None, "bfloat16", "bf16"):
         raise DataError(f"autocast {autocast!r}: expected None or 'bfloat16'")
+    shard_bytes = SHARD_TARGET_BYTES if shard_bytes is None else shard_bytes
+    for name, value in (("batch_tokens", batch_tokens), ("max_batch", max_batch), ("shard_bytes", shard_bytes),
+                        ("max_attention_words", max_attention_words or 1)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise UsageError(f"{name} {value!r}: expected a whole number of at least 1")
     autocast = "bfloat16" if autocast else None
     if attentions and autocast:
         autocast = None  # attention maps stay float32 (see docstring)
+    sentences = as_sentences(sentences)
     if not sentences:
         raise DataError("no sentences to extract")
     if attentions and pool == "tokens":
         raise DataError("attentions are stored at word level; use a word pool (word-mean/first/last) with them")
     out = Path(out)
-    layers = _resolve_layers(encoder, layers)
-    if attentions:
-        encoder.with_attentions()
+    chosen = parse_layers(layers, encoder.num_layers, option="layers")
+    layers = list(range(encoder.num_layers + 1)) if chosen is None else chosen
+    attention_layers = [layer for layer in layers if layer >= 1] if attentions else []
     key = _model_key(encoder, layers, pool, attentions, dtype, long_policy, autocast)
     input_hash = corpus_hash(sentences)
     existing = _check_existing(out, key, input_hash, overwrite)
     if existing is not None and all(s.get("sha256") for s in existing["shards"]):
         return Store.open(out)
+    _check_attention_sizes(encoder, sentences, len(attention_layers), max_attention_words, input_path)
 
     encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length, long_policy)
+    _check_tokenizer(encoder, encoded, max_unknown_fraction)
     warn_unknown(encoded)
     if pool in SENTENCE_POOLS:
         row_counts = np.ones(len(encoded), dtype=np.int64)
@@ -316,50 +409,66 @@ def extract(
     else:
         row_counts = np.asarray([e.n_words for e in encoded], dtype=np.int64)
     store_bytes = torch.tensor([], dtype=DTYPES[dtype]).element_size()
-    attention_layers = [layer for layer in layers if layer >= 1] if attentions else []
     groups = np.asarray([e.n_words + 2 for e in encoded], dtype=np.int64)
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
     shard_bounds = _plan_shards(encoded, row_counts, store_bytes * encoder.hidden_size * len(layers), attention_bytes,
                                  shard_bytes)
 
     if existing is None:
-        out.mkdir(parents=True, exist_ok=True)
+        ensure_dir(out)
         sentence_records = [{"id": s.id, "words": list(s.words)} for s in sentences]
         if pool == "tokens":
             for record, enc in zip(sentence_records, encoded):
                 record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
-        write_json_atomic(out / SENTENCES_NAME, sentence_records)
+        write_json(out / SENTENCES_NAME, sentence_records, fsync=True)
+        input_file = Path(input_path) if input_path else None
         index = {
             "format_version": FORMAT_VERSION,
             "bertology_version": __version__,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             **key,
-            "input": {"path": input_path, "hash": input_hash, "file_sha256": file_sha256(Path(input_path)) if input_path and Path(input_path).is_file() else None,
+            "input": {"path": input_path, "hash": input_hash,
+                      "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
                       "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))},
             "row_counts": row_counts.tolist(),
             "shards": [{"start": a, "stop": b, "file": f"shard-{k:05d}.safetensors", "bytes": None, "sha256": None}
                        for k, (a, b) in enumerate(shard_bounds)],
             "stats": {},
         }
-        write_json_atomic(out / INDEX_NAME, index)
+        write_json(out / INDEX_NAME, index, fsync=True)
     else:
         index = existing
+        ensure_dir(out)  # a folder made read-only since: one line now, not a traceback later
     for leftover in out.glob(".*.tmp"):
         leftover.unlink(missing_ok=True)
+    try:
+        _run(encoder, encoded, index, out, layers, attention_layers, pool, dtype, autocast, batch_tokens, max_batch,
+             progress, device, compile_model, row_counts)
+    except OutputError as error:
+        done = sum(bool(shard.get("sha256")) for shard in index["shards"])
+        raise OutputError(f"{error}; {done} of {len(index['shards'])} shards of {out} are whole and kept: make room "
+                          "(or choose another --out) and run the same command again to resume") from None
+    return Store.open(out)
 
+
+def _run(encoder: Encoder, encoded: list[EncodedSentence], index: dict, out: Path, layers: list[int],
+         attention_layers: list[int], pool: str, dtype: str, autocast: str | None, batch_tokens: int,
+         max_batch: int, progress: bool, device: str | None, compile_model: bool, row_counts: np.ndarray) -> None:
+    """Compute the shards the index does not list as whole, writing each as it is done."""
     model = encoder.model
     if device:
         model.to(device)
-    run_device = next(model.parameters()).device
+    run_device = encoder.device
     pad_id = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
     todo = [k for k, s in enumerate(index["shards"]) if not s.get("sha256")]
     total_sentences = sum(index["shards"][k]["stop"] - index["shards"][k]["start"] for k in todo)
     started = time.perf_counter()
     token_count = padded = windowed = 0
-    columns = [TextColumn("[bold]extract[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("sentences"), TimeRemainingColumn()]
     # One autocast region for the whole run, so each weight is cast to bf16 once, not once per batch.
     precision = torch.autocast(run_device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    fast = bool(autocast) and not attention_layers and run_device.type == "cpu"
+    # Attention weights need eager attention: switched on once for the run (not per batch), then restored.
+    implementation = encoder.eager_attention() if attention_layers else _fast_attention(encoder, when=fast)
     # A shard is streamed to disk, fsynced and renamed on a second thread while the next one computes.
     # The index names a shard only once its file is whole.
     pending: tuple[dict, int, Future] | None = None
@@ -367,13 +476,12 @@ def extract(
     def finish(done: tuple[dict, int, Future]) -> None:
         shard, n_sentences, future = done
         shard.update(future.result())
-        write_json_atomic(out / INDEX_NAME, index)
+        write_json(out / INDEX_NAME, index, fsync=True)
         bar.advance(task, n_sentences)
 
-    with (Progress(*columns, disable=not progress, transient=False) as bar, precision,
-          _fast_attention(encoder, when=bool(autocast) and not attentions and run_device.type == "cpu"),
+    with (progress_bar(progress) as bar, precision, implementation,
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertology-shard-writer") as writer):
-        task = bar.add_task(encoder.name, total=total_sentences)
+        task = bar.add_task(f"extract {encoder.name} (sentences)", total=total_sentences)
         largest = max(int(row_counts[index["shards"][k]["start"]:index["shards"][k]["stop"]].sum()) for k in todo) \
             if todo else 0
         pooler = _ShardPooler(encoded, pool, len(layers), encoder.hidden_size, largest, run_device, DTYPES[dtype])
@@ -391,7 +499,7 @@ def extract(
                 ids, mask = _pad(batch, pad_id)
                 token_count += int(mask.sum())
                 padded += ids.numel()
-                hidden_states, attention = _forward(run, ids.to(run_device), mask.to(run_device),
+                hidden_states, attention = _forward(encoder, run, ids.to(run_device), mask.to(run_device),
                                                     attention_layers)
                 pooler.add(batch, ids.shape[1], hidden_states, layers)
                 for row, segment in enumerate(batch if attention is not None else ()):
@@ -408,34 +516,25 @@ def extract(
     index["stats"] = {"seconds": round(elapsed, 3), "tokens": token_count, "padded_tokens": padded,
                       "windowed_sentences": windowed,
                       "tokens_per_second": round(token_count / elapsed, 1) if elapsed else None}
-    write_json_atomic(out / INDEX_NAME, index)
-    return Store.open(out)
+    write_json(out / INDEX_NAME, index, fsync=True)
 
 
-@contextlib.contextmanager
 def _fast_attention(encoder: Encoder, when: bool):
-    """Eager attention for the duration: on CPU under bf16 it beats sdpa with a padding mask."""
-    before = encoder.attention_implementation
-    if not when or before == "eager":
-        yield
-        return
-    encoder.model.set_attn_implementation("eager")
-    try:
-        yield
-    finally:
-        encoder.model.set_attn_implementation(before)
+    """The CPU bf16 fast path: eager attention for the duration (on CPU under bf16 it beats sdpa with a
+    padding mask; BENCHMARKS.md), through :meth:`Encoder.eager_attention`, which restores what was there."""
+    return encoder.eager_attention() if when else contextlib.nullcontext()
 
 
-@torch.inference_mode()
-def _forward(model, ids, mask, attention_layers):
-    outputs = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
-                    output_attentions=bool(attention_layers), return_dict=True)
+def _forward(encoder: Encoder, model, ids: torch.Tensor, mask: torch.Tensor, attention_layers: list[int]):
+    """One padded batch through :meth:`Encoder.forward` (``model``: the encoder's model or its compiled
+    version): the hidden states of every layer, and the attention of ``attention_layers`` stacked as
+    float32 ``[layers, batch, heads, tokens, tokens]`` on the CPU (None when none are asked for)."""
+    output = encoder.forward({"input_ids": ids, "attention_mask": mask}, hidden_states=True,
+                             attentions=bool(attention_layers), model=model)
     attention = None
     if attention_layers:
-        if not outputs.attentions:
-            raise ModelError("the model returned no attention weights; it must use eager attention")
-        attention = torch.stack([outputs.attentions[layer - 1] for layer in attention_layers]).float().cpu()
-    return outputs.hidden_states, attention
+        attention = torch.stack([output.attention(layer) for layer in attention_layers]).float().cpu()
+    return output.hidden_states, attention
 
 
 def _shard_tensors(pooler: _ShardPooler, maps, sentence_range, layers, attention_layers) -> dict[str, torch.Tensor]:

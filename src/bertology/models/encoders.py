@@ -103,6 +103,33 @@ def _not_found_message(display: str, error: Exception, local: bool) -> str:
     )
 
 
+#: Files that hold a tokenizer in a save_pretrained folder (any one of them is enough).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
+                   "spiece.model", "sentencepiece.bpe.model", "spm.model", "tokenizer.model")
+
+
+def check_tokenizer_matches(tokenizer, config, source: str) -> None:
+    """Refuse a tokenizer far smaller than the model's embedding matrix.
+
+    transformers loads a folder without tokenizer files as a bare tokenizer of a handful of special
+    tokens, which turns every word into the unknown token without a word of warning. A model's own
+    tokenizer has (about) as many tokens as the embeddings have rows.
+    """
+    rows = getattr(config, "vocab_size", None)
+    size = len(tokenizer)
+    if not rows or size >= rows / 2:
+        return
+    folder = Path(source)
+    why = "the tokenizer does not belong to this model"
+    if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        why = f"the folder has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)"
+    raise ModelError(
+        f"{source}: the tokenizer has {size:,} tokens but the model's embeddings have {rows:,} rows: {why}, so "
+        "most words would become the unknown token. Save the model's tokenizer beside it "
+        "(AutoTokenizer.from_pretrained(ID).save_pretrained(DIR))"
+    )
+
+
 def fingerprint_tokenizer(tokenizer) -> str:
     """A short hash of the tokenizer's full definition (vocabulary, normaliser, specials)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -321,6 +348,7 @@ def load_encoder(
     tokenizer = _from_pretrained(AutoTokenizer, source, display, **tokenizer_kwargs)
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{display}: no fast tokenizer available; word alignment needs one")
+    check_tokenizer_matches(tokenizer, config, source)
     if untrained_seed is None:
         model = _from_pretrained(AutoModel, source, display, attn_implementation=attn)
     else:

@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from bertology.data import Sentence, read_conllu, read_senteval
+from bertology.data.treebank import base_relation, find_splits
 from bertology.errors import DataError
 from bertology.probing.controls import ControlTask, SentenceControlTask, word_type
 
@@ -136,25 +137,6 @@ def _cap_examples(examples: SplitExamples, max_examples: int | None) -> SplitExa
 # UD: UPOS, XPOS, dependency labels
 
 
-def find_treebank_files(treebank: str | Path) -> dict[str, Path]:
-    """``train``/``dev``/``test`` CoNLL-U files of a UD treebank folder (``*-ud-train.conllu[.gz]`` ...)."""
-    folder = Path(treebank)
-    if not folder.is_dir():
-        raise DataError(f"{folder}: treebank folder not found; expected a folder with *-ud-train/dev/test.conllu")
-    files = {}
-    for split in SPLITS:
-        found = sorted(folder.glob(f"*{split}.conllu")) + sorted(folder.glob(f"*{split}.conllu.gz"))
-        if not found:
-            raise DataError(f"{folder}: no *{split}.conllu(.gz) file; a probe needs train, dev and test splits")
-        files[split] = found[0]
-    return files
-
-
-def deprel_label(deprel: str) -> str:
-    """Universal relation without its language-specific subtype (``nmod:poss`` -> ``nmod``)."""
-    return deprel.split(":", 1)[0]
-
-
 def _tag_examples(sentences: Sequence[Sentence], column: str) -> tuple[list, list]:
     refs, labels = [], []
     for i, sentence in enumerate(sentences):
@@ -190,7 +172,7 @@ def deprel_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
             if head == 0:
                 continue
             refs.append((i, j, head - 1))
-            labels.append(deprel_label(rel))
+            labels.append(base_relation(rel))
     return refs, labels
 
 
@@ -269,7 +251,7 @@ def load_ud_pools(treebank: str | Path, max_sentences: int | None = None) -> dic
     """The sentences of a UD treebank's train/dev/test files, shuffled (fixed seed), at most
     ``max_sentences`` per split."""
     pools = {}
-    for split, path in find_treebank_files(treebank).items():
+    for split, path in find_splits(treebank, required=SPLITS).items():
         sentences = shuffled(read_conllu(path))
         pools[split] = sentences[:max_sentences] if max_sentences is not None else sentences
     return pools

@@ -38,6 +38,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from bertology.data import Sentence
+from bertology.data.treebank import describe_sentence, tree_depths, tree_distances
 from bertology.errors import DataError, StoreError
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -79,59 +80,7 @@ SPEARMAN_MIN_LENGTH, SPEARMAN_MAX_LENGTH = 5, 50
 # --------------------------------------------------------------------------------------------------
 
 def _where(sentence: Sentence | None) -> str:
-    if sentence is None:
-        return "tree"
-    line = f", line {sentence.source_line}" if sentence.source_line is not None else ""
-    return f"sentence {sentence.id!r}{line}"
-
-
-def _path_matrix(heads: Sequence[int], where: str = "tree") -> np.ndarray:
-    """``E[i, c] = 1`` when the edge from ``c`` to its head lies on the path from word i to the root.
-
-    Rows are the "sum of one-hot edge vectors" embedding of a tree: ``||E_i - E_j||^2 = d(i, j)`` and
-    ``||E_i||^2 = depth(i)``, so both labels follow from one integer matrix product.
-    """
-    heads = np.asarray(heads, dtype=np.int64)
-    n = heads.shape[0]
-    if n == 0:
-        raise DataError(f"{where}: empty tree; expected at least one word")
-    if heads.ndim != 1 or (heads < 0).any() or (heads > n).any():
-        raise DataError(f"{where}: HEAD values must be integers in 0..{n} (1-based, 0 = root), got {heads.tolist()}")
-    roots = np.flatnonzero(heads == 0)
-    if len(roots) != 1:
-        raise DataError(f"{where}: expected exactly one word with HEAD 0 (the root), found {len(roots)}")
-    parent = heads - 1  # 0-based, root -> -1
-    if (parent == np.arange(n)).any():
-        raise DataError(f"{where}: a word is its own head (HEAD equals its ID)")
-    on_path = np.eye(n, dtype=np.int64)
-    on_path[roots[0], roots[0]] = 0  # the root has no edge of its own
-    rows = np.arange(n)
-    current = parent.copy()
-    for _ in range(n):
-        alive = current >= 0
-        if not alive.any():
-            break
-        # ``current`` is an ancestor of each row; its edge (to its own head) is on the row's path,
-        # except for the root, which has no head.
-        has_edge = alive & (heads[np.maximum(current, 0)] != 0)
-        on_path[rows[has_edge], current[has_edge]] = 1
-        current = np.where(alive, parent[np.maximum(current, 0)], -1)
-    else:
-        if (current >= 0).any():
-            raise DataError(f"{where}: HEAD values contain a cycle; expected a tree")
-    return on_path
-
-
-def tree_depths(heads: Sequence[int], *, where: str = "tree") -> np.ndarray:
-    """Depth of each word (edges to the root; root = 0) from 1-based heads (0 = root)."""
-    return _path_matrix(heads, where).sum(axis=1)
-
-
-def tree_distances(heads: Sequence[int], *, where: str = "tree") -> np.ndarray:
-    """``[n, n]`` matrix of path lengths (number of edges) between words, from 1-based heads (0 = root)."""
-    on_path = _path_matrix(heads, where)
-    depth = on_path.sum(axis=1)
-    return depth[:, None] + depth[None, :] - 2 * (on_path @ on_path.T)
+    return "tree" if sentence is None else describe_sentence(sentence)
 
 
 def _gold(sentence: Sentence, kind: str) -> np.ndarray:

@@ -6,9 +6,7 @@ The layer below both :mod:`bertology.report.run` (which drives the sections) and
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Callable
 
@@ -69,24 +67,11 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name).strip("-") or "model"
 
 
-def pattern_classifier_evaluation() -> dict:
-    """The shipped pattern classifier's evaluation (``resources/attention_patterns/evaluation.json``):
-    ``n_maps`` (hand-labelled maps), ``train_maps`` (those it was trained on), ``test_maps`` (held out) and
-    the shipped CNN's ``test_accuracy`` on them (a fraction)."""
-    text = (resources.files("bertology") / "resources" / "attention_patterns" / "evaluation.json").read_text("utf-8")
-    evaluation = json.loads(text)
-    shipped = [row for row in evaluation["test"] if str(row["classifier"]).lower().startswith("cnn (shipped")]
-    if not shipped:
-        raise KeyError("evaluation.json has no row for the shipped CNN")
-    sizes = evaluation["split_sizes"]
-    trained_on = str(evaluation.get("shipped_cnn", {}).get("trained_on", "train")).split("+")
-    return {"n_maps": int(evaluation["n_maps"]), "test_accuracy": float(shipped[0]["test_accuracy"]),
-            "test_maps": int(sizes["test"]), "train_maps": sum(int(sizes[part]) for part in trained_on)}
-
-
 def setup_notes() -> list[str]:
     """The setup notes and deviations printed under every report."""
-    patterns = pattern_classifier_evaluation()
+    from bertology.attention.patterns import classifier_evaluation
+
+    patterns = classifier_evaluation()
     return [
         "Corpus: UD English EWT instead of the papers' corpora (SentEval's Toronto Books sentences, Clark's "
         "Wikipedia/WSJ, Hewitt and Manning's PTB); SentEval's ten tasks are rebuilt from the treebank "
@@ -103,6 +88,6 @@ def setup_notes() -> list[str]:
         "Attention: word-level maps (Clark et al.'s conversion) on single sentences; heads and offsets selected on "
         "dev and scored on test, where Clark et al. selected and reported on the same data.",
         f"Pattern types: the shipped CNN ({patterns['n_maps']} hand-labelled maps: trained on "
-        f"{patterns['train_maps']}, {patterns['test_accuracy']:.2f} accuracy on the {patterns['test_maps']} held out; "
+        f"{patterns['n_train']}, {100 * patterns['test_accuracy']:.0f}% accuracy on the {patterns['n_test']} held out; "
         "docs/attention_patterns.md) classifies token-level maps, as Kovaleva et al. did with their CNN.",
     ]

@@ -62,9 +62,8 @@ def tokenization(context: ReportContext) -> Section:
 def attention(context: ReportContext) -> Section:
     """Clark et al.'s head statistics and heads as parsers; Kovaleva et al.'s pattern types; the viewer."""
     from bertology.attention.figures import plot_heatmap
-    from bertology.attention.parsing import probe_summary, run_attention_analysis
-    from bertology.attention.patterns import (compare_pattern_proportions, pattern_types,
-                                              plot_pattern_proportions, token_attention_maps)
+    from bertology.attention.parsing import run_attention_analysis
+    from bertology.attention.patterns import pattern_analysis, plot_pattern_proportions
     from bertology.attention.stats import STATISTICS, statistic_matrix
     from bertology.attention.viewer import view_attention, write_html
 
@@ -72,28 +71,20 @@ def attention(context: ReportContext) -> Section:
     key = {**context.model_key, "attention_sentences": limit, "probe_epochs": context.attention_probe_epochs}
 
     def compute() -> dict[str, pd.DataFrame]:
-        # Attention weights need eager attention; the context manager restores the faster kernels after.
-        with context.encoder.eager_attention() as encoder:
-            tables = run_attention_analysis(
-                encoder, treebank=context.treebank_dir, max_sentences=limit, max_train_sentences=limit,
-                probe_seeds=context.seeds, probe_epochs=context.attention_probe_epochs, statistics=True,
-                control=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
+        result = run_attention_analysis(
+            context.encoder, treebank=context.treebank_dir, max_sentences=limit, max_train_sentences=limit,
+            probe_seeds=context.seeds, probe_epochs=context.attention_probe_epochs, statistics=True,
+            control=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
         texts = [" ".join(s.words) for s in context.dev[: context.pattern_sentences]]
-        twin = context.encoder.untrained(0)
-        kinds = {}
-        for name, enc in ((context.model_name, context.encoder), (f"{context.model_name} untrained twin", twin)):
-            with enc.eager_attention():
-                kinds[name] = pattern_types(token_attention_maps(enc, texts, max_length=128), classifier="cnn")
-        tables["patterns"] = pd.concat([df.assign(model=name) for name, df in kinds.items()], ignore_index=True)
-        tables["pattern_proportions"] = compare_pattern_proportions(kinds)
-        return tables
+        patterns = pattern_analysis(context.encoder, texts, untrained_seeds=(0,), classifier="cnn", max_length=128)
+        return {**result.tables, "patterns": patterns["types"], "pattern_overall": patterns["overall"]}
 
     tables = context.cache.get_or_compute("attention", key, compute)
     section = Section("attention", "Attention",
                       note=f"Word-level attention (Clark et al. 2019: summed over the attended word's subwords, "
                            f"averaged over the attending word's) on up to {limit} EWT sentences per split. "
-                           "Layers count from 1, heads from 0; head labels like 3-9 are Clark's display "
-                           "(layer-head, both from 1).")
+                           "Layers are hidden_states layers (1 = the first transformer layer), heads count from 0; "
+                           "L4H5 is head 5 of layer 4, the label every --heads option accepts.")
     stats = tables["statistics"]
     present = [name for name in STATISTICS if name in set(stats["statistic"])]
     n = len(present)
@@ -110,25 +101,23 @@ def attention(context: ReportContext) -> Section:
                                 "the dev sentences: attention to [CLS], [SEP], punctuation, self, next/previous "
                                 "word, entropies (nats) and mean attention distance (words)."))
     best = tables["best_heads"]
-    show = [c for c in ("relation", "direction", "best_head", "accuracy", "baseline_accuracy", "baseline_offset",
+    show = [c for c in ("relation", "direction", "head_label", "accuracy", "baseline_accuracy", "baseline_offset",
                         "count", "held_out_accuracy", "held_out_baseline_accuracy") if c in best.columns]
     section.add(Table(best[show], "Heads as parsers (Clark et al. Table 1): for each relation, the head whose "
                                   "most-attended word is the dependency's other end most often, selected on dev, "
                                   "beside the best fixed-offset baseline; held-out columns score the same choice "
-                                  "on test.", max_rows=30))
-    summary = probe_summary(tables["probe"])
-    section.add(Table(summary, "Clark et al.'s attention-only probe (UAS on test; mean and std over seeds) beside "
-                               "the best single head and the best fixed offset.", float_format="{:.3f}"))
-    proportions = tables["pattern_proportions"]
-    kinds = {name: frame.drop(columns="model") for name, frame in tables["patterns"].groupby("model", sort=False)}
-    section.add(Figure(plot_pattern_proportions(kinds), "Kovaleva et al. pattern types per layer (shipped CNN "
-                       "classifier on token-level maps of EWT sentences), the model beside its untrained twin."))
-    overall = (proportions.groupby(["model", "type"])["count"].sum() / proportions.groupby("model")["count"].sum())
-    section.add(Table(overall.rename("share").reset_index(), "Overall share of each pattern type."))
+                                  "on test (fractions).", max_rows=30))
+    section.add(Table(tables["probe_summary"], "Clark et al.'s attention-only probe (UAS on test as a fraction; mean "
+                                               "and std over seeds) beside the best single head and the best fixed "
+                                               "offset.", float_format="{:.3f}"))
+    section.add(Figure(plot_pattern_proportions(tables["patterns"]), "Kovaleva et al. pattern types per layer "
+                       "(shipped CNN classifier on token-level maps of EWT sentences), the model beside its "
+                       "untrained twin."))
+    overall = tables["pattern_overall"][["model", "type", "proportion"]].rename(columns={"proportion": "share"})
+    section.add(Table(overall, "Overall share of each pattern type."))
     sample = next((s for s in context.dev if 8 <= len(s) <= 20), context.dev[0])
     viewer = context.out_dir / "attention_view.html"
-    with context.encoder.eager_attention() as encoder:
-        write_html(view_attention(encoder, " ".join(sample.words)), viewer)
+    write_html(view_attention(context.encoder, " ".join(sample.words)), viewer)
     section.add(Link(viewer.name, "Open the attention viewer", f"for the sentence \"{' '.join(sample.words)}\" "
                                   "(head view and all layers x heads; works offline)."))
     return section

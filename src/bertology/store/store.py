@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -29,6 +28,7 @@ import torch
 from safetensors import safe_open
 
 from bertology.errors import StoreError
+from bertology.files import atomic_path
 
 FORMAT_VERSION = 1
 INDEX_NAME = "store.json"
@@ -37,21 +37,6 @@ WORD_POOLS = ("word-mean", "word-first", "word-last")
 SENTENCE_POOLS = ("cls", "mean")
 POOLS = WORD_POOLS + SENTENCE_POOLS + ("tokens",)
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-
-
-def write_json_atomic(path: Path, payload) -> None:
-    """Write JSON to a temporary file in the same folder, then rename it over ``path``."""
-    path = Path(path)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(payload, out, indent=1, ensure_ascii=False)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def file_sha256(path: Path) -> str:
@@ -68,12 +53,14 @@ _SAFETENSORS_DTYPES = {torch.float16: "F16", torch.bfloat16: "BF16", torch.float
 def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> dict:
     """Write one safetensors shard via a temporary file, fsync and rename; return its index entry.
 
-    The tensors are streamed into the file as they lie in memory, with no whole-file ``bytes`` copy
-    in between (on these machines filling fresh memory costs more than the pooling; BENCHMARKS.md), and
-    hashed on the way. The layout is safetensors' own: an 8-byte little-endian header length, a JSON
-    header padded with spaces to 8 bytes, then the raw tensors in header order; `safe_open` reads it.
+    The one streaming writer of the package, on :func:`bertology.files.atomic_path`: a failure (no space
+    left, ...) removes the temporary file and raises one-line :class:`~bertology.errors.OutputError`,
+    so no partial shard is left behind. The tensors are streamed into the file as they lie in memory,
+    with no whole-file ``bytes`` copy in between (on these machines filling fresh memory costs more than
+    the pooling; BENCHMARKS.md), and hashed on the way. The layout is safetensors' own: an 8-byte
+    little-endian header length, a JSON header padded with spaces to 8 bytes, then the raw tensors in
+    header order; `safe_open` reads it.
     """
-    tmp = path.with_name(f".{path.name}.tmp")
     header, offset, buffers = {"__metadata__": dict(metadata)}, 0, []
     for name, tensor in tensors.items():
         tensor = tensor.detach().cpu().contiguous()
@@ -85,13 +72,12 @@ def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: d
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
     encoded += b" " * (-len(encoded) % 8)
     digest = hashlib.sha256()
-    with open(tmp, "wb") as handle:
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         for block in (len(encoded).to_bytes(8, "little"), encoded, *buffers):
             digest.update(block)
             handle.write(block)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(tmp, path)
     return {"file": path.name, "bytes": 8 + len(encoded) + offset, "sha256": digest.hexdigest()}
 
 
@@ -120,6 +106,8 @@ class Store:
         counts = np.asarray(index["row_counts"], dtype=np.int64)
         self.row_counts = counts
         self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._word_counts = np.asarray([len(s["words"]) for s in sentences], dtype=np.int64)
+        self._word_counts.flags.writeable = False
 
     # -- opening ---------------------------------------------------------------------------------
     @classmethod
@@ -199,7 +187,8 @@ class Store:
 
     @property
     def word_counts(self) -> np.ndarray:
-        return np.asarray([len(s["words"]) for s in self._sentences], dtype=np.int64)
+        """``[n_sentences]`` words per sentence (read-only; computed once when the store is opened)."""
+        return self._word_counts
 
     def words(self, i: int) -> tuple[str, ...]:
         return tuple(self._sentences[i]["words"])
@@ -275,7 +264,8 @@ class Store:
         raise StoreError(f"{self.path}: no shard holds sentence {i}")
 
     def _attention_sizes(self, start: int, stop: int) -> np.ndarray:
-        groups = self.word_counts[start:stop] + 2
+        """Floats per layer of each sentence's word-level map, for sentences ``start:stop``."""
+        groups = self._word_counts[start:stop] + 2
         return self.index["model"]["num_heads"] * groups * groups
 
     def iter_attention_layer(self, layer: int) -> Iterator[np.ndarray]:
@@ -287,7 +277,7 @@ class Store:
             flat = self._read(shard, f"attention.{layer}").float().numpy()
             bounds = np.concatenate([[0], np.cumsum(self._attention_sizes(shard.start, shard.stop))])
             for k, i in enumerate(range(shard.start, shard.stop)):
-                g = len(self._sentences[i]["words"]) + 2
+                g = int(self._word_counts[i]) + 2
                 yield flat[bounds[k] : bounds[k + 1]].reshape(heads, g, g)
 
     attention_layer = iter_attention_layer
@@ -300,7 +290,7 @@ class Store:
         self._require_attentions()
         shard = self._shard_of(i)
         heads = self.index["model"]["num_heads"]
-        g = len(self._sentences[i]["words"]) + 2
+        g = int(self._word_counts[i]) + 2
         sizes = self._attention_sizes(shard.start, shard.stop)
         begin = int(sizes[: i - shard.start].sum())
         maps = []
@@ -311,9 +301,21 @@ class Store:
         return np.stack(maps)
 
     def iter_attentions(self) -> Iterator[np.ndarray]:
-        """Every sentence's word-level attention [layers, heads, n+2, n+2], shard by shard."""
-        for i in range(self.n_sentences):
-            yield self.attention(i)
+        """Every sentence's word-level attention float32 [layers, heads, n+2, n+2], in order.
+
+        Reads each shard once (all its attention layers, a few tens of MB), so a pass over the store is
+        linear in its size.
+        """
+        self._require_attentions()
+        heads = self.index["model"]["num_heads"]
+        layers = self.attention_layers
+        for shard in self.shards:
+            with safe_open(str(self._shard_path(shard)), framework="pt") as handle:
+                flat = [handle.get_tensor(f"attention.{layer}").float().numpy() for layer in layers]
+            bounds = np.concatenate([[0], np.cumsum(self._attention_sizes(shard.start, shard.stop))])
+            for k, i in enumerate(range(shard.start, shard.stop)):
+                g = int(self._word_counts[i]) + 2
+                yield np.stack([f[bounds[k] : bounds[k + 1]].reshape(heads, g, g) for f in flat])
 
     @property
     def attention_layers(self) -> list[int]:

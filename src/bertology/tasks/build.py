@@ -5,10 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
-import tempfile
 from collections import Counter
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -17,8 +14,11 @@ import numpy as np
 import pandas as pd
 
 from bertology.data import Sentence, read_conllu
-from bertology.store.store import file_sha256
+from bertology.data.treebank import conllu_files, split_of
 from bertology.errors import DataError
+from bertology.files import ensure_dir, write_text
+from bertology.progress import progress_bar
+from bertology.store.store import file_sha256
 from bertology.tasks.builders import BUILDERS, SPLITS, BuildContext, TaskOutput
 from bertology.tasks.catalog import SENTEVAL_FILES, TABLE2_COLUMNS, TASK_NAMES, resolve_task_name
 
@@ -28,8 +28,8 @@ MANIFEST_FORMAT = "bertology-senteval-tasks/1"
 DEFAULT_LENGTH_RANGE = (5, 28)
 #: Fractions used to split a treebank that does not come as train/dev/test files.
 RANDOM_SPLIT = (0.8, 0.1, 0.1)
-
-_SPLIT_PATTERNS = {"tr": re.compile(r"[-_.]train\b"), "va": re.compile(r"[-_.]dev\b"), "te": re.compile(r"[-_.]test\b")}
+#: Treebank split -> SentEval split code.
+SENTEVAL_SPLIT = {"train": "tr", "dev": "va", "test": "te"}
 
 
 @dataclass
@@ -69,10 +69,7 @@ def _conllu_files(paths: Sequence[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.name.endswith((".conllu", ".conllu.gz")))
-            if not found:
-                raise DataError(f"{path}: no .conllu or .conllu.gz files in this directory; expected a UD treebank")
-            files.extend(found)
+            files.extend(conllu_files(path))
         elif path.exists():
             files.append(path)
         else:
@@ -81,10 +78,9 @@ def _conllu_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def split_role(path: Path) -> str | None:
-    """tr/va/te from a UD file name (``en_ewt-ud-train.conllu.gz``), None when it names no split."""
-    name = path.name.lower()
-    roles = [role for role, pattern in _SPLIT_PATTERNS.items() if pattern.search(name)]
-    return roles[0] if len(roles) == 1 else None
+    """tr/va/te of a treebank file, by the one naming rule of :func:`bertology.data.treebank.split_of`."""
+    split = split_of(path)
+    return SENTEVAL_SPLIT[split] if split is not None else None
 
 
 def _clean_words(sentence: Sentence) -> Sentence:
@@ -175,19 +171,6 @@ def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int],
 # ----------------------------------------------------------------------------------------- output
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside ``path``, then rename over it (readers never see half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _skip_reason(output: TaskOutput) -> str | None:
     sizes = {s: len(output.instances[s]) for s in SPLITS}
     if all(sizes[s] > 0 for s in SPLITS):
@@ -252,7 +235,7 @@ def build_tasks(
         raise DataError(f"length_range {length_range!r}: expected 1 <= min <= max")
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise DataError(f"{out_dir}: exists and is not a directory; expected an output directory")
+        ensure_dir(out_dir)  # raises the one-line OutputError before any work
     manifest = _read_manifest(out_dir)
 
     by_split, file_info, split_source = load_splits(treebank, seed=seed)
@@ -262,9 +245,8 @@ def build_tasks(
 
     report = BuildReport(out_dir=out_dir, split_source=split_source)
     rows = []
-    bar = _progress() if progress else nullcontext()
-    with bar as live:
-        job = live.add_task("building probing tasks", total=len(wanted)) if live is not None else None
+    with progress_bar(progress, transient=True) as live:
+        job = live.add_task("building probing tasks", total=len(wanted))
         for name in wanted:
             output = BUILDERS[name](ctx)
             reason = _skip_reason(output)
@@ -277,7 +259,7 @@ def build_tasks(
                     target.unlink(missing_ok=True)
                     del manifest["tasks"][name]
             else:
-                atomic_write_text(target, _task_text(output))
+                write_text(target, _task_text(output))
                 counts = _counts(output)
                 manifest["skipped"].pop(name, None)
                 manifest["tasks"][name] = {
@@ -301,16 +283,8 @@ def build_tasks(
                     {"task": name, "split": split, "label": label, "n": n}
                     for split, by_label in counts.items() for label, n in by_label.items()
                 ]
-            if job is not None:
-                live.advance(job)
+            live.advance(job)
     manifest["tasks"] = {k: manifest["tasks"][k] for k in TASK_NAMES if k in manifest["tasks"]}
-    atomic_write_text(out_dir / MANIFEST_NAME, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    write_text(out_dir / MANIFEST_NAME, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     report.counts = pd.DataFrame(rows, columns=["task", "split", "label", "n"])
     return report
-
-
-def _progress():
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    transient=True)

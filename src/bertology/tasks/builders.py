@@ -17,14 +17,7 @@ from typing import Callable
 import numpy as np
 
 from bertology.data import Sentence
-from bertology.tasks.trees import (
-    base_deprel,
-    children,
-    is_contiguous,
-    root_index,
-    subtree,
-    tree_depth,
-)
+from bertology.data.treebank import tree_or_none
 
 SPLITS = ("tr", "va", "te")
 #: Order in which splits claim target word forms: the test split keeps all of its forms.
@@ -117,7 +110,11 @@ def _is_punct(sentence: Sentence, i: int) -> bool:
 
 
 def _has_tree(sentence: Sentence) -> bool:
-    return sentence.heads is not None and root_index(sentence) is not None
+    return tree_or_none(sentence) is not None
+
+
+def _is_contiguous(indices: list[int]) -> bool:
+    return bool(indices) and indices[-1] - indices[0] + 1 == len(indices)
 
 
 def _restore_case(ctx: BuildContext, word: str) -> str:
@@ -219,14 +216,11 @@ def build_tree_depth(ctx: BuildContext) -> TaskOutput:
     rng = ctx.rng("tree_depth")
 
     def one(sentence: Sentence, rejected: Counter) -> Instance | None:
-        if not _has_tree(sentence):
-            rejected["no dependency tree (HEAD missing or not single-rooted)"] += 1
+        tree = tree_or_none(sentence)
+        if tree is None:
+            rejected["no dependency tree (HEAD missing, or not one root without cycles)"] += 1
             return None
-        depth = tree_depth(sentence)
-        if depth is None:
-            rejected["HEADs do not form a tree (cycle)"] += 1
-            return None
-        return Instance(str(depth), sentence.words, sentence.id, stratum=len(sentence))
+        return Instance(str(tree.depth), sentence.words, sentence.id, stratum=len(sentence))
 
     per_split, rejected = _for_each_split(ctx, one)
     out = TaskOutput(rejected=rejected)
@@ -261,7 +255,8 @@ def build_tree_depth(ctx: BuildContext) -> TaskOutput:
                 kept.extend(_shuffled(c, rng)[:n])
         out.instances[split] = _shuffled(kept, rng)
     out.label_order = [str(d) for d in depths]
-    out.params = {"depth_classes": depths, "depth": "words on the longest root-to-leaf path (root = 1)"}
+    out.params = {"depth_classes": depths, "depth": "arcs on the longest root-to-leaf path (a one-word tree has "
+                  "depth 0; bertology.data.treebank)"}
     out.deviations += [
         f"depth of the dependency tree (classes {depths[0]}-{depths[-1]}), where SentEval used constituency "
         "trees (classes 5-12); dependency trees are flatter",
@@ -290,14 +285,15 @@ def top_sequence(sentence: Sentence) -> str | None:
     the sentence does not end in punctuation under the root or has other punctuation under the root
     (SentEval dropped sequences with sentence-internal punctuation).
     """
-    root = root_index(sentence)
-    if root is None or sentence.deprels is None:
+    tree = tree_or_none(sentence)
+    if tree is None or sentence.deprels is None:
         return None
+    root = tree.root
     last = len(sentence) - 1
-    if not (_is_punct(sentence, last) and sentence.heads[last] == root + 1):
+    if not (_is_punct(sentence, last) and tree.parent(last) == root):
         return None
-    kids = children(sentence)
-    rels = {i: base_deprel(sentence.deprels[i]) for i in kids[root]}
+    kids = tree.children
+    rels = {i: tree.base_relation(i) for i in kids[root]}
     if any(_is_punct(sentence, i) for i in kids[root] if i != last):
         return None
     parts = []
@@ -316,7 +312,7 @@ def top_sequence(sentence: Sentence) -> str | None:
     parts.append("VP" if verbal else upos)
     conjuncts = [i for i in kids[root] if i > root and rels[i] == "conj"]
     if len(conjuncts) == 1 and any(
-        base_deprel(sentence.deprels[j]) in ("nsubj", "csubj", "expl") for j in children(sentence)[conjuncts[0]]
+        tree.base_relation(j) in ("nsubj", "csubj", "expl") for j in kids[conjuncts[0]]
     ):
         parts += ["cc_conj"]
     parts.append(".")
@@ -349,7 +345,7 @@ def build_top_constituents(ctx: BuildContext) -> TaskOutput:
 
     def one(sentence: Sentence, rejected: Counter) -> Instance | None:
         if not _has_tree(sentence):
-            rejected["no dependency tree (HEAD missing or not single-rooted)"] += 1
+            rejected["no dependency tree (HEAD missing, or not one root without cycles)"] += 1
             return None
         seq = top_sequence(sentence)
         if seq is None:
@@ -423,15 +419,16 @@ def build_bigram_shift(ctx: BuildContext) -> TaskOutput:
 
 def main_finite_verb(sentence: Sentence) -> int | None:
     """The word carrying the main clause's tense: the root if finite, else its leftmost finite aux/cop."""
-    root = root_index(sentence)
-    if root is None or sentence.feats is None:
+    tree = tree_or_none(sentence)
+    if tree is None or sentence.feats is None:
         return None
+    root = tree.root
     if sentence.feats[root].get("VerbForm") == "Fin" or (
         "Tense" in sentence.feats[root] and sentence.upos[root] in ("VERB", "AUX") and "VerbForm" not in sentence.feats[root]
     ):
         return root
-    for i in children(sentence)[root]:
-        if base_deprel(sentence.deprels[i]) in ("aux", "cop") and sentence.feats[i].get("VerbForm") == "Fin":
+    for i in tree.children[root]:
+        if tree.base_relation(i) in ("aux", "cop") and sentence.feats[i].get("VerbForm") == "Fin":
             return i
     return None
 
@@ -442,7 +439,7 @@ _TENSE_LABELS = {"Past": "PAST", "Pres": "PRES"}
 def tense_instance(sentence: Sentence, rejected: Counter) -> Instance | None:
     """Tense instance (label PAST/PRES, form = the tense-bearing verb), or None with the reason counted."""
     if not _has_tree(sentence):
-        rejected["no dependency tree (HEAD missing or not single-rooted)"] += 1
+        rejected["no dependency tree (HEAD missing, or not one root without cycles)"] += 1
         return None
     verb = main_finite_verb(sentence)
     if verb is None:
@@ -480,11 +477,11 @@ OBJECT_RELATIONS = ("obj",)
 def number_instance(relations: tuple[str, ...], name: str) -> Callable[[Sentence, Counter], Instance | None]:
     """Per-sentence SubjNum/ObjNum extractor: NN/NNS for the root's first ``relations`` dependent."""
     def one(sentence: Sentence, rejected: Counter) -> Instance | None:
-        if not _has_tree(sentence):
-            rejected["no dependency tree (HEAD missing or not single-rooted)"] += 1
+        tree = tree_or_none(sentence)
+        if tree is None:
+            rejected["no dependency tree (HEAD missing, or not one root without cycles)"] += 1
             return None
-        root = root_index(sentence)
-        args = [i for i in children(sentence)[root] if sentence.deprels[i] in relations]
+        args = [i for i in tree.children[tree.root] if sentence.deprels[i] in relations]
         if not args:
             rejected[f"no {name} ({'/'.join(relations)}) under the root"] += 1
             return None
@@ -624,24 +621,24 @@ def coordination(sentence: Sentence) -> tuple[list[int], list[int], list[int], l
     """
     if sentence.upos is None or sum(u == "CCONJ" for u in sentence.upos) != 1:
         return None
-    root = root_index(sentence)
-    if root is None:
+    tree = tree_or_none(sentence)
+    if tree is None:
         return None
-    kids = children(sentence)
+    root, kids = tree.root, tree.children
     subjects = ("nsubj", "csubj", "expl")
-    conjuncts = [i for i in kids[root] if base_deprel(sentence.deprels[i]) == "conj"]
+    conjuncts = [i for i in kids[root] if tree.base_relation(i) == "conj"]
     if len(conjuncts) != 1:
         return None
     second = conjuncts[0]
-    cc = [i for i in kids[second] if base_deprel(sentence.deprels[i]) == "cc" and sentence.upos[i] == "CCONJ"]
+    cc = [i for i in kids[second] if tree.base_relation(i) == "cc" and sentence.upos[i] == "CCONJ"]
     if len(cc) != 1:
         return None
-    if not any(base_deprel(sentence.deprels[i]) in subjects for i in kids[root]):
+    if not any(tree.base_relation(i) in subjects for i in kids[root]):
         return None
-    if not any(base_deprel(sentence.deprels[i]) in subjects for i in kids[second]):
+    if not any(tree.base_relation(i) in subjects for i in kids[second]):
         return None
-    span2 = subtree(sentence, second, kids)
-    if not is_contiguous(span2):
+    span2 = tree.subtree(second)
+    if not _is_contiguous(span2):
         return None
     n = len(sentence)
     tail = list(range(span2[-1] + 1, n))
@@ -674,7 +671,7 @@ def build_coordination_inversion(ctx: BuildContext) -> TaskOutput:
         groups: dict[str, list[tuple[Sentence, tuple]]] = defaultdict(list)
         for sentence in ctx.splits[split]:
             if not _has_tree(sentence):
-                out.rejected["no dependency tree (HEAD missing or not single-rooted)"] += 1
+                out.rejected["no dependency tree (HEAD missing, or not one root without cycles)"] += 1
                 continue
             parts = coordination(sentence)
             if parts is None:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bertology.options import default_out, out_option, progress_option, seed_list, seed_option
 from bertology.tasks.build import build_tasks
 from bertology.tasks.catalog import TASKS
 from bertology.tasks.load import list_tasks
@@ -27,16 +28,19 @@ def _split_names(values: Optional[list[str]]) -> Optional[list[str]]:
 def build_command(
     treebank: list[Path] = typer.Option(..., "--treebank", "-t",
                                         help="UD treebank directory or CoNLL-U file(s); repeat for several files."),
-    out: Path = typer.Option(..., "--out", "-o", help="Directory for the task files and manifest.json."),
+    out: Optional[Path] = out_option("tasks"),
     tasks: Optional[list[str]] = typer.Option(None, "--tasks",
                                               help="Tasks to build (names or Table 2 names, comma-separated or "
                                                    "repeated); default all ten."),
-    seed: int = typer.Option(0, "--seed", help="Seed for sampling, balancing and perturbations."),
+    seed: int = seed_option(),
+    progress: bool = progress_option(),
 ) -> None:
     """Build the probing tasks from a CoNLL-U treebank into OUT (SentEval's file format)."""
+    seed_list(1, seed)  # a non-negative integer, or one line naming --seed
+    out = out if out is not None else default_out("tasks", treebank[0].name.split(".")[0])
     console = Console()
     report = build_tasks(treebank if len(treebank) > 1 else treebank[0], out, tasks=_split_names(tasks),
-                         seed=seed, progress=True)
+                         seed=seed, progress=progress)
     table = Table(title=f"probing tasks in {out} ({report.split_source})")
     for column in ("task", "column", "tr", "va", "te"):
         table.add_column(column, justify="right" if column in ("tr", "va", "te") else "left", no_wrap=True)
