@@ -118,6 +118,15 @@ class Store:
         expect_input_hash: str | None = None,
         allow_incomplete: bool = False,
     ) -> "Store":
+        """Open the store folder ``path`` (nothing is read but the index and the sentences).
+
+        ``expect_fingerprint``/``expect_input_hash`` refuse a store of another model (weights and
+        tokenizer) or input; an incomplete store is refused unless ``allow_incomplete``. Then
+        ``layer(l)`` is ``[rows, hidden]`` float32 (rows of sentence ``i``: ``offsets[i]:offsets[i+1]``),
+        ``sentence_vectors(l)`` ``[n_sentences, hidden]`` and ``attention(i)``
+        ``[len(attention_layers), heads, n+2, n+2]``; layers in the one numbering (0 = embeddings).
+        Raises :class:`StoreError` with one line for anything wrong.
+        """
         path = Path(path)
         index_path = path / INDEX_NAME
         if not index_path.is_file():
