@@ -195,8 +195,17 @@ def test_percent_display():
 # -- the encoder's one forward path ---------------------------------------------------------------------
 
 
-def test_forward_returns_what_was_asked_and_restores_attention(tiny_bert):
+@pytest.fixture
+def sdpa_tiny_bert(tiny_bert):
+    """The shared tiny model switched to sdpa for one test, and back after it."""
+    before = tiny_bert.attention_implementation
     tiny_bert.model.set_attn_implementation("sdpa")
+    yield tiny_bert
+    tiny_bert.model.set_attn_implementation(before)
+
+
+def test_forward_returns_what_was_asked_and_restores_attention(sdpa_tiny_bert):
+    tiny_bert = sdpa_tiny_bert
     batch = tiny_bert.tokenizer(["the quick brown fox", "dogs chase cats"], padding=True, return_tensors="pt")
     out = tiny_bert.forward(batch, attentions=True)
     assert len(out.hidden_states) == tiny_bert.num_layers + 1
@@ -209,8 +218,8 @@ def test_forward_returns_what_was_asked_and_restores_attention(tiny_bert):
     torch.testing.assert_close(plain.layer(2), out.layer(2), atol=1e-5, rtol=1e-4)
 
 
-def test_eager_attention_restores_even_on_error(tiny_bert):
-    tiny_bert.model.set_attn_implementation("sdpa")
+def test_eager_attention_restores_even_on_error(sdpa_tiny_bert):
+    tiny_bert = sdpa_tiny_bert
     with pytest.raises(RuntimeError):
         with tiny_bert.eager_attention():
             assert tiny_bert.attention_implementation == "eager"

@@ -50,7 +50,7 @@ def test_pattern_classifier_figures_come_from_its_evaluation_file(tiny_report):
     shipped = next(row for row in evaluation["test"] if row["classifier"].startswith("CNN (shipped"))
     note = next(n for n in report_run.setup_notes() if n.startswith("Pattern types"))
     assert f"{evaluation['n_maps']} hand-labelled maps" in note
-    assert f"{shipped['test_accuracy']:.2f} accuracy on the {evaluation['split_sizes']['test']} held out" in note
+    assert f"{100 * shipped['test_accuracy']:.0f}% accuracy on the {evaluation['split_sizes']['test']} held out" in note
     assert note.replace("'", "&#39;") in path.read_text(encoding="utf-8")
 
 

@@ -20,8 +20,7 @@ TEXTS = ["The quick brown fox jumps over the lazy dog .", "Antidisestablishmenta
 
 def _reference_word_vectors(encoder, sentence, layer, pool="mean"):
     tok = encoder.tokenizer([list(sentence.words)], is_split_into_words=True, return_tensors="pt")
-    with torch.no_grad():
-        out = encoder.model(**tok, output_hidden_states=True, output_attentions=True)
+    out = encoder.forward(tok, attentions=True)
     word_ids = tok.word_ids(0)
     h = out.hidden_states[layer][0]
     rows = []

@@ -55,7 +55,7 @@ def test_the_same_folders_are_accepted_by_tasks_probing_and_attention(tmp_path, 
     assert {split: path.name for split, path in splits.items()} == dict(zip(("train", "dev", "test"), FOLDERS[kind]))
     by_split, _, source = load_splits(folder)  # tasks
     assert source == "treebank train/dev/test files" and all(len(by_split[s]) == 1 for s in ("tr", "va", "te"))
-    pools = load_ud_pools(folder, None, None)  # probing
+    pools = load_ud_pools(folder)  # probing
     assert set(pools) == {"train", "dev", "test"}
 
 
