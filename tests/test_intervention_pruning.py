@@ -9,7 +9,7 @@ import pytest
 import torch
 import transformers
 
-from bertology.errors import ModelError
+from bertology.errors import OutputError, ModelError
 from bertology.intervention import (
     count_parameters,
     load_pruned,
@@ -100,7 +100,7 @@ def test_save_and_load_a_pruned_classifier(tmp_path):
     assert type(loaded) is transformers.BertForSequenceClassification
     torch.testing.assert_close(run(loaded).logits, expected, atol=1e-6, rtol=1e-6)
     assert count_parameters(loaded) == count_parameters(model)
-    with pytest.raises(ModelError, match="not empty"):
+    with pytest.raises(OutputError, match="not empty"):
         save_pruned(model, tmp_path / "pruned")
 
 

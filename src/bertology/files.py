@@ -135,3 +135,37 @@ def save_figure(figure, path: str | os.PathLike, **kwargs) -> Path:
     with atomic_path(path) as tmp:
         figure.savefig(tmp, format=path.suffix.lstrip(".") or "png", **kwargs)
     return path
+
+
+#: Output folders are listed and read by others too (mkdtemp makes them 0700).
+FOLDER_MODE = 0o755
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, replace: bool = True) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path``; on success it replaces ``path`` (a whole folder appears
+    or nothing does), on failure it is removed. With ``replace=False`` an existing non-empty ``path`` is
+    an error instead of being replaced."""
+    import shutil
+
+    path = Path(path)
+    if not replace and path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise OutputError(f"cannot write {path}: it exists and is not empty; choose a new output folder")
+    ensure_dir(path.parent)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as error:
+        raise describe_os_error(error, path) from None
+    try:
+        yield tmp
+        os.chmod(tmp, FOLDER_MODE)
+        if path.is_dir():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except OutputError:
+        raise
+    except OSError as error:
+        raise describe_os_error(error, path) from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -8,9 +8,6 @@ live beside it in ``heads.safetensors``.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -20,7 +17,7 @@ from transformers import AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from bertology.errors import ModelError
-from bertology.files import describe_os_error, ensure_dir
+from bertology.files import atomic_dir, write_json
 from bertology.finetune.variants import Variant, layer_list, parse_variant
 from bertology.runtime import resolve_device
 
@@ -126,27 +123,13 @@ def build_glue_model(backbone: nn.Module, num_labels: int, variant: Variant | st
 def save_checkpoint(model: GlueModel, tokenizer, out_dir: str | Path, meta: dict) -> Path:
     """Write ``model``, ``tokenizer`` and ``meta`` to ``out_dir`` atomically (a temp folder, then a rename)."""
     out_dir = Path(out_dir)
-    ensure_dir(out_dir.parent)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    except OSError as error:
-        raise describe_os_error(error, out_dir) from None
-    try:
+    with atomic_dir(out_dir) as tmp:
         model.backbone.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         save_file({k: v.detach().cpu().contiguous() for k, v in model.heads.state_dict().items()}, str(tmp / HEADS_FILE))
         meta = dict(meta, num_labels=model.num_labels, variant=model.variant.name,
                     objective_layers=list(model.objective_layers))
-        (tmp / CHECKPOINT_META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=str))
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a checkpoint is meant to be shared
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(tmp, out_dir)
-    except OSError as error:
-        raise describe_os_error(error, out_dir) from None
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        write_json(tmp / CHECKPOINT_META, meta, indent=2)
     return out_dir
 
 

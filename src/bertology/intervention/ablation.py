@@ -27,6 +27,16 @@ def _metric_name(evaluate_fn: EvaluateFn, metric_name: str | None) -> str:
     return metric_name or str(getattr(evaluate_fn, "metric", "metric"))
 
 
+def _before_and_after(model, evaluate_fn: EvaluateFn, intervention, count_column: str, count: int,
+                      metric_name: str | None) -> pd.DataFrame:
+    """One row: the metric without and then inside ``intervention`` (a context manager of hooks)."""
+    baseline = metric_of(evaluate_fn, model)
+    with intervention:
+        metric = metric_of(evaluate_fn, model)
+    return pd.DataFrame([{count_column: count, "metric_name": _metric_name(evaluate_fn, metric_name),
+                          "baseline": baseline, "metric": metric, "delta": metric - baseline}])
+
+
 def ablate_heads(model: nn.Module, heads: HeadSpec, evaluate_fn: EvaluateFn, metric_name: str | None = None) -> Result:
     """The metric before and after masking ``heads`` (``"L4H5,L3"``, ``[(4, 5)]``...).
 
@@ -37,11 +47,7 @@ def ablate_heads(model: nn.Module, heads: HeadSpec, evaluate_fn: EvaluateFn, met
     chosen = layout.heads(heads)
     if not chosen:
         raise DataError("ablate_heads: no heads given; expected e.g. 'L4H5' or [(4, 5)]")
-    baseline = metric_of(evaluate_fn, model)
-    with mask_heads(model, chosen):
-        metric = metric_of(evaluate_fn, model)
-    scores = pd.DataFrame([{"n_masked": len(chosen), "metric_name": _metric_name(evaluate_fn, metric_name),
-                            "baseline": baseline, "metric": metric, "delta": metric - baseline}])
+    scores = _before_and_after(model, evaluate_fn, mask_heads(model, chosen), "n_masked", len(chosen), metric_name)
     return Result("ablate_heads", tables={"scores": scores, "heads": heads_frame(chosen)},
                   meta={"num_layers": layout.num_layers, "num_heads": layout.num_heads})
 
@@ -58,11 +64,7 @@ def ablate_layers(model: nn.Module, layers: Iterable[int] | str, evaluate_fn: Ev
     chosen = layout.layer_list(layers)
     if not chosen:
         raise DataError("ablate_layers: no layers given; expected e.g. '2' or [2, 3]")
-    baseline = metric_of(evaluate_fn, model)
-    with drop_layers(model, chosen):
-        metric = metric_of(evaluate_fn, model)
-    scores = pd.DataFrame([{"n_dropped": len(chosen), "metric_name": _metric_name(evaluate_fn, metric_name),
-                            "baseline": baseline, "metric": metric, "delta": metric - baseline}])
+    scores = _before_and_after(model, evaluate_fn, drop_layers(model, chosen), "n_dropped", len(chosen), metric_name)
     return Result("ablate_layers", tables={"scores": scores, "layers": pd.DataFrame({"layer": chosen})},
                   meta={"num_layers": layout.num_layers})
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
-import tempfile
 import time
 import types
 import warnings
@@ -28,7 +26,7 @@ import torch
 from torch import nn
 
 from bertology.errors import ModelError
-from bertology.files import describe_os_error, ensure_dir
+from bertology.files import atomic_dir
 from bertology.intervention.hooks import (AttentionSite, HeadSpec, model_layout, record_pruned_heads,
                                           recorded_pruned_heads)
 
@@ -180,23 +178,10 @@ def measure_latency(model: nn.Module, inputs: dict, repeats: int = 20, warmup: i
 def save_pruned(model: nn.Module, out: str | os.PathLike, tokenizer=None) -> Path:
     """Save a (pruned) model with ``save_pretrained`` via a temporary folder renamed into place."""
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ModelError(f"{out}: exists and is not empty; choose a new output folder")
-    ensure_dir(out.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out, replace=False) as tmp:
         model.save_pretrained(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        if out.exists():
-            out.rmdir()
-        os.replace(tmp, out)
-    except OSError as error:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise describe_os_error(error, out) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

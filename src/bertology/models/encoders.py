@@ -268,12 +268,6 @@ class Encoder:
             logits=getattr(output, "logits", None) if logits else None,
         )
 
-    def with_attentions(self) -> "Encoder":
-        """Deprecated: switches the model to eager attention in place. Use :meth:`eager_attention`."""
-        if self.attention_implementation != "eager":
-            self.model.set_attn_implementation("eager")
-        return self
-
     def compiled(self):
         """The model through ``torch.compile`` with dynamic shapes, compiled on first use and kept."""
         if self._compiled is None:

@@ -265,6 +265,18 @@ def _rows(model, task, probe, layers, seed, metric, values, baseline, split, com
             for layer, v in zip(layers, values)]
 
 
+def check_probe_settings(probe: str, seeds: Iterable[int], train_fraction: float) -> list[int]:
+    """The settings every probing experiment shares, checked; returns the seeds as a list."""
+    if probe not in PROBE_KINDS:
+        raise DataError(f"probe {probe!r}; expected one of {', '.join(PROBE_KINDS)}")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
+    if not 0 < train_fraction <= 1:
+        raise DataError(f"train_fraction {train_fraction}; expected a number in (0, 1]")
+    return seeds
+
+
 def _fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
                    scalar_mix: bool) -> list[dict]:
     """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test."""
@@ -331,13 +343,7 @@ def run_probing(
     """
     from bertology.models import Encoder, load_encoder
 
-    if probe not in PROBE_KINDS:
-        raise DataError(f"probe {probe!r}; expected one of {', '.join(PROBE_KINDS)}")
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
-    if not 0 < train_fraction <= 1:
-        raise DataError(f"train_fraction {train_fraction}; expected a number in (0, 1]")
+    seeds = check_probe_settings(probe, seeds, train_fraction)
     if control not in (True, False, "token"):
         raise DataError(f"control={control!r}; expected True, False or 'token'")
     run_device = resolve_device(device)

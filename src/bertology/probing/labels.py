@@ -26,7 +26,7 @@ from bertology.errors import DataError, StoreError
 from bertology.numbering import parse_layers
 from bertology.probing.controls import ControlTask, majority_accuracy, word_type
 from bertology.probing.datasets import SPLITS
-from bertology.probing.probes import DEFAULT_L2, PROBE_KINDS, as_layer_tensor
+from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -137,15 +137,9 @@ def probe_labels(
     Returns a :class:`~bertology.results.Result` with the tables of :func:`run_probing` (``results``,
     ``summary``, ``table2``, ``datasets``); accuracies are fractions.
     """
-    from bertology.probing.experiment import _fit_and_score, _rows, _selectivity, _tables
+    from bertology.probing.experiment import _fit_and_score, _rows, _selectivity, _tables, check_probe_settings
 
-    if probe not in PROBE_KINDS:
-        raise DataError(f"probe {probe!r}; expected one of {', '.join(PROBE_KINDS)}")
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
-    if not 0 < train_fraction <= 1:
-        raise DataError(f"train_fraction {train_fraction}; expected a number in (0, 1]")
+    seeds = check_probe_settings(probe, seeds, train_fraction)
     features = _open(features)
     if _is_store(features):
         store = features

@@ -372,7 +372,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
                             "two classes")
         if X_dev is None:
             if X_train.shape[1] < 2:
-                raise DataError(f"X_train has 1 sample; a probe needs at least 2 (10% are held out for dev)")
+                raise DataError("X_train has 1 sample; a probe needs at least 2 (10% are held out for dev)")
             # No dev split given: hold out 10% of train (seeded) so selection still never sees test.
             rng = np.random.default_rng(derive_seed(self.seed, "dev-holdout"))
             order = rng.permutation(X_train.shape[1])

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 
-from bertology.errors import OutputError
-from bertology.files import atomic_path, describe_os_error, ensure_dir, write_json
+from bertology.files import atomic_dir, atomic_path, write_json
 
-#: A finished result folder is readable by others, like every output (mkdtemp makes it 0700).
-FOLDER_MODE = 0o755
 
 
 def key_hash(key: dict) -> str:
@@ -46,30 +40,11 @@ class ResultCache:
             return {p.stem: pd.read_parquet(p) for p in sorted(target.glob("*.parquet"))}
         self.misses.append(name)
         tables = compute()
-        ensure_dir(self.root)
-        try:
-            tmp = Path(tempfile.mkdtemp(dir=self.root, prefix=f".{name}-"))
-        except OSError as error:
-            raise describe_os_error(error, self.root / name) from None
-        try:
+        with atomic_dir(target) as tmp:
             for table_name, frame in tables.items():
                 with atomic_path(tmp / f"{table_name}.parquet") as part:
                     _clean_for_parquet(frame).to_parquet(part, index=False)
             write_json(tmp / "key.json", json.loads(json.dumps(key, sort_keys=True, default=str)))
-            os.chmod(tmp, FOLDER_MODE)
-            if target.exists():
-                shutil.rmtree(target)
-            # The folder appears complete or not at all: its files are written first, then it is renamed.
-            tmp.rename(target)
-        except OutputError:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        except OSError as error:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise describe_os_error(error, target) from None
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return {k: pd.read_parquet(target / f"{k}.parquet") for k in tables}
 
 
