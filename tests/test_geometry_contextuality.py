@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +16,9 @@ from typer.testing import CliRunner
 from bertology.errors import DataError, UsageError
 from bertology.geometry import measures
 from bertology.geometry.contextuality import is_punctuation, measure_layer, plan_sample
+
+sys.path.insert(0, str(Path(__file__).parent))
+from knowledge_models import save_tiny_encoder, write_toy_corpus  # noqa: E402
 
 SQRT_HALF = math.sqrt(0.5)
 
@@ -147,22 +152,12 @@ def test_no_frequent_word_is_one_clear_error():
 
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
-    from bertology.models.tiny import tiny_encoder
-
-    encoder = tiny_encoder("bert", attentions=False)
-    folder = tmp_path_factory.mktemp("tiny") / "tiny-bert"
-    encoder.model.save_pretrained(folder)
-    encoder.tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny") / "tiny-bert")
 
 
 @pytest.fixture(scope="module")
 def toy_corpus(tmp_path_factory):
-    from bertology.models.tiny import training_corpus
-
-    path = tmp_path_factory.mktemp("corpus") / "toy.txt"
-    path.write_text("\n".join(training_corpus()) + "\n", encoding="utf-8")
-    return path
+    return write_toy_corpus(tmp_path_factory.mktemp("corpus") / "toy.txt")
 
 
 def test_command_end_to_end_on_a_tiny_model(tiny_folder, toy_corpus, tmp_path, monkeypatch):
