@@ -3,3 +3,8 @@
 from bertology.knowledge.static import plan_static, plot_static, static_layer, static_similarity, u_shape
 
 __all__ = ["plan_static", "plot_static", "static_layer", "static_similarity", "u_shape"]
+from bertology.knowledge.mlm_probe import (  # noqa: E402
+    LayerwiseMLMHead, evaluate_heads, input_dropout, mlm_probe, plot_mlm_probe, train_heads,
+)
+
+__all__ += ["LayerwiseMLMHead", "evaluate_heads", "input_dropout", "mlm_probe", "plot_mlm_probe", "train_heads"]

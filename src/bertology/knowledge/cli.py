@@ -81,3 +81,80 @@ def static_command(
         verdict = "U shape" if shape.get("u_shape") else "no U shape"
         console.print(f"{reference}: {verdict} (minimum at layer {shape.get('minimum_layer')})")
     console.print(f"results in {out} (layers, summary; static_similarity.png)")
+
+
+@app.command("mlm-probe")
+def mlm_probe_command(
+    model: str = options.model_option(),
+    data: Optional[Path] = options.data_option(help="Training text (any corpus format); default the packaged "
+                                               "UD English EWT train. Without --eval-data, every fifth sentence "
+                                               "of --data is held out."),
+    eval_data: Optional[Path] = typer.Option(None, "--eval-data", help="Held-out text (default: the packaged "
+                                             "EWT dev when --data is not given)."),
+    out: Optional[Path] = options.out_option("knowledge/mlm-probe"),
+    seeds: Optional[int] = options.seeds_option(default=None, help="How many seeds (default 3; 1 with --quick)."),
+    seed: int = options.seed_option(),
+    layers: Optional[str] = options.layers_option(),
+    device: str = options.device_option(),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N training sentences."),
+    max_eval_sentences: Optional[int] = typer.Option(None, "--max-eval-sentences",
+                                                     help="Use only the first N held-out sentences."),
+    dropout: float = typer.Option(0.9, "--dropout", help="Dropout rate on the frozen model's word-embedding "
+                                  "lookup (the report's 'highly dropouted embeddings'); 0 = clean input."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the training text (default 2; 1 "
+                                         "with --quick)."),
+    batch_size: int = typer.Option(128, "--batch-size", help="Tokens per step."),
+    lr: float = typer.Option(2e-3, "--lr", help="AdamW learning rate (linear decay to 0)."),
+    decoder: str = typer.Option("tied", "--decoder", help="tied: the model's frozen input embeddings + a "
+                                "trained bias (BERT's head); untied: a trained dim x vocab decoder per layer."),
+    bf16: bool = typer.Option(False, "--bf16", help="bfloat16 autocast (for GPUs; on CPU it is slower)."),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also probe the untrained twin."),
+    quick: bool = typer.Option(False, "--quick", help="A few minutes on a CPU: 400 training and 100 held-out "
+                               "sentences, 1 epoch, 1 seed (explicit options win)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where stores are cached."),
+    progress: bool = options.progress_option(),
+) -> None:
+    """The Convexity report's MLM probe: a BERT MLM head trained on every layer (all layers in one pass)
+    on input with heavily dropped-out word embeddings; top-1/top-10 accuracy and perplexity on held-out
+    text, model vs untrained twin, over seeds."""
+    from bertology.knowledge.mlm_probe import DEFAULTS, QUICK, mlm_probe, plot_mlm_probe
+    from bertology.results import percent
+    from bertology.runtime import seed_list
+
+    preset = QUICK if quick else {}
+    seeds = seeds if seeds is not None else preset.get("seeds", DEFAULTS["seeds"])
+    epochs = epochs if epochs is not None else preset.get("epochs", DEFAULTS["epochs"])
+    if quick:
+        max_sentences = max_sentences if max_sentences is not None else preset["max_sentences"]
+        max_eval_sentences = max_eval_sentences if max_eval_sentences is not None else preset["max_eval_sentences"]
+    options.check_positive(max_eval_sentences, "--max-eval-sentences")
+    chosen_seeds = seed_list(seeds, seed)
+    out = out or options.default_out("knowledge/mlm-probe", Path(model).name, _data_name(data, "ewt"))
+    result = mlm_probe(model, data, eval_data, seeds=chosen_seeds, layers=layers, untrained=untrained,
+                       dropout=dropout, epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder,
+                       max_sentences=max_sentences, max_eval_sentences=max_eval_sentences, autocast=bf16,
+                       device=device, cache_dir=cache_dir, progress=progress)
+    result.figures["mlm_probe"] = plot_mlm_probe(result["summary"], result["baselines"], Path(out) / "mlm_probe.png",
+                                                 title=f"{result.meta['model']['name']}: MLM probe per layer "
+                                                 f"(input dropout {dropout:g})")
+    result.save(out)
+    summary = result["summary"]
+    view = Table(title=f"MLM probe, {result.meta['model']['name']}: held-out accuracy (%) and perplexity, mean "
+                 f"over {len(chosen_seeds)} seed(s)")
+    for header in ("layer", "top-1", "top-10", "perplexity", "twin top-1", "twin top-10", "twin perplexity"):
+        view.add_column(header, justify="right")
+    for layer in sorted(summary["layer"].unique()):
+        cells = [str(int(layer))]
+        for kind in ("trained", "untrained"):
+            part = summary[(summary["layer"] == layer) & (summary["encoder"] == kind)]
+            if part.empty:
+                cells += ["–"] * 3
+            else:
+                row = part.iloc[0]
+                cells += [percent(row["top1"]), percent(row["top10"]), _number(row["perplexity"], 1)]
+        view.add_row(*cells)
+    console.print(view)
+    base = result["baselines"].iloc[0]
+    console.print(f"unigram baseline: top-1 {percent(base['top1'])}%, top-10 {percent(base['top10'])}%, "
+                  f"perplexity {base['perplexity']:.1f}")
+    console.print(f"results in {out} (layers, summary, baselines, training; mlm_probe.png)")
