@@ -8,3 +8,7 @@ from bertology.knowledge.mlm_probe import (  # noqa: E402
 )
 
 __all__ += ["LayerwiseMLMHead", "evaluate_heads", "input_dropout", "mlm_probe", "plot_mlm_probe", "train_heads"]
+from bertology.knowledge.lama import lama, load_lama  # noqa: E402
+from bertology.knowledge.mlm import load_masked_lm  # noqa: E402
+
+__all__ += ["lama", "load_lama", "load_masked_lm"]

@@ -158,3 +158,62 @@ def mlm_probe_command(
     console.print(f"unigram baseline: top-1 {percent(base['top1'])}%, top-10 {percent(base['top10'])}%, "
                   f"perplexity {base['perplexity']:.1f}")
     console.print(f"results in {out} (layers, summary, baselines, training; mlm_probe.png)")
+
+
+@app.command("lama")
+def lama_command(
+    model: str = options.model_option(),
+    data: Optional[Path] = options.data_option(help="A LAMA data folder (relations.jsonl, TREx/, Google_RE/, "
+                                               "Squad/; default ../shared/data/lama) or one relation's JSONL file."),
+    out: Optional[Path] = options.out_option("knowledge/lama"),
+    corpora: Optional[str] = typer.Option(None, "--corpora", help="Google-RE, T-REx, SQuAD (default all)."),
+    relations: Optional[str] = typer.Option(None, "--relations", help="Only these relations, e.g. P19,P20."),
+    template: Optional[str] = typer.Option(None, "--template", help="For a single relation file: the template, "
+                                           "with [X] for the subject and [Y] for the object."),
+    vocab: Optional[Path] = typer.Option(None, "--vocab", help="Candidate vocabulary, one token a line (e.g. "
+                                         "LAMA's common_vocab_cased.txt); default the tokenizer's whole words."),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N facts of each relation."),
+    layers: Optional[str] = options.layers_option(help="Also score each layer through the model's own MLM head "
+                                                  "(a logit lens): all, 0,3,6, ...; default only the output."),
+    seeds: int = options.seeds_option(default=1, help="How many untrained twins (seeds from --seed)."),
+    seed: int = options.seed_option(),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also score the untrained twin."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per forward pass."),
+    device: str = options.device_option(),
+    progress: bool = options.progress_option(),
+) -> None:
+    """LAMA (Petroni et al. 2019): P@1, P@10 and MRR per relation and per corpus for a masked LM, over a common
+    vocabulary, single-token objects only (the others are counted), model vs untrained twin."""
+    from bertology.knowledge.lama import lama
+    from bertology.results import percent
+    from bertology.runtime import seed_list
+
+    options.check_positive(batch_size, "--batch-size")
+    options.check_positive(max_sentences, "--max-sentences")
+    chosen_seeds = seed_list(seeds, seed)
+    out = out or options.default_out("knowledge/lama", Path(model).name, _data_name(data, "lama"))
+    result = lama(model, data, corpora=corpora, relations=relations.split(",") if relations else None,
+                  template=template, max_facts=max_sentences, vocab=vocab, layers=layers, seeds=chosen_seeds,
+                  untrained=untrained, batch_size=batch_size, device=device, progress=progress)
+    result.save(out)
+    corpus_table = result["corpora"]
+    last = corpus_table["layer"].max()
+    view = Table(title=f"LAMA, {result.meta['model']} ({result.meta['vocabulary']['kept']:,} candidates; "
+                 "mean over relations, %)")
+    for header in ("corpus", "relations", "facts", "P@1", "P@10", "MRR", "twin P@1", "chance P@1"):
+        view.add_column(header, justify="right")
+    trained = corpus_table[(corpus_table["encoder"] == "trained") & (corpus_table["layer"] == last)]
+    twins = corpus_table[(corpus_table["encoder"] == "untrained") & (corpus_table["layer"] == last)]
+    for _, row in trained.iterrows():
+        twin = twins[twins["corpus"] == row["corpus"]]["p_at_1"]
+        view.add_row(row["corpus"], str(int(row["relations"])), f"{int(row['facts']):,}", percent(row["p_at_1"]),
+                     percent(row["p_at_10"]), percent(row["mrr"]), percent(twin.mean()) if len(twin) else "–",
+                     percent(row["chance_p_at_1"], 3))
+    console.print(view)
+    split = int(result["relations"].query("encoder == 'trained'")["split_objects"].sum())
+    if split:
+        console.print(f"{split:,} facts have objects the tokenizer splits into several tokens; they are counted "
+                      "(split_objects) and not scored, as in LAMA")
+    if len(result["missing"]):
+        console.print(f"relations without data here: {', '.join(result['missing']['relation'])}")
+    console.print(f"results in {out} (relations, corpora, facts, missing)")
