@@ -66,7 +66,7 @@ def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder:
               f"cross-entropy {diff_ce:.2e} nats)")
 
 
-def bench_pairs(sentences: int, batch_size: int, repeats: int) -> None:
+def bench_pairs(sentences: int, batch_tokens: int, repeats: int) -> None:
     from bertology.knowledge.pairs import pseudo_log_likelihoods
     from bertology.knowledge.mlm import load_masked_lm
     from bertology.models.tiny import training_corpus
@@ -89,7 +89,7 @@ def bench_pairs(sentences: int, batch_size: int, repeats: int) -> None:
         ours_times, theirs_times = [], []
         for _ in range(repeats):
             started = time.perf_counter()
-            ours = pseudo_log_likelihoods(model, tokenizer, texts, batch_size=batch_size)
+            ours = pseudo_log_likelihoods(model, tokenizer, texts, batch_tokens=batch_tokens)
             ours_times.append(time.perf_counter() - started)
             started = time.perf_counter()
             theirs = theirs_scorer.sequence_score(texts, reduction=lambda x: x.sum(0).item(), PLL_metric="original")
@@ -110,6 +110,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--decoder", default="tied", choices=["tied", "untied"])
+    parser.add_argument("--batch-tokens", type=int, default=8192, help="pairs: padded tokens per forward pass")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
@@ -119,7 +120,7 @@ def main() -> None:
     if args.what == "mlm":
         bench_mlm(args.model, args.sentences, args.epochs, args.batch_size, args.decoder, args.repeats)
     else:
-        bench_pairs(args.sentences, args.batch_size, args.repeats)
+        bench_pairs(args.sentences, args.batch_tokens, args.repeats)
 
 
 if __name__ == "__main__":

@@ -12,3 +12,6 @@ from bertology.knowledge.lama import lama, load_lama  # noqa: E402
 from bertology.knowledge.mlm import load_masked_lm  # noqa: E402
 
 __all__ += ["lama", "load_lama", "load_masked_lm"]
+from bertology.knowledge.pairs import minimal_pairs, pseudo_log_likelihoods, read_pairs  # noqa: E402
+
+__all__ += ["minimal_pairs", "pseudo_log_likelihoods", "read_pairs"]

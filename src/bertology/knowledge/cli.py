@@ -217,3 +217,55 @@ def lama_command(
     if len(result["missing"]):
         console.print(f"relations without data here: {', '.join(result['missing']['relation'])}")
     console.print(f"results in {out} (relations, corpora, facts, missing)")
+
+
+@app.command("pairs")
+def pairs_command(
+    model: str = options.model_option(),
+    data: Optional[Path] = options.data_option(default=None, help="BLiMP-format JSONL (sentence_good, "
+                                               "sentence_bad per line; UID = paradigm) or a folder of them."),
+    out: Optional[Path] = options.out_option("knowledge/pairs"),
+    whole_word: bool = typer.Option(False, "--whole-word", help="Mask all tokens of a word together."),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N pairs of each file."),
+    layers: Optional[str] = options.layers_option(help="Also score through the model's MLM head applied to each "
+                                                  "layer (a logit lens): all, 0,3,6, ...; default only the output."),
+    seeds: int = options.seeds_option(default=1, help="How many untrained twins (seeds from --seed)."),
+    seed: int = options.seed_option(),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also score the untrained twin."),
+    batch_tokens: int = typer.Option(8192, "--batch-tokens", help="Padded tokens per forward pass (all masked "
+                                     "copies of a sentence always go together)."),
+    device: str = options.device_option(),
+    progress: bool = options.progress_option(),
+) -> None:
+    """Minimal pairs scored by pseudo-log-likelihood (Salazar et al. 2020): accuracy per paradigm (good
+    sentence's PLL above the bad one's), model vs untrained twin, chance 0.5."""
+    from bertology.knowledge.pairs import minimal_pairs
+    from bertology.results import percent
+    from bertology.runtime import seed_list
+
+    options.check_positive(max_sentences, "--max-sentences")
+    options.check_positive(batch_tokens, "--batch-tokens")
+    chosen_seeds = seed_list(seeds, seed)
+    out = out or options.default_out("knowledge/pairs", Path(model).name, _data_name(data, "pairs"))
+    result = minimal_pairs(model, data, whole_word=whole_word, layers=layers, max_pairs=max_sentences,
+                           seeds=chosen_seeds, untrained=untrained, batch_tokens=batch_tokens, device=device,
+                           progress=progress)
+    result.save(out)
+    paradigms = result["paradigms"]
+    last = paradigms["layer"].max()
+    view = Table(title=f"minimal pairs, {result.meta['model']}: accuracy (%), PLL"
+                 + (" with whole-word masking" if whole_word else ""))
+    for header in ("paradigm", "pairs", "model", "twin"):
+        view.add_column(header, justify="right")
+    trained = paradigms[(paradigms["encoder"] == "trained") & (paradigms["layer"] == last)]
+    twins = paradigms[(paradigms["encoder"] == "untrained") & (paradigms["layer"] == last)]
+    for _, row in trained.iterrows():
+        twin = twins[twins["paradigm"] == row["paradigm"]]["accuracy"]
+        view.add_row(row["paradigm"], str(int(row["pairs"])), percent(row["accuracy"]),
+                     percent(twin.mean()) if len(twin) else "–")
+    console.print(view)
+    summary = result["summary"]
+    overall = summary[(summary["encoder"] == "trained") & (summary["layer"] == last)].iloc[0]
+    console.print(f"overall: {percent(overall['accuracy'])}% of {int(overall['pairs'])} pairs "
+                  f"(mean over {int(overall['paradigms'])} paradigms {percent(overall['paradigm_mean'])}%; chance 50%)")
+    console.print(f"results in {out} (pairs, paradigms, summary)")
