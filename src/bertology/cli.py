@@ -229,6 +229,13 @@ def _register_subcommands() -> None:
     from bertology.intervention.cli import app as ablate_app
 
     app.add_typer(ablate_app, name="ablate", help="Head and layer ablation, head importance, pruning.")
+    from bertology.geometry.cli import app as geometry_app
+
+    app.add_typer(geometry_app, name="geometry", help="Contextuality and anisotropy per layer (Ethayarajh 2019).")
+    from bertology.knowledge.cli import app as knowledge_app
+
+    app.add_typer(knowledge_app, name="knowledge", help="Static similarity, the Convexity MLM probe, LAMA, "
+                  "minimal pairs.")
 
 
 _register_subcommands()

@@ -1,0 +1,127 @@
+"""Knowledge benchmarks, baseline and ours in one process, ratio printed.
+
+1. ``mlm``: the Convexity MLM probe's heads, all layers trained in one pass over the store (stacked
+   weights, batched products) vs a loop that trains one layer's head at a time (reading only that layer
+   from the store each time). Same store, same seeds, same batches: the per-layer results must agree,
+   and the largest difference is printed beside the timings.
+2. ``pairs``: pseudo-log-likelihood scoring of minimal pairs, sentences per second, ours (every masked
+   copy of a sentence in one forward pass, several sentences per batch) vs minicons' MaskedLMScorer
+   (``sequence_score(..., reduction=sum)``, PLL), on the same model and sentences; the largest score
+   difference is printed too.
+
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py mlm --model minilm --sentences 200
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py pairs --sentences 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+
+def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder: str, repeats: int) -> None:
+    from bertology.data import default_corpus, read_corpus
+    from bertology.geometry.stores import as_encoder
+    from bertology.knowledge.mlm_probe import dropout_store, evaluate_heads, token_rows, train_heads
+    from bertology.models.tiny import tiny_encoder
+
+    encoder = tiny_encoder("bert", seed=1, attentions=False) if model == "tiny" else as_encoder(model, "cpu")
+    text = read_corpus(default_corpus("ewt-dev"))[:sentences]
+    with tempfile.TemporaryDirectory() as cache:
+        store = dropout_store(encoder, text, 0.9, 0, cache_dir=cache)
+        rows = token_rows(store, encoder.tokenizer)
+        layers = store.layers
+        vocab = int(encoder.model.get_input_embeddings().weight.shape[0])
+        tied = encoder.model.get_input_embeddings().weight.detach() if decoder == "tied" else None
+        common = dict(seed=0, epochs=epochs, batch_size=batch_size, lr=2e-3, tied_embeddings=tied)
+        print(f"MLM probe heads: {encoder.name}, {len(layers)} layers, {rows.n_targets:,} tokens, vocab {vocab:,}, "
+              f"decoder {decoder}, {epochs} epoch(s), batch {batch_size}, torch threads {torch.get_num_threads()}")
+        loop_times, batched_times = [], []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            loop_scores = []
+            for layer in layers:
+                head, _ = train_heads(rows, [layer], vocab, **common)
+                loop_scores.append(evaluate_heads(head, rows, [layer]))
+            loop_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            head, _ = train_heads(rows, layers, vocab, **common)
+            batched = evaluate_heads(head, rows, layers)
+            batched_times.append(time.perf_counter() - started)
+        loop_ce = np.array([s["cross_entropy"].iloc[0] for s in loop_scores])
+        loop_top1 = np.array([s["top1"].iloc[0] for s in loop_scores])
+        diff_ce = float(np.max(np.abs(loop_ce - batched["cross_entropy"].to_numpy())))
+        diff_top1 = float(np.max(np.abs(loop_top1 - batched["top1"].to_numpy())))
+        loop, ours = min(loop_times), min(batched_times)
+        tokens = rows.n_targets * epochs * len(layers)
+        print(f"  per-layer loop : {loop:8.2f} s  ({tokens / loop:,.0f} token-layers/s)")
+        print(f"  all layers     : {ours:8.2f} s  ({tokens / ours:,.0f} token-layers/s)")
+        print(f"  ratio          : {loop / ours:.2f}x   (best of {repeats}; largest difference: top-1 {diff_top1:.2e}, "
+              f"cross-entropy {diff_ce:.2e} nats)")
+
+
+def bench_pairs(sentences: int, batch_tokens: int, repeats: int) -> None:
+    from bertology.knowledge.pairs import pseudo_log_likelihoods
+    from bertology.knowledge.mlm import load_masked_lm
+    from bertology.models.tiny import training_corpus
+
+    try:
+        from minicons import scorer
+    except ImportError:
+        print("pairs: minicons is not installed (pip install --no-deps minicons); skipped")
+        return
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+    from knowledge_models import save_tiny_mlm
+
+    texts = (training_corpus() * (sentences // len(training_corpus()) + 1))[:sentences]
+    with tempfile.TemporaryDirectory() as folder:
+        save_tiny_mlm(folder)
+        model, tokenizer = load_masked_lm(folder)
+        theirs_scorer = scorer.MaskedLMScorer(folder, "cpu")
+        ours_times, theirs_times = [], []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            ours = pseudo_log_likelihoods(model, tokenizer, texts, batch_tokens=batch_tokens)
+            ours_times.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            theirs = theirs_scorer.sequence_score(texts, reduction=lambda x: x.sum(0).item(), PLL_metric="original")
+            theirs_times.append(time.perf_counter() - started)
+        diff = float(np.max(np.abs(np.asarray(ours) - np.asarray(theirs))))
+        o, t = min(ours_times), min(theirs_times)
+        print(f"PLL scoring: tiny BERT MLM, {len(texts)} sentences, torch threads {torch.get_num_threads()}")
+        print(f"  minicons MaskedLMScorer : {t:7.2f} s  ({len(texts) / t:,.1f} sentences/s)")
+        print(f"  ours                    : {o:7.2f} s  ({len(texts) / o:,.1f} sentences/s)")
+        print(f"  ratio                   : {t / o:.2f}x   (best of {repeats}; largest score difference {diff:.2e})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["mlm", "pairs"])
+    parser.add_argument("--model", default="tiny", help="tiny (built in code) or an encoder (minilm)")
+    parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--decoder", default="tied", choices=["tied", "untied"])
+    parser.add_argument("--batch-tokens", type=int, default=8192, help="pairs: padded tokens per forward pass")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}")
+    if args.what == "mlm":
+        bench_mlm(args.model, args.sentences, args.epochs, args.batch_size, args.decoder, args.repeats)
+    else:
+        bench_pairs(args.sentences, args.batch_tokens, args.repeats)
+
+
+if __name__ == "__main__":
+    main()

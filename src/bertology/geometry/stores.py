@@ -1,0 +1,71 @@
+"""Corpora and cached stores for the geometry and knowledge commands: extract once, stream layers after.
+
+A store is keyed by the encoder's fingerprint (weights, config and tokenizer), the corpus's hash, the
+pooling and an optional tag (e.g. the input-embedding dropout of the MLM probe), so a second run of any
+command on the same model and text reads the store instead of running the model again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from bertology.data import default_corpus, read_corpus
+from bertology.data.corpus import Sentence
+from bertology.errors import DataError
+from bertology.extraction import corpus_hash, extract
+from bertology.models import Encoder, load_encoder
+from bertology.options import check_positive
+from bertology.store import Store
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """``cache_dir``, else ``$BERTOLOGY_CACHE``, else ``~/.cache/bertology``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    return Path(os.environ.get("BERTOLOGY_CACHE", Path.home() / ".cache" / "bertology"))
+
+
+def load_sentences(data: str | os.PathLike | None = None, max_sentences: int | None = None,
+                   ) -> tuple[list[Sentence], Path]:
+    """The sentences of ``data`` (any format :func:`bertology.data.read_corpus` reads; default the packaged
+    UD English EWT dev), the first ``max_sentences`` of them when given, and the path read."""
+    path = Path(data) if data is not None else default_corpus("ewt-dev")
+    check_positive(max_sentences, "--max-sentences")
+    sentences = read_corpus(path)
+    if max_sentences is not None:
+        sentences = sentences[:max_sentences]
+    return sentences, path
+
+
+def as_encoder(model: str | os.PathLike | Encoder, device: str | None = None) -> Encoder:
+    """An :class:`Encoder` as given, or loaded by alias, folder or hub id."""
+    if isinstance(model, Encoder):
+        if device is not None:
+            model.model.to(device)
+        return model
+    return load_encoder(model, device=device)
+
+
+def cached_store(encoder: Encoder, sentences: Sequence[Sentence], *, pool: str = "word-mean",
+                 cache_dir: str | os.PathLike | None = None, input_path: str | os.PathLike | None = None,
+                 tag: str = "", device: str | None = None, progress: bool = False, dtype: str = "float16",
+                 hook=None) -> Store:
+    """Every layer of ``encoder`` on ``sentences`` pooled by ``pool``, extracted into the cache once.
+
+    ``hook`` is a context manager factory applied around the extraction (used to perturb the model, in
+    which case ``tag`` must name the perturbation so the store is not mistaken for a clean one).
+    """
+    if not sentences:
+        raise DataError("no sentences to analyse; expected at least one")
+    if hook is not None and not tag:
+        raise ValueError("a perturbed extraction needs a tag naming the perturbation")
+    name = f"{encoder.fingerprint}-{corpus_hash(sentences)}-{pool}-{dtype}" + (f"-{tag}" if tag else "")
+    out = cache_root(cache_dir) / "stores" / name
+    if hook is None:
+        return extract(encoder, sentences, out, pool=pool, dtype=dtype, progress=progress, device=device,
+                       input_path=str(input_path) if input_path else None)
+    with hook():
+        return extract(encoder, sentences, out, pool=pool, dtype=dtype, progress=progress, device=device,
+                       input_path=str(input_path) if input_path else None)

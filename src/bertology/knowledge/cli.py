@@ -1,0 +1,271 @@
+"""``bertology knowledge ...``: a thin typer layer over :mod:`bertology.knowledge`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bertology import options
+
+app = typer.Typer(help="What the model knows: static similarity, the MLM probe, LAMA, minimal pairs.",
+                  no_args_is_help=True)
+console = Console()
+
+DATA_HELP = "Corpus (.conllu[.gz], .txt, SentEval .txt/.tsv); default the packaged UD English EWT dev."
+
+
+@app.callback()
+def knowledge() -> None:
+    """What the model knows (the Convexity report, Petroni et al., BLiMP)."""
+
+
+def _data_name(data: Optional[Path], default: str = "ewt-dev") -> str:
+    return data.name.split(".")[0] if data else default
+
+
+def _number(value, digits: int = 3) -> str:
+    return "–" if value is None or value != value else f"{value:.{digits}f}"
+
+
+@app.command("static")
+def static_command(
+    model: str = options.model_option(),
+    data: Optional[Path] = options.data_option(help=DATA_HELP),
+    out: Optional[Path] = options.out_option("knowledge/static"),
+    seeds: int = options.seeds_option(),
+    seed: int = options.seed_option(),
+    layers: Optional[str] = options.layers_option(),
+    device: str = options.device_option(),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N sentences."),
+    min_count: int = typer.Option(5, "--min-count", help="Occurrences a token type needs."),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also measure the untrained "
+                                   "twin (one per seed)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where stores are cached."),
+    progress: bool = options.progress_option(),
+) -> None:
+    """Cosine of each layer's token vectors with (a) the token's input embedding and (b) its type's average
+    over contexts (Bommasani et al. 2020), raw and adjusted by random pairs; model vs untrained twin."""
+    from bertology.knowledge.static import plot_static, static_similarity
+    from bertology.runtime import seed_list
+
+    options.check_positive(min_count, "--min-count")
+    chosen_seeds = seed_list(seeds, seed)
+    out = out or options.default_out("knowledge/static", Path(model).name, _data_name(data))
+    result = static_similarity(model, data, seeds=chosen_seeds, layers=layers, untrained=untrained,
+                               min_count=min_count, max_sentences=max_sentences, device=device,
+                               cache_dir=cache_dir, progress=progress)
+    result.figures["static"] = plot_static(result["summary"], Path(out) / "static_similarity.png",
+                                           title=f"{result.meta['model']['name']}: similarity to static embeddings")
+    result.save(out)
+    summary = result["summary"]
+    view = Table(title=f"similarity to static embeddings, {result.meta['model']['name']} (adjusted = minus "
+                 f"random pairs; mean over {len(chosen_seeds)} seed(s))")
+    view.add_column("layer", justify="right")
+    columns = [(r, e) for r in ("input_embedding", "type_average") for e in ("trained", "untrained")]
+    for reference, encoder in columns:
+        view.add_column(f"{'(a) input emb.' if reference == 'input_embedding' else '(b) type avg.'} "
+                        f"{'model' if encoder == 'trained' else 'twin'}", justify="right")
+    for layer in sorted(summary["layer"].unique()):
+        cells = [str(int(layer))]
+        for reference, encoder in columns:
+            part = summary[(summary["layer"] == layer) & (summary["reference"] == reference)
+                           & (summary["encoder"] == encoder)]
+            cells.append(_number(part["adjusted"].iloc[0]) if len(part) else "–")
+        view.add_row(*cells)
+    console.print(view)
+    for reference, shape in result.meta["u_shape"].items():
+        verdict = "U shape" if shape.get("u_shape") else "no U shape"
+        console.print(f"{reference}: {verdict} (minimum at layer {shape.get('minimum_layer')})")
+    console.print(f"results in {out} (layers, summary; static_similarity.png)")
+
+
+@app.command("mlm-probe")
+def mlm_probe_command(
+    model: str = options.model_option(),
+    data: Optional[Path] = options.data_option(help="Training text (any corpus format); default the packaged "
+                                               "UD English EWT train. Without --eval-data, every fifth sentence "
+                                               "of --data is held out."),
+    eval_data: Optional[Path] = typer.Option(None, "--eval-data", help="Held-out text (default: the packaged "
+                                             "EWT dev when --data is not given)."),
+    out: Optional[Path] = options.out_option("knowledge/mlm-probe"),
+    seeds: Optional[int] = options.seeds_option(default=None, help="How many seeds (default 3; 1 with --quick)."),
+    seed: int = options.seed_option(),
+    layers: Optional[str] = options.layers_option(),
+    device: str = options.device_option(),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N training sentences."),
+    max_eval_sentences: Optional[int] = typer.Option(None, "--max-eval-sentences",
+                                                     help="Use only the first N held-out sentences."),
+    dropout: float = typer.Option(0.9, "--dropout", help="Dropout rate on the frozen model's word-embedding "
+                                  "lookup (the report's 'highly dropouted embeddings'); 0 = clean input."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the training text (default 2; 1 "
+                                         "with --quick)."),
+    batch_size: int = typer.Option(128, "--batch-size", help="Tokens per step."),
+    lr: float = typer.Option(2e-3, "--lr", help="AdamW learning rate (linear decay to 0)."),
+    decoder: str = typer.Option("tied", "--decoder", help="tied: the model's frozen input embeddings + a "
+                                "trained bias (BERT's head); untied: a trained dim x vocab decoder per layer."),
+    bf16: bool = typer.Option(False, "--bf16", help="bfloat16 autocast (for GPUs; on CPU it is slower)."),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also probe the untrained twin."),
+    quick: bool = typer.Option(False, "--quick", help="A few minutes on a CPU: 400 training and 100 held-out "
+                               "sentences, 1 epoch, 1 seed (explicit options win)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where stores are cached."),
+    progress: bool = options.progress_option(),
+) -> None:
+    """The Convexity report's MLM probe: a BERT MLM head trained on every layer (all layers in one pass)
+    on input with heavily dropped-out word embeddings; top-1/top-10 accuracy and perplexity on held-out
+    text, model vs untrained twin, over seeds."""
+    from bertology.knowledge.mlm_probe import DEFAULTS, QUICK, mlm_probe, plot_mlm_probe
+    from bertology.results import percent
+    from bertology.runtime import seed_list
+
+    preset = QUICK if quick else {}
+    seeds = seeds if seeds is not None else preset.get("seeds", DEFAULTS["seeds"])
+    epochs = epochs if epochs is not None else preset.get("epochs", DEFAULTS["epochs"])
+    if quick:
+        max_sentences = max_sentences if max_sentences is not None else preset["max_sentences"]
+        max_eval_sentences = max_eval_sentences if max_eval_sentences is not None else preset["max_eval_sentences"]
+    options.check_positive(max_eval_sentences, "--max-eval-sentences")
+    chosen_seeds = seed_list(seeds, seed)
+    out = out or options.default_out("knowledge/mlm-probe", Path(model).name, _data_name(data, "ewt"))
+    result = mlm_probe(model, data, eval_data, seeds=chosen_seeds, layers=layers, untrained=untrained,
+                       dropout=dropout, epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder,
+                       max_sentences=max_sentences, max_eval_sentences=max_eval_sentences, autocast=bf16,
+                       device=device, cache_dir=cache_dir, progress=progress)
+    result.figures["mlm_probe"] = plot_mlm_probe(result["summary"], result["baselines"], Path(out) / "mlm_probe.png",
+                                                 title=f"{result.meta['model']['name']}: MLM probe per layer "
+                                                 f"(input dropout {dropout:g})")
+    result.save(out)
+    summary = result["summary"]
+    view = Table(title=f"MLM probe, {result.meta['model']['name']}: held-out accuracy (%) and perplexity, mean "
+                 f"over {len(chosen_seeds)} seed(s)")
+    for header in ("layer", "top-1", "top-10", "perplexity", "twin top-1", "twin top-10", "twin perplexity"):
+        view.add_column(header, justify="right")
+    for layer in sorted(summary["layer"].unique()):
+        cells = [str(int(layer))]
+        for kind in ("trained", "untrained"):
+            part = summary[(summary["layer"] == layer) & (summary["encoder"] == kind)]
+            if part.empty:
+                cells += ["–"] * 3
+            else:
+                row = part.iloc[0]
+                cells += [percent(row["top1"]), percent(row["top10"]), _number(row["perplexity"], 1)]
+        view.add_row(*cells)
+    console.print(view)
+    base = result["baselines"].iloc[0]
+    console.print(f"unigram baseline: top-1 {percent(base['top1'])}%, top-10 {percent(base['top10'])}%, "
+                  f"perplexity {base['perplexity']:.1f}")
+    console.print(f"results in {out} (layers, summary, baselines, training; mlm_probe.png)")
+
+
+@app.command("lama")
+def lama_command(
+    model: str = options.model_option(),
+    data: Optional[Path] = options.data_option(help="A LAMA data folder (relations.jsonl, TREx/, Google_RE/, "
+                                               "Squad/; default ../shared/data/lama) or one relation's JSONL file."),
+    out: Optional[Path] = options.out_option("knowledge/lama"),
+    corpora: Optional[str] = typer.Option(None, "--corpora", help="Google-RE, T-REx, SQuAD (default all)."),
+    relations: Optional[str] = typer.Option(None, "--relations", help="Only these relations, e.g. P19,P20."),
+    template: Optional[str] = typer.Option(None, "--template", help="For a single relation file: the template, "
+                                           "with [X] for the subject and [Y] for the object."),
+    vocab: Optional[Path] = typer.Option(None, "--vocab", help="Candidate vocabulary, one token a line (e.g. "
+                                         "LAMA's common_vocab_cased.txt); default the tokenizer's whole words."),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N facts of each relation."),
+    layers: Optional[str] = options.layers_option(help="Also score each layer through the model's own MLM head "
+                                                  "(a logit lens): all, 0,3,6, ...; default only the output."),
+    seeds: int = options.seeds_option(default=1, help="How many untrained twins (seeds from --seed)."),
+    seed: int = options.seed_option(),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also score the untrained twin."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Sentences per forward pass."),
+    device: str = options.device_option(),
+    progress: bool = options.progress_option(),
+) -> None:
+    """LAMA (Petroni et al. 2019): P@1, P@10 and MRR per relation and per corpus for a masked LM, over a common
+    vocabulary, single-token objects only (the others are counted), model vs untrained twin."""
+    from bertology.knowledge.lama import lama
+    from bertology.results import percent
+    from bertology.runtime import seed_list
+
+    options.check_positive(batch_size, "--batch-size")
+    options.check_positive(max_sentences, "--max-sentences")
+    chosen_seeds = seed_list(seeds, seed)
+    out = out or options.default_out("knowledge/lama", Path(model).name, _data_name(data, "lama"))
+    result = lama(model, data, corpora=corpora, relations=relations.split(",") if relations else None,
+                  template=template, max_facts=max_sentences, vocab=vocab, layers=layers, seeds=chosen_seeds,
+                  untrained=untrained, batch_size=batch_size, device=device, progress=progress)
+    result.save(out)
+    corpus_table = result["corpora"]
+    last = corpus_table["layer"].max()
+    view = Table(title=f"LAMA, {result.meta['model']} ({result.meta['vocabulary']['kept']:,} candidates; "
+                 "mean over relations, %)")
+    for header in ("corpus", "relations", "facts", "P@1", "P@10", "MRR", "twin P@1", "chance P@1"):
+        view.add_column(header, justify="right")
+    trained = corpus_table[(corpus_table["encoder"] == "trained") & (corpus_table["layer"] == last)]
+    twins = corpus_table[(corpus_table["encoder"] == "untrained") & (corpus_table["layer"] == last)]
+    for _, row in trained.iterrows():
+        twin = twins[twins["corpus"] == row["corpus"]]["p_at_1"]
+        view.add_row(row["corpus"], str(int(row["relations"])), f"{int(row['facts']):,}", percent(row["p_at_1"]),
+                     percent(row["p_at_10"]), percent(row["mrr"]), percent(twin.mean()) if len(twin) else "–",
+                     percent(row["chance_p_at_1"], 3))
+    console.print(view)
+    split = int(result["relations"].query("encoder == 'trained'")["split_objects"].sum())
+    if split:
+        console.print(f"{split:,} facts have objects the tokenizer splits into several tokens; they are counted "
+                      "(split_objects) and not scored, as in LAMA")
+    if len(result["missing"]):
+        console.print(f"relations without data here: {', '.join(result['missing']['relation'])}")
+    console.print(f"results in {out} (relations, corpora, facts, missing)")
+
+
+@app.command("pairs")
+def pairs_command(
+    model: str = options.model_option(),
+    data: Optional[Path] = options.data_option(default=None, help="BLiMP-format JSONL (sentence_good, "
+                                               "sentence_bad per line; UID = paradigm) or a folder of them."),
+    out: Optional[Path] = options.out_option("knowledge/pairs"),
+    whole_word: bool = typer.Option(False, "--whole-word", help="Mask all tokens of a word together."),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N pairs of each file."),
+    layers: Optional[str] = options.layers_option(help="Also score through the model's MLM head applied to each "
+                                                  "layer (a logit lens): all, 0,3,6, ...; default only the output."),
+    seeds: int = options.seeds_option(default=1, help="How many untrained twins (seeds from --seed)."),
+    seed: int = options.seed_option(),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also score the untrained twin."),
+    batch_tokens: int = typer.Option(8192, "--batch-tokens", help="Padded tokens per forward pass (all masked "
+                                     "copies of a sentence always go together)."),
+    device: str = options.device_option(),
+    progress: bool = options.progress_option(),
+) -> None:
+    """Minimal pairs scored by pseudo-log-likelihood (Salazar et al. 2020): accuracy per paradigm (good
+    sentence's PLL above the bad one's), model vs untrained twin, chance 0.5."""
+    from bertology.knowledge.pairs import minimal_pairs
+    from bertology.results import percent
+    from bertology.runtime import seed_list
+
+    options.check_positive(max_sentences, "--max-sentences")
+    options.check_positive(batch_tokens, "--batch-tokens")
+    chosen_seeds = seed_list(seeds, seed)
+    out = out or options.default_out("knowledge/pairs", Path(model).name, _data_name(data, "pairs"))
+    result = minimal_pairs(model, data, whole_word=whole_word, layers=layers, max_pairs=max_sentences,
+                           seeds=chosen_seeds, untrained=untrained, batch_tokens=batch_tokens, device=device,
+                           progress=progress)
+    result.save(out)
+    paradigms = result["paradigms"]
+    last = paradigms["layer"].max()
+    view = Table(title=f"minimal pairs, {result.meta['model']}: accuracy (%), PLL"
+                 + (" with whole-word masking" if whole_word else ""))
+    for header in ("paradigm", "pairs", "model", "twin"):
+        view.add_column(header, justify="right")
+    trained = paradigms[(paradigms["encoder"] == "trained") & (paradigms["layer"] == last)]
+    twins = paradigms[(paradigms["encoder"] == "untrained") & (paradigms["layer"] == last)]
+    for _, row in trained.iterrows():
+        twin = twins[twins["paradigm"] == row["paradigm"]]["accuracy"]
+        view.add_row(row["paradigm"], str(int(row["pairs"])), percent(row["accuracy"]),
+                     percent(twin.mean()) if len(twin) else "–")
+    console.print(view)
+    summary = result["summary"]
+    overall = summary[(summary["encoder"] == "trained") & (summary["layer"] == last)].iloc[0]
+    console.print(f"overall: {percent(overall['accuracy'])}% of {int(overall['pairs'])} pairs "
+                  f"(mean over {int(overall['paradigms'])} paradigms {percent(overall['paradigm_mean'])}%; chance 50%)")
+    console.print(f"results in {out} (pairs, paradigms, summary)")

@@ -1,0 +1,233 @@
+"""Minimal pairs (BLiMP, Warstadt et al. 2020) scored by pseudo-log-likelihood (Salazar et al. 2020).
+
+A sentence's PLL is the sum over its tokens of ``log p(token | the sentence with that token masked)``;
+with ``whole_word=True`` all tokens of a word are masked together and each is scored in that copy (the
+word's pieces cannot give each other away). A pair counts as correct when the good sentence's PLL is
+strictly higher than the bad one's (a tie is wrong; chance is 0.5).
+
+Every masked copy of a sentence goes through the model in the same forward pass, several sentences per
+pass up to a token budget; the MLM head is applied only at the masked positions (for heads exposed as
+``cls`` or ``lm_head``), so the vocabulary-sized logits are computed for the scored tokens alone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from bertology.errors import DataError, UsageError
+from bertology.knowledge.lama import _head_module, read_jsonl
+from bertology.knowledge.mlm import load_masked_lm, model_name, untrained_masked_lm
+from bertology.progress import progress_bar
+from bertology.results import Result
+from bertology.runtime import resolve_device
+
+PAIR_FIELDS = ("sentence_good", "sentence_bad")
+
+
+def read_pairs(path: str | os.PathLike, max_pairs: int | None = None) -> pd.DataFrame:
+    """BLiMP-format JSONL: ``sentence_good`` and ``sentence_bad`` per line (BLiMP's own field names); the
+    paradigm is ``UID`` (else the file name), the phenomenon ``linguistics_term`` when present."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(list(path.glob("*.jsonl")) + list(path.glob("*.jsonl.gz")))
+        if not files:
+            raise DataError(f"{path}: a folder without .jsonl files; expected BLiMP-format JSONL")
+        return pd.concat([read_pairs(f, max_pairs) for f in files], ignore_index=True)
+    rows = []
+    from bertology.knowledge.lama import require
+
+    for line, record in read_jsonl(path):
+        require(record, PAIR_FIELDS, path, line)
+        rows.append({"file": path.name, "line": line, "paradigm": str(record.get("UID") or path.name.split(".")[0]),
+                     "phenomenon": str(record.get("linguistics_term") or ""),
+                     "sentence_good": record["sentence_good"].strip(), "sentence_bad": record["sentence_bad"].strip()})
+        if max_pairs is not None and len(rows) >= max_pairs:
+            break
+    if not rows:
+        raise DataError(f"{path}: no pairs; expected one JSON object per line with sentence_good and sentence_bad")
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class MaskedCopies:
+    """One sentence's model input and its masked copies: ``groups[k]`` are the positions masked together in
+    copy ``k``; every position of a group is scored in that copy."""
+
+    input_ids: list[int]
+    groups: list[list[int]]
+
+
+def masked_copies(tokenizer, sentence: str, whole_word: bool = False) -> MaskedCopies:
+    encoding = tokenizer(sentence, add_special_tokens=True)
+    ids = list(encoding["input_ids"])
+    special = set(tokenizer.all_special_ids)
+    words = encoding.word_ids()
+    groups: list[list[int]] = []
+    for position, token in enumerate(ids):
+        if token in special or words[position] is None:
+            continue
+        if whole_word and groups and words[groups[-1][0]] == words[position]:
+            groups[-1].append(position)
+        else:
+            groups.append([position])
+    if not groups:
+        raise DataError(f"sentence {sentence!r} has no tokens to score")
+    return MaskedCopies(ids, groups)
+
+
+def _batches(plans: list[MaskedCopies], batch_tokens: int) -> list[list[int]]:
+    """Sentence indices per forward pass: all copies of a sentence together, padded size under the budget."""
+    batches, current, rows, longest = [], [], 0, 0
+    for index, plan in enumerate(plans):
+        copies, length = len(plan.groups), len(plan.input_ids)
+        if current and (rows + copies) * max(longest, length) > batch_tokens:
+            batches.append(current)
+            current, rows, longest = [], 0, 0
+        current.append(index)
+        rows += copies
+        longest = max(longest, length)
+    if current:
+        batches.append(current)
+    return batches
+
+
+@torch.no_grad()
+def pseudo_log_likelihoods(model, tokenizer, sentences: Sequence[str], *, whole_word: bool = False,
+                           layers: Sequence[int] | None = None, batch_tokens: int = 8192,
+                           progress: bool = False) -> np.ndarray | dict[int, np.ndarray]:
+    """PLL (natural log) of each sentence; with ``layers``, ``{layer: PLLs}`` through the model's own MLM head
+    applied to ``hidden_states[layer]`` (a logit lens; the last layer equals the model's output)."""
+    device = next(model.parameters()).device
+    mask_id, pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id or 0
+    head = _head_module(model)
+    if layers is not None and head is None:
+        raise UsageError(f"--layers: per-layer scores apply the model's MLM head to each layer, and this "
+                         f"{type(model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
+    plans = [masked_copies(tokenizer, s, whole_word) for s in sentences]
+    keys = list(layers) if layers is not None else [None]
+    totals = {key: np.zeros(len(plans)) for key in keys}
+    with progress_bar(progress) as bar:
+        task = bar.add_task("pseudo-log-likelihood", total=len(plans))
+        for batch in _batches(plans, batch_tokens):
+            width = max(len(plans[i].input_ids) for i in batch)
+            ids, owners, rows, columns = [], [], [], []
+            for index in batch:
+                plan = plans[index]
+                for group in plan.groups:
+                    copy = plan.input_ids + [pad_id] * (width - len(plan.input_ids))
+                    for position in group:
+                        copy[position] = mask_id
+                        rows.append(len(ids))
+                        columns.append(position)
+                        owners.append(index)
+                    ids.append(copy)
+            input_ids = torch.as_tensor(ids, device=device)
+            attention = torch.as_tensor([[1] * len(plans[i].input_ids) + [0] * (width - len(plans[i].input_ids))
+                                         for i in batch for _ in plans[i].groups], device=device)
+            rows_t = torch.as_tensor(rows, device=device)
+            columns_t = torch.as_tensor(columns, device=device)
+            targets = torch.as_tensor([plans[o].input_ids[c] for o, c in zip(owners, columns)], device=device)
+            if head is None:
+                logits = {None: model(input_ids=input_ids, attention_mask=attention).logits[rows_t, columns_t]}
+            else:
+                output = model.base_model(input_ids=input_ids, attention_mask=attention,
+                                          output_hidden_states=layers is not None)
+                if layers is None:
+                    logits = {None: head(output.last_hidden_state[rows_t, columns_t])}
+                else:
+                    logits = {layer: head(output.hidden_states[layer][rows_t, columns_t]) for layer in layers}
+            owner_index = np.asarray(owners)
+            for key, values in logits.items():
+                scores = torch.log_softmax(values.float(), dim=-1).gather(1, targets[:, None])[:, 0].cpu().numpy()
+                np.add.at(totals[key], owner_index, scores)
+            bar.advance(task, len(batch))
+    return totals[None] if layers is None else totals
+
+
+def score_pairs(model, tokenizer, pairs: pd.DataFrame, *, whole_word: bool = False, layers=None,
+                batch_tokens: int = 8192, encoder: str = "trained", seed: int | None = None,
+                progress: bool = False) -> pd.DataFrame:
+    """One row per pair (and layer): both PLLs and whether the good sentence scored higher."""
+    sentences = list(pairs["sentence_good"]) + list(pairs["sentence_bad"])
+    scores = pseudo_log_likelihoods(model, tokenizer, sentences, whole_word=whole_word, layers=layers,
+                                    batch_tokens=batch_tokens, progress=progress)
+    per_layer = {None: scores} if layers is None else scores
+    frames = []
+    n = len(pairs)
+    for layer, values in per_layer.items():
+        frame = pairs[["file", "line", "paradigm", "phenomenon"]].copy()
+        frame.insert(0, "seed", seed)
+        frame.insert(0, "encoder", encoder)
+        frame["layer"] = layer
+        frame["pll_good"], frame["pll_bad"] = values[:n], values[n:]
+        frame["correct"] = frame["pll_good"] > frame["pll_bad"]
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def summarize(scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Accuracy per paradigm and overall (over pairs, and the unweighted mean over paradigms), chance 0.5."""
+    keys = ["encoder", "seed", "layer"]
+    paradigms = (scored.groupby(keys + ["paradigm", "phenomenon"], dropna=False, sort=True)
+                 .agg(pairs=("correct", "size"), accuracy=("correct", "mean")).reset_index())
+    overall = (scored.groupby(keys, dropna=False, sort=True).agg(pairs=("correct", "size"), accuracy=("correct", "mean"))
+               .reset_index())
+    means = paradigms.groupby(keys, dropna=False, sort=True)["accuracy"].mean().rename("paradigm_mean").reset_index()
+    overall = overall.merge(means, on=keys, how="left")
+    overall["paradigms"] = paradigms.groupby(keys, dropna=False, sort=True).size().to_numpy()
+    overall["chance"] = 0.5
+    return paradigms, overall
+
+
+def minimal_pairs(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = None, *,
+                  whole_word: bool = False, layers=None, max_pairs: int | None = None, seeds: Sequence[int] = (0,),
+                  untrained: bool = True, batch_tokens: int = 8192, device: str | None = "auto",
+                  progress: bool = False, loaded=None) -> Result:
+    """Score BLiMP-format pairs (a JSONL file or a folder of them) with a masked LM and its untrained twins.
+
+    Tables: ``pairs`` (both PLLs per pair), ``paradigms`` (accuracy per paradigm) and ``summary``.
+    """
+    if data is None:
+        raise UsageError("--data: give a BLiMP-format JSONL file (sentence_good, sentence_bad per line) or a folder "
+                         "of them")
+    pairs = read_pairs(data, max_pairs)
+    run_device = resolve_device(device)
+    if loaded is None:
+        network, tokenizer = load_masked_lm(model, run_device)
+        name = model_name(model)
+    else:
+        network, tokenizer = loaded
+        network.to(run_device).eval()
+        name = getattr(network.config, "_name_or_path", "") or type(network).__name__
+    num_layers = int(getattr(network.config, "num_hidden_layers", 0) or getattr(network.config, "n_layers", 0))
+    from bertology.numbering import parse_layers
+
+    layer_list = None
+    if layers not in (None, "last"):
+        layer_list = parse_layers(layers, num_layers) or list(range(num_layers + 1))
+    frames = [score_pairs(network, tokenizer, pairs, whole_word=whole_word, layers=layer_list,
+                          batch_tokens=batch_tokens, progress=progress)]
+    if untrained:
+        for seed in seeds:
+            twin = untrained_masked_lm(network, seed)
+            frames.append(score_pairs(twin, tokenizer, pairs, whole_word=whole_word, layers=layer_list,
+                                      batch_tokens=batch_tokens, encoder="untrained", seed=seed, progress=progress))
+            del twin
+    scored = pd.concat(frames, ignore_index=True)
+    if layer_list is None:
+        scored["layer"] = num_layers
+    paradigms, overall = summarize(scored)
+    meta = {"model": name, "data": str(data), "pairs": len(pairs), "whole_word": whole_word,
+            "seeds": list(seeds) if untrained else [], "num_layers": num_layers,
+            "scoring": "pseudo-log-likelihood (Salazar et al. 2020), natural log, summed over tokens; "
+                       + ("whole words masked together" if whole_word else "one token masked at a time"),
+            "correct": "PLL(good) > PLL(bad); a tie is wrong; chance 0.5",
+            "numbering": "layer l = hidden_states[l]; the model's output is layer L"}
+    return Result("minimal-pairs", tables={"pairs": scored, "paradigms": paradigms, "summary": overall}, meta=meta)

@@ -1,0 +1,197 @@
+"""Ethayarajh's contextuality measures: each equals a hand computation on a few vectors; the command runs
+end to end on a tiny model and refuses bad input in one line."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bertology.errors import DataError, UsageError
+from bertology.geometry import measures
+from bertology.geometry.contextuality import is_punctuation, measure_layer, plan_sample
+
+sys.path.insert(0, str(Path(__file__).parent))
+from knowledge_models import save_tiny_encoder, write_toy_corpus  # noqa: E402
+
+SQRT_HALF = math.sqrt(0.5)
+
+
+def test_self_similarity_is_the_mean_cosine_over_every_pair():
+    vectors = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0]])
+    # cos(v0, v1) = 0, cos(v0, v2) = cos(v1, v2) = 1/sqrt(2)
+    assert measures.self_similarity(vectors) == pytest.approx(2 * SQRT_HALF / 3, abs=1e-12)
+    only_first_pair = (np.array([0]), np.array([1]))
+    assert measures.self_similarity(vectors, only_first_pair) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_exact_all_pairs_formula_equals_the_pairwise_loop():
+    vectors = np.random.default_rng(3).normal(size=(9, 5))
+    units = measures.unit_rows(vectors)
+    loop = np.mean([units[i] @ units[j] for i, j in itertools.combinations(range(9), 2)])
+    assert measures.self_similarity(vectors) == pytest.approx(loop, abs=1e-12)
+
+
+def test_sampled_pairs_are_distinct_ordered_and_seeded():
+    assert measures.sample_pairs(10, 45, np.random.default_rng(0)) is None  # every pair fits
+    assert measures.sample_pairs(10, None, np.random.default_rng(0)) is None
+    a, b = measures.sample_pairs(50, 200, np.random.default_rng(1))
+    assert len(a) == 200 and (a < b).all() and (b < 50).all() and (a >= 0).all()
+    assert len(set(zip(a.tolist(), b.tolist()))) == 200
+    again = measures.sample_pairs(50, 200, np.random.default_rng(1))
+    assert (again[0] == a).all() and (again[1] == b).all()
+
+
+def test_intra_sentence_similarity_is_each_word_against_the_sentence_mean():
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0],  # mean (0.5, 0.5): both at 45 degrees
+                        [2.0, 0.0], [4.0, 0.0], [1.0, 0.0]])  # all along the mean
+    values = measures.intra_sentence_similarity(vectors, np.array([0, 2, 5]))
+    assert values == pytest.approx([SQRT_HALF, 1.0], abs=1e-12)
+
+
+def test_max_explainable_variance_is_kawines_uncentred_first_direction():
+    # X^T X = diag(12, 2): the first direction is (1, 0), along which every vector projects to 2, so it
+    # explains none of the variance (all of it is in the second column). Centred PCA would say 1.0.
+    vectors = np.array([[2.0, 1.0], [2.0, -1.0], [2.0, 0.0]])
+    assert measures.max_explainable_variance(vectors) == pytest.approx(0.0, abs=1e-12)
+    # On a line through the origin the first direction explains everything.
+    assert measures.max_explainable_variance(np.array([[1.0, 2.0], [3.0, 6.0], [-1.0, -2.0]])) == \
+        pytest.approx(1.0, abs=1e-12)
+    # var of projections on (1,0) = var(1, 3) = 1; total = var(1,3) + var(0,0) = 1
+    assert measures.random_words_explained_variance(np.array([[1.0, 0.0], [3.0, 0.0]])) == pytest.approx(1.0)
+
+
+def test_max_explainable_variance_matches_truncated_svd_and_the_grouped_version():
+    from sklearn.decomposition import TruncatedSVD
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(80, 6)) + 2.0
+    sizes = [5, 5, 7, 2, 12, 9, 40]
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    grouped = measures.max_explainable_variance_grouped(vectors, offsets)
+    for k, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
+        single = measures.max_explainable_variance(vectors[a:b])
+        assert grouped[k] == pytest.approx(single, abs=1e-10)
+        if b - a > 6:
+            svd = TruncatedSVD(n_components=3, algorithm="arpack").fit(vectors[a:b])
+            assert single == pytest.approx(svd.explained_variance_ratio_[0], abs=1e-8)
+
+
+def test_anisotropy_is_the_mean_cosine_of_the_pairs():
+    units = measures.unit_rows(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
+    assert measures.mean_pair_cosine(units, (np.array([0, 0]), np.array([1, 2]))) == pytest.approx(SQRT_HALF / 2)
+
+
+def test_punctuation_types_are_left_out_but_symbols_stay():
+    assert is_punctuation(".") and is_punctuation("--") and is_punctuation("?!")
+    assert not is_punctuation("$") and not is_punctuation("a.") and not is_punctuation("")
+
+
+def _toy():
+    words = [("a", "b", "."), ("a", "c", "."), ("b", "a"), ("c", "c", "a")]
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(sum(map(len, words)), 4))
+    return words, vectors
+
+
+def test_one_layer_by_hand_on_a_toy_corpus():
+    words, vectors = _toy()
+    sample = plan_sample(words, seed=0, min_count=2, max_pairs=None, samples=10)
+    assert sample.types == ["a", "b", "c"]  # "." is punctuation
+    rows = {"a": [0, 3, 7, 10], "b": [1, 6], "c": [4, 8, 9]}
+    result = measure_layer(vectors, sample)
+    for t, word in enumerate(sample.types):
+        units = measures.unit_rows(vectors[rows[word]])
+        hand = np.mean([units[i] @ units[j] for i, j in itertools.combinations(range(len(units)), 2)])
+        assert result.self_similarity[t] == pytest.approx(hand, abs=1e-6)
+        assert result.max_explainable_variance[t] == pytest.approx(
+            measures.max_explainable_variance(vectors[rows[word]]), abs=1e-10)
+    # every sentence has two or more words, so all four are sampled
+    starts = [0, 3, 6, 8, 11]
+    hand_intra = []
+    for a, b in zip(starts[:-1], starts[1:]):
+        mean = vectors[a:b].mean(axis=0)
+        hand_intra.append(np.mean([v @ mean / np.linalg.norm(v) / np.linalg.norm(mean) for v in vectors[a:b]]))
+    assert result.intra_sentence_similarity == pytest.approx(hand_intra, abs=1e-10)
+    picked = measures.unit_rows(vectors[sample.random_rows])
+    hand_random = np.mean([picked[i] @ picked[j] for i, j in itertools.combinations(range(4), 2)])
+    assert result.anisotropy == pytest.approx(hand_random, abs=1e-10)
+    # each random word comes from its own sentence
+    assert [int(np.searchsorted(starts, r, side="right") - 1) for r in sample.random_rows] == [0, 1, 2, 3]
+    summary = result.summary()
+    assert summary["self_similarity"][0] == pytest.approx(np.mean(result.self_similarity))
+    assert summary["self_similarity"][1] == pytest.approx(hand_random)
+
+
+def test_capped_pairs_use_the_sampled_pairs():
+    words = [("w", "x")] * 30
+    vectors = np.random.default_rng(2).normal(size=(60, 3))
+    sample = plan_sample(words, seed=4, min_count=5, max_pairs=20, samples=10)
+    assert not sample.exact.any() and len(sample.pair_a) == 40
+    result = measure_layer(vectors, sample)
+    units = measures.unit_rows(vectors)
+    for t in range(2):
+        mine = sample.pair_type == t
+        hand = np.mean([units[a] @ units[b] for a, b in zip(sample.pair_a[mine], sample.pair_b[mine])])
+        assert result.self_similarity[t] == pytest.approx(hand, abs=1e-6)
+    other = plan_sample(words, seed=5, min_count=5, max_pairs=20, samples=10)
+    assert not np.array_equal(other.pair_a, sample.pair_a) or not np.array_equal(other.pair_b, sample.pair_b)
+    assert len(sample.sentences) == 10 and len(sample.random_rows) == 10
+
+
+def test_no_frequent_word_is_one_clear_error():
+    with pytest.raises(DataError, match="no word type occurs 5 times"):
+        plan_sample([("a", "b"), ("c", "d")], min_count=5)
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    return save_tiny_encoder(tmp_path_factory.mktemp("tiny") / "tiny-bert")
+
+
+@pytest.fixture(scope="module")
+def toy_corpus(tmp_path_factory):
+    return write_toy_corpus(tmp_path_factory.mktemp("corpus") / "toy.txt")
+
+
+def test_command_end_to_end_on_a_tiny_model(tiny_folder, toy_corpus, tmp_path, monkeypatch):
+    from bertology.cli import app
+    from bertology.results import Result
+
+    monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    run = CliRunner().invoke(app, ["geometry", "contextuality", "-m", str(tiny_folder), "-d", str(toy_corpus),
+                                   "-o", str(out), "--seeds", "2", "--samples", "12", "--max-pairs", "0",
+                                   "--device", "cpu", "--no-progress"])
+    assert run.exit_code == 0, run.output
+    result = Result.load(out)
+    layers = result["layers"]
+    assert str(layers["layer"].dtype) == "Int64" and set(layers["layer"]) == {0, 1, 2}
+    assert set(layers["encoder"]) == {"trained", "untrained"} and set(layers["seed"]) == {0, 1}
+    assert set(layers["measure"]) == {"self_similarity", "intra_sentence_similarity",
+                                      "max_explainable_variance", "anisotropy"}
+    adjusted = layers.dropna(subset=["adjusted"])
+    assert np.allclose(adjusted["adjusted"], adjusted["value"] - adjusted["baseline"])
+    # with every pair used, the trained model's self-similarity does not depend on the seed
+    self_sim = layers[(layers["measure"] == "self_similarity") & (layers["encoder"] == "trained")]
+    assert self_sim.groupby("layer")["value"].nunique().max() == 1
+    assert (out / "contextuality.png").stat().st_size > 0
+    assert set(pd.read_csv(out / "summary.csv")["seeds"]) == {2}
+
+
+def test_command_rejects_bad_values_in_one_line(tiny_folder, toy_corpus, tmp_path):
+    from bertology.geometry.cli import max_pairs_value
+
+    with pytest.raises(UsageError, match="--max-pairs"):
+        max_pairs_value(-1)
+    from bertology.geometry import contextuality
+
+    with pytest.raises(UsageError, match="--layers"):
+        contextuality(str(tiny_folder), toy_corpus, layers="7", untrained=False, device="cpu",
+                      cache_dir=tmp_path)
