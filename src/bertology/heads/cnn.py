@@ -2,7 +2,7 @@
 
 Two 3x3 convolutions (``layers -> channels -> 1``, GELU between, zero padding so the image keeps its
 size) turn ``[batch, layers, tokens, hidden]`` into ``[batch, tokens, hidden]``. Padded tokens are zeroed
-before and after, so they do not leak into real ones through the kernel's edge.
+before and after each convolution, so they do not leak into real ones through the kernel's edge.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ class LayerCNN(nn.Module):
         keep = mask[:, None, :, None].to(x.dtype) if mask is not None else None
         if keep is not None:
             x = x * keep
-        image = self.second(nn.functional.gelu(self.first(x)))
+        hidden = nn.functional.gelu(self.first(x))
+        if keep is not None:  # the first kernel's bias makes padded pixels non-zero: clear them again
+            hidden = hidden * keep
+        image = self.second(hidden)
         if keep is not None:
             image = image * keep
         return image[:, 0]
