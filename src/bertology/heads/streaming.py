@@ -7,8 +7,10 @@ than 90% of the training time". Here a background thread does all the loading wh
   the epoch), ``buffer_shards`` at a time. The shards of a group are read straight from their files into
   one reusable float16 buffer (``readinto`` at the offsets of the safetensors header: no per-shard
   allocation, no copy through Python objects).
-* **Within a buffer, shuffled.** The examples of a group are permuted and cut into batches, so a batch
-  mixes examples of ``buffer_shards`` shards. Every example is in exactly one batch per epoch.
+* **Within a buffer, shuffled.** The examples of a group are permuted, sorted by length within windows of
+  ``SORT_WINDOW`` batches (less padding, as ``bertology.finetune``'s batching) and cut into batches, whose
+  order is shuffled again; a batch mixes examples of ``buffer_shards`` shards. Every example is in
+  exactly one batch per epoch.
 * **Reusable batch buffers.** Batches are assembled (padded, converted to float32) into a ring of
   ``queue_depth + 2`` preallocated slots - pinned when ``pin_memory`` - and handed over through a queue
   of ``queue_depth``. A batch's tensors are overwritten once the consumer has asked for two more batches
@@ -16,7 +18,9 @@ than 90% of the training time". Here a background thread does all the loading wh
 
 Memory is one group buffer (``buffer_shards`` shards) plus the ring, whatever the store's size.
 ``epoch(k, start_batch=b)`` skips the first ``b`` batches without reading their shards: how training
-resumes after an interruption. ``wait_seconds`` is the time the consumer spent blocked on data.
+resumes after an interruption. ``wait_seconds`` is the time the consumer spent blocked on data
+(``prefetch=False`` does the same work on the consumer's thread, where all of it is waiting: the
+baseline of ``benchmarks/bench_heads.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ import torch
 from bertology.errors import StoreError
 from bertology.runtime import derive_seed
 from bertology.store.store import DTYPES, Store
+
+#: Batches whose examples are sorted by length together (less padding, as finetune's batching).
+SORT_WINDOW = 8
 
 
 @dataclass
@@ -68,13 +75,13 @@ class StreamingReader:
 
     def __init__(self, store: Store, batch_size: int = 16, *, shuffle: bool = True, seed: int = 0,
                  buffer_shards: int = 4, queue_depth: int = 4, pin_memory: bool = False,
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, prefetch: bool = True):
         if not store.complete:
             raise StoreError(f"{store.path}: incomplete store; finish writing it before streaming")
         if batch_size < 1 or buffer_shards < 1 or queue_depth < 1:
             raise StoreError("batch_size, buffer_shards and queue_depth must each be at least 1")
         self.store, self.batch_size, self.shuffle, self.seed = store, batch_size, shuffle, seed
-        self.buffer_shards, self.queue_depth = buffer_shards, queue_depth
+        self.buffer_shards, self.queue_depth, self.prefetch = buffer_shards, queue_depth, prefetch
         self.layers, self.hidden = store.layers, store.dim
         self.n_examples = store.n_sentences
         self.rows = store.row_counts
@@ -101,7 +108,14 @@ class StreamingReader:
             examples = np.concatenate([np.arange(self.store.shards[k].start, self.store.shards[k].stop) for k in shards])
             if self.shuffle:
                 examples = rng.permutation(examples)
+                # length grouping: sorted within shuffled windows of SORT_WINDOW batches, batch order shuffled
+                window = self.batch_size * SORT_WINDOW
+                examples = np.concatenate([
+                    chunk[np.argsort(self.rows[chunk], kind="stable")]
+                    for chunk in (examples[w: w + window] for w in range(0, len(examples), window))])
             batches = [examples[b: b + self.batch_size] for b in range(0, len(examples), self.batch_size)]
+            if self.shuffle:
+                batches = [batches[j] for j in rng.permutation(len(batches))]
             groups.append(GroupPlan(shards, batches))
         return groups
 
@@ -146,12 +160,12 @@ class StreamingReader:
         b, n_layers = len(examples), len(self.layers)
         x = self._slots[slot][: b * n_layers * width * self.hidden].view(b, n_layers, width, self.hidden)
         mask = self._masks[slot][: b * width].view(b, width)
-        x.zero_()
-        mask.zero_()
         for row, (i, n) in enumerate(zip(examples, counts)):
             first = where[int(i)]
             x[row, :, :n].copy_(self._group[:, first: first + n])
+            x[row, :, n:].zero_()
             mask[row, :n] = True
+            mask[row, n:] = False
         return Batch(x, mask, examples, number)
 
     def epoch(self, epoch: int = 0, start_batch: int = 0) -> Iterator[Batch]:
@@ -163,6 +177,9 @@ class StreamingReader:
             number += len(group.batches)
             if todo:
                 work.append((group.shards, todo))
+        if not self.prefetch:
+            yield from self._inline(work)
+            return
         handoff: queue.Queue = queue.Queue(maxsize=self.queue_depth)
         stop = threading.Event()
 
@@ -203,3 +220,18 @@ class StreamingReader:
         finally:
             stop.set()
             thread.join()
+
+    def _inline(self, work) -> Iterator[Batch]:
+        """The same reading and assembly on the consumer's thread (``prefetch=False``): all of it is
+        waiting. The baseline of benchmarks/bench_heads.py."""
+        slot = 0
+        for shards, todo in work:
+            waited = time.perf_counter()
+            where = self._load_group(shards)
+            self.wait_seconds += time.perf_counter() - waited
+            for number, examples in todo:
+                waited = time.perf_counter()
+                batch = self._assemble(slot, examples, where, number)
+                self.wait_seconds += time.perf_counter() - waited
+                slot = (slot + 1) % len(self._slots)
+                yield batch

@@ -50,6 +50,7 @@ class HeadTrainConfig:
     max_steps: int | None = None
     device: str = "cpu"
     progress: bool = True
+    prefetch: bool = True  # False: read on the training thread (the benchmark's baseline)
 
     def recipe(self) -> dict:
         keys = ("epochs", "lr", "batch_size", "weight_decay", "warmup_ratio", "max_grad_norm", "seed",
@@ -118,7 +119,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
     device = torch.device(config.device)
     reader = StreamingReader(store, config.batch_size, shuffle=True, seed=derive_seed(config.seed, "heads", head.name),
                              buffer_shards=config.buffer_shards, queue_depth=config.queue_depth,
-                             pin_memory=device.type == "cuda")
+                             pin_memory=device.type == "cuda", prefetch=config.prefetch)
     per_epoch = len(reader)
     total = per_epoch * config.epochs
     if config.max_steps is not None:
