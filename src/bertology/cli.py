@@ -208,6 +208,8 @@ def _register_subcommands() -> None:
     from bertology.intervention.cli import app as ablate_app
 
     app.add_typer(ablate_app, name="ablate", help="Head and layer ablation, head importance, pruning.")
+    from bertology.heads.cli import app as heads_app
+    app.add_typer(heads_app, name="heads", help="Frozen-feature heads (BERT Vision): SQuAD 2.0 and GLUE.")
 
 
 _register_subcommands()

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from bertology.data.squad import SquadQuestion, read_squad, split_by_article
-from bertology.errors import DataError
+from bertology.errors import DataError, UsageError
 from bertology.files import ensure_dir, save_figure
 from bertology.finetune.qa import QAFinetuneConfig, finetune_qa
 from bertology.heads.activations import write_activations
@@ -166,6 +166,8 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     config = config or SquadHeadsConfig()
     out = ensure_dir(out)
     encoder = model if isinstance(model, Encoder) else load_encoder(model)
+    if config.max_length > encoder.max_length:
+        raise UsageError(f"--max-length {config.max_length}: {encoder.name} takes at most {encoder.max_length} tokens")
     started = time.perf_counter()
     train_questions, eval_questions = load_questions(data, train_path, eval_path)
     train_questions = _subset(train_questions, config.max_train_questions, "train")
