@@ -3,7 +3,9 @@
 The recipe is the GLUE one of :mod:`bertology.finetune.train` (AdamW with weight decay 0.01 except biases
 and LayerNorm, linear warm-up over 10% of the steps then linear decay, gradient clipping at 1.0) on
 :class:`~bertology.heads.qa.QAWindows`, with BERT's SQuAD head: one ``hidden x 2`` linear map giving
-start and end logits, loss the mean of the two cross-entropies. The schedule runs over the largest
+start and end logits, loss the mean of the two cross-entropies. Batches are length-grouped as GLUE's
+(:func:`~bertology.finetune.batching.training_batches`: on SQuAD windows that halves the padding). The
+schedule runs over the largest
 checkpoint fraction (one epoch by default); a checkpoint at 0.3 is the model 30% of the way through it.
 
 Why a loop of its own: ``train.train_one_seed`` scores with ``glue_metric(task)`` and has no hook to save
@@ -33,6 +35,7 @@ from torch import nn
 from transformers import get_linear_schedule_with_warmup
 
 from bertology.errors import DataError, ModelError
+from bertology.finetune.batching import training_batches
 from bertology.files import atomic_path, ensure_dir, write_json
 from bertology.heads.qa import QAWindows, decode_spans
 from bertology.heads.squad_eval import evaluate_squad
@@ -254,10 +257,11 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
         task = bar.add_task(f"squad fine-tune {encoder.name}", total=total, completed=step)
         while step < total:
             epoch, first = divmod(step, steps_per_epoch)
-            order = np.random.default_rng(derive_seed(config.seed, "squad-finetune", epoch)).permutation(len(train))
+            rng = np.random.default_rng(derive_seed(config.seed, "squad-finetune", epoch))
+            batches = training_batches(train.lengths, config.batch_size, rng, group_by_length=True)
             started = time.perf_counter()
             for b in range(first, steps_per_epoch):
-                chosen = order[b * config.batch_size: (b + 1) * config.batch_size]
+                chosen = batches[b]
                 batch = train.batch(chosen, pad_id)
                 with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
                     start, end = model(**_inputs(batch, device))
