@@ -130,16 +130,8 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     if finetune_dir is not None:
         rows += finetune_rows(finetune_dir, encoder, spec.name)
     scores = pd.DataFrame(rows).reindex(columns=GLUE_COLUMNS)
-    meta = {"model": encoder.describe(), "task": spec.name, "config": _json_safe(asdict(config)),
+    meta = {"model": encoder.describe(), "task": spec.name, "config": asdict(config),
             "finetune_dir": str(finetune_dir) if finetune_dir else None, "seconds": time.perf_counter() - started}
     result = Result("heads-glue", tables={"scores": scores}, meta=meta)
     result.save(out)
     return result
-
-
-def _json_safe(value):
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value

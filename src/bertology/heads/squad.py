@@ -25,7 +25,6 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -225,7 +224,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     figures = {}
     if (weights_frame["component"] == "lp").any():
         figures["lp_layer_weights"] = save_figure(lp_weights_figure(weights_frame), out / "lp_layer_weights.png")
-    meta = {"model": encoder.describe(), "config": json_safe(asdict(config)), "seconds": time.perf_counter() - started,
+    meta = {"model": encoder.describe(), "config": asdict(config), "seconds": time.perf_counter() - started,
             "steps_per_epoch": tuned.steps_per_epoch,
             "train_articles": sorted({q.title for q in train_questions}),
             "eval_articles": sorted({q.title for q in eval_questions}),
@@ -234,16 +233,6 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
                                            "windows": windows}, meta=meta, figures=figures)
     result.save(out)
     return result
-
-
-def json_safe(value):
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
 
 
 def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
@@ -257,7 +246,3 @@ def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
     table = grouped[numeric].mean().reset_index()
     table["n_seeds"] = grouped["seed"].nunique().values
     return table
-
-
-def seeds_from(values: Sequence[int]) -> tuple[int, ...]:
-    return tuple(int(v) for v in values)

@@ -130,7 +130,7 @@ class StreamingReader:
         where, cursor = {}, 0
         for k in shards:
             info = self.store.shards[k]
-            path = self.store._shard_path(info)
+            path = self._shard_file(info)
             data_start, header = _header(path)
             n_rows = int(self.store.offsets[info.stop] - self.store.offsets[info.start])
             with open(path, "rb", buffering=0) as handle:
@@ -153,6 +153,12 @@ class StreamingReader:
             cursor += n_rows
         self.read_seconds += time.perf_counter() - started
         return where
+
+    def _shard_file(self, info):
+        path = self.store.path / info.file
+        if not info.complete or not path.is_file() or path.stat().st_size != info.bytes:
+            raise StoreError(f"{path}: shard missing or of the wrong size; the store is damaged, write it again")
+        return path
 
     def _assemble(self, slot: int, examples: np.ndarray, where: dict[int, int], number: int) -> Batch:
         counts = self.rows[examples]

@@ -155,37 +155,38 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
                            "scheduler": scheduler.state_dict(), "step": step, "seconds": seconds,
                            "wait_seconds": waited, "losses": losses, "done": done, "config": asdict(config)})
 
-    torch.manual_seed(derive_seed(config.seed, "heads-dropout", head.name, step))
-    head.train()
-    with progress_bar(config.progress) as bar:
-        task = bar.add_task(f"head {head.name}", total=total, completed=step)
-        while step < total:
-            epoch, first = divmod(step, per_epoch)
-            reader.wait_seconds = 0.0
-            started = time.perf_counter()
-            for batch in reader.epoch(epoch, start_batch=first):
-                x = batch.x.to(device, non_blocking=True)
-                mask = batch.mask.to(device, non_blocking=True)
-                index = torch.as_tensor(batch.indices)
-                wanted = {key: value[index].to(device) for key, value in targets.items()}
-                loss = head_loss(head, head(x, mask), wanted)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(head.parameters(), config.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                losses.append(float(loss.detach()))
-                bar.advance(task)
-                if step >= total:
-                    break
-                if config.checkpoint_every and step % config.checkpoint_every == 0:
-                    seconds += time.perf_counter() - started
-                    waited += reader.wait_seconds
-                    started, reader.wait_seconds = time.perf_counter(), 0.0
-                    save(False)
-            seconds += time.perf_counter() - started
-            waited += reader.wait_seconds
+    with torch.random.fork_rng(devices=[]):  # dropout draws from a seeded stream; the caller's is untouched
+        torch.manual_seed(derive_seed(config.seed, "heads-dropout", head.name, step))
+        head.train()
+        with progress_bar(config.progress) as bar:
+            task = bar.add_task(f"head {head.name}", total=total, completed=step)
+            while step < total:
+                epoch, first = divmod(step, per_epoch)
+                reader.wait_seconds = 0.0
+                started = time.perf_counter()
+                for batch in reader.epoch(epoch, start_batch=first):
+                    x = batch.x.to(device, non_blocking=True)
+                    mask = batch.mask.to(device, non_blocking=True)
+                    index = torch.as_tensor(batch.indices)
+                    wanted = {key: value[index].to(device) for key, value in targets.items()}
+                    loss = head_loss(head, head(x, mask), wanted)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(head.parameters(), config.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    step += 1
+                    losses.append(float(loss.detach()))
+                    bar.advance(task)
+                    if step >= total:
+                        break
+                    if config.checkpoint_every and step % config.checkpoint_every == 0:
+                        seconds += time.perf_counter() - started
+                        waited += reader.wait_seconds
+                        started, reader.wait_seconds = time.perf_counter(), 0.0
+                        save(False)
+                seconds += time.perf_counter() - started
+                waited += reader.wait_seconds
     head.eval()
     save(True)
     return TrainStats(step, seconds, waited, float(np.mean(losses[-20:])) if losses else float("nan"),
