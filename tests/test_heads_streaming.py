@@ -53,6 +53,17 @@ def test_store_rows_are_the_encoders_hidden_states(store_and_ids, tiny_bert):
     assert read_labels(store)["labels"]["start"][i] >= 1
 
 
+def test_bertology_info_reads_and_verifies_the_store(store_and_ids):
+    from typer.testing import CliRunner
+
+    from bertology.cli import app
+
+    store, _ = store_and_ids
+    result = CliRunner().invoke(app, ["info", str(store.path)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert f"{len(store.shards)} shards verified" in result.output
+
+
 def test_every_example_exactly_once_per_epoch_with_its_own_rows(store_and_ids):
     store, ids = store_and_ids
     reader = StreamingReader(store, batch_size=3, seed=1, buffer_shards=2, queue_depth=2)

@@ -193,7 +193,7 @@ def write_activations(
     # Two reusable shard buffers: one is filled while the writer thread streams the other to disk.
     buffers = [torch.empty(len(layers), largest, encoder.hidden_size, dtype=DTYPES[dtype]) for _ in range(2 if todo else 0)]
     offsets = np.concatenate([[0], np.cumsum(row_counts)])
-    started, tokens = time.perf_counter(), 0
+    started, tokens, padded = time.perf_counter(), 0, 0
     pending: tuple[dict, Future] | None = None
 
     def finish(done: tuple[dict, Future]) -> None:
@@ -224,6 +224,7 @@ def write_activations(
                     inputs["token_type_ids"] = types
                 states = torch.stack(encoder.forward(inputs, hidden_states=True).hidden_states)  # [layers, B, T, H]
                 tokens += int(mask.sum())
+                padded += ids.numel()
                 if pool == "tokens":
                     flat_mask = mask.reshape(-1).bool().to(states.device)
                     rows = states.reshape(len(layers), -1, states.shape[-1])[:, flat_mask]
@@ -247,7 +248,7 @@ def write_activations(
             finish(pending)
     elapsed = time.perf_counter() - started
     if todo:
-        index["stats"] = {"seconds": round(elapsed, 3), "tokens": tokens,
+        index["stats"] = {"seconds": round(elapsed, 3), "tokens": tokens, "padded_tokens": padded,
                           "tokens_per_second": round(tokens / elapsed, 1) if elapsed else None}
         write_json_atomic(out / INDEX_NAME, index)
     return Store.open(out, expect_fingerprint=encoder.fingerprint)
