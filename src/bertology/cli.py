@@ -236,6 +236,9 @@ def _register_subcommands() -> None:
 
     app.add_typer(knowledge_app, name="knowledge", help="Static similarity, the Convexity MLM probe, LAMA, "
                   "minimal pairs.")
+    from bertology.heads.cli import app as heads_app
+
+    app.add_typer(heads_app, name="heads", help="Frozen-feature heads (BERT Vision): SQuAD 2.0 and GLUE.")
 
 
 _register_subcommands()

@@ -14,6 +14,7 @@ from bertology.data.corpus import (
 )
 from bertology.data.glue import GLUE_TASKS, GlueExample, GlueTask, glue_path, glue_task, read_glue, read_glue_file
 from bertology.data.paths import default_corpus, shared_data_dir
+from bertology.data.squad import SquadAnswer, SquadQuestion, read_squad, split_by_article, squad_path
 from bertology.data.treebank import Tree, base_relation, find_splits, split_of, tree_depths, tree_distances
 from bertology.data.wnut17 import WNUT17_FILES, WNUT17_TYPES, entity_spans, read_wnut17
 
@@ -28,6 +29,11 @@ __all__ = [
     "tree_depths",
     "tree_distances",
     "GLUE_TASKS",
+    "SquadAnswer",
+    "SquadQuestion",
+    "read_squad",
+    "split_by_article",
+    "squad_path",
     "GlueExample",
     "GlueTask",
     "glue_path",

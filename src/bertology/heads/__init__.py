@@ -1,0 +1,17 @@
+"""Frozen-feature heads (BERT Vision): small heads on every layer's activations, SQuAD 2.0 and GLUE.
+
+Input convention of every head: ``x`` ``[batch, layers, tokens, hidden]`` (layer index 0 = embeddings,
+L = last transformer layer, as :mod:`bertology.numbering`) and ``mask`` ``[batch, tokens]``. The pipelines
+(:mod:`bertology.heads.squad`, :mod:`bertology.heads.glue`) are imported from their modules, not here,
+to keep this package light.
+"""
+
+from bertology.heads.catalog import SEED_HEADS, HeadModel, build_head, check_head_name
+from bertology.heads.qa import QAWindows, decode_spans, encode_windows
+from bertology.heads.squad_eval import evaluate_squad, normalize_answer, score_predictions
+from bertology.heads.streaming import StreamingReader
+from bertology.heads.train import HeadTrainConfig, predict_head, train_head
+
+__all__ = ["SEED_HEADS", "HeadModel", "HeadTrainConfig", "QAWindows", "StreamingReader", "build_head",
+           "check_head_name", "decode_spans", "encode_windows", "evaluate_squad", "normalize_answer",
+           "predict_head", "score_predictions", "train_head"]

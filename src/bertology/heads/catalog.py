@@ -1,0 +1,105 @@
+"""Heads by name: a body over all layers plus an output head, with parameter counts.
+
+Names (``build_head``): ``lp``, ``ap``, ``last`` (the final layer alone: the encoder's own view),
+``adapter-<shared|independent>-<size>[-skip]`` (e.g. ``adapter-shared-386-skip``), ``cnn``, and ``stack``
+(LP -> shared adapter 386 -> 1x3 separable convolution). Every head takes ``x`` ``[batch, layers, tokens,
+hidden]`` and ``mask`` ``[batch, tokens]``; the span task returns start and end logits ``[batch, tokens]``,
+the classification task logits ``[batch, num_labels]``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from torch import nn
+
+from bertology.errors import UsageError
+from bertology.heads.adapter import LayerAdapters
+from bertology.heads.cnn import LayerCNN
+from bertology.heads.outputs import ClassOutput, SpanOutput
+from bertology.heads.pooling import LayerAverage, ScalarMix
+from bertology.heads.stack import PoolAdapterConv
+
+#: The seed's Table 1 rows, in its order, plus the CNN and the final-layer baseline.
+SEED_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
+              "adapter-independent-64", "stack", "cnn", "last")
+TASKS = ("span", "classify")
+_ADAPTER = re.compile(r"^adapter-(shared|independent)-(\d+)(-skip)?$")
+HEAD_HELP = "lp, ap, last, cnn, stack, adapter-<shared|independent>-<size>[-skip] (e.g. adapter-shared-386-skip)"
+
+
+class FinalLayer(nn.Module):
+    """The last layer's activations unchanged: a head on it sees what the encoder's own head sees."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return x[:, -1]
+
+
+class HeadModel(nn.Module):
+    """``body`` (layers -> one ``[batch, tokens, hidden]``) then ``output`` (span or class logits)."""
+
+    def __init__(self, name: str, body: nn.Module, output: nn.Module, task: str):
+        super().__init__()
+        self.name, self.task = name, task
+        self.body, self.output = body, output
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
+        return self.output(self.body(x, mask), mask)
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def parameter_share(self, encoder_parameters: int) -> float:
+        """Trainable parameters as a fraction of the encoder's."""
+        return self.num_parameters / encoder_parameters
+
+    def layer_weights(self) -> torch.Tensor | None:
+        """Softmax layer weights of a learned pooling inside the body (LP, adapters, stack), else None."""
+        getter = getattr(self.body, "layer_weights", None)
+        return getter() if callable(getter) else None
+
+
+def check_head_name(name: str) -> str:
+    name = name.strip().lower()
+    if name in ("lp", "ap", "last", "cnn", "stack") or _ADAPTER.match(name):
+        return name
+    raise UsageError(f"--heads {name!r}: unknown head; expected {HEAD_HELP}")
+
+
+def build_body(name: str, num_layers: int, hidden: int) -> nn.Module:
+    name = check_head_name(name)
+    if name == "lp":
+        return ScalarMix(num_layers)
+    if name == "ap":
+        return LayerAverage()
+    if name == "last":
+        return FinalLayer()
+    if name == "cnn":
+        return LayerCNN(num_layers)
+    if name == "stack":
+        return PoolAdapterConv(num_layers, hidden, adapter_size=386)
+    kind, size, skip = _ADAPTER.match(name).groups()
+    if int(size) < 1:
+        raise UsageError(f"--heads {name!r}: adapter size must be at least 1")
+    return LayerAdapters(num_layers, hidden, size=int(size), shared=kind == "shared", skip=bool(skip))
+
+
+def build_head(name: str, num_layers: int, hidden: int, task: str = "span", num_labels: int = 2,
+               seed: int | None = None) -> HeadModel:
+    """A fresh head ``name`` for ``num_layers`` stored layers (embeddings included) of width ``hidden``.
+
+    ``seed`` fixes the initial weights (the global torch generator is left as it was).
+    """
+    if task not in TASKS:
+        raise UsageError(f"task {task!r}: expected one of {', '.join(TASKS)}")
+    state = torch.random.get_rng_state()
+    if seed is not None:
+        torch.manual_seed(seed)
+    try:
+        body = build_body(name, num_layers, hidden)
+        output = SpanOutput(hidden) if task == "span" else ClassOutput(hidden, num_labels)
+    finally:
+        torch.random.set_rng_state(state)
+    return HeadModel(check_head_name(name), body, output, task)

@@ -1,0 +1,137 @@
+"""GLUE sentence tasks with heads on frozen all-layer sentence vectors, beside fine-tuning.
+
+Each example (a sentence, or a pair as ``[CLS] a [SEP] b [SEP]``, tokenised as ``bertology finetune``
+does, at most ``max_length`` tokens) becomes one vector per layer: the [CLS] position (``pool="cls"``) or
+the mean over its tokens (``"mean"``), written once as float16 to a store (:mod:`bertology.heads.activations`).
+Heads (:mod:`bertology.heads.catalog`, classification task: dropout + linear on the pooled vector; one
+output and mean squared error for STS-B) are trained on the streamed train vectors and scored on dev with
+``bertology.finetune``'s GLUE metrics. The train subset for ``max_train`` is drawn exactly as
+``bertology finetune --max-train`` draws it (same data seed, same examples), so the rows of a fine-tuning
+run with the same settings (``finetune_dir``, or ``run_finetune=True``) sit in the same table.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from bertology.data.glue import glue_task, read_glue
+from bertology.errors import DataError
+from bertology.files import ensure_dir
+from bertology.finetune.batching import encode_examples
+from bertology.finetune.metrics import glue_metric
+from bertology.heads.activations import write_activations
+from bertology.heads.catalog import build_head, check_head_name
+from bertology.heads.train import HeadTrainConfig, predict_head, train_head
+from bertology.models.encoders import Encoder, load_encoder
+from bertology.results import Result
+from bertology.runtime import derive_seed
+
+DEFAULT_GLUE_HEADS = ("lp", "ap", "last", "adapter-shared-64", "adapter-shared-386-skip", "cnn")
+GLUE_COLUMNS = ["model", "task", "component", "pool", "seed", "trainable_params", "param_share", "metric", "value",
+                "train_seconds", "io_share", "n_train", "n_dev"]
+
+
+@dataclass
+class GlueHeadsConfig:
+    heads: tuple[str, ...] = DEFAULT_GLUE_HEADS
+    seeds: tuple[int, ...] = (0,)
+    pool: str = "cls"
+    max_train: int | None = None
+    max_dev: int | None = None
+    max_length: int = 128
+    data_seed: int = 0
+    data_dir: str | None = None
+    head: HeadTrainConfig = field(default_factory=lambda: HeadTrainConfig(epochs=3, batch_size=32))
+    device: str = "cpu"
+    progress: bool = True
+
+    def __post_init__(self):
+        self.heads = tuple(check_head_name(h) for h in self.heads)
+        if self.pool not in ("cls", "mean"):
+            raise DataError(f"pool {self.pool!r}: expected cls or mean")
+        if not self.seeds:
+            raise DataError("no seeds; expected at least one")
+
+
+def _examples(task: str, config: GlueHeadsConfig):
+    train = read_glue(task, "train", config.data_dir)
+    dev = read_glue(task, "dev", config.data_dir)
+    if config.max_train is not None and config.max_train < len(train):
+        # the same draw as bertology.finetune's FinetuneConfig.max_train with data_seed
+        keep = np.sort(np.random.default_rng(config.data_seed).choice(len(train), config.max_train, replace=False))
+        train = [train[i] for i in keep]
+    if config.max_dev is not None and config.max_dev < len(dev):
+        dev = dev[: config.max_dev]
+    return train, dev
+
+
+def sentence_store(encoder: Encoder, examples, task: str, out: Path, config: GlueHeadsConfig):
+    encoded = encode_examples(encoder.tokenizer, examples, config.max_length)
+    spec = glue_task(task)
+    labels = [float(v) for v in encoded.labels] if spec.is_regression else [int(v) for v in encoded.labels]
+    records = [{"id": e.id, "words": e.text_a.split() + (e.text_b.split() if e.text_b else [])} for e in examples]
+    return write_activations(encoder, encoded.input_ids, encoded.token_type_ids, records, {"label": labels}, out,
+                             pool=config.pool, kind=f"glue-{spec.name}", settings={"max_length": config.max_length},
+                             device=config.device, progress=config.progress)
+
+
+def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list[dict]:
+    """Rows for every `bertology finetune` checkpoint of ``encoder`` on ``task`` under ``finetune_dir``."""
+    from bertology.finetune.train import collect_results
+
+    results = collect_results(finetune_dir)
+    if results.empty:
+        raise DataError(f"{finetune_dir}: no fine-tuning checkpoints (finetune.json) found")
+    chosen = results[(results["task"] == task) & (results["base_fingerprint"] == encoder.fingerprint)]
+    rows = []
+    for record in chosen.to_dict("records"):
+        rows.append({"model": encoder.name, "task": task, "component": f"fine-tuned ({record['variant'] or 'baseline'})",
+                     "pool": None, "seed": record["seed"], "trainable_params": encoder.num_parameters,
+                     "param_share": 1.0, "metric": record["metric"], "value": record["value"], "train_seconds": None,
+                     "io_share": None, "n_train": record["n_train"], "n_dev": record["n_dev"]})
+    return rows
+
+
+def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: GlueHeadsConfig | None = None, *,
+                   finetune_dir: str | Path | None = None) -> Result:
+    """Frozen heads on ``task`` (one row per head x seed x metric), plus fine-tuning rows from
+    ``finetune_dir``; saved to ``out`` and returned."""
+    config = config or GlueHeadsConfig()
+    spec = glue_task(task)
+    out = ensure_dir(out)
+    encoder = model if isinstance(model, Encoder) else load_encoder(model)
+    started = time.perf_counter()
+    train, dev = _examples(spec.name, config)
+    train_store = sentence_store(encoder, train, spec.name, out / "activations" / "train", config)
+    dev_store = sentence_store(encoder, dev, spec.name, out / "activations" / "dev", config)
+    dev_labels = np.asarray([e.label for e in dev])
+    rows = []
+    for name in config.heads:
+        for seed in config.seeds:
+            head = build_head(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
+                              seed=derive_seed(seed, "glue-head-init", spec.name, name))
+            head_config = HeadTrainConfig(**{**asdict(config.head), "seed": seed, "device": config.device,
+                                             "progress": config.progress})
+            folder = ensure_dir(out / "heads" / f"{name}" / f"seed-{seed}")
+            stats = train_head(head, train_store, head_config, checkpoint=folder / "checkpoint.pt")
+            logits = predict_head(head, dev_store)
+            predictions = logits[:, 0] if spec.is_regression else logits.argmax(-1)
+            for metric, value in glue_metric(spec.name, predictions, dev_labels).items():
+                rows.append({"model": encoder.name, "task": spec.name, "component": name, "pool": config.pool,
+                             "seed": seed, "trainable_params": head.num_parameters,
+                             "param_share": head.parameter_share(encoder.num_parameters), "metric": metric,
+                             "value": float(value), "train_seconds": stats.seconds, "io_share": stats.io_share,
+                             "n_train": len(train), "n_dev": len(dev)})
+    if finetune_dir is not None:
+        rows += finetune_rows(finetune_dir, encoder, spec.name)
+    scores = pd.DataFrame(rows).reindex(columns=GLUE_COLUMNS)
+    meta = {"model": encoder.describe(), "task": spec.name, "config": asdict(config),
+            "finetune_dir": str(finetune_dir) if finetune_dir else None, "seconds": time.perf_counter() - started}
+    result = Result("heads-glue", tables={"scores": scores}, meta=meta)
+    result.save(out)
+    return result

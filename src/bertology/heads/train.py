@@ -1,0 +1,229 @@
+"""Training a head on streamed activations, resumably, and predicting with it.
+
+One loop for every head and task: AdamW, linear warm-up over the first 10% of steps then linear decay,
+batches from :class:`~bertology.heads.streaming.StreamingReader`. Losses: span - the mean of the
+cross-entropies of the start and end positions (BERT's SQuAD loss); classification - cross-entropy, or
+mean squared error with one output (STS-B).
+
+Resuming: with ``checkpoint`` set, the head, optimiser, scheduler and position (epoch, batch) are saved
+atomically every ``checkpoint_every`` batches and at the end; a later call with the same settings
+continues from there (the data order is fixed by the seed, so the remaining batches are the same ones),
+and a finished checkpoint is loaded without training. A checkpoint trained on activations of another
+model, or with other settings, is refused.
+
+Time: ``seconds`` is the wall time of the training loop, ``wait_seconds`` the part of it spent blocked on
+data; ``io_share = wait_seconds / seconds`` is the seed's "loading takes more than 90%" number.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from bertology.errors import ModelError, StoreError
+from bertology.files import atomic_path
+from bertology.heads.activations import read_labels
+from bertology.heads.catalog import HeadModel
+from bertology.heads.streaming import StreamingReader
+from bertology.progress import progress_bar
+from bertology.runtime import derive_seed
+from bertology.store.store import Store
+
+
+@dataclass
+class HeadTrainConfig:
+    epochs: int = 1
+    lr: float = 1e-3
+    batch_size: int = 16
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    buffer_shards: int = 4
+    queue_depth: int = 4
+    checkpoint_every: int = 200
+    max_steps: int | None = None
+    device: str = "cpu"
+    progress: bool = True
+    prefetch: bool = True  # False: read on the training thread (the benchmark's baseline)
+
+    def recipe(self) -> dict:
+        keys = ("epochs", "lr", "batch_size", "weight_decay", "warmup_ratio", "max_grad_norm", "seed",
+                "buffer_shards", "max_steps")
+        return {key: getattr(self, key) for key in keys}
+
+
+@dataclass
+class TrainStats:
+    steps: int
+    seconds: float
+    wait_seconds: float
+    final_loss: float
+    resumed_from: int = 0
+    reused: bool = False
+    losses: list[float] = field(default_factory=list)
+
+    @property
+    def io_share(self) -> float:
+        return self.wait_seconds / self.seconds if self.seconds else float("nan")
+
+
+def _targets(store: Store, task: str) -> dict[str, torch.Tensor]:
+    labels = read_labels(store)["labels"]
+    if task == "span":
+        missing = [key for key in ("start", "end") if key not in labels]
+        if missing:
+            raise StoreError(f"{store.path}: no span labels ({', '.join(missing)}); it was not written for SQuAD")
+        return {"start": torch.as_tensor(labels["start"], dtype=torch.long),
+                "end": torch.as_tensor(labels["end"], dtype=torch.long)}
+    if "label" not in labels:
+        raise StoreError(f"{store.path}: no class labels; it was not written for a classification task")
+    values = np.asarray(labels["label"])
+    dtype = torch.float32 if values.dtype.kind == "f" else torch.long
+    return {"label": torch.as_tensor(values, dtype=dtype)}
+
+
+def head_loss(head: HeadModel, outputs, targets: dict[str, torch.Tensor]) -> torch.Tensor:
+    if head.task == "span":
+        start, end = outputs
+        return (torch.nn.functional.cross_entropy(start, targets["start"])
+                + torch.nn.functional.cross_entropy(end, targets["end"])) / 2
+    if outputs.shape[-1] == 1:
+        return torch.nn.functional.mse_loss(outputs[:, 0], targets["label"].float())
+    return torch.nn.functional.cross_entropy(outputs, targets["label"])
+
+
+def _optimizer(head: HeadModel, config: HeadTrainConfig) -> torch.optim.Optimizer:
+    decay = [p for p in head.parameters() if p.requires_grad and p.ndim >= 2]
+    rest = [p for p in head.parameters() if p.requires_grad and p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                              {"params": rest, "weight_decay": 0.0}], lr=config.lr)
+
+
+def _save(path: Path, payload: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = None,
+               checkpoint: str | Path | None = None) -> TrainStats:
+    """Train ``head`` in place on every example of ``store`` for ``config.epochs`` epochs."""
+    config = config or HeadTrainConfig()
+    targets = _targets(store, head.task)
+    fingerprint = store.index["model"]["fingerprint"]
+    device = torch.device(config.device)
+    reader = StreamingReader(store, config.batch_size, shuffle=True, seed=derive_seed(config.seed, "heads", head.name),
+                             buffer_shards=config.buffer_shards, queue_depth=config.queue_depth,
+                             pin_memory=device.type == "cuda", prefetch=config.prefetch)
+    per_epoch = len(reader)
+    total = per_epoch * config.epochs
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    head.to(device)
+    optimizer = _optimizer(head, config)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
+    step, seconds, waited, losses = 0, 0.0, 0.0, []
+    checkpoint = Path(checkpoint) if checkpoint is not None else None
+    state_key = {"head": head.name, "task": head.task, "fingerprint": fingerprint,
+                 "store_input": store.index["input"]["hash"], "recipe": config.recipe(),
+                 "parameters": head.num_parameters}
+    if checkpoint is not None and checkpoint.is_file():
+        saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        if saved.get("key") != state_key:
+            differences = {k: (saved.get("key", {}).get(k), v) for k, v in state_key.items()
+                           if saved.get("key", {}).get(k) != v}
+            listed = "; ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in differences.items())
+            raise ModelError(f"{checkpoint}: a head checkpoint of other settings or activations ({listed}); "
+                             "use another --out folder or delete it")
+        head.load_state_dict(saved["head_state"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        step, seconds, waited, losses = saved["step"], saved["seconds"], saved["wait_seconds"], saved["losses"]
+        if saved.get("done"):
+            return TrainStats(step, seconds, waited, losses[-1] if losses else float("nan"), step, True, losses)
+    resumed_from = step
+
+    def save(done: bool) -> None:
+        if checkpoint is None:
+            return
+        _save(checkpoint, {"key": state_key, "head_state": head.state_dict(), "optimizer": optimizer.state_dict(),
+                           "scheduler": scheduler.state_dict(), "step": step, "seconds": seconds,
+                           "wait_seconds": waited, "losses": losses, "done": done, "config": asdict(config)})
+
+    with torch.random.fork_rng(devices=[]):  # dropout draws from a seeded stream; the caller's is untouched
+        torch.manual_seed(derive_seed(config.seed, "heads-dropout", head.name, step))
+        head.train()
+        with progress_bar(config.progress) as bar:
+            task = bar.add_task(f"head {head.name}", total=total, completed=step)
+            while step < total:
+                epoch, first = divmod(step, per_epoch)
+                reader.wait_seconds = 0.0
+                started = time.perf_counter()
+                for batch in reader.epoch(epoch, start_batch=first):
+                    x = batch.x.to(device, non_blocking=True)
+                    mask = batch.mask.to(device, non_blocking=True)
+                    index = torch.as_tensor(batch.indices)
+                    wanted = {key: value[index].to(device) for key, value in targets.items()}
+                    loss = head_loss(head, head(x, mask), wanted)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(head.parameters(), config.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    step += 1
+                    losses.append(float(loss.detach()))
+                    bar.advance(task)
+                    if step >= total:
+                        break
+                    if config.checkpoint_every and step % config.checkpoint_every == 0:
+                        seconds += time.perf_counter() - started
+                        waited += reader.wait_seconds
+                        started, reader.wait_seconds = time.perf_counter(), 0.0
+                        save(False)
+                seconds += time.perf_counter() - started
+                waited += reader.wait_seconds
+    head.eval()
+    save(True)
+    return TrainStats(step, seconds, waited, float(np.mean(losses[-20:])) if losses else float("nan"),
+                      resumed_from, False, losses)
+
+
+def check_store_model(store: Store, fingerprint: str, what: str = "the head") -> None:
+    """Refuse a store whose activations come from another model than ``fingerprint``."""
+    found = store.index["model"]["fingerprint"]
+    if found != fingerprint:
+        raise StoreError(f"{store.path}: activations of model {store.index['model']['name']!r} (fingerprint {found}), "
+                         f"but {what} was trained on fingerprint {fingerprint}; use the matching store")
+
+
+def predict_head(head: HeadModel, store: Store, batch_size: int = 32, device: str = "cpu"):
+    """Outputs for every example of ``store`` in store order.
+
+    Span heads: ``(starts, ends)``, lists of per-example logit arrays (one value per stored row);
+    classification heads: an array ``[examples, num_labels]``.
+    """
+    # built outside inference mode: its reusable buffers are written in place by the prefetch thread
+    reader = StreamingReader(store, batch_size, shuffle=False, buffer_shards=1, queue_depth=2)
+    head.to(device).eval()
+    starts: list = [None] * store.n_sentences
+    ends: list = [None] * store.n_sentences
+    logits = None
+    for batch in reader.epoch(0):
+        with torch.inference_mode():
+            outputs = head(batch.x.to(device), batch.mask.to(device))
+        if head.task == "span":
+            start, end = (o.float().cpu().numpy() for o in outputs)
+            for row, i in enumerate(batch.indices):
+                n = int(store.row_counts[i])
+                starts[i], ends[i] = start[row, :n].copy(), end[row, :n].copy()
+        else:
+            values = outputs.float().cpu().numpy()
+            if logits is None:
+                logits = np.zeros((store.n_sentences, values.shape[-1]), dtype=np.float32)
+            logits[batch.indices] = values
+    return (starts, ends) if head.task == "span" else logits

@@ -1,0 +1,128 @@
+"""`bertology heads squad` and `bertology heads glue` end to end on a tiny model: outputs, resuming, and
+one clear error for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from bertology.errors import DataError, UsageError
+from bertology.results import Result
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from bertology.models.tiny import tiny_encoder
+
+    encoder = tiny_encoder("bert")
+    folder = tmp_path_factory.mktemp("tiny") / "tiny-bert"
+    encoder.model.save_pretrained(folder)
+    encoder.tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def toy_data(tmp_path_factory):
+    from heads_toy import toy_squad
+
+    return toy_squad(tmp_path_factory.mktemp("toy") / "toy.json.gz", articles=8, paragraphs=4)
+
+
+def invoke(*args, ok: bool = True):
+    from bertology.heads.cli import app
+
+    result = runner.invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, (result.output, result.exception)
+    return result
+
+
+def test_squad_end_to_end_writes_the_table_and_resumes(tmp_path, tiny_dir, toy_data):
+    out = tmp_path / "squad"
+    args = ("squad", "-m", tiny_dir, "--data", toy_data, "-o", out, "--quick", "--heads", "lp,adapter-shared-64",
+            "--checkpoints", "0.5,1", "--curve", "0.25", "--no-progress", "--device", "cpu")
+    first = invoke(*args)
+    assert "not comparable to official SQuAD" in " ".join(first.output.split())
+    result = Result.load(out)
+    scores = result["scores"]
+    assert str(scores["seed"].dtype) == "Int64"
+    own = scores[scores["checkpoint"] == scores["eval_checkpoint"]]
+    assert set(own["component"]) == {"fine-tuned", "lp", "adapter-shared-64"}
+    assert set(own["checkpoint"]) == {0.5, 1.0}
+    span = own[own["task"] == "span"]
+    assert span[["exact", "f1", "has_ans_f1", "no_ans_accuracy"]].notna().all().all()
+    assert span["exact"].between(0, 1).all() and (span["f1"] >= span["exact"] - 1e-9).all()
+    lp = own[(own["component"] == "lp") & (own["task"] == "span")].iloc[0]
+    assert lp["trainable_params"] == 3 + 1 + 2 * 32 + 2  # 3 layers + gamma + span output
+    assert 0 < lp["param_share"] < 0.01 and 0 <= lp["io_share"] <= 1
+    classify = own[own["task"] == "classify"]
+    assert len(classify) == 2 and classify["answerable_accuracy"].between(0, 1).all()
+    # heads trained on 0.5-epoch activations are also scored on the 1-epoch ones (the seed's 4.4)
+    assert len(scores[(scores["checkpoint"] == 0.5) & (scores["eval_checkpoint"] == 1.0)]) == 3
+    weights = result["layer_weights"]
+    lp_weights = weights[(weights["component"] == "lp") & (weights["task"] == "span")]
+    assert str(weights["layer"].dtype) == "Int64" and sorted(lp_weights["layer"].unique()) == [0, 1, 2]
+    assert lp_weights.groupby("checkpoint")["weight"].sum().round(6).eq(1).all()
+    assert (out / "lp_layer_weights.png").stat().st_size > 1000
+    assert set(result["curve"]["fraction"]) == {0.25, 0.5, 1.0}
+    assert set(result["windows"]["split"]) == {"train", "eval"}
+    meta = json.loads((out / "meta.json").read_text())["meta"]
+    assert not set(meta["train_articles"]) & set(meta["eval_articles"])
+    # a second run reuses every finished part and gives the same table
+    modified = {p: p.stat().st_mtime_ns for p in (out / "finetune").rglob("*.safetensors")}
+    invoke(*args)
+    again = Result.load(out)["scores"]
+    pd.testing.assert_frame_equal(again.drop(columns=["train_seconds"]), scores.drop(columns=["train_seconds"]))
+    assert {p: p.stat().st_mtime_ns for p in (out / "finetune").rglob("*.safetensors")} == modified
+
+
+def test_squad_bad_input_is_one_clear_error(tmp_path, tiny_dir):
+    bad = tmp_path / "v11.json"
+    bad.write_text(json.dumps({"version": "1.1", "data": []}))
+    result = invoke("squad", "-m", tiny_dir, "--data", bad, "-o", tmp_path / "o", "--max-length", 96, ok=False)
+    assert isinstance(result.exception, DataError) and "expected SQuAD 'v2.0'" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--heads", "lp,adapter-64", ok=False)
+    assert isinstance(result.exception, UsageError) and "--heads 'adapter-64'" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--checkpoints", "0.3,x", ok=False)
+    assert isinstance(result.exception, UsageError) and "--checkpoints" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--data", bad, "--seeds", "0", ok=False)
+    assert isinstance(result.exception, UsageError) and "--seeds 0" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--max-length", "384", "--data", tmp_path / "missing.json",
+                    "-o", tmp_path / "o", ok=False)
+    assert isinstance(result.exception, UsageError) and "takes at most 128 tokens" in str(result.exception)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.safetensors"))
+
+
+def test_glue_frozen_heads_beside_fine_tuning(tmp_path, tiny_dir, shared_data):
+    from bertology.finetune import FinetuneConfig, finetune
+    from bertology.models import load_encoder
+
+    tuned = tmp_path / "finetune"
+    finetune(load_encoder(tiny_dir), "rte", FinetuneConfig(seeds=(0,), epochs=1, max_train=64, progress=False,
+                                                           device="cpu", eval_each_epoch=False), tuned)
+    out = tmp_path / "glue"
+    invoke("glue", "--task", "rte", "-m", tiny_dir, "-o", out, "--quick", "--seeds", 2, "--finetune-dir", tuned,
+           "--no-progress", "--device", "cpu")
+    scores = Result.load(out)["scores"]
+    heads = scores[scores["component"].isin(["lp", "ap"])]
+    assert set(heads["seed"]) == {0, 1} and set(heads["metric"]) == {"accuracy"}
+    assert heads["value"].between(0, 1).all() and (heads["n_train"] == 200).all() and (heads["n_dev"] == 100).all()
+    finetuned = scores[scores["component"].str.startswith("fine-tuned")]
+    assert len(finetuned) == 1 and finetuned["param_share"].iloc[0] == 1.0
+    assert Result.load(out).meta["task"] == "rte"
+
+
+def test_glue_file_with_missing_columns_is_one_clear_error(tmp_path, tiny_dir):
+    root = tmp_path / "glue" / "sst2"
+    root.mkdir(parents=True)
+    (root / "train.tsv.gz").write_bytes(__import__("gzip").compress(b"sentence\tlabel\ngood film\t1\n"))
+    (root / "dev.tsv").write_text("sentence\nbad film\n")
+    result = invoke("glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", tmp_path / "glue", "-o", tmp_path / "o",
+                    "--no-progress", ok=False)
+    assert isinstance(result.exception, DataError) and "dev.tsv:1: header is" in str(result.exception)
