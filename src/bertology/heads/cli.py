@@ -91,7 +91,7 @@ def squad_command(
     Scores on the shared subset are not comparable to official SQuAD numbers (dev subset split by article).
     Every step resumes: run the same command again after an interruption.
     """
-    from bertology.finetune.qa import QAFinetuneConfig
+    from bertology.heads.finetune_qa import QAFinetuneConfig
     from bertology.heads.squad import SquadHeadsConfig, run_squad_heads, summary_table
     from bertology.heads.tables import squad_table
     from bertology.heads.train import HeadTrainConfig

@@ -6,7 +6,7 @@ Steps (each resumes: finished parts are reused, interrupted ones continue):
 1. Questions: a SQuAD v2.0 file split by article (:func:`~bertology.data.squad.split_by_article`), or
    separate train and evaluation files; optionally a seeded subset of each (``max_*_questions``).
 2. Windows (:func:`~bertology.heads.qa.encode_windows`, 384 tokens, stride 128 by default).
-3. Fine-tuning (:func:`bertology.finetune.qa.finetune_qa`) with checkpoints at ``checkpoints`` (fractions of
+3. Fine-tuning (:func:`bertology.heads.finetune_qa.finetune_qa`) with checkpoints at ``checkpoints`` (fractions of
    the epoch; 0.3 and 1.0 as the seed), each scored on the evaluation questions.
 4. For each checkpoint, every layer's activations of every window token, train and evaluation, written
    once as float16 stores (:mod:`bertology.heads.activations`).
@@ -33,7 +33,7 @@ import torch
 from bertology.data.squad import SquadQuestion, read_squad, split_by_article
 from bertology.errors import DataError, UsageError
 from bertology.files import ensure_dir, save_figure
-from bertology.finetune.qa import QAFinetuneConfig, finetune_qa
+from bertology.heads.finetune_qa import QAFinetuneConfig, finetune_qa
 from bertology.heads.activations import write_activations
 from bertology.heads.catalog import HeadModel, build_head, check_head_name
 from bertology.heads.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, decode_spans, encode_windows, \
