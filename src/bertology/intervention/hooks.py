@@ -191,10 +191,6 @@ def _find_output_projection(model: nn.Module, name: str, module: nn.Module, widt
     )
 
 
-def _layout_cache_key(model: nn.Module) -> tuple:
-    return tuple((name, id(m)) for name, m in model.named_modules() if _is_linear(m))
-
-
 def model_layout(model: nn.Module) -> ModelLayout:
     """Find every self-attention module of a BERT-family model, robustly, by walking its modules.
 
