@@ -336,6 +336,8 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
             raise UsageError(f"{option} {value}: expected a whole number of at least 1")
     if not lr > 0:
         raise UsageError(f"--lr {lr}: expected a positive learning rate")
+    if not 0.0 <= dropout < 1.0:
+        raise UsageError(f"--dropout {dropout}: expected a rate in [0, 1)")
     if decoder not in DECODERS:
         raise UsageError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     if data is None and eval_data is None:
