@@ -114,7 +114,8 @@ def bench_pairs(model: str, sentences: int, batch_tokens: int, repeats: int, chu
         print(f"PLL scoring: {model} masked LM, {len(texts)} EWT dev sentences ({tokens:,} tokens), "
               f"torch threads {torch.get_num_threads()}")
         print(f"  minicons MaskedLMScorer ({chunk} sentences a call): {t:7.2f} s  ({len(texts) / t:,.1f} sentences/s)")
-        print(f"  ours (batches of {batch_tokens} padded tokens)      : {o:7.2f} s  ({len(texts) / o:,.1f} sentences/s)")
+        print(f"  ours (batches of {batch_tokens} padded tokens)      : {o:7.2f} s  "
+              f"({len(texts) / o:,.1f} sentences/s)")
         print(f"  ratio : {t / o:.2f}x   (best of {repeats}; largest PLL difference {diff:.2e} nats)")
 
 

@@ -52,7 +52,7 @@ from bertology.models import Encoder
 from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.results import Result
-from bertology.runtime import derive_seed, resolve_device, seed_list
+from bertology.runtime import derive_seed, resolve_device
 
 MEASURES = ("self_similarity", "intra_sentence_similarity", "max_explainable_variance", "anisotropy")
 BASELINE_OF = {"self_similarity": "anisotropy", "intra_sentence_similarity": "anisotropy",

@@ -144,7 +144,8 @@ class LayerwiseMLMHead(nn.Module):
         self.decoder_bias = nn.Parameter(torch.zeros(n, vocab_size))
         if tied_embeddings is not None:
             if tuple(tied_embeddings.shape) != (vocab_size, dim):
-                raise ValueError(f"tied embeddings of shape {tuple(tied_embeddings.shape)}, expected ({vocab_size}, {dim})")
+                raise ValueError(f"tied embeddings of shape {tuple(tied_embeddings.shape)}, "
+                                 f"expected ({vocab_size}, {dim})")
             self.register_buffer("tied_embeddings", tied_embeddings.detach().float().clone())
             self.decoder_weight = None
         else:

@@ -188,8 +188,8 @@ def summarize(scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     keys = ["encoder", "seed", "layer"]
     paradigms = (scored.groupby(keys + ["paradigm", "phenomenon"], dropna=False, sort=True)
                  .agg(pairs=("correct", "size"), accuracy=("correct", "mean")).reset_index())
-    overall = (scored.groupby(keys, dropna=False, sort=True).agg(pairs=("correct", "size"), accuracy=("correct", "mean"))
-               .reset_index())
+    overall = (scored.groupby(keys, dropna=False, sort=True)
+               .agg(pairs=("correct", "size"), accuracy=("correct", "mean")).reset_index())
     means = paradigms.groupby(keys, dropna=False, sort=True)["accuracy"].mean().rename("paradigm_mean").reset_index()
     overall = overall.merge(means, on=keys, how="left")
     overall["paradigms"] = paradigms.groupby(keys, dropna=False, sort=True).size().to_numpy()

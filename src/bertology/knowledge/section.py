@@ -89,12 +89,13 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
     result.save(out / "static")
     summary = result["summary"]
     pivot = summary.pivot_table(index="layer", columns=["reference", "encoder"], values="adjusted")
+    absent = pd.Series(index=pivot.index, dtype=float)
     section.tables["Similarity to static embeddings (adjusted by random pairs)"] = pd.DataFrame({
         "layer": pivot.index.astype(int),
         "(a) input embedding": pivot[("input_embedding", "trained")].map(_fmt).to_numpy(),
-        "twin": pivot.get(("input_embedding", "untrained"), pd.Series(index=pivot.index, dtype=float)).map(_fmt).to_numpy(),
+        "twin": pivot.get(("input_embedding", "untrained"), absent).map(_fmt).to_numpy(),
         "(b) type average": pivot[("type_average", "trained")].map(_fmt).to_numpy(),
-        "twin ": pivot.get(("type_average", "untrained"), pd.Series(index=pivot.index, dtype=float)).map(_fmt).to_numpy(),
+        "twin ": pivot.get(("type_average", "untrained"), absent).map(_fmt).to_numpy(),
     })
     shape = result.meta["u_shape"]["input_embedding"]
     section.notes.append(f"Static similarity (a): {'a' if shape['u_shape'] else 'no'} U shape; minimum at layer "
