@@ -10,7 +10,7 @@
    difference is printed too.
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py mlm --model minilm --sentences 200
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py pairs --sentences 200
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py pairs --model minilm --sentences 200
 """
 
 from __future__ import annotations
@@ -66,40 +66,57 @@ def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder:
               f"cross-entropy {diff_ce:.2e} nats)")
 
 
-def bench_pairs(sentences: int, batch_tokens: int, repeats: int) -> None:
-    from bertology.knowledge.pairs import pseudo_log_likelihoods
+def bench_pairs(model: str, sentences: int, batch_tokens: int, repeats: int, chunk: int) -> None:
+    from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
+
+    from bertology.data import default_corpus, read_corpus
     from bertology.knowledge.mlm import load_masked_lm
-    from bertology.models.tiny import training_corpus
+    from bertology.knowledge.pairs import pseudo_log_likelihoods
+    from bertology.models.encoders import resolve_model_source
 
     try:
         from minicons import scorer
     except ImportError:
-        print("pairs: minicons is not installed (pip install --no-deps minicons); skipped")
+        print("pairs: minicons is not installed (pip install --no-deps minicons wonderwords); skipped")
         return
     import sys
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
     from knowledge_models import save_tiny_mlm
 
-    texts = (training_corpus() * (sentences // len(training_corpus()) + 1))[:sentences]
+    texts = [" ".join(s.words) for s in read_corpus(default_corpus("ewt-dev"))[:sentences]]
     with tempfile.TemporaryDirectory() as folder:
-        save_tiny_mlm(folder)
-        model, tokenizer = load_masked_lm(folder)
-        theirs_scorer = scorer.MaskedLMScorer(folder, "cpu")
+        if model == "tiny":
+            save_tiny_mlm(folder)
+        else:  # a masked LM of MiniLM's shape (MiniLM itself has no MLM head): random weights, same FLOPs
+            source = resolve_model_source(model)[1]
+            torch.manual_seed(0)
+            BertForMaskedLM(AutoConfig.from_pretrained(source)).save_pretrained(folder)
+            AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+        network, tokenizer = load_masked_lm(folder)
+        texts = [t for t in texts if len(tokenizer(t)["input_ids"]) <= 126]  # the tiny model has 128 positions
+        their_tokenizer = AutoTokenizer.from_pretrained(folder)
+        their_tokenizer.batch_encode_plus = their_tokenizer.__call__  # removed in transformers 5; same call
+        theirs_scorer = scorer.MaskedLMScorer(folder, "cpu", tokenizer=their_tokenizer)
+        tokens = sum(len(tokenizer(t)["input_ids"]) - 2 for t in texts)
         ours_times, theirs_times = [], []
         for _ in range(repeats):
             started = time.perf_counter()
-            ours = pseudo_log_likelihoods(model, tokenizer, texts, batch_tokens=batch_tokens)
+            ours = pseudo_log_likelihoods(network, tokenizer, texts, batch_tokens=batch_tokens)
             ours_times.append(time.perf_counter() - started)
             started = time.perf_counter()
-            theirs = theirs_scorer.sequence_score(texts, reduction=lambda x: x.sum(0).item(), PLL_metric="original")
+            theirs = []
+            for start in range(0, len(texts), chunk):
+                theirs += theirs_scorer.sequence_score(texts[start:start + chunk], reduction=lambda x: x.sum(0).item())
             theirs_times.append(time.perf_counter() - started)
         diff = float(np.max(np.abs(np.asarray(ours) - np.asarray(theirs))))
         o, t = min(ours_times), min(theirs_times)
-        print(f"PLL scoring: tiny BERT MLM, {len(texts)} sentences, torch threads {torch.get_num_threads()}")
-        print(f"  minicons MaskedLMScorer : {t:7.2f} s  ({len(texts) / t:,.1f} sentences/s)")
-        print(f"  ours                    : {o:7.2f} s  ({len(texts) / o:,.1f} sentences/s)")
-        print(f"  ratio                   : {t / o:.2f}x   (best of {repeats}; largest score difference {diff:.2e})")
+        print(f"PLL scoring: {model} masked LM, {len(texts)} EWT dev sentences ({tokens:,} tokens), "
+              f"torch threads {torch.get_num_threads()}")
+        print(f"  minicons MaskedLMScorer ({chunk} sentences a call): {t:7.2f} s  ({len(texts) / t:,.1f} sentences/s)")
+        print(f"  ours (batches of {batch_tokens} padded tokens)      : {o:7.2f} s  "
+              f"({len(texts) / o:,.1f} sentences/s)")
+        print(f"  ratio : {t / o:.2f}x   (best of {repeats}; largest PLL difference {diff:.2e} nats)")
 
 
 def main() -> None:
@@ -111,6 +128,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--decoder", default="tied", choices=["tied", "untied"])
     parser.add_argument("--batch-tokens", type=int, default=8192, help="pairs: padded tokens per forward pass")
+    parser.add_argument("--chunk", type=int, default=16, help="pairs: sentences per minicons call")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
@@ -120,7 +138,7 @@ def main() -> None:
     if args.what == "mlm":
         bench_mlm(args.model, args.sentences, args.epochs, args.batch_size, args.decoder, args.repeats)
     else:
-        bench_pairs(args.sentences, args.batch_tokens, args.repeats)
+        bench_pairs(args.model, args.sentences, args.batch_tokens, args.repeats, args.chunk)
 
 
 if __name__ == "__main__":

@@ -173,5 +173,7 @@ def test_bad_values_are_one_clear_line(tiny, tmp_path):
         mlm_probe(tiny, short, seeds=(0,), untrained=False, device="cpu", cache_dir=tmp_path)
     with pytest.raises(UsageError, match="--decoder"):
         mlm_probe(tiny, short, decoder="pretrained", device="cpu", cache_dir=tmp_path)
+    with pytest.raises(UsageError, match="--dropout"):
+        mlm_probe(tiny, short, dropout=1.0, device="cpu", cache_dir=tmp_path)
     with pytest.raises(UsageError, match="--epochs"):
         mlm_probe(tiny, short, epochs=0, device="cpu", cache_dir=tmp_path)

@@ -90,8 +90,8 @@ def test_accuracy_per_paradigm_with_a_trained_model(tmp_path):
               "UID": "capitals", "linguistics_term": "facts"}
              for (c, k), (_, w) in zip([("paris", "france"), ("rome", "italy"), ("oslo", "norway")],
                                        [("x", "egypt"), ("x", "spain"), ("x", "greece")])]
-    pairs.append({"sentence_good": "paris is the capital of france .", "sentence_bad": "paris is the capital of france .",
-                  "UID": "ties"})
+    same = "paris is the capital of france ."
+    pairs.append({"sentence_good": same, "sentence_bad": same, "UID": "ties"})
     data = _write_pairs(tmp_path / "toy.jsonl", pairs)
     result = minimal_pairs(data=data, loaded=(model, tokenizer), seeds=(0, 1), device="cpu")
     scored = result["pairs"]
@@ -113,8 +113,9 @@ def test_command_end_to_end(tiny_mlm, tmp_path):
     from bertology.cli import app
     from bertology.results import Result
 
-    data = _write_pairs(tmp_path / "p.jsonl", [{"sentence_good": "Dogs chase cats .", "sentence_bad": "Dogs chases cats ."},
-                                               {"sentence_good": "Mice eat cheese .", "sentence_bad": "Mice eats cheese ."}])
+    data = _write_pairs(tmp_path / "p.jsonl",
+                        [{"sentence_good": "Dogs chase cats .", "sentence_bad": "Dogs chases cats ."},
+                         {"sentence_good": "Mice eat cheese .", "sentence_bad": "Mice eats cheese ."}])
     out = tmp_path / "out"
     run = CliRunner().invoke(app, ["knowledge", "pairs", "-m", str(tiny_mlm), "-d", str(data), "-o", str(out),
                                    "--whole-word", "--device", "cpu", "--no-progress"])

@@ -64,8 +64,8 @@ def test_too_little_text_is_one_clear_error():
 
 
 def test_u_shape_verdict():
-    rows = [{"encoder": "trained", "reference": "input_embedding", "layer": l, "adjusted": v}
-            for l, v in enumerate([0.9, 0.5, 0.4, 0.6])]
+    rows = [{"encoder": "trained", "reference": "input_embedding", "layer": layer, "adjusted": v}
+            for layer, v in enumerate([0.9, 0.5, 0.4, 0.6])]
     assert u_shape(pd.DataFrame(rows))["u_shape"] and u_shape(pd.DataFrame(rows))["minimum_layer"] == 2
     falling = [dict(r, adjusted=1 - 0.1 * r["layer"]) for r in rows]
     assert not u_shape(pd.DataFrame(falling))["u_shape"]

@@ -52,7 +52,7 @@ from bertology.models import Encoder
 from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.results import Result
-from bertology.runtime import derive_seed, resolve_device, seed_list
+from bertology.runtime import derive_seed, resolve_device
 
 MEASURES = ("self_similarity", "intra_sentence_similarity", "max_explainable_variance", "anisotropy")
 BASELINE_OF = {"self_similarity": "anisotropy", "intra_sentence_similarity": "anisotropy",
@@ -120,6 +120,8 @@ def plan_sample(sentence_words: Sequence[Sequence[str]], seed: int = 0, min_coun
     """
     if min_count < 2:
         raise DataError(f"min_count {min_count}: a word type needs at least 2 occurrences to compare")
+    if samples < 2:
+        raise DataError(f"samples {samples}: the anisotropy baseline needs at least 2 sampled sentences")
     if max_pairs is not None and max_pairs < 1:
         raise DataError(f"max_pairs {max_pairs}: expected at least 1 (or None for every pair)")
     lengths = np.asarray([len(words) for words in sentence_words], dtype=np.int64)

@@ -15,3 +15,6 @@ __all__ += ["lama", "load_lama", "load_masked_lm"]
 from bertology.knowledge.pairs import minimal_pairs, pseudo_log_likelihoods, read_pairs  # noqa: E402
 
 __all__ += ["minimal_pairs", "pseudo_log_likelihoods", "read_pairs"]
+from bertology.knowledge.section import KnowledgeSection, knowledge_section  # noqa: E402
+
+__all__ += ["KnowledgeSection", "knowledge_section"]

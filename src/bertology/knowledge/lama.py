@@ -206,7 +206,8 @@ def load_lama(folder: str | os.PathLike | None = None, corpora=None, relations: 
                 continue
             path = _find(folder / "Squad", "test")
             if path is None:
-                missing.append({"corpus": corpus, "relation": "squad", "label": "SQuAD cloze", "reason": "no data file"})
+                missing.append({"corpus": corpus, "relation": "squad", "label": "SQuAD cloze",
+                                "reason": "no data file"})
                 continue
             out.append(read_facts(path, corpus, "squad", None, "SQuAD cloze", max_facts))
     if not out:

@@ -144,7 +144,8 @@ class LayerwiseMLMHead(nn.Module):
         self.decoder_bias = nn.Parameter(torch.zeros(n, vocab_size))
         if tied_embeddings is not None:
             if tuple(tied_embeddings.shape) != (vocab_size, dim):
-                raise ValueError(f"tied embeddings of shape {tuple(tied_embeddings.shape)}, expected ({vocab_size}, {dim})")
+                raise ValueError(f"tied embeddings of shape {tuple(tied_embeddings.shape)}, "
+                                 f"expected ({vocab_size}, {dim})")
             self.register_buffer("tied_embeddings", tied_embeddings.detach().float().clone())
             self.decoder_weight = None
         else:
@@ -336,6 +337,8 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
             raise UsageError(f"{option} {value}: expected a whole number of at least 1")
     if not lr > 0:
         raise UsageError(f"--lr {lr}: expected a positive learning rate")
+    if not 0.0 <= dropout < 1.0:
+        raise UsageError(f"--dropout {dropout}: expected a rate in [0, 1)")
     if decoder not in DECODERS:
         raise UsageError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     if data is None and eval_data is None:

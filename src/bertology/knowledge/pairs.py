@@ -64,14 +64,24 @@ class MaskedCopies:
     groups: list[list[int]]
 
 
-def masked_copies(tokenizer, sentence: str, whole_word: bool = False) -> MaskedCopies:
+def max_input_length(model, tokenizer) -> int:
+    """Most tokens (specials included) one input may have: the position table, less RoBERTa's offset."""
+    positions = int(getattr(model.config, "max_position_embeddings", 0) or 512)
+    if model.config.model_type in {"roberta", "camembert", "xlm-roberta", "longformer"}:
+        positions -= 2
+    return int(min(positions, getattr(tokenizer, "model_max_length", positions) or positions))
+
+
+def masked_copies(tokenizer, sentence: str, whole_word: bool = False, max_length: int | None = None) -> MaskedCopies:
     encoding = tokenizer(sentence, add_special_tokens=True)
     ids = list(encoding["input_ids"])
-    special = set(tokenizer.all_special_ids)
+    if max_length is not None and len(ids) > max_length:
+        raise DataError(f"sentence {sentence[:60]!r}{'...' if len(sentence) > 60 else ''} has {len(ids)} tokens; "
+                        f"the model takes at most {max_length}; shorten it or leave it out")
     words = encoding.word_ids()
     groups: list[list[int]] = []
-    for position, token in enumerate(ids):
-        if token in special or words[position] is None:
+    for position in range(len(ids)):
+        if words[position] is None:  # [CLS], [SEP]: added by the tokenizer, not scored (an [UNK] word is)
             continue
         if whole_word and groups and words[groups[-1][0]] == words[position]:
             groups[-1].append(position)
@@ -110,7 +120,8 @@ def pseudo_log_likelihoods(model, tokenizer, sentences: Sequence[str], *, whole_
     if layers is not None and head is None:
         raise UsageError(f"--layers: per-layer scores apply the model's MLM head to each layer, and this "
                          f"{type(model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
-    plans = [masked_copies(tokenizer, s, whole_word) for s in sentences]
+    limit = max_input_length(model, tokenizer)
+    plans = [masked_copies(tokenizer, s, whole_word, limit) for s in sentences]
     keys = list(layers) if layers is not None else [None]
     totals = {key: np.zeros(len(plans)) for key in keys}
     with progress_bar(progress) as bar:
@@ -177,8 +188,8 @@ def summarize(scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     keys = ["encoder", "seed", "layer"]
     paradigms = (scored.groupby(keys + ["paradigm", "phenomenon"], dropna=False, sort=True)
                  .agg(pairs=("correct", "size"), accuracy=("correct", "mean")).reset_index())
-    overall = (scored.groupby(keys, dropna=False, sort=True).agg(pairs=("correct", "size"), accuracy=("correct", "mean"))
-               .reset_index())
+    overall = (scored.groupby(keys, dropna=False, sort=True)
+               .agg(pairs=("correct", "size"), accuracy=("correct", "mean")).reset_index())
     means = paradigms.groupby(keys, dropna=False, sort=True)["accuracy"].mean().rename("paradigm_mean").reset_index()
     overall = overall.merge(means, on=keys, how="left")
     overall["paradigms"] = paradigms.groupby(keys, dropna=False, sort=True).size().to_numpy()

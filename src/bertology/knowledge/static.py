@@ -25,7 +25,6 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 from threadpoolctl import threadpool_limits
 
 from bertology.errors import DataError
