@@ -33,6 +33,7 @@ def test_report_is_written_with_every_section(tiny_report):
     assert html.count("data:image/png;base64,") >= 3
     assert list((path.parent / "results").glob("*/key.json")), "tidy result files sit beside the report"
     assert (path.parent / "attention_view.html").is_file()
+    assert "Contextuality" in html and "Similarity to static embeddings" in html, "the knowledge and geometry section"
     assert oct(path.stat().st_mode & 0o777) == "0o644", "the report is readable by others"
     for folder in (path.parent / "results").iterdir():
         assert folder.stat().st_mode & 0o755 == 0o755, folder

@@ -1,14 +1,16 @@
-"""The report's sections, in the order a reader thinks: tokenization, probing, attention, interventions."""
+"""The report's sections, in the order a reader thinks: tokenization, probing, attention, knowledge and geometry."""
 
 from __future__ import annotations
 
+import html
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from bertology.extraction import encode_sentences
-from bertology.report.document import Figure, Link, Section, Table
+from bertology.report.document import Figure, Image, Link, Section, Table, Text
 from bertology.report.context import ReportContext
 
 
@@ -244,8 +246,47 @@ def _structural_curves(summary: pd.DataFrame):
     return fig
 
 
+def knowledge(context: ReportContext) -> Section:
+    """Contextuality, similarity to static embeddings and the MLM probe (and LAMA/minimal pairs when the
+    model has an MLM head): :func:`bertology.knowledge.section.knowledge_section` within a small budget."""
+    from bertology.knowledge.section import knowledge_section
+
+    quick = context.max_sentences is not None
+    sentences = min(400, context.max_sentences or 400)
+    settings = {"sentences": sentences, "mlm_probe_sentences": 0 if quick else 300, "seeds": list(context.seeds[:1])}
+    folder = context.out_dir / "knowledge"
+
+    def compute() -> dict[str, pd.DataFrame]:
+        built = knowledge_section(context.encoder, folder, max_sentences=sentences, seeds=context.seeds[:1],
+                                  mlm_probe_sentences=settings["mlm_probe_sentences"], device=context.device,
+                                  cache_dir=context.store_dir, progress=context.progress)
+        tables = {f"table-{i}": frame for i, frame in enumerate(built.tables.values())}
+        tables["captions"] = pd.DataFrame({"kind": ["table"] * len(built.tables) + ["figure"] * len(built.figures),
+                                           "caption": [*built.tables, *built.figures],
+                                           "path": [""] * len(built.tables) + [str(Path(p).relative_to(context.out_dir))
+                                                                               for p in built.figures.values()]})
+        tables["notes"] = pd.DataFrame({"note": built.notes})
+        return tables
+
+    tables = context.cache.get_or_compute("knowledge", {**context.model_key, **settings}, compute)
+    section = Section("knowledge", "Knowledge and geometry",
+                      note=f"On the first {sentences} EWT dev sentences, the model beside its untrained twin (seed "
+                           f"{context.seeds[0]}). " + ("The MLM probe is skipped in quick runs (--max-sentences); "
+                                                       "bertology knowledge mlm-probe runs it. " if quick else "")
+                           + "docs/knowledge.md has the full-size numbers and every choice.")
+    captions = tables["captions"]
+    for index, row in enumerate(captions[captions["kind"] == "table"].itertuples()):
+        section.add(Table(tables[f"table-{index}"], row.caption))
+    for row in captions[captions["kind"] == "figure"].itertuples():
+        section.add(Image(context.out_dir / row.path, row.caption))
+    for note in tables["notes"]["note"]:
+        section.add(Text(html.escape(note)))
+    return section
+
+
 SECTIONS = [
     ("tokenization", tokenization),
     ("probing", probing),
     ("attention", attention),
+    ("knowledge", knowledge),
 ]
