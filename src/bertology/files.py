@@ -128,6 +128,23 @@ def write_table(frame, path: str | os.PathLike, formats: tuple[str, ...] = ("par
     return written
 
 
+def finish_layer_figure(figure, axes, path: str | os.PathLike, title: str | None = None, legend_size: int = 8) -> Path:
+    """The common end of a per-layer figure: x axis "layer (0 = embeddings)", a grid, one legend, the title;
+    saved with :func:`save_figure` and closed (figures are many in a report run)."""
+    import matplotlib.pyplot as plt
+
+    for axis in axes:
+        axis.set_xlabel("layer (0 = embeddings)")
+        axis.grid(True, linewidth=0.3)
+    axes[0].legend(fontsize=legend_size)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    saved = save_figure(figure, path)
+    plt.close(figure)
+    return saved
+
+
 def save_figure(figure, path: str | os.PathLike, **kwargs) -> Path:
     """``figure.savefig`` to a temporary file, then renamed; the format follows the suffix."""
     path = Path(path)

@@ -367,7 +367,7 @@ def plot_contextuality(summary: pd.DataFrame, path: str | os.PathLike, title: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bertology.files import save_figure
+    from bertology.files import finish_layer_figure
 
     panels = [("self_similarity", "adjusted", "self-similarity (adjusted)"),
               ("intra_sentence_similarity", "adjusted", "intra-sentence similarity (adjusted)"),
@@ -383,12 +383,4 @@ def plot_contextuality(summary: pd.DataFrame, path: str | os.PathLike, title: st
             axis.errorbar(part["layer"].astype(int), part[column], yerr=spread.fillna(0), fmt=style, ms=4,
                           capsize=2, label="model" if kind == "trained" else "untrained twin")
         axis.set_title(label, fontsize=9)
-        axis.set_xlabel("layer (0 = embeddings)")
-        axis.grid(True, linewidth=0.3)
-    axes[0].legend(fontsize=8)
-    if title:
-        figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    saved = save_figure(figure, path)
-    plt.close(figure)
-    return saved
+    return finish_layer_figure(figure, axes, path, title, legend_size=8)

@@ -31,7 +31,7 @@ import torch
 from bertology.data import shared_data_dir
 from bertology.data.corpus import open_text
 from bertology.errors import DataError, UsageError
-from bertology.knowledge.mlm import load_masked_lm, model_name, untrained_masked_lm
+from bertology.knowledge.mlm import masked_lm, untrained_masked_lm
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import resolve_device
@@ -415,13 +415,7 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
     (unweighted means over relations), ``facts`` (the model's prediction and rank per fact) and ``missing``.
     """
     run_device = resolve_device(device)
-    if loaded is None:
-        network, tokenizer = load_masked_lm(model, run_device)
-        name = model_name(model)
-    else:
-        network, tokenizer = loaded
-        network.to(run_device).eval()
-        name = getattr(network.config, "_name_or_path", "") or type(network).__name__
+    network, tokenizer, name = masked_lm(model, loaded, run_device)
     if data is not None and Path(data).is_file():
         relation = read_facts(data, "custom", Path(data).name.split(".")[0], template, "", max_facts)
         chosen, missing = [relation], pd.DataFrame(columns=["corpus", "relation", "label", "reason"])

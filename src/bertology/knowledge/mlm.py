@@ -56,5 +56,16 @@ def untrained_masked_lm(model: PreTrainedModel, seed: int) -> PreTrainedModel:
     return twin.eval().to(next(model.parameters()).device)
 
 
+def masked_lm(model, loaded=None, device=None):
+    """``(network, tokenizer, name)``: ``loaded`` (a ``(network, tokenizer)`` pair) moved to ``device`` in eval
+    mode, or the masked LM ``model`` names (hub id, folder or alias) loaded there."""
+    if loaded is None:
+        network, tokenizer = load_masked_lm(model, device)
+        return network, tokenizer, model_name(model)
+    network, tokenizer = loaded
+    network.to(device).eval()
+    return network, tokenizer, getattr(network.config, "_name_or_path", "") or type(network).__name__
+
+
 def model_name(name_or_path: str | os.PathLike) -> str:
     return resolve_model_source(name_or_path)[0]

@@ -439,7 +439,7 @@ def plot_mlm_probe(summary: pd.DataFrame, baselines: pd.DataFrame, path: str | o
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bertology.files import save_figure
+    from bertology.files import finish_layer_figure
 
     figure, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     panels = [("top1", "top-1 accuracy (%)", 100.0), ("top10", "top-10 accuracy (%)", 100.0),
@@ -456,12 +456,4 @@ def plot_mlm_probe(summary: pd.DataFrame, baselines: pd.DataFrame, path: str | o
         if metric == "perplexity":
             axis.set_yscale("log")
         axis.set_title(label, fontsize=9)
-        axis.set_xlabel("layer (0 = embeddings)")
-        axis.grid(True, linewidth=0.3)
-    axes[0].legend(fontsize=8)
-    if title:
-        figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    saved = save_figure(figure, path)
-    plt.close(figure)
-    return saved
+    return finish_layer_figure(figure, axes, path, title, legend_size=8)

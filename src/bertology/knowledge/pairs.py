@@ -23,7 +23,7 @@ import torch
 
 from bertology.errors import DataError, UsageError
 from bertology.knowledge.lama import _head_module, read_jsonl
-from bertology.knowledge.mlm import load_masked_lm, model_name, untrained_masked_lm
+from bertology.knowledge.mlm import masked_lm, untrained_masked_lm
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import resolve_device
@@ -210,13 +210,7 @@ def minimal_pairs(model: str | os.PathLike = "minilm", data: str | os.PathLike |
                          "of them")
     pairs = read_pairs(data, max_pairs)
     run_device = resolve_device(device)
-    if loaded is None:
-        network, tokenizer = load_masked_lm(model, run_device)
-        name = model_name(model)
-    else:
-        network, tokenizer = loaded
-        network.to(run_device).eval()
-        name = getattr(network.config, "_name_or_path", "") or type(network).__name__
+    network, tokenizer, name = masked_lm(model, loaded, run_device)
     num_layers = int(getattr(network.config, "num_hidden_layers", 0) or getattr(network.config, "n_layers", 0))
     from bertology.numbering import parse_layers
 

@@ -238,7 +238,7 @@ def plot_static(summary: pd.DataFrame, path: str | os.PathLike, title: str = "")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bertology.files import save_figure
+    from bertology.files import finish_layer_figure
 
     labels = {"input_embedding": "(a) vs the token's input embedding",
               "type_average": "(b) vs its type's average over contexts"}
@@ -254,13 +254,5 @@ def plot_static(summary: pd.DataFrame, path: str | os.PathLike, title: str = "")
                           color=colour, label=f"{name}, adjusted")
             axis.plot(x, part["value"], ":", color=colour, alpha=0.7, label=f"{name}, raw")
         axis.set_title(labels[reference], fontsize=9)
-        axis.set_xlabel("layer (0 = embeddings)")
         axis.set_ylabel("cosine")
-        axis.grid(True, linewidth=0.3)
-    axes[0].legend(fontsize=7)
-    if title:
-        figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    saved = save_figure(figure, path)
-    plt.close(figure)
-    return saved
+    return finish_layer_figure(figure, axes, path, title, legend_size=7)
