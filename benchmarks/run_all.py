@@ -18,6 +18,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+#: Benchmarks that take a sub-command: each listed run is one process.
+RUNS = {"knowledge": [["mlm", "--model", "minilm"], ["pairs", "--model", "minilm"]]}
+
 
 def benchmarks() -> dict[str, Path]:
     return {path.stem.removeprefix("bench_"): path for path in sorted(HERE.glob("bench_*.py"))}
@@ -40,13 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     failures, summary = 0, []
     for name, path in chosen.items():
         print(f"\n=== {name} ({path.name}) ===", flush=True)
-        started = time.perf_counter()
-        code = subprocess.call([sys.executable, str(path)])
-        summary.append((name, code, time.perf_counter() - started))
-        failures += code != 0
+        for arguments in RUNS.get(name, [[]]):
+            started = time.perf_counter()
+            code = subprocess.call([sys.executable, str(path), *arguments])
+            label = " ".join([name, *arguments[:1]])
+            summary.append((label, code, time.perf_counter() - started))
+            failures += code != 0
     print("\n=== summary ===")
     for name, code, seconds in summary:
-        print(f"{name:<12} {'ok' if code == 0 else f'FAILED (exit {code})':<16} {seconds:7.0f} s")
+        print(f"{name:<16} {'ok' if code == 0 else f'FAILED (exit {code})':<16} {seconds:7.0f} s")
     return failures
 
 
