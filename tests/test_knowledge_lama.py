@@ -131,3 +131,22 @@ def test_the_shared_lama_files_read_cleanly(shared_data):
                                         "P361", "P37", "P47", "P530"}
     assert all(len(r.facts) == 3 for r in relations)
     assert np.all([r.template is None for r in relations if r.corpus == "SQuAD"])
+
+
+def test_command_end_to_end(fact_model, lama_folder, tmp_path):
+    from bertology.cli import app
+    from bertology.results import Result
+
+    model, tokenizer = fact_model
+    folder = tmp_path / "fact-mlm"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    out = tmp_path / "out"
+    run = CliRunner().invoke(app, ["knowledge", "lama", "-m", str(folder), "-d", str(lama_folder), "--corpora", "trex",
+                                   "-o", str(out), "--device", "cpu", "--no-progress"])
+    assert run.exit_code == 0, run.output
+    result = Result.load(out)
+    assert str(result["relations"]["layer"].dtype) == "Int64"
+    assert result["corpora"].query("encoder == 'trained'")["p_at_1"].iloc[0] >= 0.5
+    assert (out / "lama.png").stat().st_size > 0
+    assert "splits into several tokens" in " ".join(run.output.split())  # rich wraps lines

@@ -195,6 +195,10 @@ def lama_command(
     result = lama(model, data, corpora=corpora, relations=relations.split(",") if relations else None,
                   template=template, max_facts=max_sentences, vocab=vocab, layers=layers, seeds=chosen_seeds,
                   untrained=untrained, batch_size=batch_size, device=device, progress=progress)
+    from bertology.knowledge.lama import plot_lama
+
+    result.figures["lama"] = plot_lama(result["relations"], Path(out) / "lama.png",
+                                       title=f"{result.meta['model']}: LAMA P@1 per relation")
     result.save(out)
     corpus_table = result["corpora"]
     last = corpus_table["layer"].max()
@@ -216,7 +220,7 @@ def lama_command(
                       "(split_objects) and not scored, as in LAMA")
     if len(result["missing"]):
         console.print(f"relations without data here: {', '.join(result['missing']['relation'])}")
-    console.print(f"results in {out} (relations, corpora, facts, missing)")
+    console.print(f"results in {out} (relations, corpora, facts, missing; lama.png)")
 
 
 @app.command("pairs")
@@ -250,6 +254,10 @@ def pairs_command(
     result = minimal_pairs(model, data, whole_word=whole_word, layers=layers, max_pairs=max_sentences,
                            seeds=chosen_seeds, untrained=untrained, batch_tokens=batch_tokens, device=device,
                            progress=progress)
+    from bertology.knowledge.pairs import plot_pairs
+
+    result.figures["pairs"] = plot_pairs(result["paradigms"], Path(out) / "pairs.png",
+                                         title=f"{result.meta['model']}: minimal pairs per paradigm")
     result.save(out)
     paradigms = result["paradigms"]
     last = paradigms["layer"].max()
@@ -268,4 +276,4 @@ def pairs_command(
     overall = summary[(summary["encoder"] == "trained") & (summary["layer"] == last)].iloc[0]
     console.print(f"overall: {percent(overall['accuracy'])}% of {int(overall['pairs'])} pairs "
                   f"(mean over {int(overall['paradigms'])} paradigms {percent(overall['paradigm_mean'])}%; chance 50%)")
-    console.print(f"results in {out} (pairs, paradigms, summary)")
+    console.print(f"results in {out} (pairs, paradigms, summary; pairs.png)")

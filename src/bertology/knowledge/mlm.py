@@ -14,7 +14,7 @@ from bertology.models.encoders import _from_pretrained, resolve_model_source
 def _missing_head_keys(model: PreTrainedModel, missing: list[str]) -> list[str]:
     """Missing weights outside the encoder: the MLM head was not in the checkpoint."""
     prefix = f"{model.base_model_prefix}."
-    return [key for key in missing if not key.startswith(prefix)]
+    return sorted(key for key in missing if not key.startswith(prefix))
 
 
 def load_masked_lm(name_or_path: str | os.PathLike, device: str | torch.device | None = None):
