@@ -4,7 +4,6 @@ one clear error for bad input."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
