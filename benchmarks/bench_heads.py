@@ -89,10 +89,22 @@ def train_epoch(store_path: Path, head_name: str, prefetch: bool, batch_size: in
             "tokens_per_second": float(store.row_counts.sum()) / stats.seconds}
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident set: VmHWM, which starts afresh at exec. (ru_maxrss survives exec on
+    Linux, so a child forked from a large parent would report the parent's size.)"""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(args) -> None:
     torch.set_num_threads(args.threads)
     result = train_epoch(Path(args.store), args.head, True, args.batch_size)
-    result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result))
 
 
