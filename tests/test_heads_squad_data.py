@@ -12,7 +12,7 @@ import pytest
 
 from bertology.data.squad import article_order, read_squad, split_by_article
 from bertology.errors import DataError
-from bertology.heads.qa import best_span, decode_spans, encode_windows, question_answerable
+from bertology.heads.qa import best_span, decode_spans, encode_windows, question_answerable, score_spans
 from bertology.heads.squad_eval import (
     evaluate_squad, exact_match, f1_score, normalize_answer, question_scores, score_predictions, summarize_scores,
 )
@@ -236,6 +236,27 @@ def test_decoding_picks_the_best_window_and_the_no_answer_score(tmp_path, tiny_b
     assert decode_spans(windows, starts, ends, null_margin=-13).answers["far"] == ""
     assert question_answerable(windows, [0.9 if w == 0 else 0.1 for w in range(len(windows))]) == \
         {"far": True, "none": False}
+
+
+def test_forced_f1_scores_the_span_an_abstaining_model_found(tmp_path, tiny_bert):
+    """A model that always abstains gets the NoAns share and HasAns F1 0; the forced F1 still shows that
+    its best span on the answerable question was right (and the no-answer question does not count)."""
+    questions = _long(tmp_path)
+    windows = encode_windows(tiny_bert.tokenizer, questions, max_length=48, stride=16)
+    starts, ends = [], []
+    for w in range(len(windows)):
+        n = len(windows.input_ids[w])
+        start, end = np.zeros(n), np.zeros(n)
+        start[0] = end[0] = 20  # [CLS]: abstain, more strongly than any span
+        start[windows.start_positions[w]] += 6
+        end[windows.end_positions[w]] += 6
+        starts.append(start)
+        ends.append(end)
+    scores = score_spans(windows, starts, ends)
+    assert scores["has_ans_f1"] == 0.0 and scores["no_ans_accuracy"] == 1.0 and scores["f1"] == 0.5
+    assert scores["has_ans_f1_forced"] == 1.0
+    wrong = [np.roll(start, 1) for start in starts]  # every span one token late: F1 0 on "cats"
+    assert score_spans(windows, wrong, [np.roll(end, 1) for end in ends])["has_ans_f1_forced"] == 0.0
 
 
 @pytest.mark.integration

@@ -19,17 +19,16 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from transformers import get_linear_schedule_with_warmup
 
 from bertology.data.glue import GlueExample, glue_task, read_glue
 from bertology.errors import DataError, ModelError
 from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
                                          training_batches)
+from bertology.finetune.loop import Optimisation, train_steps
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.model import (CHECKPOINT_META, GlueModel, build_glue_model, read_checkpoint_meta,
                                       save_checkpoint)
 from bertology.finetune.variants import parse_variant
-from bertology.progress import progress_bar
 from bertology.results import Result, tidy
 from bertology.runtime import resolve_device
 
@@ -161,16 +160,6 @@ def evaluate(model: torch.nn.Module, tokenizer, task_or_examples: str | Sequence
     return result
 
 
-def _optimizer(model: torch.nn.Module, config: FinetuneConfig) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if not parameter.requires_grad:
-            continue
-        (no_decay if parameter.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=config.lr)
-
-
 def _load_encoder(model):
     from bertology.models import Encoder, load_encoder
 
@@ -198,48 +187,29 @@ def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExample
     total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
     if config.max_steps is not None:
         total_steps = min(total_steps, config.max_steps)
-    optimizer = _optimizer(model, config)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total_steps), total_steps)
-    use_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+    optimisation = Optimisation(model, lr=config.lr, weight_decay=config.weight_decay,
+                                warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm,
+                                total_steps=total_steps, device=device)
     pad_to = None if config.dynamic_padding else config.max_length
     history: list[dict] = []
-    step, seen, train_seconds = 0, 0, 0.0
-    epoch = 0
-    description = description or f"{task} seed {seed}"
-    with progress_bar(config.progress) as progress:
-        bar = progress.add_task(description, total=total_steps)
-        while step < total_steps:
-            epoch += 1
-            batches = training_batches(train.lengths, config.batch_size, rng, group_by_length=config.group_by_length)
-            running = []
-            start = time.perf_counter()
-            for indices in batches:
-                if step >= total_steps:
-                    break
-                batch = collate(train, indices, pad_to=pad_to)
-                labels = batch["labels"].to(device)
-                with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                    output = model(**_model_inputs(batch, device), labels=labels)
-                output.loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                seen += len(indices)
-                running.append(float(output.loss.detach()))
-                progress.update(bar, advance=1,
-                                description=f"{description}: epoch {epoch} loss {np.mean(running[-50:]):.3f}")
-            train_seconds += time.perf_counter() - start
-            last = step >= total_steps
-            if config.eval_each_epoch or last:
-                scores = glue_metric(task, predict(model, dev, config.eval_batch_size, device), dev.labels)
-                history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(running)) if running else None,
-                                **scores})
-                progress.update(bar, description=f"{description}: epoch {epoch} dev "
-                                + " ".join(f"{k} {v:.3f}" for k, v in scores.items()))
+
+    def batch_loss(indices: np.ndarray) -> torch.Tensor:
+        batch = collate(train, indices, pad_to=pad_to)
+        return model(**_model_inputs(batch, device), labels=batch["labels"].to(device)).loss
+
+    def after_epoch(epoch: int, step: int, losses: list[float]) -> None:
+        if config.eval_each_epoch or step >= total_steps:
+            scores = glue_metric(task, predict(model, dev, config.eval_batch_size, device), dev.labels)
+            history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
+                            **scores})
+
+    _, seconds, seen = train_steps(
+        optimisation, batch_loss,
+        lambda epoch: training_batches(train.lengths, config.batch_size, rng, group_by_length=config.group_by_length),
+        steps_per_epoch, total_steps, on_epoch_end=after_epoch, description=description or f"{task} seed {seed}",
+        progress=config.progress)
     final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "train_loss")}
-    return final, history, train_seconds, seen / train_seconds if train_seconds else 0.0
+    return final, history, seconds, seen / seconds if seconds else 0.0
 
 
 def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: str | Path | None = None) -> Result:

@@ -8,9 +8,9 @@ start and end logits, loss the mean of the two cross-entropies. Batches are leng
 schedule runs over the largest
 checkpoint fraction (one epoch by default); a checkpoint at 0.3 is the model 30% of the way through it.
 
-Why a loop of its own: ``train.train_one_seed`` scores with ``glue_metric(task)`` and has no hook to save
-or evaluate part-way through an epoch. Folding this in needs two changes there: an ``evaluate(model) ->
-dict`` callable instead of the GLUE task name, and a ``on_step(step)`` callback (see docs/heads.md).
+The optimisation and the step loop are ``bertology finetune``'s own (:mod:`bertology.finetune.loop`): only
+the model, the loss and what happens between steps (checkpoints at fractions of an epoch, the resume
+state) are SQuAD's.
 
 Each checkpoint ``out/epoch-<f>/`` holds the encoder (``save_pretrained`` + tokenizer, so
 ``load_encoder(path)`` reads it), ``qa_head.safetensors`` and ``finetune-qa.json`` (base fingerprint,
@@ -23,23 +23,20 @@ from __future__ import annotations
 import copy
 import json
 import math
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers import get_linear_schedule_with_warmup
 
 from bertology.errors import DataError, ModelError
 from bertology.finetune.batching import training_batches
+from bertology.finetune.loop import Optimisation, train_steps
 from bertology.files import atomic_path, ensure_dir, write_json
-from bertology.heads.qa import QAWindows, decode_spans
-from bertology.heads.squad_eval import evaluate_squad
-from bertology.progress import progress_bar
+from bertology.heads.qa import QAWindows, score_spans
+from bertology.models.encoders import load_encoder
 from bertology.runtime import derive_seed, resolve_device
 
 QA_META = "finetune-qa.json"
@@ -158,17 +155,7 @@ def evaluate_qa(model: QAModel, windows: QAWindows, pad_id: int, batch_tokens: i
                 max_answer_length: int = 30) -> dict:
     """Official SQuAD 2.0 scores (fractions) of ``model`` on ``windows``' questions."""
     starts, ends = qa_logits(model, windows, pad_id, batch_tokens)
-    predictions = decode_spans(windows, starts, ends, max_answer_length)
-    return evaluate_squad(windows.questions, predictions.answers)
-
-
-def _optimizer(model: nn.Module, config: QAFinetuneConfig) -> torch.optim.Optimizer:
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        if parameter.requires_grad:
-            (no_decay if parameter.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
-    return torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                              {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+    return score_spans(windows, starts, ends, max_answer_length)
 
 
 def _save_checkpoint(model: QAModel, tokenizer, path: Path, meta: dict) -> Path:
@@ -222,26 +209,27 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
     model = QAModel(copy.deepcopy(encoder.model), encoder.hidden_size)
     torch.random.set_rng_state(generator_state)
     model.to(device).train()
-    optimizer = _optimizer(model, config)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
+    optimisation = Optimisation(model, lr=config.lr, weight_decay=config.weight_decay,
+                                warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm,
+                                total_steps=total, device=device)
     step, seconds = 0, 0.0
     state_path = out / STATE_NAME if out is not None else None
     if state_path is not None and state_path.is_file():
         state = torch.load(state_path, map_location="cpu", weights_only=False)
         if state.get("key") == key:
             model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            scheduler.load_state_dict(state["scheduler"])
+            optimisation.load_state_dict(state)
             step, seconds = state["step"], state["seconds"]
+    resumed_seconds = seconds
 
-    def save_state() -> None:
+    def save_state(step: int) -> None:
         if state_path is None:
             return
         with atomic_path(state_path) as tmp:
-            torch.save({"key": key, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                        "scheduler": scheduler.state_dict(), "step": step, "seconds": seconds}, tmp)
+            torch.save({"key": key, "model": model.state_dict(), **optimisation.state_dict(), "step": step,
+                        "seconds": seconds}, tmp)
 
-    def record(fraction: float) -> dict | None:
+    def record(fraction: float, step: int) -> dict | None:
         if evaluation is None:
             return None
         metrics = evaluate_qa(model, evaluation, pad_id, config.eval_batch_tokens)
@@ -252,56 +240,44 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
             write_json(curve_path, curve)
         return metrics
 
-    use_bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-    with progress_bar(config.progress) as bar:
-        task = bar.add_task(f"squad fine-tune {encoder.name}", total=total, completed=step)
-        while step < total:
-            epoch, first = divmod(step, steps_per_epoch)
-            rng = np.random.default_rng(derive_seed(config.seed, "squad-finetune", epoch))
-            batches = training_batches(train.lengths, config.batch_size, rng, group_by_length=True)
-            started = time.perf_counter()
-            for b in range(first, steps_per_epoch):
-                chosen = batches[b]
-                batch = train.batch(chosen, pad_id)
-                with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                    start, end = model(**_inputs(batch, device))
-                loss = span_loss(start.float(), end.float(), batch["start_positions"].to(device),
-                                 batch["end_positions"].to(device))
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                bar.advance(task)
-                reached = [f for f, s in at_step.items() if s == step]
-                if reached or step % config.save_every == 0 or step >= total:
-                    seconds += time.perf_counter() - started
-                    for fraction in sorted(reached):
-                        if fraction in config.checkpoints and fraction not in done:
-                            metrics = record(fraction) or {}
-                            meta = {"key": key, "base_model": encoder.name, "base_fingerprint": encoder.fingerprint,
-                                    "fraction": fraction, "step": step, "steps_per_epoch": steps_per_epoch,
-                                    "metrics": metrics, "train_seconds": seconds, "config": asdict(config),
-                                    "n_train_windows": len(train)}
-                            path = (_save_checkpoint(model, encoder.tokenizer, checkpoint_dir(fraction), meta)
-                                    if out is not None else None)
-                            done[fraction] = QACheckpoint(fraction, step, path, metrics, seconds)
-                        elif fraction in config.evaluate_at and not any(abs(r["fraction"] - fraction) < 1e-9
-                                                                       for r in curve):
-                            record(fraction)
-                    save_state()
-                    started = time.perf_counter()  # evaluation and saving are not training time
-                if step >= total:
-                    break
+    def finish(fraction: float, step: int) -> None:
+        metrics = record(fraction, step) or {}
+        meta = {"key": key, "base_model": encoder.name, "base_fingerprint": encoder.fingerprint,
+                "fraction": fraction, "step": step, "steps_per_epoch": steps_per_epoch, "metrics": metrics,
+                "train_seconds": seconds, "config": asdict(config), "n_train_windows": len(train)}
+        path = _save_checkpoint(model, encoder.tokenizer, checkpoint_dir(fraction), meta) if out is not None else None
+        done[fraction] = QACheckpoint(fraction, step, path, metrics, seconds)
+
+    def batch_loss(indices: np.ndarray) -> torch.Tensor:
+        batch = train.batch(indices, pad_id)
+        start, end = model(**_inputs(batch, device))
+        return span_loss(start.float(), end.float(), batch["start_positions"].to(device),
+                         batch["end_positions"].to(device))
+
+    def epoch_batches(epoch: int) -> list[np.ndarray]:
+        rng = np.random.default_rng(derive_seed(config.seed, "squad-finetune", epoch))
+        return training_batches(train.lengths, config.batch_size, rng, group_by_length=True)
+
+    def on_step(step: int, loop_seconds: float) -> None:
+        nonlocal seconds
+        reached = [f for f, s in at_step.items() if s == step]
+        if not (reached or step % config.save_every == 0 or step >= total):
+            return
+        seconds = resumed_seconds + loop_seconds
+        for fraction in sorted(reached):
+            if fraction in config.checkpoints and fraction not in done:
+                finish(fraction, step)
+            elif fraction in config.evaluate_at and not any(abs(r["fraction"] - fraction) < 1e-9 for r in curve):
+                record(fraction, step)
+        save_state(step)
+
+    step, loop_total, _ = train_steps(optimisation, batch_loss, epoch_batches, steps_per_epoch, total,
+                                      start_step=step, on_step=on_step, description=f"squad fine-tune {encoder.name}",
+                                      progress=config.progress)
+    seconds = resumed_seconds + loop_total
     for fraction in config.checkpoints:
         if fraction not in done:  # max_steps stopped the run before this fraction: save what there is
-            metrics = record(fraction) or {}
-            meta = {"key": key, "base_model": encoder.name, "base_fingerprint": encoder.fingerprint,
-                    "fraction": fraction, "step": step, "steps_per_epoch": steps_per_epoch, "metrics": metrics,
-                    "train_seconds": seconds, "config": asdict(config), "n_train_windows": len(train)}
-            path = _save_checkpoint(model, encoder.tokenizer, checkpoint_dir(fraction), meta) if out is not None else None
-            done[fraction] = QACheckpoint(fraction, step, path, metrics, seconds)
+            finish(fraction, step)
     return QAFinetuneResult([done[f] for f in config.checkpoints], curve, steps_per_epoch)
 
 
@@ -312,5 +288,10 @@ def checkpoint_meta(path: str | Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def fractions_text(values: Sequence[float]) -> str:
-    return ", ".join(f"{v:g}" for v in values)
+def load_qa_model(path: str | Path) -> QAModel:
+    """A finished checkpoint of :func:`finetune_qa` (encoder + span head) ready to score."""
+    checkpoint_meta(path)
+    encoder = load_encoder(path)
+    model = QAModel(encoder.model, encoder.hidden_size)
+    model.qa_outputs.load_state_dict(load_file(Path(path) / "qa_head.safetensors"))
+    return model.eval()

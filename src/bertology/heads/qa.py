@@ -24,6 +24,7 @@ import numpy as np
 
 from bertology.data.squad import SquadQuestion
 from bertology.errors import DataError
+from bertology.heads.squad_eval import evaluate_squad
 
 MAX_LENGTH = 384
 STRIDE = 128
@@ -201,11 +202,13 @@ def best_span(start_logits: np.ndarray, end_logits: np.ndarray, context: np.ndar
 
 @dataclass
 class SpanPredictions:
-    """Per-question decoding: ``answers`` (id -> text, "" for no answer) and the scores behind them."""
+    """Per-question decoding: ``answers`` (id -> text, "" for no answer), ``spans`` (id -> the best span's
+    text whatever the no-answer score says) and the scores behind them."""
 
     answers: dict[str, str]
     span_score: dict[str, float]
     null_score: dict[str, float]
+    spans: dict[str, str] = field(default_factory=dict)
 
 
 def decode_spans(windows: QAWindows, start_logits: Sequence[np.ndarray], end_logits: Sequence[np.ndarray],
@@ -227,7 +230,7 @@ def decode_spans(windows: QAWindows, start_logits: Sequence[np.ndarray], end_log
         null[q] = min(null.get(q, np.inf), null_score)
         if s >= 0 and score > best.get(q, (-np.inf,))[0]:
             best[q] = (score, w, s, e)
-    answers, span_scores, null_scores = {}, {}, {}
+    answers, span_scores, null_scores, spans = {}, {}, {}, {}
     for q, question in enumerate(windows.questions):
         if q not in null:
             raise DataError(f"question {question.id} has no window")
@@ -237,8 +240,22 @@ def decode_spans(windows: QAWindows, start_logits: Sequence[np.ndarray], end_log
             offsets = windows.offsets[w]
             text = question.context[offsets[s, 0]: offsets[e, 1]]
         answers[question.id] = "" if null[q] > score + null_margin else text
+        spans[question.id] = text
         span_scores[question.id], null_scores[question.id] = score, null[q]
-    return SpanPredictions(answers, span_scores, null_scores)
+    return SpanPredictions(answers, span_scores, null_scores, spans)
+
+
+def score_spans(windows: QAWindows, start_logits: Sequence[np.ndarray], end_logits: Sequence[np.ndarray],
+                max_answer_length: int = MAX_ANSWER_LENGTH) -> dict[str, float]:
+    """The official SQuAD 2.0 scores (fractions) of per-window logits, plus ``has_ans_f1_forced``: F1 on the
+    answerable questions when the best span is always given. The official scores mix two skills, finding
+    the span and deciding to answer; on small training sets a model that always abstains scores the NoAns
+    share, and the forced F1 shows whether it learned to find spans at all."""
+    predictions = decode_spans(windows, start_logits, end_logits, max_answer_length)
+    metrics = evaluate_squad(windows.questions, predictions.answers)
+    answerable = [question for question in windows.questions if question.answers]
+    forced = evaluate_squad(answerable, predictions.spans) if answerable else {"f1": float("nan")}
+    return {**metrics, "has_ans_f1_forced": forced["f1"]}
 
 
 def question_answerable(windows: QAWindows, answerable_probability: Sequence[float]) -> dict[str, bool]:

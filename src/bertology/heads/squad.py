@@ -33,25 +33,27 @@ import torch
 from bertology.data.squad import SquadQuestion, read_squad, split_by_article
 from bertology.errors import DataError, UsageError
 from bertology.files import ensure_dir, save_figure
-from bertology.heads.finetune_qa import QAFinetuneConfig, finetune_qa
+from bertology.heads.finetune_qa import QAFinetuneConfig, evaluate_qa, finetune_qa, load_qa_model
 from bertology.heads.activations import write_activations
 from bertology.heads.catalog import HeadModel, build_head, check_head_name
-from bertology.heads.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, decode_spans, encode_windows, \
-    question_answerable
-from bertology.heads.squad_eval import evaluate_squad
+from bertology.heads.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, encode_windows, question_answerable, \
+    score_spans
 from bertology.heads.train import HeadTrainConfig, check_store_model, predict_head, train_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
 
+#: The span scores in the ``scores`` table (fractions; see :func:`~bertology.heads.qa.score_spans`).
+SPAN_METRICS = ("exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced")
+
 #: The heads `bertology heads squad` trains by default: the seed's Table 1 rows, the CNN, the last layer.
 DEFAULT_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
                  "adapter-independent-64", "stack", "cnn", "last")
 
 SCORE_COLUMNS = ["model", "checkpoint", "eval_checkpoint", "component", "task", "seed", "trainable_params",
-                 "param_share", "exact", "f1", "has_ans_f1", "no_ans_accuracy", "answerable_accuracy",
-                 "train_seconds", "io_share", "n_train_questions", "n_eval_questions"]
+                 "param_share", *SPAN_METRICS, "answerable_accuracy", "train_seconds", "io_share",
+                 "n_train_questions", "n_eval_questions"]
 
 
 @dataclass
@@ -117,10 +119,8 @@ def score_head(head: HeadModel, store: Store, windows: QAWindows, max_answer_len
         raise DataError(f"{store.path}: {store.n_sentences} windows stored, {len(windows)} expected")
     if head.task == "span":
         starts, ends = predict_head(head, store)
-        answers = decode_spans(windows, starts, ends, max_answer_length).answers
-        metrics = evaluate_squad(windows.questions, answers)
-        return {"exact": metrics["exact"], "f1": metrics["f1"], "has_ans_f1": metrics["has_ans_f1"],
-                "no_ans_accuracy": metrics["no_ans_accuracy"]}
+        metrics = score_spans(windows, starts, ends, max_answer_length)
+        return {key: metrics[key] for key in SPAN_METRICS}
     logits = torch.as_tensor(predict_head(head, store))
     probability = torch.softmax(logits, dim=-1)[:, 1].numpy()
     predicted = question_answerable(windows, probability)
@@ -179,11 +179,13 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     base = {"model": encoder.name, "n_train_questions": n_train, "n_eval_questions": n_eval}
     rows = []
     for checkpoint in tuned.checkpoints:
+        if any(key not in checkpoint.metrics for key in SPAN_METRICS):  # saved before a metric was added
+            checkpoint.metrics = evaluate_qa(load_qa_model(checkpoint.path), eval_windows, encoder.tokenizer.pad_token_id,
+                                             config.finetune.eval_batch_tokens, config.max_answer_length)
         rows.append({**base, "checkpoint": checkpoint.fraction, "eval_checkpoint": checkpoint.fraction,
                      "component": "fine-tuned", "task": "span", "seed": config.finetune.seed,
                      "trainable_params": encoder.num_parameters + 2 * encoder.hidden_size + 2,
-                     "param_share": 1.0, **{k: checkpoint.metrics.get(k) for k in
-                                            ("exact", "f1", "has_ans_f1", "no_ans_accuracy")},
+                     "param_share": 1.0, **{k: checkpoint.metrics.get(k) for k in SPAN_METRICS},
                      "train_seconds": checkpoint.train_seconds, "io_share": None})
 
     stores: dict[float, tuple[Store, Store]] = {}
@@ -238,7 +240,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
 def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
     """Mean over seeds per (checkpoint, eval checkpoint, head, task), with the seed count."""
     keys = ["checkpoint", "eval_checkpoint", "component", "task"]
-    numeric = ["trainable_params", "param_share", "exact", "f1", "has_ans_f1", "no_ans_accuracy",
+    numeric = ["trainable_params", "param_share", "exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced",
                "answerable_accuracy", "train_seconds", "io_share"]
     frame = scores.copy()
     frame[numeric] = frame[numeric].apply(pd.to_numeric, errors="coerce")

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import get_linear_schedule_with_warmup
 
 from bertology.errors import ModelError, StoreError
 from bertology.files import atomic_path
+from bertology.finetune.loop import Optimisation
 from bertology.heads.activations import read_labels
 from bertology.heads.catalog import HeadModel
 from bertology.heads.streaming import StreamingReader
@@ -98,13 +98,6 @@ def head_loss(head: HeadModel, outputs, targets: dict[str, torch.Tensor]) -> tor
     return torch.nn.functional.cross_entropy(outputs, targets["label"])
 
 
-def _optimizer(head: HeadModel, config: HeadTrainConfig) -> torch.optim.Optimizer:
-    decay = [p for p in head.parameters() if p.requires_grad and p.ndim >= 2]
-    rest = [p for p in head.parameters() if p.requires_grad and p.ndim < 2]
-    return torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                              {"params": rest, "weight_decay": 0.0}], lr=config.lr)
-
-
 def _save(path: Path, payload: dict) -> None:
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
@@ -125,8 +118,9 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
     if config.max_steps is not None:
         total = min(total, config.max_steps)
     head.to(device)
-    optimizer = _optimizer(head, config)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
+    optimisation = Optimisation(head, lr=config.lr, weight_decay=config.weight_decay,
+                                warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm,
+                                total_steps=total, device=device)
     step, seconds, waited, losses = 0, 0.0, 0.0, []
     checkpoint = Path(checkpoint) if checkpoint is not None else None
     state_key = {"head": head.name, "task": head.task, "fingerprint": fingerprint,
@@ -141,8 +135,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
             raise ModelError(f"{checkpoint}: a head checkpoint of other settings or activations ({listed}); "
                              "use another --out folder or delete it")
         head.load_state_dict(saved["head_state"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
+        optimisation.load_state_dict(saved)
         step, seconds, waited, losses = saved["step"], saved["seconds"], saved["wait_seconds"], saved["losses"]
         if saved.get("done"):
             return TrainStats(step, seconds, waited, losses[-1] if losses else float("nan"), step, True, losses)
@@ -151,8 +144,8 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
     def save(done: bool) -> None:
         if checkpoint is None:
             return
-        _save(checkpoint, {"key": state_key, "head_state": head.state_dict(), "optimizer": optimizer.state_dict(),
-                           "scheduler": scheduler.state_dict(), "step": step, "seconds": seconds,
+        _save(checkpoint, {"key": state_key, "head_state": head.state_dict(), **optimisation.state_dict(),
+                           "step": step, "seconds": seconds,
                            "wait_seconds": waited, "losses": losses, "done": done, "config": asdict(config)})
 
     with torch.random.fork_rng(devices=[]):  # dropout draws from a seeded stream; the caller's is untouched
@@ -169,12 +162,9 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
                     mask = batch.mask.to(device, non_blocking=True)
                     index = torch.as_tensor(batch.indices)
                     wanted = {key: value[index].to(device) for key, value in targets.items()}
-                    loss = head_loss(head, head(x, mask), wanted)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(head.parameters(), config.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
+                    with optimisation.autocast():
+                        loss = head_loss(head, head(x, mask), wanted)
+                    optimisation.step(loss)
                     step += 1
                     losses.append(float(loss.detach()))
                     bar.advance(task)
