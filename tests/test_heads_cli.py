@@ -125,3 +125,40 @@ def test_glue_file_with_missing_columns_is_one_clear_error(tmp_path, tiny_dir):
     result = invoke("glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", tmp_path / "glue", "-o", tmp_path / "o",
                     "--no-progress", ok=False)
     assert isinstance(result.exception, DataError) and "dev.tsv:1: header is" in str(result.exception)
+
+
+def test_squad_fine_tuning_resumes_mid_run_to_the_same_weights(tmp_path, tiny_dir, toy_data, monkeypatch):
+    """An interrupted SQuAD fine-tuning continues from its saved state (through the shared step loop) and
+    ends with the weights of an uninterrupted run."""
+    import torch
+
+    import bertology.heads.finetune_qa as finetune_qa_module
+    from bertology.heads.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model
+    from bertology.heads.qa import encode_windows
+    from bertology.heads.squad import load_questions
+    from bertology.models import load_encoder
+
+    encoder = load_encoder(tiny_dir)
+    train, _ = load_questions(toy_data)
+    windows = encode_windows(encoder.tokenizer, train[:40], max_length=64, stride=16)
+    config = QAFinetuneConfig(checkpoints=(1.0,), batch_size=4, save_every=3, device="cpu", progress=False)
+    straight = finetune_qa(encoder, windows, None, tmp_path / "straight", config)
+
+    real_loss, calls = finetune_qa_module.span_loss, {"n": 0}
+
+    def failing_loss(*args):
+        calls["n"] += 1
+        if calls["n"] == 5:  # after the state saved at step 3
+            raise KeyboardInterrupt
+        return real_loss(*args)
+
+    monkeypatch.setattr(finetune_qa_module, "span_loss", failing_loss)
+    with pytest.raises(KeyboardInterrupt):
+        finetune_qa(encoder, windows, None, tmp_path / "resumed", config)
+    assert torch.load(tmp_path / "resumed" / "train-state.pt", weights_only=False)["step"] == 3
+    monkeypatch.setattr(finetune_qa_module, "span_loss", real_loss)
+    resumed = finetune_qa(encoder, windows, None, tmp_path / "resumed", config)
+    assert resumed.checkpoints[0].step == straight.checkpoints[0].step == len(windows) // 4 + (len(windows) % 4 > 0)
+    a, b = load_qa_model(straight.checkpoints[0].path), load_qa_model(resumed.checkpoints[0].path)
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        torch.testing.assert_close(x, y, msg=name)

@@ -20,6 +20,7 @@ import torch
 from transformers import get_linear_schedule_with_warmup
 
 from bertology.progress import progress_bar
+from bertology.runtime import derive_seed
 
 
 class Optimisation:
@@ -64,22 +65,27 @@ def train_steps(optimisation: Optimisation, batch_loss: Callable[[np.ndarray], t
                 epoch_batches: Callable[[int], Sequence[np.ndarray]], steps_per_epoch: int, total_steps: int, *,
                 start_step: int = 0, on_step: Callable[[int, float], None] | None = None,
                 on_epoch_end: Callable[[int, int, list[float]], None] | None = None,
-                description: str = "training", progress: bool = True) -> tuple[int, float, int]:
+                dropout_seed: int | None = None, description: str = "training",
+                progress: bool = True) -> tuple[int, float, int]:
     """Run optimiser steps ``start_step + 1 .. total_steps``; returns (steps, training seconds, examples seen).
 
     ``epoch_batches(epoch)`` gives that epoch's batches of example indices (called once per epoch, in
     order; a resumed run starts part-way into its epoch); ``batch_loss(indices)`` the loss of one batch
     (run under bf16 autocast on CUDA). ``on_step(step, seconds)`` runs after each step (``seconds``: training time so far in this call) and ``on_epoch_end(epoch,
     step, losses)`` after each finished epoch (and after the last step); their time is not training time.
+    With ``dropout_seed``, each step's dropout draws from a generator seeded by (seed, step), so a run
+    resumed at any step continues exactly as the uninterrupted one; the caller's RNG state is restored.
     """
     step, seconds, seen = start_step, 0.0, 0
-    with progress_bar(progress) as bar:
+    with torch.random.fork_rng(devices=[], enabled=dropout_seed is not None), progress_bar(progress) as bar:
         task = bar.add_task(description, total=total_steps, completed=step)
         while step < total_steps:
             epoch, first = divmod(step, steps_per_epoch)
             losses: list[float] = []
             for indices in list(epoch_batches(epoch))[first:]:
                 started = time.perf_counter()
+                if dropout_seed is not None:
+                    torch.manual_seed(derive_seed(dropout_seed, "dropout", step))
                 with optimisation.autocast():
                     loss = batch_loss(indices)
                 optimisation.step(loss)

@@ -272,8 +272,8 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
         save_state(step)
 
     step, loop_total, _ = train_steps(optimisation, batch_loss, epoch_batches, steps_per_epoch, total,
-                                      start_step=step, on_step=on_step, description=f"squad fine-tune {encoder.name}",
-                                      progress=config.progress)
+                                      start_step=step, on_step=on_step, dropout_seed=config.seed,
+                                      description=f"squad fine-tune {encoder.name}", progress=config.progress)
     seconds = resumed_seconds + loop_total
     for fraction in config.checkpoints:
         if fraction not in done:  # max_steps stopped the run before this fraction: save what there is
