@@ -174,6 +174,14 @@ def test_probe_learns_a_planted_head():
     assert probe.score(test_att, test) > 0.95
     weights = probe.head_weights_  # [2 directions, 6 heads]; (layer 1, head 2) is flat index 5
     assert np.argmax(weights[0]) == 5 and weights[0, 5] > 3 * np.abs(np.delete(weights[0], 5)).max()
+    # features prepared once serve every seed and give the same probe as the raw arrays
+    prepared = probe.prepare(train_att, train)
+    again = AttentionOnlyProbe(epochs=15, seed=0).fit(prepared)
+    np.testing.assert_array_equal(again.head_weights_, weights)
+    test_batches = probe.prepare(test_att, test, need_tree=False)
+    assert [p.tolist() for p in again.predict(test_batches)] == [p.tolist() for p in probe.predict(test_att, test)]
+    with pytest.raises(DataError, match="need_tree=False"):
+        AttentionOnlyProbe(epochs=1).fit(test_batches)
     predictions = probe.predict(test_att, test)
     assert [len(p) for p in predictions] == [len(s) for s in test]
     # the best fixed offset is far below on random trees

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -342,10 +343,10 @@ def compare_with_clark(table: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- attention-only probe
 
 
-def probe_features(attention: np.ndarray, n_words: int) -> np.ndarray:
+def probe_features(attention: np.ndarray, n_words: int, dtype=np.float32) -> np.ndarray:
     """Features of every (dependent, candidate head) pair for the attention-only probe.
 
-    Returns ``float32 [n, n+1, 2 * n_layers * n_heads]``: row i-1 is word i as dependent, column j
+    Returns ``[n, n+1, 2 * n_layers * n_heads]`` (``dtype``, float32 by default): row i-1 is word i as dependent, column j
     is candidate head j (0 = ROOT, represented by [CLS] as in Clark's code, 1..n = words). The
     features are the attention from the dependent to the candidate for every head, then the
     attention from the candidate to the dependent.
@@ -355,7 +356,7 @@ def probe_features(attention: np.ndarray, n_words: int) -> np.ndarray:
     block = a[..., : n_words + 1, : n_words + 1].reshape(n_layers * n_heads, n_words + 1, n_words + 1)
     forward = block[:, 1:, :]  # dependent (rows 1..n) -> candidate (0..n)
     backward = block.transpose(0, 2, 1)[:, 1:, :]  # candidate -> dependent
-    return np.concatenate([forward, backward], axis=0).transpose(1, 2, 0).astype(np.float32)
+    return np.concatenate([forward, backward], axis=0).transpose(1, 2, 0).astype(dtype)
 
 
 def attachment_score(predictions: Sequence[np.ndarray], sentences: Sequence[Sentence],
@@ -386,6 +387,18 @@ def _single_thread():
         torch.set_num_threads(threads)
 
 
+@dataclass
+class ProbeBatches:
+    """Length-sorted, padded probe features of a set of sentences (:meth:`AttentionOnlyProbe.prepare`):
+    built once and passed to ``fit``/``predict``/``score`` in place of the attention arrays, so several
+    seeds share one copy (building them costs as much as training one seed)."""
+
+    batches: list
+    n_features: int
+    sentences: list
+    with_trees: bool
+
+
 class AttentionOnlyProbe(BaseEstimator):
     """Clark et al.'s "Attn-Only" probe: p(head j | word i) ∝ exp(Σ_k w_k α^k_ij + u_k α^k_ji).
 
@@ -397,7 +410,8 @@ class AttentionOnlyProbe(BaseEstimator):
     ``fit``/``predict``/``score`` take an iterable of word-level attention arrays and the matching
     sentences; the features of the training set are kept in memory (sorted into length buckets,
     float32 up to ``max_float32_bytes`` and float16 beyond), so cap the number of training
-    sentences for big models.
+    sentences for big models. Pass a :class:`ProbeBatches` from :meth:`prepare` instead of the attention
+    arrays to reuse the features across seeds.
     """
 
     def __init__(self, epochs: int = 20, batch_pairs: int = 8192, learning_rate: float = 0.2,
@@ -412,6 +426,21 @@ class AttentionOnlyProbe(BaseEstimator):
         self.max_float32_bytes = max_float32_bytes
         self.progress = progress
 
+    def prepare(self, attentions: Iterable[np.ndarray], sentences: Iterable[Sentence],
+                need_tree: bool = True) -> ProbeBatches:
+        """The features of ``sentences`` batched as ``fit``/``predict`` use them (trees checked when
+        ``need_tree``, as ``fit`` and ``score`` need)."""
+        sentences = list(sentences)
+        batches, n_features = self._batches(attentions, sentences, need_tree)
+        return ProbeBatches(batches, n_features, sentences, need_tree)
+
+    def _prepared(self, attentions, sentences, need_tree: bool) -> ProbeBatches:
+        if isinstance(attentions, ProbeBatches):
+            if need_tree and not attentions.with_trees:
+                raise DataError("these probe batches were prepared with need_tree=False; fitting needs gold trees")
+            return attentions
+        return self.prepare(attentions, sentences, need_tree)
+
     # The probe is tiny (2 x heads weights); batches are padded to the longest sentence in them.
     def _batches(self, attentions, sentences, need_tree: bool):
         import torch
@@ -422,7 +451,7 @@ class AttentionOnlyProbe(BaseEstimator):
             if need_tree:
                 _check_tree(sentence, index)
             try:
-                features = probe_features(attention, len(sentence))
+                features = probe_features(attention, len(sentence), np.float16)  # compact until padded
             except DataError as exc:
                 raise DataError(f"sentence {index} ({sentence.id}): {exc}") from None
             if n_features is None:
@@ -430,7 +459,7 @@ class AttentionOnlyProbe(BaseEstimator):
             elif features.shape[-1] != n_features:
                 raise DataError(f"sentence {index} ({sentence.id}): {features.shape[-1] // 2} heads; expected {n_features // 2}")
             heads = np.asarray(sentence.heads) if sentence.heads is not None else None
-            items.append((index, features.astype(np.float16), heads))  # compact until padded
+            items.append((index, features, heads))
         if not items:
             raise DataError("no sentences given; expected at least one attention array")
         # Length-sorted batches of at most ``batch_pairs`` (dependent, candidate) pairs: little padding,
@@ -469,14 +498,16 @@ class AttentionOnlyProbe(BaseEstimator):
         scores = x.float() @ self.weights_
         return scores.masked_fill(~valid, -torch.inf)
 
-    def fit(self, attentions: Iterable[np.ndarray], sentences: Iterable[Sentence]) -> "AttentionOnlyProbe":
+    def fit(self, attentions: Iterable[np.ndarray] | ProbeBatches,
+            sentences: Iterable[Sentence] | None = None) -> "AttentionOnlyProbe":
         with _single_thread():
             return self._fit(attentions, sentences)
 
     def _fit(self, attentions, sentences) -> "AttentionOnlyProbe":
         import torch
 
-        batches, n_features = self._batches(attentions, sentences, need_tree=True)
+        prepared = self._prepared(attentions, sentences, need_tree=True)
+        batches, n_features = prepared.batches, prepared.n_features
         generator = torch.Generator().manual_seed(self.seed)
         self.weights_ = torch.zeros(n_features, requires_grad=True)
         optimizer = torch.optim.Adam([self.weights_], lr=self.learning_rate, weight_decay=self.weight_decay)
@@ -503,12 +534,14 @@ class AttentionOnlyProbe(BaseEstimator):
         self.n_heads_ = n_features // 2
         return self
 
-    def predict(self, attentions: Iterable[np.ndarray], sentences: Iterable[Sentence]) -> list[np.ndarray]:
+    def predict(self, attentions: Iterable[np.ndarray] | ProbeBatches,
+                sentences: Iterable[Sentence] | None = None) -> list[np.ndarray]:
         """Predicted head (0 = root, 1..n) of every word, one array per sentence, in input order."""
         import torch
 
         self._check_fitted()
-        batches, n_features = self._batches(attentions, sentences, need_tree=False)
+        prepared = self._prepared(attentions, sentences, need_tree=False)
+        batches, n_features = prepared.batches, prepared.n_features
         if n_features != self.weights_.shape[0]:
             raise DataError(f"attention has {n_features // 2} heads; the probe was fitted on {self.n_heads_}")
         out: dict[int, np.ndarray] = {}
@@ -520,13 +553,11 @@ class AttentionOnlyProbe(BaseEstimator):
                     out[index] = predicted[b, : int(lengths[b])].numpy()
         return [out[i] for i in range(len(out))]
 
-    def score(self, attentions: Iterable[np.ndarray], sentences: Iterable[Sentence],
+    def score(self, attentions: Iterable[np.ndarray] | ProbeBatches, sentences: Iterable[Sentence] | None = None,
               ignore_relations: Iterable[str] = ()) -> float:
         """Unlabelled attachment score over every word (``ignore_relations=("punct",)`` leaves some out)."""
-        sentences = list(sentences)
-        for index, sentence in enumerate(sentences):
-            _check_tree(sentence, index)
-        return attachment_score(self.predict(attentions, sentences), sentences, ignore_relations)
+        prepared = self._prepared(attentions, sentences, need_tree=True)
+        return attachment_score(self.predict(prepared), prepared.sentences, ignore_relations)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "weights_"):
@@ -713,10 +744,13 @@ def _probe_rows(parse, base, stores, sentences, probe_seeds, probe_epochs) -> pd
         {"method": "best fixed offset", "offset": offset,
          "uas": _offset_uas(base["test"], offset, False), "uas_no_punct": _offset_uas(base["test"], offset, True)},
     ]
+    if probe_seeds:
+        batching = AttentionOnlyProbe(epochs=probe_epochs)
+        train = batching.prepare(stores["train"].iter_attentions(), sentences["train"])
+        test = batching.prepare(stores["test"].iter_attentions(), sentences["test"], need_tree=False)
     for seed in probe_seeds:
-        probe = AttentionOnlyProbe(epochs=probe_epochs, seed=seed).fit(stores["train"].iter_attentions(),
-                                                                       sentences["train"])
-        predictions = probe.predict(stores["test"].iter_attentions(), sentences["test"])
+        probe = AttentionOnlyProbe(epochs=probe_epochs, seed=seed).fit(train)
+        predictions = probe.predict(test)
         rows.append({"method": "attention-only probe", "seed": seed, "epochs": probe_epochs,
                      "uas": attachment_score(predictions, sentences["test"]),
                      "uas_no_punct": attachment_score(predictions, sentences["test"], ("punct",))})
