@@ -161,7 +161,7 @@ def test_browser_controls_draw_a_bounded_number_of_lines_at_512_tokens(browser, 
     tokens = ["[CLS]"] + [f"tok{i}" for i in range(n - 2)] + ["[SEP]"]
     path = write_html(render_attention_html(tokens, att, title="512 tokens"), tmp_path / "long.html")
     page, errors = _open_page(browser, path)
-    cap = 6000
+    cap = 1000
 
     def lines() -> tuple[int, int]:
         return (int(page.evaluate("document.body.dataset.drawnLines")),
