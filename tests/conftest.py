@@ -45,6 +45,18 @@ def tiny_bert():
     return tiny_encoder("bert")
 
 
+@pytest.fixture(scope="session")
+def tiny_report(tmp_path_factory):
+    """One quick report on a tiny random BERT, shared by the report tests: (index.html, encoder, out)."""
+    from bertology.models.tiny import tiny_encoder
+    from bertology.report import build_report
+
+    out = tmp_path_factory.mktemp("reports")
+    encoder = tiny_encoder("bert", layers=2, hidden=32, heads=4, attentions=False)
+    path = build_report(encoder=encoder, out=out, max_sentences=40, seeds=(0, 1), progress=False)
+    return path, encoder, out
+
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

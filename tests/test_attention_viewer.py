@@ -150,3 +150,39 @@ def test_browser_renders_512_tokens(browser, tmp_path):
     page.click("canvas.thumb[data-layer='1'][data-head='0']")
     assert page.inner_text("#detail-title") == "L1H0: layer 1, head 0"
     assert errors == []
+
+
+@pytest.mark.browser
+def test_browser_controls_draw_a_bounded_number_of_lines_at_512_tokens(browser, tmp_path):
+    """Regression: lowering the threshold on a long text drew every line (hundreds of thousands) and froze the
+    page. Every control now draws at most the viewer's line cap; its timing is in benchmarks/bench_viewer.py."""
+    n, heads = 512, 12
+    att = _random_attention(2, heads, n, seed=2)
+    tokens = ["[CLS]"] + [f"tok{i}" for i in range(n - 2)] + ["[SEP]"]
+    path = write_html(render_attention_html(tokens, att, title="512 tokens"), tmp_path / "long.html")
+    page, errors = _open_page(browser, path)
+    cap = 1000
+
+    def lines() -> tuple[int, int]:
+        return (int(page.evaluate("document.body.dataset.drawnLines")),
+                int(page.evaluate("document.body.dataset.linesAbove")))
+
+    page.eval_on_selector("#threshold", "(el) => { el.value = 0; el.dispatchEvent(new Event('input')); }")
+    drawn, above = lines()
+    assert 0 < drawn <= cap and above > 100_000, (drawn, above)
+    assert "strongest" in page.inner_text("#line-count")
+    # The lines drawn are the strongest: the threshold that keeps about `cap` lines draws the same number.
+    page.select_option("#layer-select", "0")
+    drawn, above = lines()
+    assert 0 < drawn <= cap < above
+    page.dblclick(".chip[data-head='3']")  # one head: its own cap is the whole budget
+    drawn, above = lines()
+    assert 0 < drawn <= cap and above > drawn
+    page.click(".chip[data-head='5']")
+    page.hover("#head-canvas", position={"x": 30, "y": 200})  # one token's row: at most n lines per head
+    drawn, _ = lines()
+    assert 0 < drawn <= 2 * n
+    page.eval_on_selector("#threshold", "(el) => { el.value = 0.2; el.dispatchEvent(new Event('input')); }")
+    drawn, above = lines()
+    assert drawn == above <= 2 * n, "above the threshold and under the cap: every line is drawn"
+    assert errors == []

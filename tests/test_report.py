@@ -12,14 +12,6 @@ from bertology.report import run as report_run
 from bertology.report import sections as report_sections
 
 
-@pytest.fixture(scope="module")
-def tiny_report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("reports")
-    encoder = tiny_encoder("bert", layers=2, hidden=32, heads=4, attentions=False)
-    path = build_report(encoder=encoder, out=out, max_sentences=40, seeds=(0, 1), progress=False)
-    return path, encoder, out
-
-
 def test_report_is_written_with_every_section(tiny_report):
     path, encoder, _ = tiny_report
     html = path.read_text(encoding="utf-8")

@@ -130,7 +130,8 @@ def write_table(frame, path: str | os.PathLike, formats: tuple[str, ...] = ("par
 
 def finish_layer_figure(figure, axes, path: str | os.PathLike, title: str | None = None, legend_size: int = 8) -> Path:
     """The common end of a per-layer figure: x axis "layer (0 = embeddings)", a grid, one legend, the title;
-    saved with :func:`save_figure` and closed (figures are many in a report run)."""
+    saved with :func:`save_figure` and closed (figures are many in a report run). A ``.png`` gets ``.svg``
+    and ``.pdf`` siblings (vector versions for papers; the report offers them as downloads)."""
     import matplotlib.pyplot as plt
 
     for axis in axes:
@@ -141,6 +142,10 @@ def finish_layer_figure(figure, axes, path: str | os.PathLike, title: str | None
         figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     saved = save_figure(figure, path)
+    if saved.suffix == ".png":
+        for suffix in (".svg", ".pdf"):
+            save_figure(figure, saved.with_suffix(suffix), metadata={"Date": None} if suffix == ".svg"
+                        else {"CreationDate": None})
     plt.close(figure)
     return saved
 

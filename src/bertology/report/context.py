@@ -41,6 +41,12 @@ class ReportContext:
     pattern_sentences: int = 40
     probe_caps: dict = field(default_factory=lambda: {"max_train": None, "max_eval": None, "structural_epochs": 30,
                                                             "max_iter": 100})
+    #: section id -> its result tables, filled as sections run; the findings are generated from them
+    results: dict = field(default_factory=dict)
+    #: a fine-tuned checkpoint (``bertology finetune`` output) the interventions use instead of fine-tuning
+    finetuned: Path | None = None
+    #: the findings generated from ``results`` (:mod:`bertology.report.findings`), set when the report is built
+    findings: list = field(default_factory=list)
 
     @property
     def model_key(self) -> dict:

@@ -55,7 +55,26 @@ def make_context(encoder: Encoder, name: str, out: str | Path, fresh: bool, seed
                          seeds=tuple(seeds), max_sentences=max_sentences, progress=progress, device=device)
 
 
+def findings_section(context: ReportContext) -> Section | None:
+    """The findings generated from the sections' tables (:func:`bertology.report.findings.findings`)."""
+    from bertology.report.document import Table, Text
+    from bertology.report.findings import findings, findings_frame, findings_html
+
+    items = findings(context.results)
+    context.findings = items
+    if not items:
+        return None
+    section = Section("findings", "Findings", note="Generated from the result tables below: each number with its "
+                      "baseline and its 95% interval (or the range named), linked to its table or figure. Best "
+                      "layers are chosen on dev and scored on test.")
+    section.add(Text(findings_html(items)))
+    section.add(Table(findings_frame(items), "Every finding with its numbers (fractions) and source.",
+                      id="findings-table", collapsed=True))
+    return section
+
+
 def run_sections(context: ReportContext, sections: Sequence[str] | None = None) -> list[Section]:
+    """Build the sections (in reading order) and put the findings generated from their tables first."""
     sections = check_sections(sections)
     built: list[Section] = []
     for section_id, builder in default_sections():
@@ -70,7 +89,8 @@ def run_sections(context: ReportContext, sections: Sequence[str] | None = None) 
             Console(stderr=True).print(f"[bold]report[/] {section_id}: {context.timings[section_id]:.0f} s")
         if section is not None:
             built.append(section)
-    return built
+    findings = findings_section(context)
+    return ([findings] if findings is not None else []) + built
 
 
 def model_header(context: ReportContext) -> dict:
@@ -81,6 +101,16 @@ def model_header(context: ReportContext) -> dict:
         "architecture": f"{description['num_layers']} layers, {description['num_heads']} heads, "
                         f"hidden size {description['hidden_size']}, {description['num_parameters']:,} parameters",
     }
+
+
+def finetuned_checkpoint(*candidates) -> Path | None:
+    """The first of ``candidates`` that is a ``bertology finetune`` checkpoint folder, else None."""
+    from bertology.report.interventions import is_finetuned
+
+    for candidate in candidates:
+        if candidate is not None and is_finetuned(candidate):
+            return Path(candidate)
+    return None
 
 
 def _resolve(model, encoder: Encoder | None, device: str | None) -> tuple[Encoder, str]:
@@ -98,16 +128,21 @@ def build_report(
     progress: bool = True,
     device: str | None = None,
     encoder: Encoder | None = None,
+    finetuned: str | Path | None = None,
 ) -> Path:
     """Run every available section on ``model`` and write ``<out>/<model>/index.html``; return its path.
 
     ``seeds``: the probe seeds (``bertology report --seeds N --seed S`` gives S..S+N-1); ``sections``: ids
-    from :func:`section_names` (default all); ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``.
+    from :func:`section_names` (default all); ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``. The
+    interventions section fine-tunes ``model`` briefly unless ``finetuned`` names a checkpoint written by
+    ``bertology finetune`` (or ``model`` is one).
     """
     sections = check_sections(sections)
     started = time.perf_counter()
+    encoder_given = encoder
     encoder, name = _resolve(model, encoder, device)
     context = make_context(encoder, name, out, fresh, seeds, max_sentences, progress, device)
+    context.finetuned = finetuned_checkpoint(model if encoder_given is None else None, finetuned)
     built = run_sections(context, sections)
     header = {
         **model_header(context),
@@ -119,7 +154,8 @@ def build_report(
                     + ", ".join(f"{k} {v:.0f} s" for k, v in context.timings.items()) + ")",
         "generated": time.strftime("%Y-%m-%d %H:%M"),
     }
-    html = render(f"bertology report: {encoder.name}", header, built, context.notes + setup_notes())
+    html = render(f"bertology report: {encoder.name}", header, built, context.notes + setup_notes(),
+                  render_cache=context.cache.root / "figures")
     return write_text(context.out_dir / "index.html", html)
 
 
@@ -141,7 +177,7 @@ def build_comparison(
     Writes ``<out>/compare-<a>-vs-<b>/index.html``; each model's own results are cached under its own
     report folder, so a comparison reuses (and feeds) the single-model reports.
     """
-    from bertology.report.document import Columns, Table
+    from bertology.report.document import Columns, Figure, Table
 
     sections = check_sections(sections)
     started = time.perf_counter()
@@ -151,18 +187,26 @@ def build_comparison(
     encoder_b, name_b = _resolve(model_b, encoder_b, device)
     contexts = [make_context(e, n, out, fresh, seeds, max_sentences, progress, device)
                 for e, n in ((encoder_a, name_a), (encoder_b, name_b))]
-    built = [run_sections(c, sections) for c in contexts]
+    # Interventions: a fine-tuned side (B, typically) serves both; otherwise each side is fine-tuned briefly.
+    tuned_b = finetuned_checkpoint(model_b if str(model_b) != "untrained" else None)
+    contexts[0].finetuned = finetuned_checkpoint(model_a) or tuned_b
+    contexts[1].finetuned = tuned_b
+    built = [{section.id: section for section in run_sections(c, sections)} for c in contexts]
     combined: list[Section] = []
-    for section_a, section_b in zip(*built):
-        combined.append(Section(section_a.id, section_a.title, note=section_a.note, blocks=[
-            Columns([(encoder_a.name, section_a.blocks), (encoder_b.name, section_b.blocks)])]))
+    for section_id, section_a in built[0].items():
+        section_b = built[1].get(section_id)
+        groups = [(encoder_a.name, section_a.blocks)] + ([(encoder_b.name, section_b.blocks)] if section_b else [])
+        combined.append(Section(section_a.id, section_a.title, note=section_a.note, blocks=[Columns(groups)]))
     differences = Section("differences", "Differences", note=f"{encoder_a.name} minus {encoder_b.name}.")
     probing = [_probing_means(c) for c in contexts]
     if all(p is not None for p in probing):
         merged = probing[0].merge(probing[1], on=["task", "layer"], suffixes=(" A", " B"))
         merged["A - B"] = merged["accuracy A"] - merged["accuracy B"]
+        differences.add(Figure(lambda: _difference_heatmap(merged, encoder_a.name, encoder_b.name),
+                               f"Probe test accuracy, {encoder_a.name} minus {encoder_b.name} (points, mean over "
+                               "seeds) per task and layer.", id="differences-probing", data=merged))
         differences.add(Table(merged, "Probe test accuracy (%, mean over seeds) per task and layer, and the difference.",
-                              float_format="{:.1f}", max_rows=120))
+                              float_format="{:.1f}", max_rows=200, collapsed=True, id="differences-probing-table"))
     if encoder_a.tokenizer.get_vocab() == encoder_b.tokenizer.get_vocab():
         differences.blocks.extend(_model_comparison(contexts, encoder_a, encoder_b))
     if differences.blocks:
@@ -176,8 +220,35 @@ def build_comparison(
         "seeds": ", ".join(map(str, seeds)), "bertology": __version__,
         "run time": f"{time.perf_counter() - started:.0f} s", "generated": time.strftime("%Y-%m-%d %H:%M"),
     })
-    html = render(f"bertology comparison: {encoder_a.name} vs {encoder_b.name}", header, combined, setup_notes())
+    html = render(f"bertology comparison: {encoder_a.name} vs {encoder_b.name}", header, combined, setup_notes(),
+                  render_cache=contexts[0].cache.root / "figures")
     return write_text(Path(out) / f"compare-{name_a}-vs-{safe_name(name_b)}" / "index.html", html)
+
+
+def _difference_heatmap(merged: pd.DataFrame, name_a: str, name_b: str):
+    """Tasks (rows) x layers (columns) of A - B in points, diverging colours centred on 0, numbers printed."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from bertology.tasks import TABLE2_COLUMNS
+
+    grid = merged.pivot(index="task", columns="layer", values="A - B")
+    order = [t for t in dict.fromkeys(merged["task"])]
+    grid = grid.reindex(order)
+    limit = float(np.nanmax(np.abs(grid.to_numpy()))) or 1.0
+    fig, ax = plt.subplots(figsize=(2.5 + 0.7 * grid.shape[1], 1.2 + 0.36 * grid.shape[0]))
+    image = ax.imshow(grid.to_numpy(), cmap="RdBu", vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_xticks(range(grid.shape[1]), [str(int(c)) for c in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [TABLE2_COLUMNS.get(t, t) for t in grid.index])
+    ax.set_xlabel("layer (0 = embeddings)")
+    for (row, column), value in np.ndenumerate(grid.to_numpy()):
+        if np.isfinite(value):
+            ax.text(column, row, f"{value:+.1f}", ha="center", va="center", fontsize=8,
+                    color="white" if abs(value) > 0.6 * limit else "black")
+    fig.colorbar(image, ax=ax).set_label(f"{name_a} − {name_b} (points)")
+    ax.set_title(f"Probe accuracy: {name_a} minus {name_b}")
+    fig.tight_layout()
+    return fig
 
 
 def _probing_means(context: ReportContext) -> pd.DataFrame | None:

@@ -1,4 +1,6 @@
-"""The report's sections, in the order a reader thinks: tokenization, probing, attention, knowledge and geometry."""
+"""The report's sections, in the order a reader thinks: tokenization, probing, attention, interventions (whether
+the model uses it), knowledge and geometry. The findings at the top are generated from their tables
+(:mod:`bertology.report.findings`)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import numpy as np
 import pandas as pd
 
 from bertology.extraction import encode_sentences
-from bertology.report.document import Figure, Image, Link, Section, Table, Text
 from bertology.report.context import ReportContext
+from bertology.report.document import Figure, Image, Link, Section, Table, Text
+from bertology.report.findings import best_layer, probing_scores
+from bertology.results import percent
 
 
 def tokenization(context: ReportContext) -> Section:
@@ -49,14 +53,21 @@ def tokenization(context: ReportContext) -> Section:
                       note="How the model's tokenizer cuts the corpus into subwords. Word vectors elsewhere in "
                            "this report average a word's subwords.")
     section.add(Table(tables["summary"], "Corpus-level tokenization statistics."))
-    fig, ax = plt.subplots(figsize=(6, 3))
     hist = tables["histogram"]
-    ax.bar(hist["subwords"].astype(str).str.replace("8", "8+"), hist["words"], color="#2a5db0")
-    ax.set_xlabel("subword tokens per word")
-    ax.set_ylabel("words in corpus")
-    ax.set_title("Fertility")
-    section.add(Figure(fig, "Distribution of subword tokens per word (8 = 8 or more)."))
-    section.add(Table(tables["by_upos"], "Fertility by universal part of speech (gold UPOS)."))
+
+    def fertility():
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.bar(hist["subwords"].astype(str).str.replace("8", "8+"), hist["words"], color="#2a5db0")
+        ax.set_yscale("log")  # one-piece words outnumber the rest by two orders of magnitude
+        ax.set_xlabel("subword tokens per word")
+        ax.set_ylabel("words in corpus (log scale)")
+        ax.set_title("Fertility: subword tokens per word")
+        return fig
+
+    section.add(Figure(fertility, "Distribution of subword tokens per word (8 = 8 or more; log scale).",
+                       id="tokenization-fertility", data=hist, narrow=True))
+    context.results["tokenization"] = tables
+    section.add(Table(tables["by_upos"], "Fertility by universal part of speech (gold UPOS).", float_format="{:.2f}"))
     section.add(Table(tables["most_split"], "The most split words (alphabetic words only).", max_rows=25))
     return section
 
@@ -82,6 +93,7 @@ def attention(context: ReportContext) -> Section:
         return {**result.tables, "patterns": patterns["types"], "pattern_overall": patterns["overall"]}
 
     tables = context.cache.get_or_compute("attention", key, compute)
+    context.results["attention"] = tables
     section = Section("attention", "Attention",
                       note=f"Word-level attention (Clark et al. 2019: summed over the attended word's subwords, "
                            f"averaged over the attending word's) on up to {limit} EWT sentences per split. "
@@ -90,33 +102,50 @@ def attention(context: ReportContext) -> Section:
     stats = tables["statistics"]
     present = [name for name in STATISTICS if name in set(stats["statistic"])]
     n = len(present)
-    if n:
+    def statistics_grid():
         columns = 3
         rows = (n + columns - 1) // columns
-        fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.3 * rows), squeeze=False)
+        fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False)
         for ax, name in zip(axes.ravel(), present):
-            plot_heatmap(statistic_matrix(stats, name), name.replace("_", " "), "mean over tokens", ax=ax)
+            is_attention = name.startswith("attn_")
+            label = ("mean attention weight" if is_attention else
+                     "entropy (nats)" if name.startswith("entropy") else "distance (words)")
+            plot_heatmap(statistic_matrix(stats, name), _wrap(STATISTICS[name].capitalize(), 42), label, ax=ax,
+                         annotate=False, vmin=0.0 if is_attention else None, vmax=1.0 if is_attention else None)
         for ax in axes.ravel()[n:]:
             ax.axis("off")
         fig.tight_layout()
-        section.add(Figure(fig, "Clark et al. head statistics per layer (rows) and head (columns), averaged over "
+        return fig
+
+    if n:
+        section.add(Figure(statistics_grid, "Clark et al. head statistics per layer (rows) and head (columns), averaged over "
                                 "the dev sentences: attention to [CLS], [SEP], punctuation, self, next/previous "
-                                "word, entropies (nats) and mean attention distance (words)."))
+                                "word, entropies (nats) and mean attention distance (words). The values are in "
+                                "the CSV.", id="attention-statistics",
+                           data=stats[["layer", "head", "head_label", "statistic", "value", "n_sentences"]]))
     best = tables["best_heads"]
     show = [c for c in ("relation", "direction", "head_label", "accuracy", "baseline_accuracy", "baseline_offset",
-                        "count", "held_out_accuracy", "held_out_baseline_accuracy") if c in best.columns]
+                        "count", "held_out_accuracy", "held_out_baseline_accuracy", "held_out_count")
+            if c in best.columns]
     section.add(Table(best[show], "Heads as parsers (Clark et al. Table 1): for each relation, the head whose "
                                   "most-attended word is the dependency's other end most often, selected on dev, "
-                                  "beside the best fixed-offset baseline; held-out columns score the same choice "
-                                  "on test (fractions).", max_rows=30))
-    section.add(Table(tables["probe_summary"], "Clark et al.'s attention-only probe (UAS on test as a fraction; mean "
-                                               "and std over seeds) beside the best single head and the best fixed "
-                                               "offset.", float_format="{:.3f}"))
-    section.add(Figure(plot_pattern_proportions(tables["patterns"]), "Kovaleva et al. pattern types per layer "
+                                  "beside the best fixed-offset baseline; the test columns score the same choice "
+                                  "on test. Accuracies in percent.", max_rows=30, id="attention-parsers",
+                      percent=("accuracy", "baseline_accuracy", "held_out_accuracy", "held_out_baseline_accuracy"),
+                      headers=PARSER_HEADERS, data=best))
+    summary = tables["probe_summary"]
+    section.add(Table(summary, "Clark et al.'s attention-only probe (UAS on test, %; mean and std over seeds) "
+                               "beside the best single head and the best fixed offset.", id="attention-probe",
+                      percent=("uas", "uas_std", "uas_no_punct"),
+                      headers={"uas": "UAS (%)", "uas_std": "UAS std", "uas_no_punct": "UAS without punctuation (%)",
+                               "n_seeds": "seeds", "head_label": "head"}))
+    section.add(Figure(lambda: plot_pattern_proportions(tables["patterns"]), "Kovaleva et al. pattern types per layer "
                        "(shipped CNN classifier on token-level maps of EWT sentences), the model beside its "
-                       "untrained twin."))
-    overall = tables["pattern_overall"][["model", "type", "proportion"]].rename(columns={"proportion": "share"})
-    section.add(Table(overall, "Overall share of each pattern type."))
+                       "untrained twin.", id="attention-patterns-figure", data=tables["patterns"]))
+    overall = tables["pattern_overall"][["model", "type", "count", "proportion"]]
+    section.add(Table(overall, "Overall share of each pattern type (%) among the head maps classified.",
+                      id="attention-patterns", percent=("proportion",), headers={"proportion": "share (%)",
+                                                                                "count": "head maps"}))
     sample = next((s for s in context.dev if 8 <= len(s) <= 20), context.dev[0])
     viewer = context.out_dir / "attention_view.html"
     write_html(view_attention(context.encoder, " ".join(sample.words)), viewer)
@@ -125,9 +154,22 @@ def attention(context: ReportContext) -> Section:
     return section
 
 
+PARSER_HEADERS = {
+    "head_label": "head", "accuracy": "dev accuracy (%)", "baseline_accuracy": "offset baseline, dev (%)",
+    "baseline_offset": "best offset", "count": "dev words", "held_out_accuracy": "test accuracy (%)",
+    "held_out_baseline_accuracy": "offset baseline, test (%)", "held_out_count": "test words",
+}
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
 def probing(context: ReportContext) -> Section:
     """The Convexity report's Table 2 on SentEval tasks built from EWT, token/edge probes, structural probes."""
-    from bertology.probing.report import plot_layer_curves, table2, table2_frame
+    from bertology.probing.report import plot_layer_curves, table2_frame
     from bertology.probing.structural import summarize_structural
     from bertology.tasks import TASK_NAMES
 
@@ -139,54 +181,128 @@ def probing(context: ReportContext) -> Section:
     def compute() -> dict[str, pd.DataFrame]:
         return run_probing_for_report(context, tasks, caps).tables
 
-    results = context.cache.get_or_compute("probing", key, compute)["results"]
+    tables = context.cache.get_or_compute("probing", key, compute)
+    results = tables["results"]
     results["layer"] = results["layer"].astype("Int64")
     results["seed"] = results["seed"].astype("Int64")
+    context.results["probing"] = {**tables, "results": results}
+    scores = probing_scores(context.results["probing"])
+    context.results["probing"]["scores"] = scores  # the findings read the same numbers
     classification = results[results["probe"] != "structural"]
     structural = results[results["probe"] == "structural"]
     section = Section("probing", "Probing",
                       note="Linear probes (multinomial logistic regression, L2 chosen on dev per layer) on every "
-                           "layer; numbers are test accuracy in percent, mean over seeds, and the layer marked "
-                           "best is chosen on dev. In parentheses: the difference from the same probe on the "
-                           "untrained twin (re-initialised weights, seed 0), as in the Convexity report's "
-                           "Table 2. Layer 0 is the embedding layer.")
+                           "layer; numbers are test accuracy in percent, mean over seeds. The best layer is chosen "
+                           "on dev and shown in bold only when its dev accuracy lies outside the runner-up's 95% "
+                           "interval and its test interval is above the majority class; otherwise the last rows "
+                           "say which layers are indistinguishable. In parentheses: the difference from the same "
+                           "probe on the untrained twin (re-initialised weights, seed 0), as in the Convexity "
+                           "report's Table 2. Layer 0 is the embedding layer. The CSV holds every number as a "
+                           "fraction with its interval.")
     senteval = classification[classification["task"].isin(TASK_NAMES)]
     if not senteval.empty:
-        section.add(Table(table2(senteval), "Table 2 layout: SentEval probing tasks rebuilt from UD English EWT "
-                                            "(see docs/tasks.md for each task's deviations), accuracy (delta vs "
-                                            "untrained twin).", index=True))
-        section.add(Figure(plot_layer_curves(senteval, None), "SentEval tasks: accuracy per layer (mean ± std "
-                           "over seeds) beside the majority class (dashed) and the untrained twin."))
+        section.add(_marked_table2(senteval, scores, "Table 2 layout: SentEval probing tasks rebuilt from UD "
+                                   "English EWT (see docs/tasks.md for each task's deviations), accuracy % (delta vs "
+                                   "untrained twin); bold = best layer (see the note).", "probing-senteval"))
+        section.add(Figure(lambda: plot_layer_curves(senteval, None), "SentEval tasks: accuracy per layer (mean ± std "
+                           "over seeds) beside the majority class (dashed) and the untrained twin.",
+                           id="probing-senteval-figure", data=_curve_data(scores, senteval)))
     tokens = classification[~classification["task"].isin(TASK_NAMES)]
     if not tokens.empty:
-        section.add(Table(table2(tokens), "Token and edge probes (UPOS, XPOS, dependency label of the arc): "
-                                          "accuracy (delta vs untrained twin).", index=True))
+        section.add(_marked_table2(tokens, scores, "Token and edge probes (UPOS, XPOS, dependency label of the "
+                                   "arc): accuracy % (delta vs untrained twin); bold = best layer.", "probing-tokens"))
         frame = table2_frame(tokens)
         best = frame[frame["best_on_dev"] == True]  # noqa: E712
         cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
                 if c in best.columns]
-        shown = best[cols].copy()
-        rates = [c for c in cols if c not in ("task", "layer")]
-        shown[rates] = shown[rates] * 100  # fractions in the tables, percent on the page
-        section.add(Table(shown, "At the layer chosen on dev: accuracy (%) beside the untrained twin, the control "
-                                 "task (Hewitt and Liang 2019) and selectivity = accuracy - control accuracy "
-                                 "(percentage points).", float_format="{:.1f}"))
-        section.add(Figure(plot_layer_curves(tokens, None), "Token and edge probes per layer with their baselines."))
+        section.add(Table(best[cols], "At the layer chosen on dev: accuracy (%) beside the untrained twin, the "
+                                      "control task (Hewitt and Liang 2019) and selectivity = accuracy - control "
+                                      "accuracy (percentage points).", id="probing-selectivity",
+                          percent=[c for c in cols if c not in ("task", "layer")],
+                          headers={"mean": "accuracy (%)", "std": "std (seeds)", "untrained": "untrained twin (%)",
+                                   "control": "control task (%)", "selectivity": "selectivity (points)",
+                                   "majority": "majority (%)"}))
+        section.add(Figure(lambda: plot_layer_curves(tokens, None), "Token and edge probes per layer with their baselines.",
+                           id="probing-tokens-figure", data=_curve_data(scores, tokens)))
     if not structural.empty:
         summary = summarize_structural(structural)
         test = summary[(summary["split"] == "test")]
         chosen = summary[(summary["split"] == "dev") & summary["best_on_dev"]][["task", "baseline", "metric", "layer"]]
         best = test.merge(chosen, on=["task", "baseline", "metric", "layer"])
-        best["value"] = best.apply(lambda r: f"{r['mean']:.3f} ± {r['std']:.3f} (layer {_layer_text(r['layer'])})",
-                                   axis=1)
+
+        def cell(r) -> str:
+            rate = r["metric"] in ("uuas", "root_acc")
+            fmt = (lambda v: percent(v)) if rate else (lambda v: "–" if pd.isna(v) else f"{v:.3f}")
+            spread = "" if pd.isna(r["std"]) else f" ± {fmt(r['std'])}"
+            return f"{fmt(r['mean'])}{spread} (layer {_layer_text(r['layer'])})"
+
+        best["value"] = best.apply(cell, axis=1)
         pivot = best.pivot_table(index=["task", "baseline"], columns="metric", values="value",
                                  aggfunc="first").reset_index()
         section.add(Table(pivot, "Structural probes (Hewitt and Manning 2019), test split, mean ± std over seeds "
-                                 "at the layer chosen on dev: UUAS and root accuracy exclude punctuation; "
+                                 "at the layer chosen on dev: UUAS and root accuracy (%) exclude punctuation; "
                                  "DSpr./NSpr. are Spearman correlations averaged over sentence lengths 5-50. "
-                                 "Baselines: untrained twin and the linear chain (distance |i - j|)."))
-        section.add(Figure(_structural_curves(test), "Structural probes per layer beside their baselines."))
+                                 "Baselines: untrained twin and the linear chain (distance |i - j|).",
+                          id="probing-structural", data=best.drop(columns=["value"]),
+                          headers={"uuas": "UUAS (%)", "root_acc": "root accuracy (%)", "dspr": "DSpr.",
+                                   "nspr": "NSpr."}))
+        section.add(Figure(lambda: _structural_curves(test), "Structural probes per layer beside their baselines.",
+                           id="probing-structural-figure", data=test))
     return section
+
+
+def _task_column(task: str, metric: str) -> str:
+    from bertology.tasks import TABLE2_COLUMNS
+
+    name = TABLE2_COLUMNS.get(task, task)
+    return name if metric == "accuracy" else f"{name} [{metric}]"
+
+
+def _marked_table2(results: pd.DataFrame, scores: pd.DataFrame, caption: str, anchor: str) -> Table:
+    """Table 2 (layers x tasks, "acc (delta)") with the best layer in bold where it may be marked, and rows
+    saying where it is not: the layers indistinguishable from it, or that it is at chance."""
+    from bertology.probing.report import table2
+
+    display = table2(results)
+    display = display.drop(index=[i for i in ("best layer (dev)",) if i in display.index])
+    bold = set()
+    best_row, ci_row = {}, {}
+    positions = {layer: i for i, layer in enumerate(display.index)}
+    tasks = list(dict.fromkeys(results["task"]))
+    test = scores[scores["split"] == "test"]
+    for task in tasks:
+        rows = test[test["task"] == task]
+        if rows.empty:
+            continue
+        column = _task_column(task, rows["metric"].iloc[0])
+        if column not in display.columns:
+            continue
+        choice = best_layer(scores, task)
+        if choice["layer"] is None:
+            continue
+        at = rows[rows["layer"] == choice["layer"]].iloc[0]
+        ci_row[column] = f"{percent(at['ci_low'])}–{percent(at['ci_high'])}" if not pd.isna(at["ci_low"]) else "–"
+        if choice["marked"]:
+            bold.add((positions[choice["layer"]], column))
+            best_row[column] = str(choice["layer"])
+        elif choice["at_chance"]:
+            best_row[column] = f"{choice['layer']} (at chance)"
+        else:
+            tied = choice["indistinguishable"]
+            best_row[column] = (f"{tied[0]}–{tied[-1]}" if tied == list(range(tied[0], tied[-1] + 1))
+                                else ",".join(map(str, tied))) + " (indistinguishable)"
+    extra = pd.DataFrame([best_row, ci_row], index=["best layer (dev)", "95% CI at that layer (test)"])
+    display = pd.concat([display, extra.reindex(columns=display.columns).fillna("")])
+    display.index.name = "layer"
+    frame = display.reset_index()
+    data = scores[scores["task"].isin(tasks)].drop(columns=["component"], errors="ignore")
+    return Table(frame, caption, id=anchor, bold=bold, data=data)
+
+
+def _curve_data(scores: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
+    columns = [c for c in ("task", "split", "layer", "metric", "mean", "std", "n_seeds", "ci_low", "ci_high",
+                           "untrained", "control", "majority") if c in scores.columns]
+    return scores[scores["task"].isin(set(results["task"])) & (scores["split"] == "test")][columns]
 
 
 def report_probing_tasks() -> list[str]:
@@ -275,18 +391,36 @@ def knowledge(context: ReportContext) -> Section:
                                                        "bertology knowledge mlm-probe runs it. " if quick else "")
                            + "docs/knowledge.md has the full-size numbers and every choice.")
     captions = tables["captions"]
+    numbers = _knowledge_numbers(folder)
+    context.results["knowledge"] = {**tables, **numbers}
     for index, row in enumerate(captions[captions["kind"] == "table"].itertuples()):
-        section.add(Table(tables[f"table-{index}"], row.caption))
+        anchor = "knowledge-contextuality" if row.caption.startswith("Contextuality") else ""
+        section.add(Table(tables[f"table-{index}"], row.caption, id=anchor))
     for row in captions[captions["kind"] == "figure"].itertuples():
-        section.add(Image(context.out_dir / row.path, row.caption))
+        analysis = Path(row.path).parent.name  # knowledge/<analysis>/<figure>.png
+        section.add(Image(context.out_dir / row.path, row.caption, data=numbers.get(analysis)))
     for note in tables["notes"]["note"]:
         section.add(Text(html.escape(note)))
     return section
+
+
+def _knowledge_numbers(folder: Path) -> dict[str, pd.DataFrame]:
+    """The numeric summaries the knowledge analyses saved under ``folder`` (``<analysis>/summary.parquet``):
+    the data behind its figures and the contextuality finding."""
+    return {path.parent.name: pd.read_parquet(path) for path in sorted(folder.glob("*/summary.parquet"))}
+
+
+def interventions(context: ReportContext) -> Section:
+    """Whether the model uses what the probes find: :func:`bertology.report.interventions.interventions`."""
+    from bertology.report.interventions import interventions as build
+
+    return build(context)
 
 
 SECTIONS = [
     ("tokenization", tokenization),
     ("probing", probing),
     ("attention", attention),
+    ("interventions", interventions),
     ("knowledge", knowledge),
 ]
