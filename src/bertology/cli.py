@@ -171,7 +171,7 @@ def report(
     max_sentences: Optional[int] = options.max_sentences_option(),
     sections: Optional[str] = typer.Option(None, "--sections", "--section",
                                            help="Comma-separated sections to run (default: all): "
-                                                "tokenization, probing, attention, knowledge."),
+                                                "tokenization, probing, attention, interventions, knowledge."),
     device: str = options.device_option(),
     progress: bool = options.progress_option(),
     compare: Optional[tuple[str, str]] = typer.Option(
