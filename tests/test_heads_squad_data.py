@@ -217,17 +217,25 @@ def test_best_span_keeps_start_before_end_and_the_length_limit():
     assert best_span(start3, end3, np.zeros(6, dtype=bool))[0] == -1
 
 
-def test_decoding_picks_the_best_window_and_the_no_answer_score(tmp_path, tiny_bert):
-    questions = _long(tmp_path)
-    windows = encode_windows(tiny_bert.tokenizer, questions, max_length=48, stride=16)
+def _gold_logits(windows, abstain: float = 0.0):
+    """Per-window logits 6 at the labelled start/end (which is [CLS] where the answer is not in the
+    window), plus ``abstain`` on [CLS]."""
     starts, ends = [], []
     for w in range(len(windows)):
         n = len(windows.input_ids[w])
         start, end = np.zeros(n), np.zeros(n)
+        start[0] = end[0] = abstain
         start[windows.start_positions[w]] += 6
         end[windows.end_positions[w]] += 6
         starts.append(start)
         ends.append(end)
+    return starts, ends
+
+
+def test_decoding_picks_the_best_window_and_the_no_answer_score(tmp_path, tiny_bert):
+    questions = _long(tmp_path)
+    windows = encode_windows(tiny_bert.tokenizer, questions, max_length=48, stride=16)
+    starts, ends = _gold_logits(windows)
     decoded = decode_spans(windows, starts, ends)
     assert decoded.answers == {"far": "cats", "none": ""}
     # the no-answer score is the lowest over a question's windows: one window with a span beats it
@@ -243,15 +251,7 @@ def test_forced_f1_scores_the_span_an_abstaining_model_found(tmp_path, tiny_bert
     its best span on the answerable question was right (and the no-answer question does not count)."""
     questions = _long(tmp_path)
     windows = encode_windows(tiny_bert.tokenizer, questions, max_length=48, stride=16)
-    starts, ends = [], []
-    for w in range(len(windows)):
-        n = len(windows.input_ids[w])
-        start, end = np.zeros(n), np.zeros(n)
-        start[0] = end[0] = 20  # [CLS]: abstain, more strongly than any span
-        start[windows.start_positions[w]] += 6
-        end[windows.end_positions[w]] += 6
-        starts.append(start)
-        ends.append(end)
+    starts, ends = _gold_logits(windows, abstain=20)  # [CLS] above any span: always abstain
     scores = score_spans(windows, starts, ends)
     assert scores["has_ans_f1"] == 0.0 and scores["no_ans_accuracy"] == 1.0 and scores["f1"] == 0.5
     assert scores["has_ans_f1_forced"] == 1.0
