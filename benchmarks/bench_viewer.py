@@ -1,10 +1,12 @@
 """Attention viewer responsiveness at 512 tokens: time of each control, handler plus drawing, inside the page.
 
-The same page twice in one chromium (Debian's, /usr/bin/chromium): ``?viewport=0`` draws on a canvas as tall
-as all N rows (the viewer before: lines up to 7,000 px long rasterised on a 7,188-px canvas), the default on a
-canvas the size of the scrolling box, with only the rows in view and the lines that touch them; both draw at
-most 1,000 lines (the strongest; ``--uncapped`` adds ``?maxlines=0&viewport=0``, every line above the
-threshold, which can take minutes). Each control is exercised ``--repeats`` times and the median printed.
+The same page three times in one chromium (Debian's, /usr/bin/chromium): ``?viewport=0&thin=0`` is the viewer
+before (a canvas as tall as all N rows: lines up to 7,000 px long rasterised on a 7,188-px canvas, 1.2 px
+wide); ``?thin=0`` a canvas the size of the scrolling box, with only the rows in view and the lines that touch
+them; the default adds one-device-pixel lines when more than 250 are drawn (software rasterisers draw those as
+hairlines, ~10x faster). All draw at most 1,000 lines (the strongest; ``--uncapped`` adds
+``?maxlines=0&viewport=0&thin=0``, every line above the threshold, which can take minutes). Each control is
+exercised ``--repeats`` times and the median printed.
 
 Time of a control = its event handler (dispatching the event runs it synchronously) + the draw + a one-pixel
 read-back of the canvas, which forces the canvas to rasterise what was stroked (software canvases defer it to
@@ -72,7 +74,8 @@ def measure(page, repeats: int, viewport: bool) -> dict[str, float]:
         results[name + " lines"] = float(page.evaluate("document.body.dataset.drawnLines"))
     page.evaluate(SET_THRESHOLD, "0")  # the worst case from here on: every control draws up to the cap
     times = [page.evaluate(TIMED, ["#layer-select", str(repeat % 2), "change"]) for repeat in range(repeats)]
-    results["layer select"] = statistics.median(times)
+    results["layer select, first visit"] = times[0]  # sorts the new layer's heads (once per layer)
+    results["layer select"] = statistics.median(times[1:])
     times = [page.evaluate(TIMED, [".chip[data-head='5']", None, "click"]) for _ in range(repeats)]
     results["head chip click"] = statistics.median(times)
     times = [page.evaluate(TIMED, [f".chip[data-head='{3 + repeat % 2}']", None, "dblclick"]) for repeat in range(repeats)]
@@ -115,9 +118,10 @@ def main() -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
         rows = {}
-        pages = [("full-height canvas (before)", "?viewport=0"), ("viewport canvas (ours)", "")]
+        pages = [("full-height canvas (before)", "?viewport=0&thin=0"), ("viewport canvas, 1.2 px", "?thin=0"),
+                 ("viewport canvas (ours)", "")]
         if args.uncapped:
-            pages.insert(0, ("every line, full canvas", "?maxlines=0&viewport=0"))
+            pages.insert(0, ("every line, full canvas", "?maxlines=0&viewport=0&thin=0"))
         if args.ours_only:
             pages = pages[-1:]
         for label, query in pages:
@@ -130,13 +134,13 @@ def main() -> None:
     ours = rows["viewport canvas (ours)"]
     nan = {k: float("nan") for k in ours}
     columns = [label for label, _ in pages]
-    print(f"{'control':28s} " + " ".join(f"{label[:28]:>28s}" for label in columns) + "   ratio   lines before / ours")
+    print(f"{'control':26s} " + " ".join(f"{label[:26]:>26s}" for label in columns) + "   ratio   lines before / ours")
     for name in [k for k in ours if not k.endswith(" lines")]:
         before = rows.get("full-height canvas (before)", nan)
-        cells = " ".join(f"{rows[label][name]:25.1f} ms" for label in columns)
+        cells = " ".join(f"{rows[label][name]:23.1f} ms" for label in columns)
         lines = (f"{before.get(name + ' lines', float('nan')):,.0f} / {ours[name + ' lines']:,.0f}"
                  if name + " lines" in ours else "")
-        print(f"{name:28s} {cells} {before[name] / max(ours[name], 1e-3):6.1f}x   {lines}")
+        print(f"{name:26s} {cells} {before[name] / max(ours[name], 1e-3):6.1f}x   {lines}")
 
 
 if __name__ == "__main__":
