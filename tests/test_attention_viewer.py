@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 import zlib
 from pathlib import Path
@@ -185,4 +186,80 @@ def test_browser_controls_draw_a_bounded_number_of_lines_at_512_tokens(browser, 
     page.eval_on_selector("#threshold", "(el) => { el.value = 0.2; el.dispatchEvent(new Event('input')); }")
     drawn, above = lines()
     assert drawn == above <= 2 * n, "above the threshold and under the cap: every line is drawn"
+    assert errors == []
+
+
+def _decoded(html: str) -> tuple[np.ndarray, np.ndarray]:
+    """The page's uint8 weights ``[L, H, n, n]`` and per-head scales, as the page decodes them."""
+    data = _payload(html)
+    n = len(data["tokens"])
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(data["data"])), dtype=np.uint8)
+    return raw.reshape(data["n_layers"], data["n_heads"], n, n), np.asarray(data["scales"], dtype=np.float64)
+
+
+def _lines_in_view(q: np.ndarray, scales: np.ndarray, layer: int, heads, threshold: float,
+                   first: int, last: int) -> set[int]:
+    """Every line above ``threshold`` with an end in rows ``first..last`` or crossing them (h * n * n + i * n + j)."""
+    n = q.shape[-1]
+    expected = set()
+    for h in heads:
+        scale = scales[layer, h] / 255
+        q_min = min(256, max(1, math.ceil(threshold / scale - 1e-9)))
+        i, j = np.nonzero(q[layer, h] >= q_min)
+        keep = (np.minimum(i, j) <= last) & (np.maximum(i, j) >= first)
+        expected |= {int(h * n * n + a * n + b) for a, b in zip(i[keep], j[keep])}
+    return expected
+
+
+@pytest.mark.browser
+def test_browser_draws_only_the_rows_in_view_and_redraws_on_scroll(browser, tmp_path):
+    """At 512 tokens the head view's canvas is the size of its scrolling box, not of the 512 rows; it draws the
+    lines that touch the rows in view (an end in them or crossing them), and scrolling redraws the new rows."""
+    n, heads, threshold = 512, 3, 0.06
+    tokens = ["[CLS]"] + [f"tok{i}" for i in range(n - 2)] + ["[SEP]"]
+    html = render_attention_html(tokens, _random_attention(1, heads, n, seed=3), title="512 tokens")
+    q, scales = _decoded(html)
+    page, errors = _open_page(browser, write_html(html, tmp_path / "long.html"))
+    geometry = """() => { const c = document.getElementById('head-canvas'), s = document.getElementById('head-scroll');
+        return {canvas: c.getBoundingClientRect().height, top: c.getBoundingClientRect().top - s.getBoundingClientRect().top,
+                box: s.clientHeight, full: s.scrollHeight, scroll: s.scrollTop}; }"""
+    g = page.evaluate(geometry)
+    assert g["canvas"] <= g["box"] + 1 and g["full"] > 5 * g["canvas"], g  # the box, not 512 rows
+    page.eval_on_selector("#threshold", f"(el) => {{ el.value = {threshold}; el.dispatchEvent(new Event('input')); }}")
+
+    def drawn() -> tuple[set[int], int, int]:
+        edges = set(page.evaluate("window.attentionViewer.drawnEdges()"))
+        first, last = (int(page.evaluate(f"document.body.dataset.{k}")) for k in ("firstRow", "lastRow"))
+        return edges, first, last
+
+    edges, first, last = drawn()
+    row, pad = page.evaluate("window.attentionViewer.rowHeight"), page.evaluate("window.attentionViewer.pad")
+    assert first == 0 and last == (g["box"] - pad) // row
+    expected = _lines_in_view(q, scales, 0, range(heads), threshold, first, last)
+    assert edges == expected and 0 < len(edges) < int(page.evaluate("document.body.dataset.linesAbove"))
+    # Scrolling redraws: the rows now in view, and the lines that cross them with both ends out of view.
+    page.evaluate("document.getElementById('head-scroll').scrollTop = 3000")
+    page.wait_for_function("+document.body.dataset.firstRow > 0")
+    edges, first, last = drawn()
+    assert first == (3000 - pad) // row and last == (3000 + g["box"] - pad) // row
+    expected = _lines_in_view(q, scales, 0, range(heads), threshold, first, last)
+    assert edges == expected
+    crossing = {e for e in expected if min(divmod(e % (n * n), n)) < first and max(divmod(e % (n * n), n)) > last}
+    assert crossing, "some lines cross the view with both ends outside it"
+    g = page.evaluate(geometry)
+    assert g["scroll"] == 3000 and abs(g["top"]) <= 2, g  # the canvas stays over the scrolling box
+    ink = page.evaluate("""() => { const c = document.getElementById('head-canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let k = 0; for (let a = 3; a < d.length; a += 4) if (d[a] > 0) k++; return k; }""")
+    assert ink > 5000
+    # Hover after scrolling: the token under the pointer is the scrolled row; scrolling again moves it.
+    page.hover("#head-canvas", position={"x": 30, "y": 200})
+    hovered = (3000 + 200 - pad) // row
+    page.wait_for_function(f"document.body.dataset.hover === 'left {hovered}'")
+    edges, _, _ = drawn()
+    row_lines = {h * n * n + hovered * n + j for h in range(heads)
+                 for j in np.nonzero(q[0, h, hovered] >= min(256, max(1, math.ceil(threshold / (scales[0, h] / 255) - 1e-9))))[0]}
+    assert edges == row_lines and edges
+    page.evaluate("document.getElementById('head-scroll').scrollTop = 3140")
+    page.wait_for_function(f"document.body.dataset.hover === 'left {hovered + 10}'")
     assert errors == []
