@@ -22,7 +22,7 @@ def require_ray():
     """Import and return ``ray``; without it, one line saying how to install the extra."""
     try:
         import ray
-        import ray.data  # noqa: F401  (the extraction engine needs Ray Data too)
+        import ray.data  # the extraction engine needs Ray Data too
     except ImportError as error:
         raise UsageError(f"--engine ray needs Ray, which is not installed ({error.name or error}); "
                          f"install the extra: {INSTALL_HINT}") from None

@@ -180,7 +180,7 @@ def extract_ray(
                 nodes.add(str(row["node"]))
                 first = first if first is not None else time.perf_counter()
                 bar.advance(task, sentences_of[k])
-    except Exception as error:  # noqa: BLE001  (Ray wraps what the actors raised)
+    except Exception as error:  # Ray wraps what the actors raised
         cause = user_error(error)
         if isinstance(cause, OutputError):
             raise plan.output_error(cause) from None

@@ -86,7 +86,7 @@ def finetune_sweep_ray(
                 results.append(result)
                 if on_result is not None:
                     on_result(result)
-    except Exception as error:  # noqa: BLE001  (Ray wraps what the runs raised)
+    except Exception as error:  # Ray wraps what the runs raised
         cause = user_error(error)
         if cause is None:
             raise
