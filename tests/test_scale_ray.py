@@ -202,3 +202,17 @@ def test_ray_finetune_sweep_table_equals_local(ray_session, tiny_bert, tmp_path)
 
     assert finetune_sweep_ray(encoder, ["sst2"], ["baseline", "drop-last:1"], FinetuneConfig(**settings),
                               tmp_path / "ray", workers=2) == []
+
+    # The single-head ablation table of the two baseline seeds: one Ray task per checkpoint x layer.
+    from bertology.intervention.cli import app as ablate
+
+    seeds = [str(tmp_path / "ray" / "sst2" / "baseline" / f"seed-{s}") for s in (0, 1)]
+    base = ["table", "--model", seeds[0], "--model", seeds[1], "--data-dir", str(glue), "--no-progress"]
+    assert CliRunner().invoke(ablate, [*base, "--out", str(tmp_path / "ablate-local")]).exit_code == 0
+    done = CliRunner().invoke(ablate, [*base, "--out", str(tmp_path / "ablate-ray"), "--engine", "ray"])
+    assert done.exit_code == 0, done.output
+    for name in ("ablation", "summary"):
+        local_table = pd.read_parquet(tmp_path / "ablate-local" / f"{name}.parquet")
+        ray_table = pd.read_parquet(tmp_path / "ablate-ray" / f"{name}.parquet")
+        assert len(local_table) == (16 if name == "ablation" else 8)  # 2 seeds x 2 layers x 4 heads
+        pd.testing.assert_frame_equal(local_table, ray_table, check_exact=False, atol=1e-9)

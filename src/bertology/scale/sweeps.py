@@ -93,3 +93,67 @@ def finetune_sweep_ray(
         kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
         raise kind(str(cause).strip().splitlines()[-1]) from None
     return results
+
+
+def _ablate_layer(checkpoint: str, seed: int, layer: int, task: str | None, max_examples: int | None,
+                  data_dir: str | None, threads: int, device: str):
+    import torch
+
+    from bertology.finetune.evaluation import TaskEvaluator, checkpoint_task
+    from bertology.finetune.model import load_finetuned
+    from bertology.intervention.importance import single_head_ablation
+
+    torch.set_num_threads(max(1, threads))
+    model, tokenizer, meta = load_finetuned(checkpoint, device=device)
+    evaluator = TaskEvaluator(checkpoint_task(checkpoint, meta, task), tokenizer, max_examples=max_examples,
+                              data_dir=data_dir)
+    return single_head_ablation(model, evaluator, seeds=[seed], heads=f"L{layer}")["ablation"]
+
+
+def single_head_ablation_ray(
+    checkpoints: Sequence[str | Path],
+    seeds: Sequence[int],
+    num_layers: int,
+    task: str | None = None,
+    max_examples: int | None = None,
+    data_dir: str | Path | None = None,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    cpus_per_worker: float = 1,
+    gpus_per_worker: float = 0,
+) -> Result:
+    """Michel et al.'s single-head ablation table (:func:`bertology.intervention.importance.single_head_ablation`)
+    with one Ray task per checkpoint (fine-tuning seed) x layer: each loads its checkpoint, scores it once
+    whole and once per head of its layer masked. Returns the same ``ablation`` and ``summary`` tables as the
+    local function (the baseline of a checkpoint is computed by each of its tasks, identically)."""
+    import pandas as pd
+
+    from bertology.intervention.importance import summarize_single_head
+
+    ray = connect(address, progress=False)
+    remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_ablate_layer)
+    units = [(str(Path(c).resolve()), int(s), layer) for c, s in zip(checkpoints, seeds)
+             for layer in range(1, num_layers + 1)]
+    workers = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(units))
+    device = "cuda" if gpus_per_worker else "cpu"
+    root = str(Path(data_dir).resolve()) if data_dir else None
+    queue, pending, frames = list(units), {}, {}
+    try:
+        while queue or pending:
+            while queue and len(pending) < workers:
+                unit = queue.pop(0)
+                pending[remote.remote(*unit, task, max_examples, root, int(max(1, cpus_per_worker)), device)] = unit
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                frames[pending.pop(ref)] = ray.get(ref)
+    except Exception as error:  # Ray wraps what the tasks raised
+        cause = user_error(error)
+        if cause is None:
+            raise
+        kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
+        raise kind(str(cause).strip().splitlines()[-1]) from None
+    raw = pd.concat([frames[unit] for unit in units], ignore_index=True)  # the local order: seed, then layer
+    return Result("single_head_ablation", tables={"ablation": raw, "summary": summarize_single_head(raw)},
+                  meta={"seeds": [int(s) for s in seeds], "n_heads": int(raw.groupby("seed").size().max())
+                        if len(raw) else 0, "engine": "ray", "workers": workers})

@@ -1,0 +1,205 @@
+"""Extraction at scale, in one process: ours against a peer toolkit and the bare forward pass, then the
+Ray engine with 1 and 2 workers against the local engine.
+
+Part 1 (peer): NeuroX 1.0.9's ``extract_representations`` (install it beside h5py with
+``pip install --no-deps neurox==1.0.9 h5py``) on the same sentences and model, every layer, subwords
+averaged into words, written to HDF5 (its fastest writer); its model is loaded before the clock starts
+(the loader is replaced by one returning the preloaded model, nothing else is patched) and its per-sentence
+prints go to a buffer. Ours: ``bertology.extract`` into a store (fp32, and bf16 autocast), and the bare
+forward pass of the model over the same length-sorted batches (no pooling, no store): the share of the
+bare forward's throughput the pipeline keeps.
+
+Part 2 (Ray): the local engine, then ``extract_ray`` on a local Ray instance (``ray.init(num_cpus=C)``,
+timed: start-up) with 1 and 2 actors of 1 CPU each, on the same corpus and shard size; the scaling
+efficiency (2-worker throughput / (2 x 1-worker)); Ray's fixed cost per run (a one-shard corpus through
+Ray minus the same through the local engine: actor start-up, model shipping, scheduling); and the corpus
+size at which the Ray run's extra throughput pays for that cost.
+
+    python benchmarks/bench_scale.py [--sentences 300] [--neurox-sentences 150] [--ray-sentences 2001]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_extract import bare_forward, count_tokens  # noqa: E402
+
+from bertology.data import default_corpus, read_conllu  # noqa: E402
+from bertology.extraction import extract  # noqa: E402
+from bertology.models import load_encoder  # noqa: E402
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def neurox_seconds(model_dir: str, sentences, tmp: Path) -> float:
+    """NeuroX 1.0.9 over ``sentences`` (one per line, words joined by spaces), model preloaded."""
+    from neurox.data.extraction import transformers_extractor as nx
+
+    model, tokenizer = nx.get_model_and_tokenizer(model_dir)
+    model.eval()
+    original = nx.get_model_and_tokenizer
+    nx.get_model_and_tokenizer = lambda *args, **kwargs: (model, tokenizer)
+    corpus = tmp / "neurox.txt"
+    corpus.write_text("\n".join(" ".join(s.words) for s in sentences) + "\n", encoding="utf-8")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            _, seconds = timed(lambda: nx.extract_representations(model_dir, str(corpus), str(tmp / "neurox.hdf5"),
+                                                                  aggregation="average", output_type="hdf5"))
+    finally:
+        nx.get_model_and_tokenizer = original
+    return seconds
+
+
+def peer(args, encoder, tmp: Path) -> dict:
+    sentences = read_conllu(default_corpus(args.corpus))[: args.sentences]
+    tokens = count_tokens(encoder, sentences)
+    runs = iter(range(10**6))
+
+    def ours(**options) -> float:
+        _, seconds = timed(lambda: extract(encoder, sentences, tmp / f"peer{next(runs)}", progress=False, **options))
+        return tokens / seconds
+
+    ours()  # warm-up
+    results = {"sentences": len(sentences), "tokens": tokens}
+    rows = {"ours_fp32": [], "bare_fp32": [], "ours_bf16": [], "bare_bf16": []}
+    for _ in range(args.repeats):  # interleaved, so a slow phase of a shared machine hits both alike
+        rows["ours_fp32"].append(ours())
+        rows["bare_fp32"].append(bare_forward(encoder, sentences, False))
+        rows["ours_bf16"].append(ours(autocast="bfloat16"))
+        rows["bare_bf16"].append(bare_forward(encoder, sentences, True))
+    results.update({f"{key}_tokens_per_s": max(values) for key, values in rows.items()})
+    results["runs"] = rows
+    for precision in ("fp32", "bf16"):
+        results[f"share_of_bare_{precision}"] = (results[f"ours_{precision}_tokens_per_s"]
+                                                 / results[f"bare_{precision}_tokens_per_s"])
+    if args.neurox_sentences:
+        try:
+            import neurox  # noqa: F401
+        except ImportError:
+            print("neurox not installed: pip install --no-deps neurox==1.0.9 h5py")
+        else:
+            subset = sentences[: args.neurox_sentences]
+            sub_tokens = count_tokens(encoder, subset)
+            seconds = neurox_seconds(encoder.source, subset, tmp)
+            _, ours_seconds = timed(lambda: extract(encoder, subset, tmp / "peer-nx", progress=False))
+            results.update({"neurox_sentences": len(subset), "neurox_tokens_per_s": sub_tokens / seconds,
+                            "ours_fp32_same_subset_tokens_per_s": sub_tokens / ours_seconds})
+            results["ours_vs_neurox"] = results["ours_fp32_same_subset_tokens_per_s"] / results["neurox_tokens_per_s"]
+            results["ours_bf16_vs_neurox"] = results["ours_bf16_tokens_per_s"] / results["neurox_tokens_per_s"]
+    return results
+
+
+def scale(args, encoder, tmp: Path) -> dict:
+    import ray
+
+    from bertology.scale import extract_ray
+
+    sentences = read_conllu(default_corpus(args.corpus))[: args.ray_sentences]
+    tokens = count_tokens(encoder, sentences)
+    shard_bytes = int(args.shard_mb * 2**20)
+    runs = iter(range(10**6))
+    options = dict(progress=False, shard_bytes=shard_bytes)
+
+    def local(subset, n_tokens):
+        _, seconds = timed(lambda: extract(encoder, subset, tmp / f"local{next(runs)}", **options))
+        return n_tokens / seconds, seconds
+
+    results = {"sentences": len(sentences), "tokens": tokens, "shard_mb": args.shard_mb,
+               "torch_threads_local": torch.get_num_threads(), "ray": ray.__version__}
+    _, results["ray_init_seconds"] = timed(lambda: ray.init(num_cpus=args.ray_cpus, include_dashboard=False,
+                                                            logging_level="WARNING"))
+    results["ray_cpus"] = args.ray_cpus
+    local(sentences[:50], 1)  # warm-up
+    results["local_tokens_per_s"], results["local_seconds"] = local(sentences, tokens)
+    for workers in args.workers:
+        path = tmp / f"ray{workers}"
+        store, seconds = timed(lambda: extract_ray(encoder, sentences, path, workers=workers, cpus_per_worker=1,
+                                                   **options))
+        stats = store.index["stats"]
+        results[f"ray{workers}"] = {"tokens_per_s": tokens / seconds, "seconds": seconds,
+                                    "first_shard_seconds": stats["first_shard_seconds"], "shards": len(store.shards)}
+    # Fixed cost per run: one small shard through Ray and through the local engine.
+    small = sentences[:20]
+    small_tokens = count_tokens(encoder, small)
+    _, small_local = local(small, small_tokens)
+    _, small_ray = timed(lambda: extract_ray(encoder, small, tmp / "ray-small", workers=1, **options))
+    results["fixed_overhead_seconds"] = small_ray - small_local
+    if 1 in args.workers and 2 in args.workers:
+        results["scaling_efficiency_2_workers"] = results["ray2"]["tokens_per_s"] / (2 * results["ray1"]["tokens_per_s"])
+    best = max((results[f"ray{w}"]["tokens_per_s"], w) for w in args.workers)
+    results["best_ray_workers"] = best[1]
+    gain_per_token = 1 / results["local_tokens_per_s"] - 1 / best[0]
+    results["payoff_tokens"] = (results["fixed_overhead_seconds"] / gain_per_token) if gain_per_token > 0 else None
+    ray.shutdown()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="minilm")
+    parser.add_argument("--corpus", default="ewt-dev")
+    parser.add_argument("--sentences", type=int, default=300, help="part 1: first N sentences")
+    parser.add_argument("--neurox-sentences", type=int, default=150, help="part 1: NeuroX on the first N (0: skip)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--ray-sentences", type=int, default=2001, help="part 2: first N sentences (0: skip part 2)")
+    parser.add_argument("--ray-cpus", type=int, default=os.cpu_count())
+    parser.add_argument("--workers", type=lambda text: [int(w) for w in text.split(",")], default=[1, 2])
+    parser.add_argument("--shard-mb", type=float, default=8.0, help="part 2: shard size (several shards per worker)")
+    parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    encoder = load_encoder(args.model)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
+          f"({torch.get_num_threads()} threads); model {encoder.name}; corpus UD EWT {args.corpus}")
+    results = {}
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        if not args.skip_peer:
+            results["peer"] = p = peer(args, encoder, tmp)
+            print(f"part 1: {p['sentences']} sentences, {p['tokens']} tokens; best of {args.repeats}, interleaved")
+            for key, label in (("ours_fp32", "bertology fp32"), ("bare_fp32", "bare forward fp32"),
+                               ("ours_bf16", "bertology bf16"), ("bare_bf16", "bare forward bf16")):
+                print(f"  {label:22s}: {p[key + '_tokens_per_s']:9.0f} tokens/s")
+            print(f"  pipeline / bare forward: fp32 {p['share_of_bare_fp32']:.0%}, bf16 {p['share_of_bare_bf16']:.0%}")
+            if "neurox_tokens_per_s" in p:
+                print(f"  NeuroX 1.0.9 ({p['neurox_sentences']} sentences): {p['neurox_tokens_per_s']:.0f} tokens/s; "
+                      f"ours fp32 on the same {p['ours_fp32_same_subset_tokens_per_s']:.0f}: "
+                      f"{p['ours_vs_neurox']:.1f}x NeuroX (bf16: {p['ours_bf16_vs_neurox']:.1f}x)")
+        if args.ray_sentences:
+            results["scale"] = s = scale(args, encoder, tmp)
+            print(f"part 2: {s['sentences']} sentences, {s['tokens']} tokens, shards of {s['shard_mb']} MB; "
+                  f"ray.init({s['ray_cpus']} CPUs) took {s['ray_init_seconds']:.1f} s")
+            print(f"  local engine ({s['torch_threads_local']} threads): {s['local_tokens_per_s']:.0f} tokens/s "
+                  f"({s['local_seconds']:.1f} s)")
+            for workers in args.workers:
+                r = s[f"ray{workers}"]
+                print(f"  ray, {workers} worker(s) x 1 CPU: {r['tokens_per_s']:.0f} tokens/s ({r['seconds']:.1f} s, "
+                      f"first shard after {r['first_shard_seconds']:.1f} s, {r['shards']} shards)")
+            if "scaling_efficiency_2_workers" in s:
+                print(f"  scaling efficiency 1 -> 2 workers: {s['scaling_efficiency_2_workers']:.0%}")
+            print(f"  Ray's fixed cost per run: {s['fixed_overhead_seconds']:.1f} s; pays off above "
+                  + (f"{s['payoff_tokens']:,.0f} tokens" if s["payoff_tokens"] else "never on this machine "
+                     "(no faster than the local engine)"))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
