@@ -77,15 +77,18 @@ def peer(args, encoder, tmp: Path) -> dict:
 
     ours()  # warm-up
     results = {"sentences": len(sentences), "tokens": tokens}
-    rows = {"ours_fp32": [], "bare_fp32": [], "ours_bf16": [], "bare_bf16": []}
+    precisions = ("fp32", "bf16") if args.bf16 else ("fp32",)
+    rows = {f"{kind}_{precision}": [] for precision in precisions for kind in ("ours", "bare")}
     for _ in range(args.repeats):  # interleaved, so a slow phase of a shared machine hits both alike
         rows["ours_fp32"].append(ours())
         rows["bare_fp32"].append(bare_forward(encoder, sentences, False))
-        rows["ours_bf16"].append(ours(autocast="bfloat16"))
-        rows["bare_bf16"].append(bare_forward(encoder, sentences, True))
+        if args.bf16:
+            rows["ours_bf16"].append(ours(autocast="bfloat16"))
+            rows["bare_bf16"].append(bare_forward(encoder, sentences, True))
     results.update({f"{key}_tokens_per_s": max(values) for key, values in rows.items()})
     results["runs"] = rows
-    for precision in ("fp32", "bf16"):
+    results["ratio_per_run_fp32"] = [o / b for o, b in zip(rows["ours_fp32"], rows["bare_fp32"])]
+    for precision in precisions:
         results[f"share_of_bare_{precision}"] = (results[f"ours_{precision}_tokens_per_s"]
                                                  / results[f"bare_{precision}_tokens_per_s"])
     if args.neurox_sentences:
@@ -101,7 +104,8 @@ def peer(args, encoder, tmp: Path) -> dict:
             results.update({"neurox_sentences": len(subset), "neurox_tokens_per_s": sub_tokens / seconds,
                             "ours_fp32_same_subset_tokens_per_s": sub_tokens / ours_seconds})
             results["ours_vs_neurox"] = results["ours_fp32_same_subset_tokens_per_s"] / results["neurox_tokens_per_s"]
-            results["ours_bf16_vs_neurox"] = results["ours_bf16_tokens_per_s"] / results["neurox_tokens_per_s"]
+            if args.bf16:
+                results["ours_bf16_vs_neurox"] = results["ours_bf16_tokens_per_s"] / results["neurox_tokens_per_s"]
     return results
 
 
@@ -126,7 +130,13 @@ def scale(args, encoder, tmp: Path) -> dict:
                                                             logging_level="WARNING"))
     results["ray_cpus"] = args.ray_cpus
     local(sentences[:50], 1)  # warm-up
-    results["local_tokens_per_s"], results["local_seconds"] = local(sentences, tokens)
+    threads = torch.get_num_threads()
+    for count in sorted({1, threads}):
+        torch.set_num_threads(count)
+        results[f"local_{count}_threads"] = dict(zip(("tokens_per_s", "seconds"), local(sentences, tokens)))
+    torch.set_num_threads(threads)
+    best_local = max(results[f"local_{count}_threads"]["tokens_per_s"] for count in {1, threads})
+    results["local_tokens_per_s"] = best_local
     for workers in args.workers:
         path = tmp / f"ray{workers}"
         store, seconds = timed(lambda: extract_ray(encoder, sentences, path, workers=workers, cpus_per_worker=1,
@@ -144,7 +154,7 @@ def scale(args, encoder, tmp: Path) -> dict:
         results["scaling_efficiency_2_workers"] = results["ray2"]["tokens_per_s"] / (2 * results["ray1"]["tokens_per_s"])
     best = max((results[f"ray{w}"]["tokens_per_s"], w) for w in args.workers)
     results["best_ray_workers"] = best[1]
-    gain_per_token = 1 / results["local_tokens_per_s"] - 1 / best[0]
+    gain_per_token = 1 / best_local - 1 / best[0]
     results["payoff_tokens"] = (results["fixed_overhead_seconds"] / gain_per_token) if gain_per_token > 0 else None
     ray.shutdown()
     return results
@@ -162,32 +172,42 @@ def main() -> None:
     parser.add_argument("--workers", type=lambda text: [int(w) for w in text.split(",")], default=[1, 2])
     parser.add_argument("--shard-mb", type=float, default=8.0, help="part 2: shard size (several shards per worker)")
     parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--bf16", action="store_true", help="part 1: also bf16 autocast rows (needs AVX-512 BF16/AMX "
+                        "on CPU: without, bf16 matrix products are ~100x slower than fp32)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads of this process (default: torch's)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     encoder = load_encoder(args.model)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
           f"({torch.get_num_threads()} threads); model {encoder.name}; corpus UD EWT {args.corpus}")
     results = {}
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
-        if not args.skip_peer:
+        if not args.skip_peer and args.sentences:
             results["peer"] = p = peer(args, encoder, tmp)
             print(f"part 1: {p['sentences']} sentences, {p['tokens']} tokens; best of {args.repeats}, interleaved")
             for key, label in (("ours_fp32", "bertology fp32"), ("bare_fp32", "bare forward fp32"),
                                ("ours_bf16", "bertology bf16"), ("bare_bf16", "bare forward bf16")):
-                print(f"  {label:22s}: {p[key + '_tokens_per_s']:9.0f} tokens/s")
-            print(f"  pipeline / bare forward: fp32 {p['share_of_bare_fp32']:.0%}, bf16 {p['share_of_bare_bf16']:.0%}")
+                if key + "_tokens_per_s" in p:
+                    print(f"  {label:22s}: {p[key + '_tokens_per_s']:9.0f} tokens/s")
+            print("  pipeline / bare forward: " + ", ".join(f"{k.removeprefix('share_of_bare_')} {v:.0%}"
+                                                          for k, v in p.items() if k.startswith("share_of_bare_"))
+                  + f" (per run, fp32: {', '.join(f'{r:.2f}' for r in p['ratio_per_run_fp32'])})")
             if "neurox_tokens_per_s" in p:
                 print(f"  NeuroX 1.0.9 ({p['neurox_sentences']} sentences): {p['neurox_tokens_per_s']:.0f} tokens/s; "
                       f"ours fp32 on the same {p['ours_fp32_same_subset_tokens_per_s']:.0f}: "
-                      f"{p['ours_vs_neurox']:.1f}x NeuroX (bf16: {p['ours_bf16_vs_neurox']:.1f}x)")
+                      f"{p['ours_vs_neurox']:.1f}x NeuroX")
         if args.ray_sentences:
             results["scale"] = s = scale(args, encoder, tmp)
             print(f"part 2: {s['sentences']} sentences, {s['tokens']} tokens, shards of {s['shard_mb']} MB; "
                   f"ray.init({s['ray_cpus']} CPUs) took {s['ray_init_seconds']:.1f} s")
-            print(f"  local engine ({s['torch_threads_local']} threads): {s['local_tokens_per_s']:.0f} tokens/s "
-                  f"({s['local_seconds']:.1f} s)")
+            for key in sorted(k for k in s if k.startswith("local_") and k.endswith("_threads")):
+                r = s[key]
+                print(f"  local engine, {key.split('_')[1]} thread(s): {r['tokens_per_s']:.0f} tokens/s "
+                      f"({r['seconds']:.1f} s)")
             for workers in args.workers:
                 r = s[f"ray{workers}"]
                 print(f"  ray, {workers} worker(s) x 1 CPU: {r['tokens_per_s']:.0f} tokens/s ({r['seconds']:.1f} s, "

@@ -283,6 +283,10 @@ def check_output(out: str | os.PathLike) -> None:
                           "choose another --out")
 
 
+#: The index and sentences.json are written compactly: with an indent, ``json`` falls back to its pure-Python
+#: encoder, which took 7% of an EWT dev extraction (the index is rewritten after every shard).
+
+
 def _check_existing(out: Path, key: dict, input_hash: str, overwrite: bool) -> dict | None:
     """Return the existing index to resume from, or None; refuse a store of another model or input."""
     index_path = out / INDEX_NAME
@@ -368,11 +372,11 @@ class ExtractionPlan:
         """Mark shard ``k`` whole in the index on disk (``entry``: what :func:`write_shard_atomic` returned).
         Called only after the shard file has been renamed into place."""
         self.index["shards"][k].update(entry)
-        write_json(self.out / INDEX_NAME, self.index, fsync=True)
+        write_json(self.out / INDEX_NAME, self.index, indent=None, fsync=True)
 
     def finish(self, stats: dict) -> None:
         self.index["stats"] = stats
-        write_json(self.out / INDEX_NAME, self.index, fsync=True)
+        write_json(self.out / INDEX_NAME, self.index, indent=None, fsync=True)
 
     def output_error(self, error: OutputError) -> OutputError:
         done = sum(bool(shard.get("sha256")) for shard in self.index["shards"])
@@ -454,7 +458,7 @@ def plan_extraction(
         if pool == "tokens":
             for record, enc in zip(sentence_records, encoded):
                 record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
-        write_json(out / SENTENCES_NAME, sentence_records, fsync=True)
+        write_json(out / SENTENCES_NAME, sentence_records, indent=None, fsync=True)
         input_file = Path(input_path) if input_path else None
         index = {
             "format_version": FORMAT_VERSION,
@@ -469,7 +473,7 @@ def plan_extraction(
                        for k, (a, b) in enumerate(shard_bounds)],
             "stats": {},
         }
-        write_json(out / INDEX_NAME, index, fsync=True)
+        write_json(out / INDEX_NAME, index, indent=None, fsync=True)
     else:
         index = existing
         ensure_dir(out)  # a folder made read-only since: one line now, not a traceback later
