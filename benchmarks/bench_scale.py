@@ -66,6 +66,23 @@ def neurox_seconds(model_dir: str, sentences, tmp: Path) -> float:
     return seconds
 
 
+def neurox_agreement(store, path: Path) -> dict:
+    """Same vectors? NeuroX's word averages against the store's word-mean rows, every layer."""
+    import h5py
+    import numpy as np
+
+    worst, compared = 0.0, 0
+    with h5py.File(path, "r") as handle:
+        for i in range(store.n_sentences):
+            theirs = np.asarray(handle[str(i)])  # [layers, words, dim]
+            if theirs.shape[1] != len(store.words(i)):
+                continue
+            ours = np.stack([store.sentence_rows(i, layer) for layer in store.layers])
+            worst = max(worst, float(np.abs(theirs - ours).max()))
+            compared += 1
+    return {"sentences_compared": compared, "sentences": store.n_sentences, "max_abs_diff": worst}
+
+
 def peer(args, encoder, tmp: Path) -> dict:
     sentences = read_conllu(default_corpus(args.corpus))[: args.sentences]
     tokens = count_tokens(encoder, sentences)
@@ -100,7 +117,8 @@ def peer(args, encoder, tmp: Path) -> dict:
             subset = sentences[: args.neurox_sentences]
             sub_tokens = count_tokens(encoder, subset)
             seconds = neurox_seconds(encoder.source, subset, tmp)
-            _, ours_seconds = timed(lambda: extract(encoder, subset, tmp / "peer-nx", progress=False))
+            store, ours_seconds = timed(lambda: extract(encoder, subset, tmp / "peer-nx", progress=False))
+            results["neurox_agreement"] = neurox_agreement(store, tmp / "neurox.hdf5")
             results.update({"neurox_sentences": len(subset), "neurox_tokens_per_s": sub_tokens / seconds,
                             "ours_fp32_same_subset_tokens_per_s": sub_tokens / ours_seconds})
             results["ours_vs_neurox"] = results["ours_fp32_same_subset_tokens_per_s"] / results["neurox_tokens_per_s"]
@@ -128,27 +146,36 @@ def scale(args, encoder, tmp: Path) -> dict:
                "torch_threads_local": torch.get_num_threads(), "ray": ray.__version__}
     _, results["ray_init_seconds"] = timed(lambda: ray.init(num_cpus=args.ray_cpus, include_dashboard=False,
                                                             logging_level="WARNING"))
+    results.update(device=args.device, cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker)
     results["ray_cpus"] = args.ray_cpus
     local(sentences[:50], 1)  # warm-up
     threads = torch.get_num_threads()
-    for count in sorted({1, threads}):
+    for count in sorted(set(args.local_threads or {1, threads})):
         torch.set_num_threads(count)
         results[f"local_{count}_threads"] = dict(zip(("tokens_per_s", "seconds"), local(sentences, tokens)))
     torch.set_num_threads(threads)
-    best_local = max(results[f"local_{count}_threads"]["tokens_per_s"] for count in {1, threads})
+    best_local = max(value["tokens_per_s"] for key, value in results.items() if key.startswith("local_"))
     results["local_tokens_per_s"] = best_local
     for workers in args.workers:
         path = tmp / f"ray{workers}"
-        store, seconds = timed(lambda: extract_ray(encoder, sentences, path, workers=workers, cpus_per_worker=1,
-                                                   **options))
+        store, seconds = timed(lambda: extract_ray(encoder, sentences, path, workers=workers,
+                                                   cpus_per_worker=args.cpus_per_worker,
+                                                   gpus_per_worker=args.gpus_per_worker, **options))
         stats = store.index["stats"]
-        results[f"ray{workers}"] = {"tokens_per_s": tokens / seconds, "seconds": seconds,
-                                    "first_shard_seconds": stats["first_shard_seconds"], "shards": len(store.shards)}
+        first = stats["first_shard_seconds"]
+        results[f"ray{workers}"] = {
+            "tokens_per_s": tokens / seconds, "seconds": seconds, "first_shard_seconds": first,
+            "shards": len(store.shards),
+            # after the first shard is back (actors started, model loaded): shards/s x tokens per shard
+            "steady_tokens_per_s": tokens * (len(store.shards) - workers) / len(store.shards) / (seconds - first)
+            if seconds > first and len(store.shards) > workers else None}
     # Fixed cost per run: one small shard through Ray and through the local engine.
     small = sentences[:20]
     small_tokens = count_tokens(encoder, small)
     _, small_local = local(small, small_tokens)
-    _, small_ray = timed(lambda: extract_ray(encoder, small, tmp / "ray-small", workers=1, **options))
+    _, small_ray = timed(lambda: extract_ray(encoder, small, tmp / "ray-small", workers=1,
+                                             cpus_per_worker=args.cpus_per_worker,
+                                             gpus_per_worker=args.gpus_per_worker, **options))
     results["fixed_overhead_seconds"] = small_ray - small_local
     if 1 in args.workers and 2 in args.workers:
         results["scaling_efficiency_2_workers"] = results["ray2"]["tokens_per_s"] / (2 * results["ray1"]["tokens_per_s"])
@@ -156,6 +183,13 @@ def scale(args, encoder, tmp: Path) -> dict:
     results["best_ray_workers"] = best[1]
     gain_per_token = 1 / best_local - 1 / best[0]
     results["payoff_tokens"] = (results["fixed_overhead_seconds"] / gain_per_token) if gain_per_token > 0 else None
+    # The same from the big run alone: its time to the first shard as the fixed cost, its rate after that.
+    run = results[f"ray{best[1]}"]
+    steady = max((results[f"ray{w}"]["steady_tokens_per_s"] or 0, w) for w in args.workers)
+    run = results[f"ray{steady[1]}"]
+    gain = 1 / best_local - 1 / steady[0] if steady[0] else 0
+    results["payoff_tokens_from_steady"] = run["first_shard_seconds"] / gain if gain > 0 else None
+    results["payoff_workers_from_steady"] = steady[1]
     ray.shutdown()
     return results
 
@@ -170,6 +204,13 @@ def main() -> None:
     parser.add_argument("--ray-sentences", type=int, default=2001, help="part 2: first N sentences (0: skip part 2)")
     parser.add_argument("--ray-cpus", type=int, default=os.cpu_count())
     parser.add_argument("--workers", type=lambda text: [int(w) for w in text.split(",")], default=[1, 2])
+    parser.add_argument("--device", default="cpu", help="the local engine's device (cuda on a GPU machine)")
+    parser.add_argument("--cpus-per-worker", type=float, default=1.0, help="part 2: CPUs (torch threads) per actor")
+    parser.add_argument("--gpus-per-worker", type=float, default=0.0, help="part 2: GPUs per actor (then on cuda)")
+    parser.add_argument("--untrained-seed", type=int, default=None,
+                        help="a random-weight twin of the model (same shapes) where the weights are absent")
+    parser.add_argument("--local-threads", type=lambda text: [int(t) for t in text.split(",")], default=None,
+                        help="part 2: torch threads of the local engine runs (default: 1 and torch's default)")
     parser.add_argument("--shard-mb", type=float, default=8.0, help="part 2: shard size (several shards per worker)")
     parser.add_argument("--skip-peer", action="store_true")
     parser.add_argument("--bf16", action="store_true", help="part 1: also bf16 autocast rows (needs AVX-512 BF16/AMX "
@@ -180,7 +221,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    encoder = load_encoder(args.model)
+    encoder = load_encoder(args.model, device=args.device, untrained_seed=args.untrained_seed)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
           f"({torch.get_num_threads()} threads); model {encoder.name}; corpus UD EWT {args.corpus}")
     results = {}
@@ -200,6 +241,9 @@ def main() -> None:
                 print(f"  NeuroX 1.0.9 ({p['neurox_sentences']} sentences): {p['neurox_tokens_per_s']:.0f} tokens/s; "
                       f"ours fp32 on the same {p['ours_fp32_same_subset_tokens_per_s']:.0f}: "
                       f"{p['ours_vs_neurox']:.1f}x NeuroX")
+                agree = p["neurox_agreement"]
+                print(f"  same vectors: {agree['sentences_compared']}/{agree['sentences']} sentences with the same words, "
+                      f"max |NeuroX - ours| {agree['max_abs_diff']:.4f} (ours stored as float16)")
         if args.ray_sentences:
             results["scale"] = s = scale(args, encoder, tmp)
             print(f"part 2: {s['sentences']} sentences, {s['tokens']} tokens, shards of {s['shard_mb']} MB; "
@@ -210,13 +254,18 @@ def main() -> None:
                       f"({r['seconds']:.1f} s)")
             for workers in args.workers:
                 r = s[f"ray{workers}"]
-                print(f"  ray, {workers} worker(s) x 1 CPU: {r['tokens_per_s']:.0f} tokens/s ({r['seconds']:.1f} s, "
-                      f"first shard after {r['first_shard_seconds']:.1f} s, {r['shards']} shards)")
+                print(f"  ray, {workers} worker(s) x {args.cpus_per_worker:g} CPU, {args.gpus_per_worker:g} GPU: "
+                      f"{r['tokens_per_s']:.0f} tokens/s ({r['seconds']:.1f} s, "
+                      f"first shard after {r['first_shard_seconds']:.1f} s, {r['shards']} shards; after the first "
+                      f"shards: {r['steady_tokens_per_s'] or float('nan'):.0f} tokens/s)")
             if "scaling_efficiency_2_workers" in s:
                 print(f"  scaling efficiency 1 -> 2 workers: {s['scaling_efficiency_2_workers']:.0%}")
             print(f"  Ray's fixed cost per run: {s['fixed_overhead_seconds']:.1f} s; pays off above "
                   + (f"{s['payoff_tokens']:,.0f} tokens" if s["payoff_tokens"] else "never on this machine "
                      "(no faster than the local engine)"))
+            if s.get("payoff_tokens_from_steady"):
+                print(f"  from the big run alone ({s['payoff_workers_from_steady']} workers: first-shard latency as the "
+                      f"fixed cost, the rate after it): pays off above {s['payoff_tokens_from_steady']:,.0f} tokens")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 
