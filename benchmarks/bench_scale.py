@@ -177,8 +177,10 @@ def scale(args, encoder, tmp: Path) -> dict:
                                              cpus_per_worker=args.cpus_per_worker,
                                              gpus_per_worker=args.gpus_per_worker, **options))
     results["fixed_overhead_seconds"] = small_ray - small_local
-    if 1 in args.workers and 2 in args.workers:
-        results["scaling_efficiency_2_workers"] = results["ray2"]["tokens_per_s"] / (2 * results["ray1"]["tokens_per_s"])
+    if 1 in args.workers:  # throughput with w workers / (w x the 1-worker throughput)
+        for workers in args.workers[1:]:
+            results[f"scaling_efficiency_{workers}_workers"] = (results[f"ray{workers}"]["tokens_per_s"]
+                                                                / (workers * results["ray1"]["tokens_per_s"]))
     best = max((results[f"ray{w}"]["tokens_per_s"], w) for w in args.workers)
     results["best_ray_workers"] = best[1]
     gain_per_token = 1 / best_local - 1 / best[0]
@@ -258,8 +260,8 @@ def main() -> None:
                       f"{r['tokens_per_s']:.0f} tokens/s ({r['seconds']:.1f} s, "
                       f"first shard after {r['first_shard_seconds']:.1f} s, {r['shards']} shards; after the first "
                       f"shards: {r['steady_tokens_per_s'] or float('nan'):.0f} tokens/s)")
-            if "scaling_efficiency_2_workers" in s:
-                print(f"  scaling efficiency 1 -> 2 workers: {s['scaling_efficiency_2_workers']:.0%}")
+            for key in (k for k in s if k.startswith("scaling_efficiency_")):
+                print(f"  scaling efficiency 1 -> {key.split('_')[2]} workers: {s[key]:.0%}")
             print(f"  Ray's fixed cost per run: {s['fixed_overhead_seconds']:.1f} s; pays off above "
                   + (f"{s['payoff_tokens']:,.0f} tokens" if s["payoff_tokens"] else "never on this machine "
                      "(no faster than the local engine)"))
