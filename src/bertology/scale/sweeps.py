@@ -157,3 +157,47 @@ def single_head_ablation_ray(
     return Result("single_head_ablation", tables={"ablation": raw, "summary": summarize_single_head(raw)},
                   meta={"seeds": [int(s) for s in seeds], "n_heads": int(raw.groupby("seed").size().max())
                         if len(raw) else 0, "engine": "ray", "workers": workers})
+
+
+def _head_job(name: str, seed: int, train_folder: str, dev_folder: str, context: dict, threads: int, device: str):
+    import dataclasses as dc
+
+    import torch
+
+    from bertology.heads.glue import head_rows
+
+    torch.set_num_threads(max(1, threads))
+    config = dc.replace(context["config"], device=device, progress=False)
+    return head_rows(name, seed, train_folder, dev_folder, **{**context, "config": config})
+
+
+def glue_heads_runner(*, address: str | None = None, workers: int | None = None, cpus_per_worker: float = 1,
+                      gpus_per_worker: float = 0):
+    """A ``runner`` for :func:`bertology.heads.glue.run_glue_heads`: one Ray task per head x seed, each
+    reading the activation stores from their folders (on a path every node sees)."""
+
+    def runner(jobs, train_folder: str, dev_folder: str, context: dict) -> list[list[dict]]:
+        ray = connect(address, progress=False)
+        remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_head_job)
+        limit = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(jobs))
+        device = "cuda" if gpus_per_worker else "cpu"
+        queue, pending, done_rows = list(enumerate(jobs)), {}, {}
+        try:
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    position, (name, seed) = queue.pop(0)
+                    pending[remote.remote(name, seed, str(Path(train_folder).resolve()),
+                                          str(Path(dev_folder).resolve()), context,
+                                          int(max(1, cpus_per_worker)), device)] = position
+                finished, _ = ray.wait(list(pending), num_returns=1)
+                for ref in finished:
+                    done_rows[pending.pop(ref)] = ray.get(ref)
+        except Exception as error:  # Ray wraps what the tasks raised
+            cause = user_error(error)
+            if cause is None:
+                raise
+            kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
+            raise kind(str(cause).strip().splitlines()[-1]) from None
+        return [done_rows[position] for position in range(len(jobs))]
+
+    return runner
