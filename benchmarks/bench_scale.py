@@ -244,7 +244,8 @@ def main() -> None:
                       f"ours fp32 on the same {p['ours_fp32_same_subset_tokens_per_s']:.0f}: "
                       f"{p['ours_vs_neurox']:.1f}x NeuroX")
                 agree = p["neurox_agreement"]
-                print(f"  same vectors: {agree['sentences_compared']}/{agree['sentences']} sentences with the same words, "
+                print(f"  same vectors: {agree['sentences_compared']}/{agree['sentences']} sentences with the same "
+                      "words, "
                       f"max |NeuroX - ours| {agree['max_abs_diff']:.4f} (ours stored as float16)")
         if args.ray_sentences:
             results["scale"] = s = scale(args, encoder, tmp)
@@ -266,7 +267,8 @@ def main() -> None:
                   + (f"{s['payoff_tokens']:,.0f} tokens" if s["payoff_tokens"] else "never on this machine "
                      "(no faster than the local engine)"))
             if s.get("payoff_tokens_from_steady"):
-                print(f"  from the big run alone ({s['payoff_workers_from_steady']} workers: first-shard latency as the "
+                print(f"  from the big run alone ({s['payoff_workers_from_steady']} workers: first-shard latency "
+                      "as the "
                       f"fixed cost, the rate after it): pays off above {s['payoff_tokens_from_steady']:,.0f} tokens")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
