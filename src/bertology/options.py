@@ -97,3 +97,40 @@ def device_option():
 
 def progress_option():
     return typer.Option(True, "--progress/--no-progress", help="Show progress (a bar, or log lines when piped).")
+
+
+# -- scale-out (docs/scale.md): the same four options on every command that can run on Ray ------------------
+def engine_option():
+    return typer.Option("local", "--engine", help="local (this process) or ray (a Ray cluster; needs the extra: "
+                                                  "pip install 'bertology[ray]').")
+
+
+def address_option():
+    return typer.Option(None, "--address", help="With --engine ray: 'auto' (the cluster `ray start` runs here) or "
+                                                "HOST:PORT; default: start a local Ray instance.")
+
+
+def workers_option():
+    return typer.Option(None, "--workers", help="With --engine ray: how many actors/parallel runs (default: as many "
+                                                "as the cluster has room for).")
+
+
+def cpus_per_worker_option(default: float = 1.0):
+    return typer.Option(default, "--cpus-per-worker", help="With --engine ray: CPUs (torch threads) per worker.")
+
+
+def gpus_per_worker_option():
+    return typer.Option(0.0, "--gpus-per-worker", help="With --engine ray: GPUs per worker (fractions share one); "
+                                                       "above 0 the worker runs on cuda.")
+
+
+def check_scale(engine: str, workers: Optional[int], cpus_per_worker: float, gpus_per_worker: float) -> str:
+    """Check the scale-out options before anything loads; returns the engine."""
+    if engine not in ("local", "ray"):
+        raise UsageError(f"--engine {engine!r}: expected local or ray")
+    check_positive(workers, "--workers")
+    if cpus_per_worker <= 0:
+        raise UsageError(f"--cpus-per-worker {cpus_per_worker}: expected a positive number")
+    if gpus_per_worker < 0:
+        raise UsageError(f"--gpus-per-worker {gpus_per_worker}: expected 0 or more")
+    return engine

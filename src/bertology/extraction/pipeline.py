@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -282,6 +283,10 @@ def check_output(out: str | os.PathLike) -> None:
                           "choose another --out")
 
 
+#: The index and sentences.json are written compactly: with an indent, ``json`` falls back to its pure-Python
+#: encoder, which took 7% of an EWT dev extraction (the index is rewritten after every shard).
+
+
 def _check_existing(out: Path, key: dict, input_hash: str, overwrite: bool) -> dict | None:
     """Return the existing index to resume from, or None; refuse a store of another model or input."""
     index_path = out / INDEX_NAME
@@ -322,6 +327,159 @@ def _check_existing(out: Path, key: dict, input_hash: str, overwrite: bool) -> d
         raise StoreError(f"{out}: belongs to another extraction: " + "; ".join(problems)
                          + ". Choose another --out, or pass --overwrite")
     return index
+
+
+@dataclasses.dataclass
+class ExtractionPlan:
+    """Everything an engine needs to compute the missing shards of a store: made by
+    :func:`plan_extraction` on the driver, shared by the local engine (:func:`extract`) and the Ray engine
+    (:mod:`bertology.scale`). ``index`` is the store's index as on disk; ``complete`` when nothing is left."""
+
+    encoder: Encoder
+    encoded: list[EncodedSentence]
+    out: Path
+    index: dict
+    layers: list[int]
+    attention_layers: list[int]
+    pool: str
+    dtype: str
+    autocast: str | None
+    batch_tokens: int
+    max_batch: int
+    row_counts: np.ndarray
+
+    @property
+    def todo(self) -> list[int]:
+        """Shards the index does not list as whole, in order."""
+        return [k for k, s in enumerate(self.index["shards"]) if not s.get("sha256")]
+
+    @property
+    def complete(self) -> bool:
+        return not self.todo
+
+    def largest_shard_rows(self, shards: Sequence[int] | None = None) -> int:
+        shards = self.todo if shards is None else shards
+        return max((int(self.row_counts[self.index["shards"][k]["start"]:self.index["shards"][k]["stop"]].sum())
+                    for k in shards), default=0)
+
+    def settings(self) -> dict:
+        """What a :class:`ShardComputer` on another process needs besides the encoder and the sentences."""
+        return {"layers": self.layers, "attention_layers": self.attention_layers, "pool": self.pool,
+                "dtype": self.dtype, "autocast": self.autocast, "batch_tokens": self.batch_tokens,
+                "max_batch": self.max_batch}
+
+    def record(self, k: int, entry: dict) -> None:
+        """Mark shard ``k`` whole in the index on disk (``entry``: what :func:`write_shard_atomic` returned).
+        Called only after the shard file has been renamed into place."""
+        self.index["shards"][k].update(entry)
+        write_json(self.out / INDEX_NAME, self.index, indent=None, fsync=True)
+
+    def finish(self, stats: dict) -> None:
+        self.index["stats"] = stats
+        write_json(self.out / INDEX_NAME, self.index, indent=None, fsync=True)
+
+    def output_error(self, error: OutputError) -> OutputError:
+        done = sum(bool(shard.get("sha256")) for shard in self.index["shards"])
+        return OutputError(f"{error}; {done} of {len(self.index['shards'])} shards of {self.out} are whole and kept: "
+                           "make room (or choose another --out) and run the same command again to resume")
+
+
+def plan_extraction(
+    encoder: Encoder,
+    sentences: Sequence[Sentence | str],
+    out: str | Path,
+    layers: str | int | Sequence[int] | None = None,
+    pool: str = "word-mean",
+    attentions: bool = False,
+    dtype: str = "float16",
+    autocast: str | None = None,
+    batch_tokens: int = 4096,
+    max_batch: int = 128,
+    long_policy: str = "window",
+    input_path: str | None = None,
+    overwrite: bool = False,
+    shard_bytes: int | None = None,
+    max_attention_words: int | None = MAX_ATTENTION_WORDS,
+    max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION,
+) -> ExtractionPlan:
+    """Check the arguments and the store folder, tokenize, plan the shards and write ``sentences.json`` and
+    the index (a new store), or read the index back (a resumed one). Arguments as :func:`extract`."""
+    if pool not in POOLS:
+        raise DataError(f"unknown pooling {pool!r}; expected one of {', '.join(POOLS)}")
+    if dtype not in DTYPES:
+        raise DataError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+    if autocast not in (None, "bfloat16", "bf16"):
+        raise DataError(f"autocast {autocast!r}: expected None or 'bfloat16'")
+    shard_bytes = SHARD_TARGET_BYTES if shard_bytes is None else shard_bytes
+    for name, value in (("batch_tokens", batch_tokens), ("max_batch", max_batch), ("shard_bytes", shard_bytes),
+                        ("max_attention_words", max_attention_words or 1)):
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise UsageError(f"{name} {value!r}: expected a whole number of at least 1")
+    autocast = "bfloat16" if autocast else None
+    if attentions and autocast:
+        autocast = None  # attention maps stay float32 (see docstring)
+    sentences = as_sentences(sentences)
+    if not sentences:
+        raise DataError("no sentences to extract")
+    if attentions and pool == "tokens":
+        raise DataError("attentions are stored at word level; use a word pool (word-mean/first/last) with them")
+    out = Path(out)
+    chosen = parse_layers(layers, encoder.num_layers, option="layers")
+    layers = list(range(encoder.num_layers + 1)) if chosen is None else chosen
+    attention_layers = [layer for layer in layers if layer >= 1] if attentions else []
+    key = _model_key(encoder, layers, pool, attentions, dtype, long_policy, autocast)
+    input_hash = corpus_hash(sentences)
+    existing = _check_existing(out, key, input_hash, overwrite)
+    plan = functools.partial(ExtractionPlan, encoder=encoder, out=out, layers=layers,
+                             attention_layers=attention_layers, pool=pool, dtype=dtype, autocast=autocast,
+                             batch_tokens=batch_tokens, max_batch=max_batch)
+    if existing is not None and all(s.get("sha256") for s in existing["shards"]):
+        return plan(encoded=[], index=existing, row_counts=np.asarray(existing["row_counts"], dtype=np.int64))
+    _check_attention_sizes(encoder, sentences, len(attention_layers), max_attention_words, input_path)
+
+    encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length, long_policy)
+    _check_tokenizer(encoder, encoded, max_unknown_fraction)
+    warn_unknown(encoded)
+    if pool in SENTENCE_POOLS:
+        row_counts = np.ones(len(encoded), dtype=np.int64)
+    elif pool == "tokens":
+        row_counts = np.asarray([e.n_tokens for e in encoded], dtype=np.int64)
+    else:
+        row_counts = np.asarray([e.n_words for e in encoded], dtype=np.int64)
+    store_bytes = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    groups = np.asarray([e.n_words + 2 for e in encoded], dtype=np.int64)
+    attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
+    shard_bounds = _plan_shards(encoded, row_counts, store_bytes * encoder.hidden_size * len(layers), attention_bytes,
+                                 shard_bytes)
+
+    if existing is None:
+        ensure_dir(out)
+        sentence_records = [{"id": s.id, "words": list(s.words)} for s in sentences]
+        if pool == "tokens":
+            for record, enc in zip(sentence_records, encoded):
+                record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
+        write_json(out / SENTENCES_NAME, sentence_records, indent=None, fsync=True)
+        input_file = Path(input_path) if input_path else None
+        index = {
+            "format_version": FORMAT_VERSION,
+            "bertology_version": __version__,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            **key,
+            "input": {"path": input_path, "hash": input_hash,
+                      "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
+                      "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))},
+            "row_counts": row_counts.tolist(),
+            "shards": [{"start": a, "stop": b, "file": f"shard-{k:05d}.safetensors", "bytes": None, "sha256": None}
+                       for k, (a, b) in enumerate(shard_bounds)],
+            "stats": {},
+        }
+        write_json(out / INDEX_NAME, index, indent=None, fsync=True)
+    else:
+        index = existing
+        ensure_dir(out)  # a folder made read-only since: one line now, not a traceback later
+    for leftover in out.glob(".*.tmp"):
+        leftover.unlink(missing_ok=True)
+    return plan(encoded=encoded, index=index, row_counts=row_counts)
 
 
 def extract(
@@ -367,157 +525,122 @@ def extract(
 
     ``compile_model=True`` runs the model through ``torch.compile`` (dynamic shapes): 10-30 s of
     compiling up front, then at most about 1.15x the throughput on CPU; it pays off only on corpora of several
-    hundred thousand tokens and up (see BENCHMARKS.md).
+    hundred thousand tokens and up (see BENCHMARKS.md). The same store, written by several processes or
+    machines at once: :func:`bertology.scale.extract_ray`.
     """
-    if pool not in POOLS:
-        raise DataError(f"unknown pooling {pool!r}; expected one of {', '.join(POOLS)}")
-    if dtype not in DTYPES:
-        raise DataError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
-    if autocast not in (None, "bfloat16", "bf16"):
-        raise DataError(f"autocast {autocast!r}: expected None or 'bfloat16'")
-    shard_bytes = SHARD_TARGET_BYTES if shard_bytes is None else shard_bytes
-    for name, value in (("batch_tokens", batch_tokens), ("max_batch", max_batch), ("shard_bytes", shard_bytes),
-                        ("max_attention_words", max_attention_words or 1)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise UsageError(f"{name} {value!r}: expected a whole number of at least 1")
-    autocast = "bfloat16" if autocast else None
-    if attentions and autocast:
-        autocast = None  # attention maps stay float32 (see docstring)
-    sentences = as_sentences(sentences)
-    if not sentences:
-        raise DataError("no sentences to extract")
-    if attentions and pool == "tokens":
-        raise DataError("attentions are stored at word level; use a word pool (word-mean/first/last) with them")
-    out = Path(out)
-    chosen = parse_layers(layers, encoder.num_layers, option="layers")
-    layers = list(range(encoder.num_layers + 1)) if chosen is None else chosen
-    attention_layers = [layer for layer in layers if layer >= 1] if attentions else []
-    key = _model_key(encoder, layers, pool, attentions, dtype, long_policy, autocast)
-    input_hash = corpus_hash(sentences)
-    existing = _check_existing(out, key, input_hash, overwrite)
-    if existing is not None and all(s.get("sha256") for s in existing["shards"]):
-        return Store.open(out)
-    _check_attention_sizes(encoder, sentences, len(attention_layers), max_attention_words, input_path)
-
-    encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length, long_policy)
-    _check_tokenizer(encoder, encoded, max_unknown_fraction)
-    warn_unknown(encoded)
-    if pool in SENTENCE_POOLS:
-        row_counts = np.ones(len(encoded), dtype=np.int64)
-    elif pool == "tokens":
-        row_counts = np.asarray([e.n_tokens for e in encoded], dtype=np.int64)
-    else:
-        row_counts = np.asarray([e.n_words for e in encoded], dtype=np.int64)
-    store_bytes = torch.tensor([], dtype=DTYPES[dtype]).element_size()
-    groups = np.asarray([e.n_words + 2 for e in encoded], dtype=np.int64)
-    attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
-    shard_bounds = _plan_shards(encoded, row_counts, store_bytes * encoder.hidden_size * len(layers), attention_bytes,
-                                 shard_bytes)
-
-    if existing is None:
-        ensure_dir(out)
-        sentence_records = [{"id": s.id, "words": list(s.words)} for s in sentences]
-        if pool == "tokens":
-            for record, enc in zip(sentence_records, encoded):
-                record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
-        write_json(out / SENTENCES_NAME, sentence_records, fsync=True)
-        input_file = Path(input_path) if input_path else None
-        index = {
-            "format_version": FORMAT_VERSION,
-            "bertology_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            **key,
-            "input": {"path": input_path, "hash": input_hash,
-                      "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
-                      "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))},
-            "row_counts": row_counts.tolist(),
-            "shards": [{"start": a, "stop": b, "file": f"shard-{k:05d}.safetensors", "bytes": None, "sha256": None}
-                       for k, (a, b) in enumerate(shard_bounds)],
-            "stats": {},
-        }
-        write_json(out / INDEX_NAME, index, fsync=True)
-    else:
-        index = existing
-        ensure_dir(out)  # a folder made read-only since: one line now, not a traceback later
-    for leftover in out.glob(".*.tmp"):
-        leftover.unlink(missing_ok=True)
+    plan = plan_extraction(encoder, sentences, out, layers=layers, pool=pool, attentions=attentions, dtype=dtype,
+                           autocast=autocast, batch_tokens=batch_tokens, max_batch=max_batch,
+                           long_policy=long_policy, input_path=input_path, overwrite=overwrite,
+                           shard_bytes=shard_bytes, max_attention_words=max_attention_words,
+                           max_unknown_fraction=max_unknown_fraction)
+    if plan.complete:
+        return Store.open(plan.out)
     try:
-        _run(encoder, encoded, index, out, layers, attention_layers, pool, dtype, autocast, batch_tokens, max_batch,
-             progress, device, compile_model, row_counts)
+        _run(plan, progress, device, compile_model)
     except OutputError as error:
-        done = sum(bool(shard.get("sha256")) for shard in index["shards"])
-        raise OutputError(f"{error}; {done} of {len(index['shards'])} shards of {out} are whole and kept: make room "
-                          "(or choose another --out) and run the same command again to resume") from None
-    return Store.open(out)
+        raise plan.output_error(error) from None
+    return Store.open(plan.out)
 
 
-def _run(encoder: Encoder, encoded: list[EncodedSentence], index: dict, out: Path, layers: list[int],
-         attention_layers: list[int], pool: str, dtype: str, autocast: str | None, batch_tokens: int,
-         max_batch: int, progress: bool, device: str | None, compile_model: bool, row_counts: np.ndarray) -> None:
+def run_context(encoder: Encoder, autocast: str | None, attention_layers: Sequence[int]) -> contextlib.ExitStack:
+    """The precision and attention implementation a run computes under, entered once around many shards:
+    one bf16 autocast region (so each weight is cast once, not once per batch) and eager attention when
+    attention weights are asked for (or as the CPU bf16 fast path of :func:`_fast_attention`); the
+    encoder gets its implementation back on exit."""
+    device = encoder.device
+    stack = contextlib.ExitStack()
+    if autocast:
+        stack.enter_context(torch.autocast(device.type, dtype=torch.bfloat16))
+    fast = bool(autocast) and not attention_layers and device.type == "cpu"
+    stack.enter_context(encoder.eager_attention() if attention_layers else _fast_attention(encoder, when=fast))
+    return stack
+
+
+class ShardComputer:
+    """Computes whole shards on one encoder replica: the one batching loop of every engine.
+
+    ``encoded`` maps a sentence's position in the corpus to its :class:`EncodedSentence` (the whole list,
+    or only the sentences of the shards this replica is given). :meth:`compute` returns a shard's tensors
+    (views of reused buffers: write them before the shard after next is computed) and its counts.
+    """
+
+    def __init__(self, encoder: Encoder, encoded, layers: list[int], attention_layers: list[int], pool: str,
+                 dtype: str, batch_tokens: int, max_batch: int, max_rows: int, model=None, **_ignored):
+        self.encoder, self.encoded = encoder, encoded
+        self.layers, self.attention_layers = list(layers), list(attention_layers)
+        self.batch_tokens, self.max_batch = batch_tokens, max_batch
+        self.model = model if model is not None else encoder.model
+        self.pad_id = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
+        self.pooler = _ShardPooler(encoded, pool, len(layers), encoder.hidden_size, max_rows, encoder.device,
+                                   DTYPES[dtype])
+
+    def compute(self, start: int, stop: int) -> tuple[dict[str, torch.Tensor], dict]:
+        encoder, encoded, device = self.encoder, self.encoded, self.encoder.device
+        sentence_range = range(start, stop)
+        self.pooler.begin(sentence_range)
+        maps = {i: _AttentionBuffer(encoded[i], len(self.attention_layers), encoder.num_heads)
+                for i in sentence_range} if self.attention_layers else {}
+        segments = [seg for i in sentence_range for seg in encoded[i].segments]
+        counts = {"tokens": 0, "padded_tokens": 0,
+                  "windowed_sentences": sum(len(encoded[i].segments) > 1 for i in sentence_range)}
+        for batch in _batches(segments, self.batch_tokens, self.max_batch):
+            ids, mask = _pad(batch, self.pad_id)
+            counts["tokens"] += int(mask.sum())
+            counts["padded_tokens"] += ids.numel()
+            hidden_states, attention = _forward(encoder, self.model, ids.to(device), mask.to(device),
+                                                self.attention_layers)
+            self.pooler.add(batch, ids.shape[1], hidden_states, self.layers)
+            for row, segment in enumerate(batch if attention is not None else ()):
+                length = len(segment.input_ids)
+                maps[segment.sentence].add(segment, attention[:, row, :, :length, :length])
+        return _shard_tensors(self.pooler, maps, sentence_range, self.layers, self.attention_layers), counts
+
+
+def shard_metadata() -> dict[str, str]:
+    return {"format_version": str(FORMAT_VERSION)}
+
+
+def run_stats(counts: Sequence[dict], seconds: float, **extra) -> dict:
+    """The index's ``stats``: summed shard counts over the wall-clock time of the run."""
+    total = {key: sum(c[key] for c in counts) for key in ("tokens", "padded_tokens", "windowed_sentences")}
+    return {"seconds": round(seconds, 3), **total,
+            "tokens_per_second": round(total["tokens"] / seconds, 1) if seconds else None, **extra}
+
+
+def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model: bool) -> None:
     """Compute the shards the index does not list as whole, writing each as it is done."""
-    model = encoder.model
+    encoder, index, out = plan.encoder, plan.index, plan.out
     if device:
-        model.to(device)
-    run_device = encoder.device
-    pad_id = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
-    todo = [k for k, s in enumerate(index["shards"]) if not s.get("sha256")]
+        encoder.model.to(device)
+    todo = plan.todo
     total_sentences = sum(index["shards"][k]["stop"] - index["shards"][k]["start"] for k in todo)
     started = time.perf_counter()
-    token_count = padded = windowed = 0
-    # One autocast region for the whole run, so each weight is cast to bf16 once, not once per batch.
-    precision = torch.autocast(run_device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    fast = bool(autocast) and not attention_layers and run_device.type == "cpu"
-    # Attention weights need eager attention: switched on once for the run (not per batch), then restored.
-    implementation = encoder.eager_attention() if attention_layers else _fast_attention(encoder, when=fast)
+    counts: list[dict] = []
     # A shard is streamed to disk, fsynced and renamed on a second thread while the next one computes.
     # The index names a shard only once its file is whole.
-    pending: tuple[dict, int, Future] | None = None
+    pending: tuple[int, int, Future] | None = None
 
-    def finish(done: tuple[dict, int, Future]) -> None:
-        shard, n_sentences, future = done
-        shard.update(future.result())
-        write_json(out / INDEX_NAME, index, fsync=True)
+    def finish(done: tuple[int, int, Future]) -> None:
+        k, n_sentences, future = done
+        plan.record(k, future.result())
         bar.advance(task, n_sentences)
 
-    with (progress_bar(progress) as bar, precision, implementation,
+    with (progress_bar(progress) as bar, run_context(encoder, plan.autocast, plan.attention_layers),
           ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertology-shard-writer") as writer):
         task = bar.add_task(f"extract {encoder.name} (sentences)", total=total_sentences)
-        largest = max(int(row_counts[index["shards"][k]["start"]:index["shards"][k]["stop"]].sum()) for k in todo) \
-            if todo else 0
-        pooler = _ShardPooler(encoded, pool, len(layers), encoder.hidden_size, largest, run_device, DTYPES[dtype])
-        run = encoder.compiled() if compile_model else model
+        computer = ShardComputer(encoder, plan.encoded, max_rows=plan.largest_shard_rows(todo),
+                                 model=encoder.compiled() if compile_model else None, **plan.settings())
         for k in todo:
             shard = index["shards"][k]
-            start, stop = shard["start"], shard["stop"]
-            sentence_range = range(start, stop)
-            pooler.begin(sentence_range)
-            maps = {i: _AttentionBuffer(encoded[i], len(attention_layers), encoder.num_heads)
-                    for i in sentence_range} if attention_layers else {}
-            segments = [seg for i in sentence_range for seg in encoded[i].segments]
-            windowed += sum(len(encoded[i].segments) > 1 for i in sentence_range)
-            for batch in _batches(segments, batch_tokens, max_batch):
-                ids, mask = _pad(batch, pad_id)
-                token_count += int(mask.sum())
-                padded += ids.numel()
-                hidden_states, attention = _forward(encoder, run, ids.to(run_device), mask.to(run_device),
-                                                    attention_layers)
-                pooler.add(batch, ids.shape[1], hidden_states, layers)
-                for row, segment in enumerate(batch if attention is not None else ()):
-                    length = len(segment.input_ids)
-                    maps[segment.sentence].add(segment, attention[:, row, :, :length, :length])
-            tensors = _shard_tensors(pooler, maps, sentence_range, layers, attention_layers)
+            tensors, shard_counts = computer.compute(shard["start"], shard["stop"])
+            counts.append(shard_counts)
             if pending is not None:
                 finish(pending)  # frees the buffer the next shard will pool into
-            pending = (shard, stop - start, writer.submit(write_shard_atomic, out / shard["file"], tensors,
-                                                          {"format_version": str(FORMAT_VERSION)}))
+            pending = (k, shard["stop"] - shard["start"],
+                       writer.submit(write_shard_atomic, out / shard["file"], tensors, shard_metadata()))
         if pending is not None:
             finish(pending)
-    elapsed = time.perf_counter() - started
-    index["stats"] = {"seconds": round(elapsed, 3), "tokens": token_count, "padded_tokens": padded,
-                      "windowed_sentences": windowed,
-                      "tokens_per_second": round(token_count / elapsed, 1) if elapsed else None}
-    write_json(out / INDEX_NAME, index, fsync=True)
-
+    plan.finish(run_stats(counts, time.perf_counter() - started))
 
 def _fast_attention(encoder: Encoder, when: bool):
     """The CPU bf16 fast path: eager attention for the duration (on CPU under bf16 it beats sdpa with a

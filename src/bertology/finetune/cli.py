@@ -6,6 +6,7 @@ Wire into the main CLI with ``app.command("finetune")(finetune_command)`` and
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Optional
 
@@ -13,8 +14,9 @@ import typer
 from rich.console import Console
 
 from bertology.errors import DataError
-from bertology.options import (check_positive, default_out, device_option, model_option, out_option,
-                               progress_option, resolve_device, seed_list, seed_option, seeds_option)
+from bertology.options import (address_option, check_positive, check_scale, cpus_per_worker_option, default_out,
+                               device_option, engine_option, gpus_per_worker_option, model_option, out_option,
+                               progress_option, resolve_device, seed_list, seed_option, seeds_option, workers_option)
 
 app = typer.Typer(help="GLUE fine-tuning with the Convexity report's variants.", no_args_is_help=True)
 
@@ -45,12 +47,19 @@ def finetune_command(
     eval_each_epoch: bool = typer.Option(True, "--eval-each-epoch/--final-eval-only",
                                          help="Score dev after every epoch (a curve in the JSON) or only at the end."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
+    engine: str = engine_option(),
+    address: Optional[str] = address_option(),
+    workers: Optional[int] = workers_option(),
+    cpus_per_worker: float = cpus_per_worker_option(),
+    gpus_per_worker: float = gpus_per_worker_option(),
     progress: bool = progress_option(),
 ) -> None:
     """Fine-tune MODEL on GLUE tasks for each variant and seed; print and save the variants table.
 
     Checkpoints go to OUT/<task>/<variant>/seed-<s>/, the tables (results, summary, table1; metrics as
     fractions) to OUT. A seed whose checkpoint is already in OUT is reused, so an interrupted run resumes.
+    With --engine ray every task x variant x seed is one Ray task (--cpus-per-worker/--gpus-per-worker
+    each); OUT and the GLUE data must be paths every node sees.
     """
     from bertology.finetune.table import render_table, variants_result
     from bertology.finetune.train import FinetuneConfig, collect_results, finetune
@@ -61,6 +70,11 @@ def finetune_command(
                           (max_steps, "--max-steps"), (threads, "--threads")):
         check_positive(value, option)
     resolve_device(device)
+    check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
+    if engine == "ray":
+        from bertology.scale import require_ray
+
+        require_ray()
     if threads:
         import torch
 
@@ -69,20 +83,30 @@ def finetune_command(
     tasks, variants = _split(task), _split(variant) or ["baseline"]
     out = out if out is not None else default_out("finetune", Path(model).name)
     encoder = load_encoder(model)
-    for task_name in tasks:
-        for variant_name in variants:
-            config = FinetuneConfig(seeds=chosen_seeds, epochs=epochs, lr=lr, batch_size=batch_size,
-                                    max_length=max_length, max_train=max_train, max_steps=max_steps,
-                                    variant=variant_name, device=device,
-                                    data_dir=str(data_dir) if data_dir else None, progress=progress,
-                                    eval_each_epoch=eval_each_epoch)
-            result = finetune(encoder, task_name, config, out)
-            runs = result["runs"].set_index("seed")
-            for run_seed, frame in result["results"].groupby("seed", sort=False):
-                scores = ", ".join(f"{row.metric} {row.value:.4f}" for row in frame.itertuples())
-                run = runs.loc[run_seed]
-                console.print(f"{result.meta['task']} {result.meta['variant']} seed {run_seed}: {scores}"
-                              + (" (reused)" if run["reused"] else f" ({run['train_examples_per_second']:.1f} train ex/s)"))
+
+    def report(result) -> None:
+        runs = result["runs"].set_index("seed")
+        for run_seed, frame in result["results"].groupby("seed", sort=False):
+            scores = ", ".join(f"{row.metric} {row.value:.4f}" for row in frame.itertuples())
+            run = runs.loc[run_seed]
+            console.print(f"{result.meta['task']} {result.meta['variant']} seed {run_seed}: {scores}"
+                          + (" (reused)" if run["reused"] else f" ({run['train_examples_per_second']:.1f} train ex/s)"))
+
+    config = FinetuneConfig(seeds=chosen_seeds, epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length,
+                            max_train=max_train, max_steps=max_steps, variant=variants[0], device=device,
+                            data_dir=str(data_dir.resolve()) if data_dir else None, progress=progress,
+                            eval_each_epoch=eval_each_epoch)
+    if engine == "ray":
+        from bertology.scale import finetune_sweep_ray
+
+        source = str(Path(model).resolve()) if Path(model).exists() else model
+        finetune_sweep_ray(encoder, tasks, variants, config, out, load={"name_or_path": source}, address=address,
+                           workers=workers, cpus_per_worker=cpus_per_worker, gpus_per_worker=gpus_per_worker,
+                           on_result=report)
+    else:
+        for task_name in tasks:
+            for variant_name in variants:
+                report(finetune(encoder, task_name, dataclasses.replace(config, variant=variant_name), out))
     results = collect_results(out)
     results = results[results["base_fingerprint"] == encoder.fingerprint]
     table = variants_result(results)

@@ -242,10 +242,10 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
 
     results, runs, history = [], [], []
     for seed in config.seeds:
-        seed_dir = Path(out_dir) / spec.name / variant.name.replace(":", "-") / f"seed-{seed}" if out_dir else None
+        seed_dir = checkpoint_dir(out_dir, spec.name, variant.name, seed) if out_dir else None
         if seed_dir is not None and (seed_dir / CHECKPOINT_META).is_file():
             meta = read_checkpoint_meta(seed_dir)
-            _check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
+            check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
             metrics, curve, checkpoint, reused = meta["metrics"], meta.get("history", []), seed_dir, True
             seconds, throughput = meta.get("train_seconds", 0.0), meta.get("train_examples_per_second", 0.0)
         else:
@@ -285,7 +285,22 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
              "device": str(device)})
 
 
-def _check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, config: FinetuneConfig) -> None:
+def checkpoint_dir(out_dir: str | Path, task: str, variant: str, seed: int) -> Path:
+    """Where :func:`finetune` keeps the checkpoint of one run: ``out_dir/<task>/<variant>/seed-<s>``."""
+    return Path(out_dir) / glue_task(task).name / parse_variant(variant).name.replace(":", "-") / f"seed-{seed}"
+
+
+def finished_run(out_dir: str | Path, encoder, task: str, seed: int, config: FinetuneConfig) -> bool:
+    """Whether the run (``task``, ``config.variant``, ``seed``) has a finished checkpoint under ``out_dir``
+    that :func:`finetune` would reuse; one of another model or recipe raises :class:`ModelError`."""
+    seed_dir = checkpoint_dir(out_dir, task, config.variant, seed)
+    if not (seed_dir / CHECKPOINT_META).is_file():
+        return False
+    check_reusable(seed_dir, read_checkpoint_meta(seed_dir), encoder, glue_task(task).name, seed, config)
+    return True
+
+
+def check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, config: FinetuneConfig) -> None:
     if meta.get("base_fingerprint") != encoder.fingerprint:
         raise ModelError(
             f"{seed_dir}: this checkpoint was fine-tuned from {meta.get('base_model')!r} (fingerprint "

@@ -11,8 +11,9 @@ from rich.console import Console
 
 from bertology.errors import UsageError
 from bertology.options import (
-    check_positive, data_option, default_out, device_option, model_option, out_option, progress_option, seed_list,
-    seed_option, seeds_option,
+    address_option, check_positive, check_scale, cpus_per_worker_option, data_option, default_out, device_option,
+    engine_option, gpus_per_worker_option, model_option, out_option, progress_option, seed_list, seed_option,
+    seeds_option, workers_option,
 )
 
 app = typer.Typer(help="Frozen-feature heads (BERT Vision): LP, AP, adapters, CNNs on all-layer activations.",
@@ -155,15 +156,33 @@ def glue_command(
     quick: bool = typer.Option(False, "--quick", help="A small run for smoke tests (200 train, 100 dev, 2 heads)."),
     device: str = device_option(),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
+    engine: str = engine_option(),
+    address: Optional[str] = address_option(),
+    workers: Optional[int] = workers_option(),
+    cpus_per_worker: float = cpus_per_worker_option(),
+    gpus_per_worker: float = gpus_per_worker_option(),
     progress: bool = progress_option(),
 ) -> None:
-    """Heads on frozen all-layer [CLS]/mean vectors for a GLUE task, beside the fine-tuning numbers."""
+    """Heads on frozen all-layer [CLS]/mean vectors for a GLUE task, beside the fine-tuning numbers.
+
+    With --engine ray the activations are extracted here, then every head x seed is one Ray task reading
+    them from OUT (a folder every node sees)."""
     from bertology.data.glue import glue_task
     from bertology.heads.glue import GlueHeadsConfig, run_glue_heads
     from bertology.heads.tables import glue_table
     from bertology.heads.train import HeadTrainConfig
 
     _threads(threads)
+    check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
+    runner = None
+    if engine == "ray":
+        from bertology.scale import require_ray
+
+        require_ray()
+        from bertology.scale.sweeps import glue_heads_runner
+
+        runner = glue_heads_runner(address=address, workers=workers, cpus_per_worker=cpus_per_worker,
+                                   gpus_per_worker=gpus_per_worker)
     spec = glue_task(task)
     for value, option in ((epochs, "--epochs"), (batch_size, "--batch-size")):
         check_positive(value, option, allow_none=False)
@@ -184,7 +203,7 @@ def glue_command(
                              head=HeadTrainConfig(epochs=epochs, lr=lr, batch_size=batch_size), device=run_device,
                              progress=progress)
     out = out or default_out("heads-glue", model, spec.name, pool, "quick" if quick else None)
-    result = run_glue_heads(model, spec.name, out, config, finetune_dir=finetune_dir)
+    result = run_glue_heads(model, spec.name, out, config, finetune_dir=finetune_dir, runner=runner)
     console = Console()
     console.print(glue_table(result["scores"], f"{result.meta['model']['name']} on GLUE {spec.name} dev: frozen heads "
                                                "vs fine-tuning"))

@@ -24,12 +24,13 @@ from bertology.errors import DataError
 from bertology.files import ensure_dir
 from bertology.finetune.batching import encode_examples
 from bertology.finetune.metrics import glue_metric
-from bertology.heads.activations import write_activations
+from bertology.heads.activations import read_labels, write_activations
 from bertology.heads.catalog import build_head, check_head_name
 from bertology.heads.train import HeadTrainConfig, predict_head, train_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
+from bertology.store.store import Store
 
 DEFAULT_GLUE_HEADS = ("lp", "ap", "last", "adapter-shared-64", "adapter-shared-386-skip", "cnn")
 GLUE_COLUMNS = ["model", "task", "component", "pool", "seed", "trainable_params", "param_share", "metric", "value",
@@ -97,10 +98,34 @@ def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list
     return rows
 
 
+def head_rows(name: str, seed: int, train_store: Store | str, dev_store: Store | str, *, task: str,
+              config: GlueHeadsConfig, model_name: str, model_parameters: int, out: str) -> list[dict]:
+    """Train head ``name`` with ``seed`` on the train store's vectors, score it on dev: its table rows.
+    The stores may be given as folders (a worker on another process opens them itself)."""
+    spec = glue_task(task)
+    train_store = train_store if isinstance(train_store, Store) else Store.open(train_store)
+    dev_store = dev_store if isinstance(dev_store, Store) else Store.open(dev_store)
+    dev_labels = np.asarray(read_labels(dev_store)["labels"]["label"])
+    head = build_head(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
+                      seed=derive_seed(seed, "glue-head-init", spec.name, name))
+    head_config = HeadTrainConfig(**{**asdict(config.head), "seed": seed, "device": config.device,
+                                     "progress": config.progress})
+    folder = ensure_dir(Path(out) / "heads" / f"{name}" / f"seed-{seed}")
+    stats = train_head(head, train_store, head_config, checkpoint=folder / "checkpoint.pt")
+    logits = predict_head(head, dev_store)
+    predictions = logits[:, 0] if spec.is_regression else logits.argmax(-1)
+    return [{"model": model_name, "task": spec.name, "component": name, "pool": config.pool, "seed": seed,
+             "trainable_params": head.num_parameters, "param_share": head.parameter_share(model_parameters),
+             "metric": metric, "value": float(value), "train_seconds": stats.seconds, "io_share": stats.io_share,
+             "n_train": train_store.n_sentences, "n_dev": dev_store.n_sentences}
+            for metric, value in glue_metric(spec.name, predictions, dev_labels).items()]
+
+
 def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: GlueHeadsConfig | None = None, *,
-                   finetune_dir: str | Path | None = None) -> Result:
+                   finetune_dir: str | Path | None = None, runner=None) -> Result:
     """Frozen heads on ``task`` (one row per head x seed x metric), plus fine-tuning rows from
-    ``finetune_dir``; saved to ``out`` and returned."""
+    ``finetune_dir``; saved to ``out`` and returned. ``runner(jobs, train_folder, dev_folder, context)``, if
+    given, runs the (head, seed) ``jobs`` elsewhere and returns each one's :func:`head_rows` (in order)."""
     config = config or GlueHeadsConfig()
     spec = glue_task(task)
     out = ensure_dir(out)
@@ -109,24 +134,13 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     train, dev = _examples(spec.name, config)
     train_store = sentence_store(encoder, train, spec.name, out / "activations" / "train", config)
     dev_store = sentence_store(encoder, dev, spec.name, out / "activations" / "dev", config)
-    dev_labels = np.asarray([e.label for e in dev])
-    rows = []
-    for name in config.heads:
-        for seed in config.seeds:
-            head = build_head(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
-                              seed=derive_seed(seed, "glue-head-init", spec.name, name))
-            head_config = HeadTrainConfig(**{**asdict(config.head), "seed": seed, "device": config.device,
-                                             "progress": config.progress})
-            folder = ensure_dir(out / "heads" / f"{name}" / f"seed-{seed}")
-            stats = train_head(head, train_store, head_config, checkpoint=folder / "checkpoint.pt")
-            logits = predict_head(head, dev_store)
-            predictions = logits[:, 0] if spec.is_regression else logits.argmax(-1)
-            for metric, value in glue_metric(spec.name, predictions, dev_labels).items():
-                rows.append({"model": encoder.name, "task": spec.name, "component": name, "pool": config.pool,
-                             "seed": seed, "trainable_params": head.num_parameters,
-                             "param_share": head.parameter_share(encoder.num_parameters), "metric": metric,
-                             "value": float(value), "train_seconds": stats.seconds, "io_share": stats.io_share,
-                             "n_train": len(train), "n_dev": len(dev)})
+    jobs = [(name, seed) for name in config.heads for seed in config.seeds]
+    context = {"task": spec.name, "config": config, "model_name": encoder.name,
+               "model_parameters": encoder.num_parameters, "out": str(out)}
+    if runner is None:
+        rows = [row for name, seed in jobs for row in head_rows(name, seed, train_store, dev_store, **context)]
+    else:  # e.g. bertology.scale: one Ray task per head x seed, each opening the stores by path
+        rows = [row for part in runner(jobs, str(train_store.path), str(dev_store.path), context) for row in part]
     if finetune_dir is not None:
         rows += finetune_rows(finetune_dir, encoder, spec.name)
     scores = pd.DataFrame(rows).reindex(columns=GLUE_COLUMNS)

@@ -18,9 +18,10 @@ from rich.console import Console
 from rich.table import Table
 
 from bertology.errors import DataError
-from bertology.options import (check_positive, default_out, device_option, heads_option, layers_option,
+from bertology.options import (address_option, check_positive, check_scale, cpus_per_worker_option, default_out,
+                               device_option, engine_option, gpus_per_worker_option, heads_option, layers_option,
                                max_sentences_option, model_option, out_option, progress_option, resolve_device,
-                               seed_list, seed_option, seeds_option)
+                               seed_list, seed_option, seeds_option, workers_option)
 
 app = typer.Typer(help="Ablate heads and layers, rank heads by importance, prune (Michel et al. 2019).",
                   no_args_is_help=True)
@@ -113,21 +114,47 @@ def table_command(
     max_examples: Optional[int] = MaxOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
+    engine: str = engine_option(),
+    address: Optional[str] = address_option(),
+    workers: Optional[int] = workers_option(),
+    cpus_per_worker: float = cpus_per_worker_option(),
+    gpus_per_worker: float = gpus_per_worker_option(),
     progress: bool = progress_option(),
 ):
-    """Michel et al.'s Table 1: the change when each head alone is masked (one --model per fine-tuning seed)."""
+    """Michel et al.'s Table 1: the change when each head alone is masked (one --model per fine-tuning seed).
+
+    With --engine ray each checkpoint x layer is one Ray task (checkpoints and GLUE data on paths every
+    node sees); the table is the local one."""
+    from bertology.finetune.model import read_checkpoint_meta
     from bertology.intervention.importance import single_head_ablation
 
+    check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
+    if engine == "ray":
+        from bertology.scale import require_ray
+
+        require_ray()
     models, seeds, evaluator, name = [], [], None, None
     for index, path in enumerate(model):
-        loaded, _, meta, path_evaluator, path_name = _setup(path, task, max_examples, data_dir, device)
-        task = task or path_evaluator.task
-        evaluator, name = evaluator or path_evaluator, name or path_name
-        models.append(loaded)
+        if engine == "ray" and evaluator is not None:  # the workers load the checkpoints; the driver one
+            meta = read_checkpoint_meta(path)
+        else:
+            loaded, _, meta, path_evaluator, path_name = _setup(path, task, max_examples, data_dir, device)
+            task = task or path_evaluator.task
+            evaluator, name = evaluator or path_evaluator, name or path_name
+            models.append(loaded)
         seeds.append(int(meta.get("seed", index)))
     if len(set(seeds)) != len(seeds):
-        seeds = list(range(len(models)))
-    result = single_head_ablation(models, evaluator, seeds=seeds, progress=progress)
+        seeds = list(range(len(model)))
+    if engine == "ray":
+        from bertology.intervention.hooks import model_layout
+        from bertology.scale.sweeps import single_head_ablation_ray
+
+        result = single_head_ablation_ray(model, seeds, model_layout(models[0]).num_layers, task=task,
+                                          max_examples=max_examples, data_dir=data_dir, address=address,
+                                          workers=workers, cpus_per_worker=cpus_per_worker,
+                                          gpus_per_worker=gpus_per_worker)
+    else:
+        result = single_head_ablation(models, evaluator, seeds=seeds, progress=progress)
     result.meta.update(_meta(model[0], evaluator, checkpoints=[str(p) for p in model]))
     out = result.save(out if out is not None else default_out("ablate/table", name, f"{len(models)}models"))
     summary = result["summary"]

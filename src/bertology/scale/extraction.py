@@ -1,0 +1,240 @@
+"""Extraction on a Ray cluster: the local engine's shards, computed by a pool of encoder replicas.
+
+The driver plans the store exactly as :func:`bertology.extraction.extract` does (same checks, same
+tokenization, same shard plan, same index). The shards still to do become the rows of a Ray Dataset,
+each carrying its sentences' encoded inputs; ``map_batches`` hands them, one shard per call, to a pool of
+actors that each hold one encoder replica (loaded once per actor) and run the local engine's
+:class:`~bertology.extraction.pipeline.ShardComputer` (its length-sorted batches, pooling and attention
+maps) and its atomic shard writer straight into the store folder. The driver alone writes the index, one
+shard at a time as their results come back, so the index never names a shard whose file is not whole; a
+rerun skips the shards it lists and redoes the others (a worker killed mid-write leaves only a temporary
+file, which the rerun deletes).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from bertology.data.corpus import Sentence
+from bertology.errors import BertologyError, OutputError, StoreError
+from bertology.extraction.pipeline import (
+    MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ShardComputer, plan_extraction, run_context, run_stats, shard_metadata,
+)
+from bertology.models.encoders import Encoder
+from bertology.progress import progress_bar
+from bertology.scale.cluster import connect, default_workers
+from bertology.store.store import INDEX_NAME, Store, write_shard_atomic
+
+#: A test hook: ``{"shard": k, "mode": "raise" | "exit", "marker": path}`` makes the actor given shard ``k``
+#: raise, or die mid-write (leaving a partial temporary file); with ``marker`` only once (the marker
+#: file is created on the first failure).
+FAIL_ENV = "BERTOLOGY_RAY_FAIL"
+
+
+class ShardActor:
+    """One encoder replica; called by Ray Data with a batch of shard rows, it writes each shard and
+    returns their index entries and counts."""
+
+    def __init__(self, encoder, load: dict | None, fingerprint: str, settings: dict, max_rows: int, out: str,
+                 threads: int, device: str, fail: dict | None = None):
+        import torch
+
+        torch.set_num_threads(max(1, threads))
+        self.out, self.fail = Path(out), fail
+        if not (self.out / INDEX_NAME).is_file():
+            raise StoreError(f"{out}: the store folder is not visible on node {socket.gethostname()}; the store "
+                             "must live on a path every node sees (a shared file system; docs/scale.md)")
+        if load is not None:
+            from bertology.models.encoders import load_encoder
+
+            encoder = load_encoder(**{**load, "device": device})
+            if encoder.fingerprint != fingerprint:
+                raise StoreError(f"node {socket.gethostname()}: model {load.get('name_or_path')!r} has fingerprint "
+                                 f"{encoder.fingerprint}, the driver's has {fingerprint}; every node needs the same "
+                                 "weights and tokenizer")
+        else:
+            import ray
+
+            encoder = unpack_encoder(ray.get(encoder))
+            encoder.model.to(device)
+        self.encoder, self.settings = encoder, settings
+        self.encoded: dict = {}
+        self.computer = ShardComputer(encoder, self.encoded, max_rows=max_rows, **settings)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = {name: [] for name in ("shard", "bytes", "sha256", "tokens", "padded_tokens", "windowed_sentences",
+                                         "seconds", "node")}
+        for k, start, stop, file, payload in zip(batch["shard"], batch["start"], batch["stop"], batch["file"],
+                                                 batch["payload"]):
+            started = time.perf_counter()
+            self.encoded.clear()
+            self.encoded.update(pickle.loads(payload))
+            self._maybe_fail(int(k), "raise")
+            with run_context(self.encoder, self.settings["autocast"], self.settings["attention_layers"]):
+                tensors, counts = self.computer.compute(int(start), int(stop))
+            self._maybe_fail(int(k), "exit")
+            entry = write_shard_atomic(self.out / str(file), tensors, shard_metadata())
+            for name, value in (("shard", int(k)), ("bytes", entry["bytes"]), ("sha256", entry["sha256"]),
+                                *counts.items(), ("seconds", time.perf_counter() - started),
+                                ("node", socket.gethostname())):
+                results[name].append(value)
+        return {name: np.asarray(values) for name, values in results.items()}
+
+    def _maybe_fail(self, k: int, mode: str) -> None:
+        fail = self.fail
+        if not fail or fail.get("shard") != k or fail.get("mode") != mode:
+            return
+        marker = Path(fail["marker"]) if fail.get("marker") else None
+        if marker is not None:
+            if marker.exists():
+                return
+            marker.write_text(str(os.getpid()))
+        if mode == "raise":
+            raise RuntimeError(f"injected failure on shard {k} ({FAIL_ENV})")
+        partial = self.out / f".shard-{k:05d}.safetensors.killed.tmp"
+        partial.write_bytes(b"\0" * 1024)  # what a process killed while writing leaves behind
+        os._exit(1)
+
+
+def extract_ray(
+    encoder: Encoder,
+    sentences: Sequence[Sentence | str],
+    out: str | Path,
+    *,
+    load: dict | None = None,
+    address: str | None = None,
+    workers: int | None = None,
+    cpus_per_worker: float = 1,
+    gpus_per_worker: float = 0,
+    layers=None,
+    pool: str = "word-mean",
+    attentions: bool = False,
+    dtype: str = "float16",
+    autocast: str | None = None,
+    batch_tokens: int = 4096,
+    max_batch: int = 128,
+    long_policy: str = "window",
+    input_path: str | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    shard_bytes: int | None = None,
+    max_attention_words: int | None = MAX_ATTENTION_WORDS,
+    max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION,
+    fail: dict | None = None,
+) -> Store:
+    """:func:`bertology.extraction.extract` on a Ray cluster: the same store, written by ``workers`` actors.
+
+    ``encoder`` is the driver's copy (it tokenizes and fingerprints). Each actor loads its own replica
+    with ``load_encoder(**load)`` when ``load`` is given (what the CLI does: nothing but the name travels),
+    and refuses to work if its fingerprint differs; otherwise ``encoder`` itself is shipped through the
+    object store. ``address``: ``None`` starts (or reuses) a local instance, ``"auto"`` or ``HOST:PORT``
+    joins a cluster. ``workers`` defaults to what the cluster has room for; each asks for
+    ``cpus_per_worker`` CPUs (its torch threads) and ``gpus_per_worker`` GPUs (then it runs on ``cuda``).
+    ``out`` must be a folder every node sees. Other arguments as :func:`~bertology.extraction.extract`.
+    """
+    plan = plan_extraction(encoder, sentences, out, layers=layers, pool=pool, attentions=attentions, dtype=dtype,
+                           autocast=autocast, batch_tokens=batch_tokens, max_batch=max_batch,
+                           long_policy=long_policy, input_path=input_path, overwrite=overwrite,
+                           shard_bytes=shard_bytes, max_attention_words=max_attention_words,
+                           max_unknown_fraction=max_unknown_fraction)
+    if plan.complete:
+        return Store.open(plan.out)
+    started = time.perf_counter()
+    ray = connect(address, progress=progress)
+    connected = time.perf_counter()
+    todo = plan.todo
+    workers = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(todo))
+    rows = []
+    for k in todo:
+        shard = plan.index["shards"][k]
+        payload = {i: plan.encoded[i] for i in range(shard["start"], shard["stop"])}
+        rows.append({"shard": k, "start": shard["start"], "stop": shard["stop"], "file": shard["file"],
+                     "payload": pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)})
+    fail = fail if fail is not None else _fail_from_env()
+    encoder_ref = None if load is not None else ray.put(pack_encoder(encoder))
+    dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
+        ShardActor, batch_size=1, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or None,
+        fn_constructor_kwargs={"encoder": encoder_ref, "load": load, "fingerprint": encoder.fingerprint,
+                               "settings": plan.settings(), "max_rows": plan.largest_shard_rows(todo),
+                               "out": str(plan.out.resolve()), "threads": int(max(1, cpus_per_worker)),
+                               "device": "cuda" if gpus_per_worker else "cpu", "fail": fail})
+    counts, nodes, first = [], set(), None
+    sentences_of = {k: plan.index["shards"][k]["stop"] - plan.index["shards"][k]["start"] for k in todo}
+    try:
+        with progress_bar(progress) as bar:
+            task = bar.add_task(f"extract {encoder.name} on Ray, {workers} workers (sentences)",
+                                total=sum(sentences_of.values()))
+            for row in dataset.iter_rows():
+                k = int(row["shard"])
+                plan.record(k, {"file": plan.index["shards"][k]["file"], "bytes": int(row["bytes"]),
+                                "sha256": str(row["sha256"])})
+                counts.append({key: int(row[key]) for key in ("tokens", "padded_tokens", "windowed_sentences")})
+                nodes.add(str(row["node"]))
+                first = first if first is not None else time.perf_counter()
+                bar.advance(task, sentences_of[k])
+    except Exception as error:  # Ray wraps what the actors raised
+        cause = user_error(error)
+        if isinstance(cause, OutputError):
+            raise plan.output_error(cause) from None
+        if cause is not None:
+            kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
+            raise kind(str(cause).strip().splitlines()[-1]) from None
+        raise
+    missing = plan.todo
+    if missing:
+        raise StoreError(f"{plan.out}: the Ray run ended with shards {missing} not written; run the same command "
+                         "again to redo them")
+    for leftover in plan.out.glob(".*.tmp"):  # what a worker killed mid-write left (its shard was redone)
+        leftover.unlink(missing_ok=True)
+    elapsed = time.perf_counter() - started
+    plan.finish(run_stats(counts, elapsed, engine="ray", workers=workers, nodes=sorted(nodes),
+                          connect_seconds=round(connected - started, 3),
+                          first_shard_seconds=round((first or connected) - started, 3)))
+    return Store.open(plan.out)
+
+
+def user_error(error: BaseException) -> BertologyError | None:
+    """The bertology error an actor raised, from inside Ray's wrappers (None when there is none)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, BertologyError):
+            inner = getattr(error, "cause", None)
+            return inner if isinstance(inner, BertologyError) else error
+        error = getattr(error, "cause", None) or error.__cause__ or error.__context__
+    return None
+
+
+def pack_encoder(encoder: Encoder) -> bytes:
+    """An encoder as bytes for the object store: model class, config, weights and tokenizer. The model
+    object itself does not pickle once it has run (transformers hangs closures on it as forward hooks)."""
+    model = encoder.model
+    state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    return pickle.dumps({"class": type(model), "config": model.config, "state": state, "tokenizer": encoder.tokenizer,
+                         "name": encoder.name, "source": encoder.source, "untrained_seed": encoder.untrained_seed,
+                         "fingerprint": encoder.fingerprint}, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack_encoder(data: bytes) -> Encoder:
+    packed = pickle.loads(data)
+    model = packed["class"](packed["config"])
+    model.load_state_dict(packed["state"])
+    return Encoder(model=model.eval(), tokenizer=packed["tokenizer"], name=packed["name"], source=packed["source"],
+                   untrained_seed=packed["untrained_seed"], _fingerprint=packed["fingerprint"])
+
+
+def _fail_from_env() -> dict | None:
+    value = os.environ.get(FAIL_ENV)
+    if not value:
+        return None
+    shard, _, rest = value.partition(":")
+    mode, _, marker = rest.partition(":")
+    return {"shard": int(shard), "mode": mode or "raise", "marker": marker or None}

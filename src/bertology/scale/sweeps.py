@@ -1,0 +1,203 @@
+"""Sweeps on a Ray cluster: one Ray task per fine-tuning run (task x variant x seed), each with its own
+CPU/GPU request. A run whose finished checkpoint is already in the output folder is not scheduled again;
+every run writes its checkpoint exactly as a local run does, so the table built from the folder
+(:func:`bertology.finetune.collect_results`, ``bertology finetune-table``) is the local one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Sequence
+
+from bertology.finetune.train import FinetuneConfig, finetune, finished_run
+from bertology.models.encoders import Encoder
+from bertology.results import Result
+from bertology.scale.cluster import connect, default_workers
+from bertology.scale.extraction import pack_encoder, unpack_encoder, user_error
+
+
+def _one_run(encoder_bytes: bytes | None, load: dict | None, task: str, config: dict, out: str, threads: int,
+             device: str) -> Result:
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    if load is not None:
+        from bertology.models.encoders import load_encoder
+
+        encoder = load_encoder(**load)
+    else:
+        encoder = unpack_encoder(encoder_bytes)
+    settings = {**config, "device": device, "progress": False}
+    return finetune(encoder, task, FinetuneConfig(**settings), out)
+
+
+def finetune_sweep_ray(
+    encoder: Encoder,
+    tasks: Sequence[str],
+    variants: Sequence[str],
+    config: FinetuneConfig,
+    out: str | Path,
+    *,
+    load: dict | None = None,
+    address: str | None = None,
+    workers: int | None = None,
+    cpus_per_worker: float = 1,
+    gpus_per_worker: float = 0,
+    on_result=None,
+) -> list[Result]:
+    """Fine-tune every (task, variant, seed of ``config.seeds``) as its own Ray task; return the runs'
+    :func:`~bertology.finetune.finetune` results (finished runs found under ``out`` are skipped: not in the
+    list). ``load``: ``load_encoder`` arguments for the workers to load the model themselves (the CLI);
+    otherwise ``encoder`` is shipped. At most ``workers`` runs at once (default: what the cluster holds),
+    each asking for ``cpus_per_worker`` CPUs (its torch threads) and ``gpus_per_worker`` GPUs (then it
+    trains on cuda). ``on_result(result)`` is called as each run finishes."""
+    out = Path(out)
+    runs = []
+    for task in tasks:
+        for variant in variants:
+            run_config = dataclasses.replace(config, variant=variant)
+            for seed in run_config.seeds:
+                if not finished_run(out, encoder, task, seed, run_config):
+                    runs.append((task, variant, seed))
+    if not runs:
+        return []
+    ray = connect(address, progress=False)
+    workers = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(runs))
+    remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_one_run)
+    shipped = None if load is not None else ray.put(pack_encoder(encoder))
+    device = "cuda" if gpus_per_worker else "cpu"
+    base = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
+    queue, pending, results = list(runs), {}, []
+    started = time.perf_counter()
+    try:
+        while queue or pending:
+            while queue and len(pending) < workers:
+                task, variant, seed = queue.pop(0)
+                settings = {**base, "variant": variant, "seeds": (seed,)}
+                ref = remote.remote(shipped, load, task, settings, str(out), int(max(1, cpus_per_worker)), device)
+                pending[ref] = (task, variant, seed)
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                pending.pop(ref)
+                result = ray.get(ref)
+                result.meta["ray_seconds_since_start"] = round(time.perf_counter() - started, 3)
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    except Exception as error:  # Ray wraps what the runs raised
+        cause = user_error(error)
+        if cause is None:
+            raise
+        kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
+        raise kind(str(cause).strip().splitlines()[-1]) from None
+    return results
+
+
+def _ablate_layer(checkpoint: str, seed: int, layer: int, task: str | None, max_examples: int | None,
+                  data_dir: str | None, threads: int, device: str):
+    import torch
+
+    from bertology.finetune.evaluation import TaskEvaluator, checkpoint_task
+    from bertology.finetune.model import load_finetuned
+    from bertology.intervention.importance import single_head_ablation
+
+    torch.set_num_threads(max(1, threads))
+    model, tokenizer, meta = load_finetuned(checkpoint, device=device)
+    evaluator = TaskEvaluator(checkpoint_task(checkpoint, meta, task), tokenizer, max_examples=max_examples,
+                              data_dir=data_dir)
+    return single_head_ablation(model, evaluator, seeds=[seed], heads=f"L{layer}")["ablation"]
+
+
+def single_head_ablation_ray(
+    checkpoints: Sequence[str | Path],
+    seeds: Sequence[int],
+    num_layers: int,
+    task: str | None = None,
+    max_examples: int | None = None,
+    data_dir: str | Path | None = None,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    cpus_per_worker: float = 1,
+    gpus_per_worker: float = 0,
+) -> Result:
+    """Michel et al.'s single-head ablation table (:func:`bertology.intervention.importance.single_head_ablation`)
+    with one Ray task per checkpoint (fine-tuning seed) x layer: each loads its checkpoint, scores it once
+    whole and once per head of its layer masked. Returns the same ``ablation`` and ``summary`` tables as the
+    local function (the baseline of a checkpoint is computed by each of its tasks, identically)."""
+    import pandas as pd
+
+    from bertology.intervention.importance import summarize_single_head
+
+    ray = connect(address, progress=False)
+    remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_ablate_layer)
+    units = [(str(Path(c).resolve()), int(s), layer) for c, s in zip(checkpoints, seeds)
+             for layer in range(1, num_layers + 1)]
+    workers = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(units))
+    device = "cuda" if gpus_per_worker else "cpu"
+    root = str(Path(data_dir).resolve()) if data_dir else None
+    queue, pending, frames = list(units), {}, {}
+    try:
+        while queue or pending:
+            while queue and len(pending) < workers:
+                unit = queue.pop(0)
+                pending[remote.remote(*unit, task, max_examples, root, int(max(1, cpus_per_worker)), device)] = unit
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                frames[pending.pop(ref)] = ray.get(ref)
+    except Exception as error:  # Ray wraps what the tasks raised
+        cause = user_error(error)
+        if cause is None:
+            raise
+        kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
+        raise kind(str(cause).strip().splitlines()[-1]) from None
+    raw = pd.concat([frames[unit] for unit in units], ignore_index=True)  # the local order: seed, then layer
+    return Result("single_head_ablation", tables={"ablation": raw, "summary": summarize_single_head(raw)},
+                  meta={"seeds": [int(s) for s in seeds], "n_heads": int(raw.groupby("seed").size().max())
+                        if len(raw) else 0, "engine": "ray", "workers": workers})
+
+
+def _head_job(name: str, seed: int, train_folder: str, dev_folder: str, context: dict, threads: int, device: str):
+    import dataclasses as dc
+
+    import torch
+
+    from bertology.heads.glue import head_rows
+
+    torch.set_num_threads(max(1, threads))
+    config = dc.replace(context["config"], device=device, progress=False)
+    return head_rows(name, seed, train_folder, dev_folder, **{**context, "config": config})
+
+
+def glue_heads_runner(*, address: str | None = None, workers: int | None = None, cpus_per_worker: float = 1,
+                      gpus_per_worker: float = 0):
+    """A ``runner`` for :func:`bertology.heads.glue.run_glue_heads`: one Ray task per head x seed, each
+    reading the activation stores from their folders (on a path every node sees)."""
+
+    def runner(jobs, train_folder: str, dev_folder: str, context: dict) -> list[list[dict]]:
+        ray = connect(address, progress=False)
+        remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_head_job)
+        limit = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(jobs))
+        device = "cuda" if gpus_per_worker else "cpu"
+        queue, pending, done_rows = list(enumerate(jobs)), {}, {}
+        try:
+            while queue or pending:
+                while queue and len(pending) < limit:
+                    position, (name, seed) = queue.pop(0)
+                    pending[remote.remote(name, seed, str(Path(train_folder).resolve()),
+                                          str(Path(dev_folder).resolve()), context,
+                                          int(max(1, cpus_per_worker)), device)] = position
+                finished, _ = ray.wait(list(pending), num_returns=1)
+                for ref in finished:
+                    done_rows[pending.pop(ref)] = ray.get(ref)
+        except Exception as error:  # Ray wraps what the tasks raised
+            cause = user_error(error)
+            if cause is None:
+                raise
+            kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
+            raise kind(str(cause).strip().splitlines()[-1]) from None
+        return [done_rows[position] for position in range(len(jobs))]
+
+    return runner
