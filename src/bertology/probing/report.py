@@ -307,7 +307,7 @@ def print_table2(results, console=None, split: str = "test", tasks: Sequence[str
 
     console = console or Console()
     wide = table2_rich(results, split, tasks=tasks)
-    needed = Measurement.get(console, console.options, wide).maximum
+    needed = Measurement.get(console, console.options.update_width(10**5), wide).maximum
     if needed <= console.width:
         console.print(wide)
         return
