@@ -210,7 +210,7 @@ def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict)
                        max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences,
                        cache_dir=context.store_dir / "probing", progress=context.progress, twin_per_seed=False,
                        device=context.device or "auto",
-                       control="token", scalar_mix=False, probe_options={"max_iter": caps["max_iter"]},
+                       control="token", scalar_mix=False, probe_options={"max_iter": caps["max_iter"]}, quick=True,
                        structural_kwargs={"epochs": caps["structural_epochs"]})
 
 
