@@ -37,7 +37,6 @@ import pandas as pd
 
 from bertology.errors import DataError
 from bertology.numbering import parse_layers
-from bertology.probing.controls import majority_accuracy
 from bertology.probing.datasets import (
     SPLITS,
     EmptySplitError,
