@@ -61,7 +61,13 @@ def main() -> None:
 
     from bertology.data import shared_data_dir
     from bertology.probing.datasets import SPLITS
-    from bertology.probing.experiment import _extract_pools, _features_for, load_datasets, merge_pools, run_probing
+    from bertology.probing.experiment import (
+        _extract_pools,
+        _features_for,
+        load_datasets,
+        merge_pools,
+        run_probing,
+    )
     from bertology.probing.probes import DEFAULT_L2
     from bertology.probing.report import table2_frame
     from bertology.probing.summary import best_layer

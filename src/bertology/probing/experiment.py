@@ -29,8 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -45,12 +45,24 @@ from bertology.probing.datasets import (
     features,
     keep_referenced,
     prefix_by_words,
+    sentence_mean_vectors,
     senteval_dataset,
     senteval_sample_dataset,
-    sentence_mean_vectors,
 )
-from bertology.probing.probes import DEFAULT_L2, PROBE_KINDS, LayerwiseProbe, ScalarMixProbe
-from bertology.probing.tasks import GROUPS, SOURCES, STRUCTURAL, get_task, is_registered, task_names
+from bertology.probing.probes import (
+    DEFAULT_L2,
+    PROBE_KINDS,
+    LayerwiseProbe,
+    ScalarMixProbe,
+)
+from bertology.probing.tasks import (
+    GROUPS,
+    SOURCES,
+    STRUCTURAL,
+    get_task,
+    is_registered,
+    task_names,
+)
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -228,8 +240,8 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
                     dataset = senteval_dataset(task, built[task], mt, me,
                                                notes=["built from the treebank by bertology.tasks"])
                 else:
-                    absent.append((task, f"cannot be built from {Path(treebank).name if treebank else 'no treebank'}: "
-                                         f"{skipped.get(task, 'not built')}"))
+                    source = Path(treebank).name if treebank else "no treebank"
+                    absent.append((task, f"cannot be built from {source}: {skipped.get(task, 'not built')}"))
                     continue
             except DataError as error:
                 absent.append((task, str(error)))
@@ -462,7 +474,11 @@ def run_probing(
     Accuracies are fractions.
     """
     from bertology.models import Encoder, load_encoder
-    from bertology.probing.controls import SENTENCE_CONTROLS, resolve_types, word_identity_predictions
+    from bertology.probing.controls import (
+        SENTENCE_CONTROLS,
+        resolve_types,
+        word_identity_predictions,
+    )
 
     seeds = check_probe_settings(probe, seeds, train_fraction)
     if control not in (True, False, "token"):
