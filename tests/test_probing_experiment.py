@@ -286,3 +286,38 @@ def test_registering_a_taken_name_or_a_bad_level_is_refused(capitalised_task):
         register_task("other", "word", lambda sentences: ([], []))
     with pytest.raises(DataError, match="source 'conll'"):
         register_task("other", "token", lambda sentences: ([], []), source="conll")
+
+
+def test_structural_probes_get_intervals_and_the_linear_chain_beside_them(tiny_model, small_treebank, results):
+    _, cache = results
+    result = run_probing(str(tiny_model), ["structural"], treebank=small_treebank, seeds=(0,), max_train=400,
+                         max_eval=300, cache_dir=cache, progress=False, structural_kwargs={"epochs": 2, "rank": 8})
+    table = result["table2"]
+    uuas = table[table.task == "structural-distance"]
+    assert set(uuas.metric) == {"uuas"} and uuas["ci_low"].notna().all()
+    assert ((uuas["ci_low"] <= uuas["mean"] + 1e-9) & (uuas["mean"] <= uuas["ci_high"] + 1e-9)).all()
+    assert uuas["linear_chain"].notna().all() and uuas["n_test"].notna().all()
+    shown = table2(result)
+    assert shown.loc["linear chain (right-branching)"].ne("").all()
+
+
+def test_cli_prints_intervals_sizes_absent_tasks_and_the_control_types(tiny_model, small_treebank, results, tmp_path):
+    from typer.testing import CliRunner
+
+    from bertology.probing.cli import app
+
+    _, cache = results
+    out = tmp_path / "out"
+    cli = CliRunner().invoke(app, [
+        "-m", str(tiny_model), "--tasks", "upos,coordination_inversion", "--treebank", str(small_treebank),
+        "--seeds", "1", "--max-train", "300", "--max-eval", "150", "--out", str(out), "--cache-dir", str(cache),
+        "--no-progress", "--no-scalar-mix", "--device", "cpu", "--quick"])
+    assert cli.exit_code == 0, cli.output
+    text = cli.output
+    assert "coordination_inversion: absent" in text  # not substituted from the English SentEval sample
+    assert "fewer than 200 examples in dev, test" in text
+    assert "lower-cased word types" in text  # MiniLM's tokenizer is uncased
+    assert "[" in text and "word identity" in text and "n train/dev/test" in text
+    sizes = pd.read_parquet(out / "datasets.parquet").set_index("task")
+    assert sizes.loc["coordination_inversion", "status"] == "absent"
+    assert sizes.loc["upos", "n_dev"] == 150

@@ -75,8 +75,9 @@ SCALAR_MIX = "scalar-mix"
 #: SentEval tasks); ``None`` = every example of the split. Dev and test are used whole, so a typical 95%
 #: interval is +/- 0.5 points on UD EWT's 25k test words (and as narrow as the test set allows for the
 #: SentEval tasks built from it: +/- 2.6 points on BShift's 1,290 test sentences); sentence tasks train on
-#: every sentence. Token and arc training sets are capped because the learning curve is flat beyond them
-#: (UPOS on MiniLM: within 0.5 point of 20k words at 10k) while L-BFGS time grows with them.
+#: every sentence. Token and arc training sets are capped because L-BFGS time and feature memory grow with
+#: them (arcs are 3 x dim wide); the caps are far above where linear UPOS probes level off (about 93% on
+#: MiniLM's best layer at 4,000 words, docs/benchmarks_probes.md).
 DEFAULT_MAX_TRAIN = {"token": 20000, "edge": 10000, "span": None, "sentence": None}
 DEFAULT_MAX_EVAL: dict[str, int | None] = {"token": None, "edge": None, "span": None, "sentence": None}
 #: ``quick=True`` (``--quick``): small runs for smoke tests and demos. Their intervals are wide: tables

@@ -184,7 +184,8 @@ def _cell(mean: float, delta: float, std: float, with_std: bool, ci_low: float =
 
 
 #: The extra rows of the Table 2 display, in order.
-EXTRA_ROWS = ("mix", "majority", "word identity", "linear chain", "n train/dev/test", "best layer (dev)")
+EXTRA_ROWS = ("mix", "majority", "word identity", "linear chain (right-branching)", "n train/dev/test",
+              "best layer (dev)")
 
 
 def _sizes_text(part: pd.DataFrame) -> str:
@@ -199,8 +200,8 @@ def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence
     """The Convexity report's Table 2 layout, for display: layers as rows, tasks as columns, cells
     ``"acc [ci_low, ci_high] (delta)"`` in percent with the 95% interval (when the run computed one) and
     delta = encoder - untrained twin (mean over seeds). Extra rows (:data:`EXTRA_ROWS`): ``mix`` (scalar
-    mix), the baselines ``majority``, ``word identity`` (word, arc and span tasks) and ``linear chain``
-    (structural probes; the right-branching chain), the sizes used, and ``best layer (dev)``: the layer
+    mix), the baselines ``majority``, ``word identity`` (word, arc and span tasks) and ``linear chain
+    (right-branching)`` (structural probes: distance |i - j|, root = the first word), the sizes used, and ``best layer (dev)``: the layer
     chosen on dev when it is distinguishable from every other layer, else the indistinguishable layers
     ``"2-4 (tied)"``; ``"<maj"`` flags a chosen layer not above the majority baseline
     (:func:`bertology.probing.summary.best_layer`). Column names follow Table 2 (``BShift``); an
@@ -216,7 +217,7 @@ def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence
             key = "mix" if pd.isna(row.layer) else int(row.layer)
             cells[key] = _cell(row.mean, row.delta, row.std, with_std, row.ci_low, row.ci_high)
         for name, column in (("majority", "majority"), ("word identity", "word_identity"),
-                             ("linear chain", "linear_chain")):
+                             ("linear chain (right-branching)", "linear_chain")):
             value = part[column].iloc[0]
             cells[name] = percent(value) if not pd.isna(value) else ""
         cells["n train/dev/test"] = _sizes_text(part)
@@ -291,7 +292,7 @@ def table2_vertical(results, split: str = "test", tasks: Sequence[str] | None = 
                 cells = [f"[bold]{c}[/bold]" for c in cells]
             table.add_row(layer, *cells)
         for name, column in (("majority", "majority"), ("word identity", "word_identity"),
-                             ("linear chain", "linear_chain")):
+                             ("linear chain (right-branching)", "linear_chain")):
             if not pd.isna(part[column].iloc[0]):
                 table.add_row(name, percent(part[column].iloc[0]), "", "", "", "")
         table.add_row("n train/dev/test", _sizes_text(part), "", "", "", "")
