@@ -134,12 +134,14 @@ def probing(context: ReportContext) -> Section:
     tasks = report_probing_tasks()
     caps = context.probe_caps
     # rev 2: probing results as a Result (fractions, nullable layer/seed, a component column)
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 2}
+    # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 3}
 
     def compute() -> dict[str, pd.DataFrame]:
         return run_probing_for_report(context, tasks, caps).tables
 
-    results = context.cache.get_or_compute("probing", key, compute)["results"]
+    tables = context.cache.get_or_compute("probing", key, compute)
+    results = tables["results"]
     results["layer"] = results["layer"].astype("Int64")
     results["seed"] = results["seed"].astype("Int64")
     classification = results[results["probe"] != "structural"]
@@ -151,17 +153,19 @@ def probing(context: ReportContext) -> Section:
                            "untrained twin (re-initialised weights, seed 0), as in the Convexity report's "
                            "Table 2. Layer 0 is the embedding layer.")
     senteval = classification[classification["task"].isin(TASK_NAMES)]
+    with_intervals = {**tables, "results": results}  # table2 takes the intervals and sizes from these tables
     if not senteval.empty:
-        section.add(Table(table2(senteval), "Table 2 layout: SentEval probing tasks rebuilt from UD English EWT "
+        section.add(Table(table2(with_intervals, tasks=list(dict.fromkeys(senteval["task"]))), "Table 2 layout: SentEval probing tasks rebuilt from UD English EWT "
                                             "(see docs/tasks.md for each task's deviations), accuracy (delta vs "
                                             "untrained twin).", index=True))
-        section.add(Figure(plot_layer_curves(senteval, None), "SentEval tasks: accuracy per layer (mean ± std "
+        section.add(Figure(plot_layer_curves({**with_intervals, "results": senteval}, None), "SentEval tasks: accuracy per layer (mean ± std "
                            "over seeds) beside the majority class (dashed) and the untrained twin."))
     tokens = classification[~classification["task"].isin(TASK_NAMES)]
     if not tokens.empty:
-        section.add(Table(table2(tokens), "Token and edge probes (UPOS, XPOS, dependency label of the arc): "
+        token_tasks = list(dict.fromkeys(tokens["task"]))
+        section.add(Table(table2(with_intervals, tasks=token_tasks), "Token and edge probes (UPOS, XPOS, dependency label of the arc): "
                                           "accuracy (delta vs untrained twin).", index=True))
-        frame = table2_frame(tokens)
+        frame = table2_frame(with_intervals, tasks=token_tasks)
         best = frame[frame["best_on_dev"] == True]  # noqa: E712
         cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
                 if c in best.columns]
@@ -171,7 +175,7 @@ def probing(context: ReportContext) -> Section:
         section.add(Table(shown, "At the layer chosen on dev: accuracy (%) beside the untrained twin, the control "
                                  "task (Hewitt and Liang 2019) and selectivity = accuracy - control accuracy "
                                  "(percentage points).", float_format="{:.1f}"))
-        section.add(Figure(plot_layer_curves(tokens, None), "Token and edge probes per layer with their baselines."))
+        section.add(Figure(plot_layer_curves({**with_intervals, "results": tokens}, None), "Token and edge probes per layer with their baselines."))
     if not structural.empty:
         summary = summarize_structural(structural)
         test = summary[(summary["split"] == "test")]
