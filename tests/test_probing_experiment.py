@@ -316,7 +316,8 @@ def test_cli_prints_intervals_sizes_absent_tasks_and_the_control_types(tiny_mode
     text = cli.output
     assert "coordination_inversion: absent" in text  # not substituted from the English SentEval sample
     assert "fewer than 200 examples in dev, test" in text
-    assert "lower-cased word types" in text  # MiniLM's tokenizer is uncased
+    assert "lower-cased word types" in text and "sentence tasks: no control" in text  # MiniLM's tokenizer is uncased
+    assert "(underpowered" in text
     assert "[" in text and "word identity" in text and "n train/dev/test" in text
     sizes = pd.read_parquet(out / "datasets.parquet").set_index("task")
     assert sizes.loc["coordination_inversion", "status"] == "absent"

@@ -86,6 +86,8 @@ def test_overlapping_layers_are_indistinguishable_and_never_marked():
     assert not verdict.distinguishable and verdict.marked is None
     assert verdict.layers == (1, 2, 3)
     assert "layers 1-3 are indistinguishable" in verdict.sentence()
+    assert not verdict.powered and "(underpowered" in verdict.sentence()  # +/- 2 points
+    assert best_layer(_table([0.6, 0.7, 0.8], 0.01)).powered
     assert verdict.label() == "1-3 (tied)"
 
 

@@ -85,7 +85,7 @@ def probe(
     print_table2(result, console)
     numbers = table2_frame(result)
     for verdict in best_layers(numbers).values():
-        console.print(verdict.sentence())
+        console.print(verdict.sentence(), markup=False)
     for row in result["datasets"].itertuples():
         notes = "; ".join(row.notes)
         if row.status == "absent":
@@ -100,7 +100,9 @@ def probe(
     if control:
         kind = "lower-cased" if result.meta["control_types"] == "lower" else "exact"
         console.print(f"control tasks (Hewitt and Liang) key on {kind} word types (--control-types "
-                      f"{control_types}); sentence tasks: {result.meta['sentence_control']} control")
+                      f"{control_types}); sentence tasks: "
+                      + ("no control" if result.meta["sentence_control"] == "none"
+                         else f"the {result.meta['sentence_control']} control"))
     if quick:
         console.print("[yellow]--quick: small sizes; the numbers are underpowered (see the * columns)[/yellow]")
     console.print(f"wrote {out}/: results, summary, table2, datasets (.parquet, .csv), meta.json, "

@@ -188,7 +188,7 @@ class BestLayer:
             text += f"; majority baseline {100 * self.majority:.1f}%"
             if not self.beats_majority:
                 text += " - NOT above the majority baseline"
-        return text + ("" if self.powered else " [underpowered]")
+        return text + ("" if self.powered else " (underpowered: 95% CI wider than ±1.5 points or a split under 200)")
 
 
 def best_layer(table: pd.DataFrame, task: str | None = None) -> BestLayer:
