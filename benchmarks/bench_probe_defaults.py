@@ -50,11 +50,47 @@ def sklearn_per_layer(X: dict, y: dict, grid) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(test), np.asarray(dev_best)
 
 
+def sentlen_signs(seeds, treebank, cache) -> dict:
+    """SentLen's trained-minus-untrained deltas (with their paired-bootstrap intervals) at the default size
+    (every training sentence) and at half of it: the default is the doubled size of the half run."""
+    from bertology.probing.experiment import run_probing
+    from bertology.probing.report import table2_frame
+
+    full = table2_frame(run_probing("minilm", ["sentence_length"], treebank=treebank, seeds=seeds, scalar_mix=False,
+                                    cache_dir=cache, progress=False, device="cpu"))
+    full = full[full.layer.notna()].set_index("layer")
+    n_full = int(full["n_train"].iloc[0])
+    half = table2_frame(run_probing("minilm", ["sentence_length"], treebank=treebank, seeds=seeds, scalar_mix=False,
+                                    cache_dir=cache, progress=False, device="cpu", max_train=n_full // 2))
+    half = half[half.layer.notna()].set_index("layer")
+    print(f"SentLen delta = trained - untrained (points, [95% CI]) at n_train={n_full // 2} and {n_full} (doubled):")
+    flips, resolved_flips = [], []
+    record = {}
+    for layer in full.index:
+        a, b = half.loc[layer], full.loc[layer]
+        flip = bool(np.sign(a["delta"]) != np.sign(b["delta"]))
+        # A sign is established only when the delta's interval excludes 0.
+        sign_a = 0 if a["delta_ci_low"] <= 0 <= a["delta_ci_high"] else int(np.sign(a["delta"]))
+        sign_b = 0 if b["delta_ci_low"] <= 0 <= b["delta_ci_high"] else int(np.sign(b["delta"]))
+        resolved = sign_a != 0 and sign_b != 0 and sign_a != sign_b
+        flips += [int(layer)] if flip else []
+        resolved_flips += [int(layer)] if resolved else []
+        print(f"  layer {int(layer)}: {100 * a['delta']:+.1f} [{100 * a['delta_ci_low']:+.1f}, "
+              f"{100 * a['delta_ci_high']:+.1f}] -> {100 * b['delta']:+.1f} [{100 * b['delta_ci_low']:+.1f}, "
+              f"{100 * b['delta_ci_high']:+.1f}]{'  sign flips' if flip else ''}")
+        record[int(layer)] = {"half": [float(a["delta"]), float(a["delta_ci_low"]), float(a["delta_ci_high"])],
+                              "full": [float(b["delta"]), float(b["delta_ci_low"]), float(b["delta_ci_high"])]}
+    print(f"SentLen: point deltas flip sign at layers {flips or 'none'}; established signs (interval excludes 0 "
+          f"at both sizes) flip at layers {resolved_flips or 'none'}")
+    return {"n_half": n_full // 2, "n_full": n_full, "layers": record, "flips": flips, "resolved_flips": resolved_flips}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cache", default=None, help="cache folder (default: a temporary one)")
     parser.add_argument("--out", default=None, help="write the numbers as JSON here")
+    parser.add_argument("--sentlen-only", action="store_true", help="only the SentLen sign check")
     args = parser.parse_args()
 
     import torch
@@ -75,6 +111,12 @@ def main() -> None:
     cache = args.cache or tempfile.mkdtemp(prefix="bench-probe-defaults-")
     treebank = shared_data_dir() / "ud_english_ewt"
     seeds = tuple(range(args.seeds))
+    if args.sentlen_only:
+        sentlen = sentlen_signs(seeds, treebank, cache)
+        if args.out:
+            with open(args.out, "w") as handle:
+                json.dump(sentlen, handle, indent=2)
+        return
     started = time.perf_counter()
     result = run_probing("minilm", ["bigram_shift", "sentence_length"], treebank=treebank, seeds=seeds,
                          scalar_mix=False, cache_dir=cache, progress=False, device="cpu")
@@ -115,20 +157,7 @@ def main() -> None:
           f"sklearn {100 * sk_test[layers.index(chosen)]:.1f}, difference {diff:+.2f} points "
           f"(sklearn {sk_seconds:.0f} s)")
 
-    # SentLen deltas: default (all training sentences) vs half of it
-    n_full = int(sizes.loc["sentence_length", "n_train"])
-    half = run_probing("minilm", ["sentence_length"], treebank=treebank, seeds=seeds, scalar_mix=False,
-                       cache_dir=cache, progress=False, device="cpu", max_train=n_full // 2)
-    full_delta = table[(table.task == "sentence_length") & table.layer.notna()].set_index("layer")["delta"]
-    half_table = table2_frame(half)
-    half_delta = half_table[half_table.layer.notna()].set_index("layer")["delta"]
-    print(f"SentLen delta (trained - untrained, points) at n_train={n_full // 2} and {n_full} (doubled):")
-    same = True
-    for layer in full_delta.index:
-        a, b = half_delta[layer], full_delta[layer]
-        same &= bool(np.sign(a) == np.sign(b))
-        print(f"  layer {int(layer)}: {100 * a:+.1f} -> {100 * b:+.1f}")
-    print(f"SentLen deltas keep their sign from {n_full // 2} to {n_full} training sentences: {same}")
+    sentlen = sentlen_signs(seeds, treebank, cache)
     selectivity = result["results"]
     negative = selectivity[(selectivity.metric == "selectivity") & (selectivity.value < 0)]
     print(f"sentence-level selectivity rows: {int((selectivity.metric == 'selectivity').sum())} "
@@ -140,8 +169,7 @@ def main() -> None:
                        "ours": verdict.accuracy, "ci": [verdict.ci_low, verdict.ci_high],
                        "majority": verdict.majority, "sklearn": float(sk_test[layers.index(chosen)]),
                        "ours_per_layer": bshift["mean"].tolist(), "sklearn_per_layer": sk_test.tolist()},
-            "sentlen_delta": {"half": {int(k): float(v) for k, v in half_delta.items()},
-                              "full": {int(k): float(v) for k, v in full_delta.items()}, "same_sign": same},
+            "sentlen_delta": sentlen,
         }
         with open(args.out, "w") as handle:
             json.dump(json.loads(json.dumps(record, default=lambda v: v.item() if hasattr(v, "item") else str(v))),

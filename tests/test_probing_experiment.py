@@ -89,6 +89,10 @@ def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
     assert table["ci_low"].notna().all() and (table["ci_low"] <= table["mean"] + 1e-9).all()
     assert (table["ci_high"] >= table["mean"] - 1e-9).all() and (table["ci_high"] <= 1).all()
     assert (table[table.task == "upos"][["n_train", "n_dev", "n_test"]] == [400, 200, 200]).all().all()
+    # delta = encoder - twin has its own (paired) interval around it.
+    layers = table[table.layer.notna()]
+    assert layers["delta_ci_low"].notna().all()
+    assert ((layers["delta_ci_low"] <= layers["delta"] + 1e-9) & (layers["delta"] <= layers["delta_ci_high"] + 1e-9)).all()
     # 200 examples is not a small split, but its interval is wider than +/-1.5 points: underpowered.
     assert not table["small_split"].any() and not table["powered"].any()
     assert table[table.component == "scalar-mix"]["layer"].isna().all()

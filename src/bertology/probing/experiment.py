@@ -392,12 +392,21 @@ def _intervals(model: str, task: str, layers: Sequence[int], correct: dict, n_bo
 
     out = []
     for (probe, component, baseline, split), by_seed in correct.items():
-        low, high = bootstrap_intervals(by_seed, n_boot=n_boot, seed=derive_seed(0, "bootstrap", task, split))
+        boot_seed = derive_seed(0, "bootstrap", task, split)
+        low, high = bootstrap_intervals(by_seed, n_boot=n_boot, seed=boot_seed)
+        # delta = encoder - untrained twin, paired per example and seed (same resamples): its own interval.
+        twin = correct.get((probe, component, "untrained", split)) if baseline == "none" else None
+        if twin is not None and set(twin) == set(by_seed):
+            d_low, d_high = bootstrap_intervals({s: by_seed[s].astype(np.float64) - twin[s] for s in by_seed},
+                                                n_boot=n_boot, seed=boot_seed)
+        else:
+            d_low = d_high = np.full(np.shape(low), np.nan)
         names = [pd.NA] if component == SCALAR_MIX else list(layers)
-        for layer, lo, hi in zip(names, np.atleast_1d(low), np.atleast_1d(high)):
+        for layer, lo, hi, dlo, dhi in zip(names, np.atleast_1d(low), np.atleast_1d(high), np.atleast_1d(d_low),
+                                           np.atleast_1d(d_high)):
             out.append({"model": model, "task": task, "probe": probe, "component": component, "layer": layer,
                         "baseline": baseline, "split": split, "metric": "accuracy", "ci_low": float(lo),
-                        "ci_high": float(hi)})
+                        "ci_high": float(hi), "delta_ci_low": float(dlo), "delta_ci_high": float(dhi)})
     return out
 
 
@@ -639,16 +648,20 @@ def _tables(frame: pd.DataFrame, sizes: pd.DataFrame, intervals: pd.DataFrame | 
 
 
 def add_intervals(summary: pd.DataFrame, intervals: pd.DataFrame | None) -> pd.DataFrame:
-    """``summary`` with the ``ci_low``/``ci_high`` columns of ``intervals`` (NaN where none was computed)."""
+    """``summary`` with the ``ci_low``/``ci_high`` columns of ``intervals`` (NaN where none was computed) and,
+    on the encoder's rows, ``delta_ci_low``/``delta_ci_high``: the interval of encoder - untrained twin."""
     if intervals is None or intervals.empty:
-        return summary.assign(ci_low=np.nan, ci_high=np.nan)
+        return summary.assign(ci_low=np.nan, ci_high=np.nan, delta_ci_low=np.nan, delta_ci_high=np.nan)
     left = summary.copy()
     right = intervals.copy()
+    for column in ("delta_ci_low", "delta_ci_high"):
+        if column not in right:
+            right[column] = np.nan
     for table in (left, right):
         table["_layer"] = table["layer"].astype("Int64").astype("float64").fillna(-1.0)
         table["_component"] = table["component"].astype(object).where(table["component"].notna(), "")
     keys = [k for k in INTERVAL_KEYS if k not in ("layer", "component")] + ["_layer", "_component"]
-    merged = left.merge(right[keys + ["ci_low", "ci_high"]], on=keys, how="left")
+    merged = left.merge(right[keys + ["ci_low", "ci_high", "delta_ci_low", "delta_ci_high"]], on=keys, how="left")
     return merged.drop(columns=["_layer", "_component"])
 
 

@@ -98,7 +98,9 @@ def _sizes(datasets: pd.DataFrame | None, task: str) -> dict:
 def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = None) -> pd.DataFrame:
     """Numbers behind Table 2: one row per (task, layer) with the encoder's mean and std over seeds, its
     95% interval (``ci_low``, ``ci_high``), the dev mean (``dev_mean``, what the best layer is chosen on),
-    the untrained twin's mean, ``delta`` = encoder - twin, the control accuracy and selectivity, the
+    the untrained twin's mean, ``delta`` = encoder - twin with its own 95% interval (``delta_ci_low``,
+    ``delta_ci_high``: paired bootstrap of the per-example differences, pooled over seeds; a delta whose
+    interval holds 0 has no established sign), the control accuracy and selectivity, the
     majority and word-identity baselines (``linear_chain`` for structural tasks), the sizes used
     (``n_train``, ``n_dev``, ``n_test``), ``best_on_dev`` (the layer with the highest dev mean, never
     chosen on test), ``best_marked`` (that layer, only when :func:`bertology.probing.summary.best_layer`
@@ -135,6 +137,7 @@ def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = Non
                 "mean": row.mean, "std": row.std, "n_seeds": row.n_seeds, "ci_low": row.ci_low,
                 "ci_high": row.ci_high, "dev_mean": dev.get(row.layer, np.nan),
                 "untrained": untrained, "delta": (row.mean - untrained),
+                "delta_ci_low": getattr(row, "delta_ci_low", np.nan), "delta_ci_high": getattr(row, "delta_ci_high", np.nan),
                 "control": ctrl, "selectivity": (row.mean - ctrl),
                 "majority": baselines["majority"], "word_identity": baselines["word-identity"],
                 "linear_chain": baselines["linear-chain"], **sizes,
@@ -151,6 +154,8 @@ def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = Non
                 "ci_low": mix["ci_low"].iloc[0], "ci_high": mix["ci_high"].iloc[0],
                 "dev_mean": dev_mix["mean"].iloc[0] if not dev_mix.empty else np.nan,
                 "untrained": twin_value, "delta": (mix["mean"].iloc[0] - twin_value),
+                "delta_ci_low": mix.get("delta_ci_low", pd.Series([np.nan])).iloc[0],
+                "delta_ci_high": mix.get("delta_ci_high", pd.Series([np.nan])).iloc[0],
                 "control": np.nan, "selectivity": np.nan, "majority": baselines["majority"],
                 "word_identity": baselines["word-identity"], "linear_chain": baselines["linear-chain"], **sizes,
                 "best_on_dev": False,
