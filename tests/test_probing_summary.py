@@ -211,3 +211,16 @@ def test_console_table_never_truncates_on_a_narrow_terminal():
     narrow = io.StringIO()
     print_table2(frame, Console(file=narrow, width=60, force_terminal=False))
     assert "BShift (accuracy, test, %)" in narrow.getvalue()  # the vertical layout, one table per task
+
+
+def test_max_sentences_caps_the_senteval_splits_too(tmp_path):
+    from bertology.data import shared_data_dir
+    from bertology.errors import DataError
+    from bertology.probing.experiment import load_datasets
+
+    try:
+        treebank = shared_data_dir() / "ud_english_ewt"
+    except DataError:
+        pytest.skip("shared data not found")
+    [bshift] = load_datasets(["bigram_shift"], treebank, max_sentences=50, cache_dir=tmp_path / "cache")
+    assert {s: len(bshift.splits[s]) for s in ("train", "dev", "test")} == {"train": 50, "dev": 50, "test": 50}

@@ -228,6 +228,8 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
     sentence_tasks = [t for t in tasks if t in senteval_names()]
     if sentence_tasks:
         mt, me = _cap("sentence", max_train, train_caps), _cap("sentence", max_eval, eval_caps)
+        if max_sentences is not None:  # at most that many sentences per split, as for the treebank's own tasks
+            mt, me = (min(c, max_sentences) if c is not None else max_sentences for c in (mt, me))
         if senteval_samples is not None:
             built, skipped = {}, {}
         else:
