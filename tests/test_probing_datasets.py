@@ -47,9 +47,10 @@ def test_ud_examples_tokens_and_edges(treebank):
     sentences = read_conllu(find_splits(treebank)["train"])
     upos = as_examples(get_task("upos").builder(sentences), "token", sentences, "upos", "train")
     assert list(upos.labels) == ["DET", "NOUN", "VERB", "PUNCT", "PRON", "NOUN"]
-    assert upos.control_keys[0] == "the"  # control labels key on the lower-cased word type
+    # Control keys keep the form as written; the type definition (exact or lower-cased) applies at use.
+    assert upos.control_keys[0] == "The"
     edges = as_examples(get_task("deprel").builder(sentences), "edge", sentences, "deprel", "train")
-    assert edges.control_keys[0] == "the"  # the dependent's type
+    assert edges.control_keys[0] == "The"  # the dependent's form
     # Root arcs are left out; subtypes are stripped.
     assert list(edges.labels) == ["det", "nsubj", "punct", "nmod"]
     np.testing.assert_array_equal(edges.refs[0], [0, 0, 1])  # "The" -> head "dog"

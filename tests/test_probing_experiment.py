@@ -55,7 +55,7 @@ def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
     assert frame["seed"].notna().all() and (frame["seed"] >= 0).all(), "no sentinel seeds"
     assert frame["value"][frame.metric == "accuracy"].between(0, 1).all(), "accuracies are fractions"
     assert not frame.attrs
-    assert set(frame.baseline) == {"none", "untrained", "control", "majority"}
+    assert set(frame.baseline) == {"none", "untrained", "control", "majority", "word-identity"}
     assert {"accuracy", "selectivity", "l2", "mix_weight"} <= set(frame.metric)
     ours = frame[(frame.baseline == "none") & (frame.metric == "accuracy") & (frame.probe == "linear")
                  & frame.component.isna()]
@@ -79,11 +79,30 @@ def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
     sizes = result["datasets"].set_index("task")
     assert list(sizes.index) == ["upos", "deprel"]
     assert sizes.loc["upos", "train"] == 400 and sizes.loc["upos", "dev"] == 200
-    assert sizes.loc["upos", "train_used"] == 360 and sizes.loc["deprel", "unit"] == "arcs"
+    # No hidden training fraction: every (capped) training example is used, and the sizes used are columns.
+    assert sizes.loc["upos", "train_used"] == 400 and sizes.loc["deprel", "unit"] == "arcs"
+    assert (sizes.loc["upos", ["n_train", "n_dev", "n_test"]].tolist() == [400, 200, 200])
+    assert result.meta["train_fraction"] == 1.0
     table = result["table2"]
     assert table["mean"].between(0, 1).all()
+    # Every accuracy has a 95% interval around its mean, and the table carries the sizes actually used.
+    assert table["ci_low"].notna().all() and (table["ci_low"] <= table["mean"] + 1e-9).all()
+    assert (table["ci_high"] >= table["mean"] - 1e-9).all() and (table["ci_high"] <= 1).all()
+    assert (table[table.task == "upos"][["n_train", "n_dev", "n_test"]] == [400, 200, 200]).all().all()
+    # delta = encoder - twin has its own (paired) interval around it.
+    layers = table[table.layer.notna()]
+    assert layers["delta_ci_low"].notna().all()
+    assert ((layers["delta_ci_low"] <= layers["delta"] + 1e-9) & (layers["delta"] <= layers["delta_ci_high"] + 1e-9)).all()
+    # 200 examples is not a small split, but its interval is wider than +/-1.5 points: underpowered.
+    assert not table["small_split"].any() and not table["powered"].any()
     assert table[table.component == "scalar-mix"]["layer"].isna().all()
     assert result.meta["seeds"] == [0, 1] and result.meta["fingerprint"]
+
+
+def row_ci(result, layer, task="upos"):
+    t = result["table2"]
+    row = t[(t.task == task) & (t.layer == layer)].iloc[0]
+    return row["ci_low"], row["ci_high"]
 
 
 def test_saved_result_round_trips(results, tmp_path):
@@ -101,7 +120,12 @@ def test_seeds_differ_and_reruns_reproduce_from_the_cache(results, tiny_model, s
     ours = frame[(frame.baseline == "none") & (frame.metric == "accuracy") & (frame.probe == "linear")
                  & frame.component.isna()]
     by_seed = ours.pivot_table(index=["task", "layer", "split"], columns="seed", values="value")
-    assert not np.allclose(by_seed[0], by_seed[1])
+    # Every seed trains on all training examples: the linear probe (ridge start + L-BFGS, a convex problem)
+    # gives the same numbers; the untrained twins and the control labels differ between seeds.
+    np.testing.assert_allclose(by_seed[0], by_seed[1])
+    twins = frame[(frame.baseline == "untrained") & (frame.metric == "accuracy") & frame.component.isna()]
+    twins = twins.pivot_table(index=["task", "layer", "split"], columns="seed", values="value")
+    assert not np.allclose(twins[0], twins[1])
     stores = sorted(p.name for p in (cache / "stores").iterdir())
     again = run_probing(str(tiny_model), ["upos", "deprel"], treebank=small_treebank, seeds=(1,),
                         max_train=400, max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False)
@@ -140,11 +164,21 @@ def test_table2_layout_and_plot(results, tmp_path):
              & (s.split == "test") & (s.probe == "linear")]["mean"].iloc[0]
     assert row["mean"] == pytest.approx(mean)
     assert row["delta"] == pytest.approx(mean - twin)
-    assert table.loc[1, "upos"] == f"{100 * mean:.1f} ({100 * (mean - twin):.1f})"
-    # The best layer is picked on dev.
+    assert table.loc[1, "upos"] == f"{100 * mean:.1f} ({100 * (mean - twin):.1f})"  # a bare frame: no interval
+    with_ci = table2(results[0])
+    assert with_ci.loc[1, "upos*"] == (f"{100 * mean:.1f} [{100 * row_ci(results[0], 1)[0]:.1f}, "
+                                       f"{100 * row_ci(results[0], 1)[1]:.1f}] ({100 * (mean - twin):.1f})")
+    assert with_ci.loc["n train/dev/test", "upos*"] == "400/200/200"
+    word_identity = numbers_with_ci = table2_frame(results[0])
+    word_identity = numbers_with_ci[numbers_with_ci.task == "upos"]["word_identity"].iloc[0]
+    assert with_ci.loc["word identity", "upos*"] == f"{100 * word_identity:.1f}"
+    assert with_ci.loc["word identity", "deprel*"] != ""  # arcs: the dependent's word identity
+    # The best layer is picked on dev; without intervals no layer is distinguishable.
     dev = s[(s.task == "upos") & (s.baseline == "none") & (s.metric == "accuracy") & (s.split == "dev")
             & (s.probe == "linear") & s.component.isna()]
-    assert table.loc["best layer (dev)", "upos"] == str(int(dev.loc[dev["mean"].idxmax(), "layer"]))
+    chosen = int(dev.loc[dev["mean"].idxmax(), "layer"])
+    assert table.loc["best layer (dev)", "upos"].startswith(("0-2 (tied)",))
+    assert int(numbers[numbers.best_on_dev & (numbers.task == "upos")].layer.iloc[0]) == chosen
     assert table2_rich(frame).row_count == len(table)
     plot_layer_curves(frame, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 1000
@@ -224,7 +258,7 @@ def test_a_task_registered_in_one_call_runs_in_the_api_and_the_cli(capitalised_t
                          max_eval=150, l2=(1e-2,), cache_dir=cache, progress=False, scalar_mix=False)
     frame = result["results"]
     assert set(frame.task) == {"capitalised"}
-    assert set(frame.baseline) == {"none", "untrained", "control", "majority"}
+    assert set(frame.baseline) == {"none", "untrained", "control", "majority", "word-identity"}
     sizes = result["datasets"].set_index("task")
     assert sizes.loc["capitalised", "level"] == "token" and sizes.loc["capitalised", "train"] == 300
     # The builder's labels reach the baselines: the majority row is the share of the commonest training label
@@ -256,3 +290,39 @@ def test_registering_a_taken_name_or_a_bad_level_is_refused(capitalised_task):
         register_task("other", "word", lambda sentences: ([], []))
     with pytest.raises(DataError, match="source 'conll'"):
         register_task("other", "token", lambda sentences: ([], []), source="conll")
+
+
+def test_structural_probes_get_intervals_and_the_linear_chain_beside_them(tiny_model, small_treebank, results):
+    _, cache = results
+    result = run_probing(str(tiny_model), ["structural"], treebank=small_treebank, seeds=(0,), max_train=400,
+                         max_eval=300, cache_dir=cache, progress=False, structural_kwargs={"epochs": 2, "rank": 8})
+    table = result["table2"]
+    uuas = table[table.task == "structural-distance"]
+    assert set(uuas.metric) == {"uuas"} and uuas["ci_low"].notna().all()
+    assert ((uuas["ci_low"] <= uuas["mean"] + 1e-9) & (uuas["mean"] <= uuas["ci_high"] + 1e-9)).all()
+    assert uuas["linear_chain"].notna().all() and uuas["n_test"].notna().all()
+    shown = table2(result)
+    assert shown.loc["linear chain (right-branching)"].ne("").all()
+
+
+def test_cli_prints_intervals_sizes_absent_tasks_and_the_control_types(tiny_model, small_treebank, results, tmp_path):
+    from typer.testing import CliRunner
+
+    from bertology.probing.cli import app
+
+    _, cache = results
+    out = tmp_path / "out"
+    cli = CliRunner().invoke(app, [
+        "-m", str(tiny_model), "--tasks", "upos,coordination_inversion", "--treebank", str(small_treebank),
+        "--seeds", "1", "--max-train", "300", "--max-eval", "150", "--out", str(out), "--cache-dir", str(cache),
+        "--no-progress", "--no-scalar-mix", "--device", "cpu", "--quick"])
+    assert cli.exit_code == 0, cli.output
+    text = cli.output
+    assert "coordination_inversion: absent" in text  # not substituted from the English SentEval sample
+    assert "fewer than 200 examples in dev, test" in text
+    assert "lower-cased word types" in text and "sentence tasks: no control" in text  # MiniLM's tokenizer is uncased
+    assert "(underpowered" in text
+    assert "[" in text and "word identity" in text and "n train/dev/test" in text
+    sizes = pd.read_parquet(out / "datasets.parquet").set_index("task")
+    assert sizes.loc["coordination_inversion", "status"] == "absent"
+    assert sizes.loc["upos", "n_dev"] == 150

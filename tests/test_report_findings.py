@@ -43,8 +43,15 @@ def _mean(results: pd.DataFrame, task: str, baseline: str, split: str, metric: s
     return float(rows["value"].mean())
 
 
-def _independent_interval(results, sizes, task, split, layer) -> tuple[float, float]:
-    """95% interval recomputed here: binomial error over the split's examples plus the seed spread."""
+def _independent_interval(results, sizes, task, split, layer, summary=None) -> tuple[float, float]:
+    """The 95% interval a finding must show: the probing run's own (pooled bootstrap, ``summary``'s
+    ``ci_low``/``ci_high``) when it computed one, else recomputed here from the binomial error over the
+    split's examples plus the seed spread."""
+    if summary is not None and "ci_low" in summary.columns:
+        row = summary[(summary["task"] == task) & (summary["baseline"] == "none") & (summary["split"] == split)
+                      & (summary["metric"] == "accuracy") & (summary["layer"] == layer)]
+        if len(row) and not pd.isna(row["ci_low"].iloc[0]):
+            return float(row["ci_low"].iloc[0]), float(row["ci_high"].iloc[0])
     rows = results[(results["task"] == task) & (results["baseline"] == "none") & (results["split"] == split)
                    & (results["metric"] == "accuracy") & (results["layer"] == layer)]["value"]
     p, k = rows.mean(), len(rows)
@@ -53,7 +60,8 @@ def _independent_interval(results, sizes, task, split, layer) -> tuple[float, fl
     return max(0.0, p - 1.96 * math.sqrt(var)), min(1.0, p + 1.96 * math.sqrt(var))
 
 
-def check_probing_finding(finding: Finding, results: pd.DataFrame, sizes: pd.DataFrame) -> None:
+def check_probing_finding(finding: Finding, results: pd.DataFrame, sizes: pd.DataFrame,
+                          summary: pd.DataFrame | None = None) -> None:
     task, layer = finding.details["task"], finding.details["layer"]
     metric = finding.details["metric"]
     assert finding.value == pytest.approx(_mean(results, task, "none", "test", metric, layer))
@@ -69,7 +77,7 @@ def check_probing_finding(finding: Finding, results: pd.DataFrame, sizes: pd.Dat
         return
     majority = _mean(results, task, "majority", "test", "accuracy")
     assert finding.baseline == pytest.approx(majority) and f"majority {percent(majority)}%" in finding.text
-    low, high = _independent_interval(results, sizes, task, "test", layer)
+    low, high = _independent_interval(results, sizes, task, "test", layer, summary)
     assert (finding.ci_low, finding.ci_high) == (pytest.approx(low), pytest.approx(high))
     assert f"95% CI {percent(low)}–{percent(high)}" in finding.text
     if finding.details["marked"]:
@@ -78,7 +86,7 @@ def check_probing_finding(finding: Finding, results: pd.DataFrame, sizes: pd.Dat
         assert low > majority, "a marked best layer is above the majority baseline"
         for other in dev.index:
             if other != layer:
-                _, other_high = _independent_interval(results, sizes, task, "dev", other)
+                _, other_high = _independent_interval(results, sizes, task, "dev", other, summary)
                 assert dev[layer] > other_high, "a marked best layer lies outside every other layer's interval"
     else:
         assert "peaks" not in finding.text
@@ -101,7 +109,7 @@ def test_every_headline_number_matches_the_result_tables(report):
         assert f'id="{finding.anchor}"' in html or f"id='{finding.anchor}'" in html, finding.anchor
         assert f"href='#{finding.anchor}'" in html
         if finding.source == "probing.results" and finding.topic != "untrained":
-            check_probing_finding(finding, results, sizes)
+            check_probing_finding(finding, results, sizes, tables["probing"].get("summary"))
         elif finding.source == "attention.best_heads" and "relation" in finding.details:
             row = best.loc[finding.details["relation"]]
             assert finding.value == pytest.approx(row["held_out_accuracy"])

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from bertology import options
+from bertology.errors import UsageError
 
 app = typer.Typer(help="Layer-wise classification probes with honest baselines.", no_args_is_help=True)
 
@@ -25,15 +26,28 @@ def probe(
     out: Optional[Path] = options.out_option("probe"),
     probe_kind: str = typer.Option("linear", "--probe", help="linear (logistic regression) or mlp."),
     max_sentences: Optional[int] = options.max_sentences_option(),
-    max_train: Optional[int] = typer.Option(None, help="Training examples per task (default 4000 words/arcs, "
-                                            "2000 entity spans, 1000 SentEval sentences)."),
-    max_eval: Optional[int] = typer.Option(None, help="Dev and test examples per task (default 1000 / 500 / 300)."),
+    max_train: Optional[int] = typer.Option(None, help="Training examples per task (default 20,000 words, 10,000 "
+                                            "arcs, every entity span and SentEval sentence; --quick: 4000 / "
+                                            "4000 / 2000 / 1000)."),
+    max_eval: Optional[int] = typer.Option(None, help="Dev and test examples per task (default: all of them; "
+                                           "--quick: 1000 / 1000 / 500 / 300)."),
+    quick: bool = typer.Option(False, "--quick", help="Small sizes for a quick look; the tables flag the numbers "
+                               "as underpowered."),
+    train_fraction: float = typer.Option(1.0, help="Share of the (capped) training examples each seed draws "
+                                         "(1 = all; below 1 each seed draws its own random subset)."),
     layers: Optional[str] = options.layers_option(),
     device: str = options.device_option(),
     cache_dir: Optional[Path] = typer.Option(None, help="Where extracted stores are cached "
                                              "(default $BERTOLOGY_CACHE or ~/.cache/bertology)."),
     untrained: bool = typer.Option(True, help="Also probe the untrained twin (one per seed)."),
-    control: bool = typer.Option(True, help="Also train on control tasks (selectivity)."),
+    control: bool = typer.Option(True, help="Also train on control tasks (selectivity): Hewitt and Liang's for "
+                                 "word, arc and span tasks."),
+    control_types: str = typer.Option("auto", help="What a word type is for control tasks and the word-identity "
+                                      "baseline: auto (lower-cased if the tokenizer is uncased, else exact), "
+                                      "lower or exact."),
+    sentence_control: str = typer.Option("none", help="Control task for SentEval sentence tasks: none (default; a "
+                                         "bag-of-words control is decodable from mean-pooled vectors), first-word "
+                                         "(the control label of the first word's type) or bag-of-words."),
     scalar_mix: bool = typer.Option(True, help="Also fit a scalar mix over all layers."),
     progress: bool = options.progress_option(),
 ) -> None:
@@ -42,10 +56,17 @@ def probe(
     from rich.console import Console
 
     from bertology.probing.experiment import run_probing
-    from bertology.probing.report import plot_layer_curves, table2_rich
+    from bertology.probing.report import plot_layer_curves, print_table2, table2_frame
+    from bertology.probing.summary import MIN_SPLIT, best_layers
 
     for value, name in ((max_sentences, "--max-sentences"), (max_train, "--max-train"), (max_eval, "--max-eval")):
         options.check_positive(value, name)
+    if not 0 < train_fraction <= 1:
+        raise UsageError(f"--train-fraction {train_fraction}: expected a number in (0, 1]")
+    if control_types not in ("auto", "lower", "exact"):
+        raise UsageError(f"--control-types {control_types!r}: expected auto, lower or exact")
+    if sentence_control not in ("none", "first-word", "bag-of-words"):
+        raise UsageError(f"--sentence-control {sentence_control!r}: expected none, first-word or bag-of-words")
     seed_values = options.seed_list(seeds, seed)
     options.parse_layers(layers)  # syntax now; the range is checked once the model's depth is known
     out = out if out is not None else options.default_out(
@@ -53,16 +74,36 @@ def probe(
     options.resolve_device(device)
     result = run_probing(
         model=model, tasks=tasks, treebank=treebank, seeds=seed_values, layers=layers, probe=probe_kind,
-        max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, untrained=untrained,
-        control=control, scalar_mix=scalar_mix, cache_dir=cache_dir, device=device, progress=progress,
+        max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, quick=quick,
+        train_fraction=train_fraction, untrained=untrained, control=control, control_types=control_types,
+        sentence_control=sentence_control, scalar_mix=scalar_mix, cache_dir=cache_dir, device=device,
+        progress=progress,
     )
     result.save(out)
     plot_layer_curves(result, out / "layer_curves.png")
     console = Console()
-    console.print(table2_rich(result))
+    print_table2(result, console)
+    numbers = table2_frame(result)
+    for verdict in best_layers(numbers).values():
+        console.print(verdict.sentence(), markup=False)
     for row in result["datasets"].itertuples():
-        sizes = f"train={row.train} ({row.train_used} used per seed), dev={row.dev}, test={row.test} {row.unit}"
         notes = "; ".join(row.notes)
+        if row.status == "absent":
+            console.print(f"[yellow]{row.task}: absent - {notes}[/yellow]")
+            continue
+        sizes = f"train={row.train} ({row.n_train} used per seed), dev={row.n_dev}, test={row.n_test} {row.unit}"
         console.print(f"[dim]{row.task}: {sizes}{(' - ' + notes) if notes else ''}[/dim]")
+        small = [s for s, n in (("train", row.n_train), ("dev", row.n_dev), ("test", row.n_test)) if n < MIN_SPLIT]
+        if small:
+            console.print(f"[yellow]warning: {row.task} has fewer than {MIN_SPLIT} examples in {', '.join(small)}: "
+                          "its numbers are underpowered[/yellow]")
+    if control:
+        kind = "lower-cased" if result.meta["control_types"] == "lower" else "exact"
+        console.print(f"control tasks (Hewitt and Liang) key on {kind} word types (--control-types "
+                      f"{control_types}); sentence tasks: "
+                      + ("no control" if result.meta["sentence_control"] == "none"
+                         else f"the {result.meta['sentence_control']} control"))
+    if quick:
+        console.print("[yellow]--quick: small sizes; the numbers are underpowered (see the * columns)[/yellow]")
     console.print(f"wrote {out}/: results, summary, table2, datasets (.parquet, .csv), meta.json, "
                   "layer_curves.png/.svg")

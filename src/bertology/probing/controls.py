@@ -52,9 +52,9 @@ def label_distribution(y_train: Sequence) -> tuple[np.ndarray, np.ndarray]:
 class ControlTask:
     """Hewitt-and-Liang control labels for token-, edge- and span-level tasks.
 
-    ``key`` is the word type (we lowercase word forms, see :func:`word_type`); for edge probes we key on
-    the dependent's type and for entity spans on the tuple of the span's types, so the control is always
-    "a fixed random label per lexical item", learnable only by memorising it.
+    ``key`` is the word type (see :func:`type_key`: the exact or the lower-cased form); for edge probes
+    we key on the dependent's type and for entity spans on the tuple of the span's types, so the control
+    is always "a fixed random label per lexical item", learnable only by memorising it.
     """
 
     def __init__(self, y_train: Sequence, seed: int = 0):
@@ -78,7 +78,10 @@ class ControlTask:
 
 
 class SentenceControlTask:
-    """The sentence-level analogue of a Hewitt-and-Liang control task (our definition; documented).
+    """The bag-of-words sentence control (our earlier definition; off by default, see docs/probing.md).
+
+    Mean-pooled word vectors decode it directly, so it scored above several SentEval tasks and made their
+    selectivity negative everywhere: use it only to measure lexical memorisation, not as a control.
 
     Every word type gets a fixed random number ``u(type)`` in [0, 1); a sentence's score is the mean of
     ``u`` over its words; the score is cut into labels at the quantiles of the task's training label
@@ -88,9 +91,11 @@ class SentenceControlTask:
     expose. It does not depend on word order or syntax.
     """
 
-    def __init__(self, y_train: Sequence, train_sentences: Sequence[Sequence[str]], seed: int = 0):
+    def __init__(self, y_train: Sequence, train_sentences: Sequence[Sequence[str]], seed: int = 0,
+                 types: str = "lower"):
         self.labels_, self.probs_ = label_distribution(y_train)
         self.seed = seed
+        self.types = types
         scores = self.scores(train_sentences)
         # Thresholds at the cumulative label proportions: label k covers the k-th share of scores.
         self._cuts = np.quantile(scores, np.cumsum(self.probs_)[:-1]) if len(self.labels_) > 1 else np.array([])
@@ -99,7 +104,7 @@ class SentenceControlTask:
         cache: dict = {}
 
         def u(word: str) -> float:
-            key = word_type(word)
+            key = word_type(word, self.types)
             if key not in cache:
                 cache[key] = type_uniform(key, self.seed)
             return cache[key]
@@ -111,6 +116,78 @@ class SentenceControlTask:
         return self.labels_[order]
 
 
-def word_type(word: str) -> str:
-    """What counts as one word type for control tasks: the lowercased form."""
-    return word.lower()
+#: What counts as one word type: the exact form or the lower-cased one.
+TYPE_DEFINITIONS = ("exact", "lower")
+
+
+def word_type(word: str, types: str = "lower") -> str:
+    """What counts as one word type for control tasks: the lower-cased form (``types="lower"``) or the
+    form as written (``"exact"``)."""
+    if types == "exact":
+        return word
+    if types == "lower":
+        return word.lower()
+    raise DataError(f"control types {types!r}; expected one of {', '.join(TYPE_DEFINITIONS)}")
+
+
+def type_key(key, types: str = "lower"):
+    """A lexical key (a word, or a tuple of words for spans) under a type definition; other keys as given."""
+    if isinstance(key, str):
+        return word_type(key, types)
+    if isinstance(key, tuple):
+        return tuple(type_key(k, types) for k in key)
+    return key
+
+
+def tokenizer_types(tokenizer) -> str:
+    """The type definition that follows a tokenizer: ``"lower"`` when it cannot tell case apart (an
+    uncased tokenizer gives "Apple" and "apple" the same pieces), else ``"exact"``."""
+    try:
+        pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in ("Apple", "apple", "THE", "the")]
+    except Exception:  # noqa: BLE001 - a tokenizer without the call interface: keep forms exact
+        return "exact"
+    return "lower" if pieces[0] == pieces[1] and pieces[2] == pieces[3] else "exact"
+
+
+def resolve_types(types: str, tokenizer=None) -> str:
+    """``"auto"`` -> :func:`tokenizer_types` (``"lower"`` without a tokenizer); else checked and returned."""
+    if types == "auto":
+        return tokenizer_types(tokenizer) if tokenizer is not None else "lower"
+    if types not in TYPE_DEFINITIONS:
+        raise DataError(f"control types {types!r}; expected auto, {', '.join(TYPE_DEFINITIONS)}")
+    return types
+
+
+def word_identity_predictions(train_keys: Sequence, y_train: Sequence, eval_keys: Sequence) -> np.ndarray:
+    """The word-identity baseline: each evaluation example gets the most frequent training label of its
+    lexical key (ties: the smallest label); keys unseen in training get the majority label."""
+    fallback = majority_label(y_train)
+    counts: dict = {}
+    for key, label in zip(train_keys, np.asarray(y_train).tolist()):
+        counts.setdefault(key, Counter())[label] += 1
+    best = {}
+    for key, counter in counts.items():
+        top = max(counter.values())
+        best[key] = min(label for label, c in counter.items() if c == top)
+    return np.asarray([best.get(key, fallback) for key in eval_keys], dtype=object)
+
+
+#: Sentence-level control tasks: ``none`` (default), ``first-word`` or ``bag-of-words``.
+SENTENCE_CONTROLS = ("none", "first-word", "bag-of-words")
+
+
+class FirstWordControlTask:
+    """A sentence-level control that no bag of words decodes: the Hewitt-and-Liang control label of the
+    sentence's *first* word type (labels drawn from the task's training distribution).
+
+    Two sentences with the same bag of words but different first words get different labels, so a
+    probe can only solve it by memorising word identity *and* knowing which word comes first; a
+    bag-of-words (or order-free mean) representation cannot, unlike :class:`SentenceControlTask`.
+    """
+
+    def __init__(self, y_train: Sequence, seed: int = 0, types: str = "lower"):
+        self._control = ControlTask(y_train, seed=seed)
+        self.types = types
+
+    def labels(self, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        return self._control.labels([word_type(words[0], self.types) if len(words) else "" for words in sentences])

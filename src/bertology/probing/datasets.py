@@ -22,12 +22,21 @@ import numpy as np
 from bertology.data import Sentence, read_conllu, read_senteval
 from bertology.data.treebank import base_relation, find_splits
 from bertology.errors import DataError
-from bertology.probing.controls import ControlTask, SentenceControlTask, word_type
+from bertology.probing.controls import (
+    ControlTask,
+    FirstWordControlTask,
+    SentenceControlTask,
+    type_key,
+)
 
 SPLITS = ("train", "dev", "test")
 LEVELS = ("token", "edge", "span", "sentence")
 UD_TASKS = ("upos", "xpos", "deprel")
 NER_TASKS = ("ner",)
+
+class EmptySplitError(DataError):
+    """A task has no examples in a split of its corpus: the task cannot be built from it."""
+
 
 #: SentEval split codes -> ours.
 _SENTEVAL_SPLITS = {"tr": "train", "va": "dev", "te": "test"}
@@ -61,15 +70,26 @@ class ProbingDataset:
     splits: dict[str, SplitExamples]
     notes: list[str] = field(default_factory=list)
 
-    def control_labels(self, seed: int) -> dict[str, np.ndarray]:
-        """Hewitt-and-Liang control labels for every split (label distribution from train)."""
+    def control_labels(self, seed: int, types: str = "lower", sentence_control: str = "bag-of-words") -> dict[str, np.ndarray]:
+        """Hewitt-and-Liang control labels for every split (label distribution from train); word types per
+        ``types`` (``"lower"`` or ``"exact"``). Sentence tasks: ``sentence_control`` ``"first-word"`` or
+        ``"bag-of-words"`` (:mod:`bertology.probing.controls`)."""
         train = self.splits["train"]
         if self.level == "sentence":
             sentences = {s: [self.pools[s][i].words for i in ex.refs[:, 0]] for s, ex in self.splits.items()}
-            control = SentenceControlTask(train.labels, sentences["train"], seed=seed)
+            if sentence_control == "first-word":
+                control = FirstWordControlTask(train.labels, seed=seed, types=types)
+            elif sentence_control == "bag-of-words":
+                control = SentenceControlTask(train.labels, sentences["train"], seed=seed, types=types)
+            else:
+                raise DataError(f"sentence control {sentence_control!r}; expected first-word or bag-of-words")
             return {s: control.labels(sentences[s]) for s in self.splits}
         control = ControlTask(train.labels, seed=seed)
-        return {s: control.labels(ex.control_keys) for s, ex in self.splits.items()}
+        return {s: control.labels(self.type_keys(s, types)) for s in self.splits}
+
+    def type_keys(self, split: str, types: str = "lower") -> list:
+        """The lexical key of every example of ``split`` under a type definition (exact or lower-cased)."""
+        return [type_key(k, types) for k in self.splits[split].control_keys]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -189,12 +209,13 @@ def entity_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
 
 
 def control_keys(level: str, refs: np.ndarray, sentences: Sequence[Sentence]) -> list:
-    """The lexical item each example's control label is a function of (Hewitt and Liang): the word's type
-    (token), the dependent's type (edge), the tuple of the span's types (span); none for sentences."""
+    """The lexical item each example's control label is a function of (Hewitt and Liang): the word
+    (token), the dependent (edge), the tuple of the span's words (span); none for sentences. Forms are
+    kept as written; the type definition (exact or lower-cased) is applied when labels are drawn."""
     if level == "token" or level == "edge":
-        return [word_type(sentences[i].words[j]) for i, j in refs[:, :2].tolist()]
+        return [sentences[i].words[j] for i, j in refs[:, :2].tolist()]
     if level == "span":
-        return [tuple(word_type(w) for w in sentences[i].words[a:b]) for i, a, b in refs[:, :3].tolist()]
+        return [tuple(sentences[i].words[a:b]) for i, a, b in refs[:, :3].tolist()]
     return []
 
 
@@ -242,7 +263,7 @@ def build_dataset(task: str, level: str, source: str, builder, pools: dict[str, 
     for split in SPLITS:
         examples = as_examples(builder(pools[split]), level, pools[split], task, split)
         if len(examples) == 0:
-            raise DataError(f"{task}: no {split} examples in the {source} {split} sentences")
+            raise EmptySplitError(f"{task}: no {split} examples in the {source} {split} sentences")
         splits[split] = _cap_examples(examples, max_train if split == "train" else max_eval)
     return ProbingDataset(task, level, source, pools, splits, list(notes))
 
@@ -326,7 +347,8 @@ def senteval_dataset(task: str, sentences: Sequence[Sentence], max_train: int | 
 
 def senteval_sample_dataset(task: str, folder: str | Path, max_train: int | None,
                             max_eval: int | None) -> ProbingDataset:
-    """Fallback when no built task exists: the shipped SentEval test-split samples, re-split 60/20/20."""
+    """The shipped SentEval test-split samples, re-split 60/20/20 (only when asked for explicitly:
+    ``run_probing(senteval_samples=...)``; never as a silent substitute for a task a treebank lacks)."""
     folder = Path(folder)
     found = sorted(folder.glob(f"{task}*.txt"))
     if not found:

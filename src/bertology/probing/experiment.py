@@ -29,28 +29,40 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from bertology.errors import DataError
 from bertology.numbering import parse_layers
-from bertology.probing.controls import majority_accuracy
 from bertology.probing.datasets import (
     SPLITS,
+    EmptySplitError,
     ProbingDataset,
     build_dataset,
     features,
     keep_referenced,
     prefix_by_words,
+    sentence_mean_vectors,
     senteval_dataset,
     senteval_sample_dataset,
-    sentence_mean_vectors,
 )
-from bertology.probing.probes import DEFAULT_L2, PROBE_KINDS, LayerwiseProbe, ScalarMixProbe
-from bertology.probing.tasks import GROUPS, SOURCES, STRUCTURAL, get_task, is_registered, task_names
+from bertology.probing.probes import (
+    DEFAULT_L2,
+    PROBE_KINDS,
+    LayerwiseProbe,
+    ScalarMixProbe,
+)
+from bertology.probing.tasks import (
+    GROUPS,
+    SOURCES,
+    STRUCTURAL,
+    get_task,
+    is_registered,
+    task_names,
+)
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -59,11 +71,19 @@ COLUMNS = ["model", "task", "probe", "component", "layer", "seed", "metric", "va
 #: The ``component`` of scalar-mix rows (rows of one layer have <NA>).
 SCALAR_MIX = "scalar-mix"
 
-#: Default caps, in examples (words for UPOS/XPOS, arcs for deprel, spans for NER, sentences for
-#: SentEval tasks). They keep ``bertology probe`` to a few minutes on 2 CPU cores; raise them for
-#: paper-sized runs. Sentence tasks are capped lower: each example costs a whole sentence to encode.
-DEFAULT_MAX_TRAIN = {"token": 4000, "edge": 4000, "span": 2000, "sentence": 1000}
-DEFAULT_MAX_EVAL = {"token": 1000, "edge": 1000, "span": 500, "sentence": 300}
+#: Default sizes, in examples (words for UPOS/XPOS, arcs for deprel, spans for NER, sentences for
+#: SentEval tasks); ``None`` = every example of the split. Dev and test are used whole, so a typical 95%
+#: interval is +/- 0.5 points on UD EWT's 25k test words (and as narrow as the test set allows for the
+#: SentEval tasks built from it: +/- 2.6 points on BShift's 1,290 test sentences); sentence tasks train on
+#: every sentence. Token and arc training sets are capped because L-BFGS time and feature memory grow with
+#: them (arcs are 3 x dim wide); the caps are far above where linear UPOS probes level off (about 93% on
+#: MiniLM's best layer at 4,000 words, docs/benchmarks_probes.md).
+DEFAULT_MAX_TRAIN = {"token": 20000, "edge": 10000, "span": None, "sentence": None}
+DEFAULT_MAX_EVAL: dict[str, int | None] = {"token": None, "edge": None, "span": None, "sentence": None}
+#: ``quick=True`` (``--quick``): small runs for smoke tests and demos. Their intervals are wide: tables
+#: flag them as underpowered (:func:`bertology.probing.summary.meets_power_rule`).
+QUICK_MAX_TRAIN = {"token": 4000, "edge": 4000, "span": 2000, "sentence": 1000}
+QUICK_MAX_EVAL = {"token": 1000, "edge": 1000, "span": 500, "sentence": 300}
 
 
 def senteval_names() -> tuple[str, ...]:
@@ -104,8 +124,25 @@ def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
     return out
 
 
-def _cap(level: str, value: int | None, defaults: dict[str, int]) -> int:
+def _cap(level: str, value: int | None, defaults: dict[str, int | None]) -> int | None:
     return defaults[level] if value is None else int(value)
+
+
+def default_caps(quick: bool = False) -> tuple[dict, dict]:
+    """``(max_train, max_eval)`` per level: :data:`DEFAULT_MAX_TRAIN`/``_EVAL`` or the quick ones."""
+    return (QUICK_MAX_TRAIN, QUICK_MAX_EVAL) if quick else (DEFAULT_MAX_TRAIN, DEFAULT_MAX_EVAL)
+
+
+def treebank_hash(treebank: str | os.PathLike) -> str:
+    """A key for a treebank folder's content: the SHA-256 of its train/dev/test files (not their path)."""
+    from bertology.data.treebank import find_splits
+    from bertology.store.store import file_sha256
+
+    files = find_splits(treebank)
+    digest = hashlib.sha256()
+    for split in sorted(files):
+        digest.update(f"{split}:{file_sha256(files[split])}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
@@ -114,22 +151,28 @@ def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
     return Path(os.environ.get("BERTOLOGY_CACHE", Path.home() / ".cache" / "bertology"))
 
 
-def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool) -> dict[str, list]:
-    """SentEval tasks built from the treebank by bertology.tasks (cached), or the shipped samples."""
+def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool
+                    ) -> tuple[dict[str, list], dict[str, str]]:
+    """SentEval tasks built from the treebank by bertology.tasks, cached by the treebank files' content
+    (SHA-256), so an edited file at the same path is rebuilt. Returns ``(built, skipped)``: sentences per
+    built task and, per task the treebank cannot support, the builder's reason."""
     from bertology.data import read_senteval
     from bertology.tasks import SENTEVAL_FILES, build_tasks
 
     if treebank is None:
-        return {}
-    key = hashlib.sha256(str(Path(treebank).resolve()).encode()).hexdigest()[:12]
-    out_dir = cache / f"senteval-tasks-{key}"
+        return {}, {}
+    out_dir = cache / f"senteval-tasks-{treebank_hash(treebank)}"
     manifest = out_dir / "manifest.json"
-    built = json.loads(manifest.read_text())["tasks"] if manifest.is_file() else {}
-    missing = [n for n in names if n not in built or not (out_dir / SENTEVAL_FILES[n]).is_file()]
+    state = json.loads(manifest.read_text()) if manifest.is_file() else {"tasks": {}, "skipped": {}}
+    known = set(state.get("tasks", {})) | set(state.get("skipped", {}))
+    missing = [n for n in names if n not in known
+               or (n in state.get("tasks", {}) and not (out_dir / SENTEVAL_FILES[n]).is_file())]
     if missing:
         build_tasks(treebank, out_dir, tasks=missing, progress=progress)
-        built = json.loads(manifest.read_text())["tasks"]
-    return {n: read_senteval(out_dir / SENTEVAL_FILES[n]) for n in names if n in built}
+        state = json.loads(manifest.read_text())
+    built = {n: read_senteval(out_dir / SENTEVAL_FILES[n]) for n in names if n in state.get("tasks", {})}
+    skipped = {n: str(state.get("skipped", {}).get(n, "not built")) for n in names if n not in built}
+    return built, skipped
 
 
 def _source_folder(source: str, given: str | os.PathLike | None) -> Path:
@@ -143,17 +186,20 @@ def _source_folder(source: str, given: str | os.PathLike | None) -> Path:
 def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = None,
                   wnut: str | os.PathLike | None = None, senteval_samples: str | os.PathLike | None = None,
                   max_train: int | None = None, max_eval: int | None = None, max_sentences: int | None = None,
-                  cache_dir: str | os.PathLike | None = None, progress: bool = False) -> list[ProbingDataset]:
+                  cache_dir: str | os.PathLike | None = None, progress: bool = False, quick: bool = False,
+                  absent: list | None = None) -> list[ProbingDataset]:
     """Every task among ``tasks`` (resolved names) as a :class:`ProbingDataset`.
 
     Registered tasks are built by their builders on the sentences of their source (``treebank`` for
-    ``ud``, ``wnut`` for ``wnut17``), capped per level (:data:`DEFAULT_MAX_TRAIN`/``_EVAL`` unless
-    ``max_train``/``max_eval``); ``structural`` takes the treebank sentences holding the token caps'
-    words. Each pool is then cut to the sentences some example uses. SentEval tasks are built from the
-    treebank by :mod:`bertology.tasks` (cached), or fall back to the shipped samples.
+    ``ud``, ``wnut`` for ``wnut17``), capped per level (:data:`DEFAULT_MAX_TRAIN`/``_EVAL``, or the
+    ``quick`` caps, unless ``max_train``/``max_eval``); ``structural`` takes the treebank sentences
+    holding the token caps' words. Each pool is then cut to the sentences some example uses. SentEval
+    tasks are built from the treebank by :mod:`bertology.tasks` (cached by content). A task the treebank
+    cannot support is left out, never substituted: ``(task, reason)`` is appended to ``absent``. The
+    shipped SentEval samples are used only when ``senteval_samples`` names their folder.
     """
-    from bertology.data import shared_data_dir
-
+    train_caps, eval_caps = default_caps(quick)
+    absent = [] if absent is None else absent
     datasets: list[ProbingDataset] = []
     registered = [t for t in tasks if is_registered(t)]
     sources = list(dict.fromkeys([get_task(t).source for t in registered] + (["ud"] if STRUCTURAL in tasks else [])))
@@ -163,32 +209,49 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
         members = []
         for name in tasks:
             if name == STRUCTURAL and source == "ud":
-                cap_train, cap_eval = _cap("token", max_train, DEFAULT_MAX_TRAIN), _cap("token", max_eval, DEFAULT_MAX_EVAL)
+                cap_train, cap_eval = _cap("token", max_train, train_caps), _cap("token", max_eval, eval_caps)
                 splits = {split: prefix_by_words(pools[split], cap_train if split == "train" else cap_eval)
                           for split in SPLITS}
                 members.append(ProbingDataset(STRUCTURAL, "structural", "ud", pools, splits,
                                               ["trained on every treebank sentence the other tasks extract"]))
             elif is_registered(name) and get_task(name).source == source:
                 task = get_task(name)
-                members.append(build_dataset(name, task.level, source, task.builder, pools,
-                                             _cap(task.level, max_train, DEFAULT_MAX_TRAIN),
-                                             _cap(task.level, max_eval, DEFAULT_MAX_EVAL), task.notes))
-        keep_referenced(members)
+                try:
+                    members.append(build_dataset(name, task.level, source, task.builder, pools,
+                                                 _cap(task.level, max_train, train_caps),
+                                                 _cap(task.level, max_eval, eval_caps), task.notes))
+                except EmptySplitError as error:
+                    absent.append((name, str(error)))
+        if members:
+            keep_referenced(members)
         datasets += members
     sentence_tasks = [t for t in tasks if t in senteval_names()]
     if sentence_tasks:
-        mt, me = _cap("sentence", max_train, DEFAULT_MAX_TRAIN), _cap("sentence", max_eval, DEFAULT_MAX_EVAL)
-        built = _build_senteval(sentence_tasks, Path(treebank) if treebank is not None else None,
-                                _cache_root(cache_dir), progress)
+        mt, me = _cap("sentence", max_train, train_caps), _cap("sentence", max_eval, eval_caps)
+        if max_sentences is not None:  # at most that many sentences per split, as for the treebank's own tasks
+            mt, me = (min(c, max_sentences) if c is not None else max_sentences for c in (mt, me))
+        if senteval_samples is not None:
+            built, skipped = {}, {}
+        else:
+            built, skipped = _build_senteval(sentence_tasks, Path(treebank) if treebank is not None else None,
+                                             _cache_root(cache_dir), progress)
         for task in sentence_tasks:
-            if task in built:
-                datasets.append(senteval_dataset(task, built[task], mt, me,
-                                                 notes=["built from the treebank by bertology.tasks"]))
+            try:
+                if senteval_samples is not None:
+                    dataset = senteval_sample_dataset(task, Path(senteval_samples), mt, me)
+                elif task in built:
+                    dataset = senteval_dataset(task, built[task], mt, me,
+                                               notes=["built from the treebank by bertology.tasks"])
+                else:
+                    source = Path(treebank).name if treebank else "no treebank"
+                    absent.append((task, f"cannot be built from {source}: {skipped.get(task, 'not built')}"))
+                    continue
+            except DataError as error:
+                absent.append((task, str(error)))
                 continue
-            folder = Path(senteval_samples) if senteval_samples is not None else shared_data_dir() / "senteval_probing"
-            dataset = senteval_sample_dataset(task, folder, mt, me)
             if len(set(dataset.splits["train"].labels.tolist())) < 2:
-                continue  # e.g. the sentence_length sample holds one label: nothing to probe
+                absent.append((task, "its training split holds a single label: nothing to probe"))
+                continue
             datasets.append(dataset)
     order = {name: i for i, name in enumerate(tasks)}
     return sorted(datasets, key=lambda d: order.get(d.name, len(order)))
@@ -277,24 +340,89 @@ def check_probe_settings(probe: str, seeds: Iterable[int], train_fraction: float
     return seeds
 
 
+def _correct(predictions: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Booleans: which predictions equal the gold labels (labels unseen in training never do)."""
+    return np.asarray(np.asarray(predictions, dtype=object) == np.asarray(y, dtype=object)[None], dtype=bool)
+
+
 def _fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
-                   scalar_mix: bool) -> list[dict]:
-    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test."""
+                   scalar_mix: bool, correct: dict | None = None) -> list[dict]:
+    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test.
+
+    ``correct`` (optional) collects which dev/test examples each layer got right, for the intervals:
+    ``correct[(probe, component, baseline, split)][seed] = bool [n_layers, n]``."""
     rows: list[dict] = []
     Xtr, ytr = X["train"][:, train_index], y["train"][train_index]
     probe = LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
     for split in ("dev", "test"):
-        rows += _rows(model, task, kind, layers, seed, "accuracy", probe.score_layers(X[split], y[split]),
-                      baseline, split)
+        hits = _correct(probe.predict(X[split]), y[split])
+        rows += _rows(model, task, kind, layers, seed, "accuracy", hits.mean(axis=1), baseline, split)
+        if correct is not None:
+            correct.setdefault((kind, None, baseline, split), {})[seed] = hits
     rows += _rows(model, task, kind, layers, seed, "l2", probe.best_l2_, baseline, "dev")
     if scalar_mix:
         mix = ScalarMixProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
         for split in ("dev", "test"):
-            rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", [mix.score(X[split], y[split])],
-                          baseline, split, component=SCALAR_MIX)
+            hits = _correct(mix.predict(X[split])[None], y[split])
+            rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
+                          component=SCALAR_MIX)
+            if correct is not None:
+                correct.setdefault((kind, SCALAR_MIX, baseline, split), {})[seed] = hits
         rows += _rows(model, task, kind, layers, seed, "mix_weight", mix.layer_weights_, baseline, "dev",
                       component=SCALAR_MIX)
     return rows
+
+
+def _baseline_rows(model, task, probe_name, baseline, layers, seeds, predictions: dict, y: dict,
+                   correct: dict) -> list[dict]:
+    """Rows of a deterministic baseline (majority, word identity): its dev and test accuracy repeated for
+    every layer and seed, so it lines up with the curves (its seed spread is, truthfully, 0)."""
+    rows = []
+    for split in ("dev", "test"):
+        hits = _correct(np.asarray(predictions[split], dtype=object)[None], y[split])[0]
+        for seed in seeds:
+            rows += _rows(model, task, probe_name, layers, seed, "accuracy", [hits.mean()] * len(layers), baseline,
+                          split)
+        correct.setdefault((probe_name, None, baseline, split), {})[seeds[0]] = np.repeat(hits[None], len(layers), 0)
+    return rows
+
+
+def _intervals(model: str, task: str, layers: Sequence[int], correct: dict, n_boot: int) -> list[dict]:
+    """95% intervals (pooled bootstrap over seeds x resamples, :mod:`bertology.probing.summary`) of every
+    collected accuracy of one task; the resamples are shared by every baseline, layer and seed of a split."""
+    from bertology.probing.summary import bootstrap_intervals
+
+    out = []
+    for (probe, component, baseline, split), by_seed in correct.items():
+        boot_seed = derive_seed(0, "bootstrap", task, split)
+        low, high = bootstrap_intervals(by_seed, n_boot=n_boot, seed=boot_seed)
+        # delta = encoder - untrained twin, paired per example and seed (same resamples): its own interval.
+        twin = correct.get((probe, component, "untrained", split)) if baseline == "none" else None
+        if twin is not None and set(twin) == set(by_seed):
+            d_low, d_high = bootstrap_intervals({s: by_seed[s].astype(np.float64) - twin[s] for s in by_seed},
+                                                n_boot=n_boot, seed=boot_seed)
+        else:
+            d_low = d_high = np.full(np.shape(low), np.nan)
+        names = [pd.NA] if component == SCALAR_MIX else list(layers)
+        for layer, lo, hi, dlo, dhi in zip(names, np.atleast_1d(low), np.atleast_1d(high), np.atleast_1d(d_low),
+                                           np.atleast_1d(d_high)):
+            out.append({"model": model, "task": task, "probe": probe, "component": component, "layer": layer,
+                        "baseline": baseline, "split": split, "metric": "accuracy", "ci_low": float(lo),
+                        "ci_high": float(hi), "delta_ci_low": float(dlo), "delta_ci_high": float(dhi)})
+    return out
+
+
+def _train_index(seed: int, task: str, n_train: int, train_fraction: float) -> np.ndarray:
+    """The training examples seed ``seed`` uses: all of them, or a random ``train_fraction`` of them."""
+    if train_fraction >= 1:
+        return np.arange(n_train)
+    rng = np.random.default_rng(derive_seed(seed, "train-subset", task))
+    return np.sort(rng.permutation(n_train)[: max(2, int(round(train_fraction * n_train)))])
+
+
+def used_train(n_train: int, train_fraction: float) -> int:
+    """How many training examples each seed uses (see :func:`_train_index`)."""
+    return n_train if train_fraction >= 1 else max(2, int(round(train_fraction * n_train)))
 
 
 def run_probing(
@@ -310,9 +438,12 @@ def run_probing(
     max_train: int | None = None,
     max_eval: int | None = None,
     max_sentences: int | None = None,
-    train_fraction: float = 0.9,
+    quick: bool = False,
+    train_fraction: float = 1.0,
     untrained: bool = True,
     control: bool | str = True,
+    control_types: str = "auto",
+    sentence_control: str = "none",
     scalar_mix: bool = True,
     wnut: str | os.PathLike | None = None,
     senteval_samples: str | os.PathLike | None = None,
@@ -322,6 +453,7 @@ def run_probing(
     progress: bool = True,
     twin_per_seed: bool = True,
     probe_options: dict | None = None,
+    n_boot: int = 1000,
 ) -> Result:
     """Probe every layer of ``model`` on ``tasks`` over ``seeds``; return the :class:`Result` of the module doc.
 
@@ -329,23 +461,42 @@ def run_probing(
     (all), a list of layers or a spec such as ``"0,3,6"``, ``"1-4"``, ``"L3"``, ``"last"`` (layer ``l`` is
     ``hidden_states[l]``, 0 = embeddings). ``device``: ``"auto"`` (cuda if available), ``"cpu"``, ``"cuda"``.
 
-    Seeds: seed ``s`` initialises the probes, draws the seed's random ``train_fraction`` of the (capped)
-    training examples (``derive_seed(s, "train-subset", task)``), draws the control labels and is the
-    untrained twin's seed, so the spread over seeds covers data sampling, optimisation and the twin's
-    initialisation. With ``twin_per_seed=False`` one untrained twin (the first seed's) serves every seed,
-    as the Convexity report's single untrained BERT (faster).
+    Sizes: every dev and test example and the training caps of :data:`DEFAULT_MAX_TRAIN` unless
+    ``max_train``/``max_eval`` (per task, in examples); ``quick=True`` takes the small
+    :data:`QUICK_MAX_TRAIN`/``_EVAL`` caps instead (flagged as underpowered in the tables). Each seed
+    trains on all (capped) training examples, or on a random ``train_fraction`` of them
+    (``derive_seed(s, "train-subset", task)``); the ``datasets`` table reports the sizes used
+    (``n_train``, ``n_dev``, ``n_test``).
 
-    Representations are extracted once per encoder into ``cache_dir`` (keyed by model fingerprint and
-    input words), so a rerun reuses them. ``treebank`` is a UD folder (train/dev/test); it also feeds
-    the SentEval task builder. ``control="token"`` runs control tasks only for word, arc and span tasks
-    (Hewitt and Liang's definition), not for sentence-level ones; ``probe_options`` go to every probe
-    (e.g. ``max_iter``). Accuracies are fractions.
+    Seeds: seed ``s`` initialises the probes, draws the control labels and is the untrained twin's seed.
+    With ``twin_per_seed=False`` one untrained twin (the first seed's) serves every seed, as the
+    Convexity report's single untrained BERT (faster). Every accuracy gets a 95% interval (``summary``
+    and ``table2`` columns ``ci_low``/``ci_high``): the percentile interval of ``n_boot`` bootstrap
+    resamples of the evaluation examples pooled over seeds (:mod:`bertology.probing.summary`).
+
+    Baselines: majority, word identity (word, arc and span tasks: the key's most frequent training
+    label), the untrained twin, and control tasks: ``control=True`` or ``"token"`` runs Hewitt and
+    Liang's for word, arc and span tasks, with word types per ``control_types`` (``"auto"``: lower-cased
+    when the tokenizer is uncased, else exact; ``"lower"``, ``"exact"``); sentence tasks get a control
+    only with ``control=True`` and ``sentence_control`` ``"first-word"`` or ``"bag-of-words"`` (default
+    ``"none"``, see docs/probing.md). Representations are extracted once per encoder into ``cache_dir``
+    (keyed by model fingerprint and input words). ``treebank`` is a UD folder (train/dev/test); it also
+    feeds the SentEval task builder; tasks it cannot support are absent (``datasets`` rows with
+    ``status="absent"`` and the reason). ``probe_options`` go to every probe (e.g. ``max_iter``).
+    Accuracies are fractions.
     """
     from bertology.models import Encoder, load_encoder
+    from bertology.probing.controls import (
+        SENTENCE_CONTROLS,
+        resolve_types,
+        word_identity_predictions,
+    )
 
     seeds = check_probe_settings(probe, seeds, train_fraction)
     if control not in (True, False, "token"):
         raise DataError(f"control={control!r}; expected True, False or 'token'")
+    if sentence_control not in SENTENCE_CONTROLS:
+        raise DataError(f"sentence_control={sentence_control!r}; expected one of {', '.join(SENTENCE_CONTROLS)}")
     run_device = resolve_device(device)
     task_names_ = resolve_tasks(tasks)
     if treebank is None and any(t in senteval_names() for t in task_names_):
@@ -353,8 +504,11 @@ def run_probing(
 
         treebank = shared_data_dir() / "ud_english_ewt"
     cache = _cache_root(cache_dir)
+    absent: list[tuple[str, str]] = []
     datasets = load_datasets(task_names_, treebank, wnut, senteval_samples, max_train, max_eval, max_sentences,
-                             cache, progress)
+                             cache, progress, quick=quick, absent=absent)
+    if not datasets:
+        raise DataError("no task can be built: " + "; ".join(f"{t}: {why}" for t, why in absent))
     pools = merge_pools(datasets)
     classify = [d for d in datasets if d.level != "structural"]
 
@@ -362,6 +516,7 @@ def run_probing(
         encoder, model = model, model.name
     else:
         encoder = load_encoder(model, device=str(run_device))
+    types = resolve_types(control_types, getattr(encoder, "tokenizer", None))
     layers = parse_layers(layers, encoder.num_layers)
     stores = _extract_pools(encoder, pools, layers, cache, progress, str(run_device))
     store_layers = list(next(iter(stores.values())).layers)
@@ -371,16 +526,24 @@ def run_probing(
     probe_kwargs = {"l2": l2, "hidden": hidden, "device": run_device, **(probe_options or {})}
 
     def wants_control(dataset) -> bool:
-        return control is True or (control == "token" and dataset.level != "sentence")
+        if dataset.level == "sentence":
+            return control is True and sentence_control != "none"
+        return control in (True, "token")
 
     rows: list[dict] = []
+    correct: dict[str, dict] = {d.name: {} for d in classify}
     for dataset in classify:
         y = labels[dataset.name]
-        for split in ("dev", "test"):
-            value = majority_accuracy(y["train"], y[split])
-            for seed in seeds:
-                rows += _rows(model, dataset.name, "majority", layer_ids, seed, "accuracy",
-                              [value] * len(layer_ids), "majority", split)
+        from bertology.probing.controls import majority_label
+
+        label = majority_label(y["train"])
+        rows += _baseline_rows(model, dataset.name, "majority", "majority", layer_ids, seeds,
+                               {s: [label] * len(y[s]) for s in ("dev", "test")}, y, correct[dataset.name])
+        if dataset.level in ("token", "edge", "span") and dataset.splits["train"].control_keys:
+            keys = {s: dataset.type_keys(s, types) for s in SPLITS}
+            predictions = {s: word_identity_predictions(keys["train"], y["train"], keys[s]) for s in ("dev", "test")}
+            rows += _baseline_rows(model, dataset.name, "word-identity", "word-identity", layer_ids, seeds,
+                                   predictions, y, correct[dataset.name])
 
     n_fits = len(seeds) * sum(1 + int(wants_control(d)) + int(untrained) for d in classify)
     twin_stores: dict[int, dict] = {}
@@ -398,20 +561,18 @@ def run_probing(
                     twin_X, twin_of_features = _features_for(datasets, twin_stores[twin_seed], layer_ids), twin_seed
             for dataset in classify:
                 name, y = dataset.name, labels[dataset.name]
-                n_train = len(y["train"])
-                rng = np.random.default_rng(derive_seed(seed, "train-subset", name))
-                train_index = np.sort(rng.permutation(n_train)[: max(2, int(round(train_fraction * n_train)))])
+                train_index = _train_index(seed, name, len(y["train"]), train_fraction)
                 X = {s: trained_X[name, s] for s in SPLITS}
                 bar.update(job, description=f"{name} seed {seed}: encoder")
                 task_rows = _fit_and_score(probe, probe_kwargs, seed, X, y, train_index, layer_ids, model, name,
-                                           "none", scalar_mix)
+                                           "none", scalar_mix, correct[name])
                 rows += task_rows
                 bar.advance(job)
                 if wants_control(dataset):
                     bar.update(job, description=f"{name} seed {seed}: control task")
-                    y_control = dataset.control_labels(seed)
+                    y_control = dataset.control_labels(seed, types, sentence_control)
                     control_rows = _fit_and_score(probe, probe_kwargs, seed, X, y_control, train_index, layer_ids,
-                                                  model, name, "control", scalar_mix=False)
+                                                  model, name, "control", scalar_mix=False, correct=correct[name])
                     rows += control_rows
                     rows += _selectivity(task_rows, control_rows)
                     bar.advance(job)
@@ -419,47 +580,91 @@ def run_probing(
                     bar.update(job, description=f"{name} seed {seed}: untrained twin")
                     Xu = {s: twin_X[name, s] for s in SPLITS}
                     rows += _fit_and_score(probe, probe_kwargs, seed, Xu, y, train_index, layer_ids, model, name,
-                                           "untrained", scalar_mix)
+                                           "untrained", scalar_mix, correct[name])
                     bar.advance(job)
     del twin_X
+    intervals = [row for name, collected in correct.items() for row in _intervals(model, name, layer_ids, collected,
+                                                                                     n_boot)]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     if any(d.level == "structural" for d in datasets):
         if untrained and seeds[0] not in twin_stores:
             twin_stores[seeds[0]] = _extract_pools(encoder.untrained(seeds[0]), pools, layers, cache, progress,
                                                    str(run_device))
-        structural = _structural(model, pools["ud"], stores, twin_stores if untrained else {}, seeds, layers,
-                                 run_device, structural_kwargs, progress)
+        structural, structural_ci = _structural(model, pools["ud"], stores, twin_stores if untrained else {}, seeds,
+                                                layers, run_device, structural_kwargs, progress, n_boot)
         frame = pd.concat([frame, structural], ignore_index=True) if len(frame) else structural
+        intervals += structural_ci
+    if any(d.level == "sentence" for d in classify) and control is True and sentence_control == "none":
+        for d in classify:
+            if d.level == "sentence":
+                d.notes.append("no control task: a bag-of-words control is decodable from mean-pooled vectors "
+                               "(docs/probing.md); --sentence-control first-word runs one")
+    for d in classify:
+        if d.level != "sentence" and wants_control(d):
+            d.notes.append(f"control task keyed on {'lower-cased' if types == 'lower' else 'exact'} word types")
     return _result(frame, datasets, encoder, model, task_names_, seeds, layer_ids, train_fraction, {
         "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)], "hidden": hidden, "max_train": max_train,
-        "max_eval": max_eval, "max_sentences": max_sentences, "untrained": untrained, "control": control,
-        "scalar_mix": scalar_mix, "twin_per_seed": twin_per_seed, "treebank": None if treebank is None else str(treebank),
-        "device": str(run_device), "probe_options": probe_options or {},
-    })
+        "max_eval": max_eval, "max_sentences": max_sentences, "quick": quick, "untrained": untrained,
+        "control": control, "control_types": types, "sentence_control": sentence_control if control is True else "none",
+        "scalar_mix": scalar_mix, "twin_per_seed": twin_per_seed,
+        "treebank": None if treebank is None else str(treebank), "device": str(run_device),
+        "probe_options": probe_options or {}, "n_boot": n_boot,
+        "interval": "95% percentile interval of the bootstrap over evaluation examples pooled over seeds",
+    }, intervals=pd.DataFrame(intervals), absent=absent)
 
 
-def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fraction, settings) -> Result:
+def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fraction, settings, intervals=None,
+            absent=()) -> Result:
     sizes = []
     for d in datasets:
         counts = {s: len(d.splits[s]) for s in SPLITS}
-        used = counts["train"] if d.level == "structural" else max(2, int(round(train_fraction * counts["train"])))
+        used = counts["train"] if d.level == "structural" else used_train(counts["train"], train_fraction)
         sizes.append({"task": d.name, "level": d.level, "source": d.source, **counts, "train_used": used,
-                      "unit": UNITS[d.level], "notes": list(d.notes)})
+                      "unit": UNITS[d.level], "notes": list(d.notes), "n_train": used, "n_dev": counts["dev"],
+                      "n_test": counts["test"], "status": "ok"})
+    for task, reason in absent:
+        sizes.append({"task": task, "level": None, "source": None, "train": 0, "dev": 0, "test": 0, "train_used": 0,
+                      "unit": None, "notes": [reason], "n_train": 0, "n_dev": 0, "n_test": 0, "status": "absent"})
     meta = {"model": model, "fingerprint": encoder.fingerprint, "tasks": list(tasks), "seeds": list(seeds),
-            "layers": [int(l) for l in layers], "train_fraction": train_fraction, **settings}
-    return Result("probing", tables=_tables(frame, pd.DataFrame(sizes)), meta=meta)
+            "layers": [int(l) for l in layers], "train_fraction": train_fraction, **settings,
+            "absent": {task: reason for task, reason in absent}}
+    return Result("probing", tables=_tables(frame, pd.DataFrame(sizes), intervals), meta=meta)
 
 
 #: What one example of each level is.
 UNITS = {"token": "words", "edge": "arcs", "span": "spans", "sentence": "sentences", "structural": "sentences"}
+#: Columns of the ``intervals`` a run computes (merged into ``summary``).
+INTERVAL_KEYS = ["model", "task", "probe", "component", "baseline", "split", "metric", "layer"]
 
 
-def _tables(frame: pd.DataFrame, sizes: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The four tables of a probing result from the tidy rows and the dataset sizes."""
+def _tables(frame: pd.DataFrame, sizes: pd.DataFrame, intervals: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """The four tables of a probing result from the tidy rows, the dataset sizes and the intervals."""
     from bertology.probing.report import summarize, table2_frame
 
     frame = frame.reindex(columns=COLUMNS).astype({"value": "float64"})
-    return {"results": frame, "summary": summarize(frame), "table2": table2_frame(frame), "datasets": sizes}
+    summary = summarize(frame)
+    summary = add_intervals(summary, intervals)
+    tables = {"results": frame, "summary": summary, "datasets": sizes}
+    tables["table2"] = table2_frame(tables)
+    return {"results": frame, "summary": summary, "table2": tables["table2"], "datasets": sizes}
+
+
+def add_intervals(summary: pd.DataFrame, intervals: pd.DataFrame | None) -> pd.DataFrame:
+    """``summary`` with the ``ci_low``/``ci_high`` columns of ``intervals`` (NaN where none was computed) and,
+    on the encoder's rows, ``delta_ci_low``/``delta_ci_high``: the interval of encoder - untrained twin."""
+    if intervals is None or intervals.empty:
+        return summary.assign(ci_low=np.nan, ci_high=np.nan, delta_ci_low=np.nan, delta_ci_high=np.nan)
+    left = summary.copy()
+    right = intervals.copy()
+    for column in ("delta_ci_low", "delta_ci_high"):
+        if column not in right:
+            right[column] = np.nan
+    for table in (left, right):
+        table["_layer"] = table["layer"].astype("Int64").astype("float64").fillna(-1.0)
+        table["_component"] = table["component"].astype(object).where(table["component"].notna(), "")
+    keys = [k for k in INTERVAL_KEYS if k not in ("layer", "component")] + ["_layer", "_component"]
+    merged = left.merge(right[keys + ["ci_low", "ci_high", "delta_ci_low", "delta_ci_high"]], on=keys, how="left")
+    return merged.drop(columns=["_layer", "_component"])
 
 
 def _selectivity(task_rows: list[dict], control_rows: list[dict]) -> list[dict]:
@@ -472,18 +677,30 @@ def _selectivity(task_rows: list[dict], control_rows: list[dict]) -> list[dict]:
     return out
 
 
-def _structural(model, pool, stores, twin_stores, seeds, layers, device, kwargs, progress) -> pd.DataFrame:
+def _structural(model, pool, stores, twin_stores, seeds, layers, device, kwargs, progress, n_boot=1000):
     """Hewitt-and-Manning structural probes (:func:`~bertology.probing.structural.run_structural`) on the
-    treebank pool, beside the first seed's untrained twin."""
+    treebank pool, beside the first seed's untrained twin; returns the rows and the intervals of UUAS
+    and root accuracy (bootstrap over test sentences pooled over seeds)."""
+    from bertology.probing.report import PRIMARY_METRIC
     from bertology.probing.structural import run_structural
+    from bertology.probing.summary import bootstrap_intervals
 
     twin = twin_stores.get(seeds[0])
+    collected: dict = {}
     frame = run_structural(
         stores["ud", "train"], pool["train"], stores["ud", "dev"], pool["dev"], stores["ud", "test"], pool["test"],
         seeds=seeds, layers=layers, model=model, progress=progress, device=device,
         untrained=(twin["ud", "train"], twin["ud", "dev"], twin["ud", "test"]) if twin else None,
-        **(kwargs or {}),
+        collect=collected, **(kwargs or {}),
     )["results"].copy()
     frame["probe"] = "structural"
     frame["component"] = None
-    return frame[COLUMNS]
+    layer_ids = sorted(int(x) for x in frame["layer"].dropna().unique())
+    intervals = []
+    for (task, baseline, split), by_seed in collected.items():
+        low, high = bootstrap_intervals(by_seed, n_boot=n_boot, seed=derive_seed(0, "bootstrap", task, split))
+        for layer, lo, hi in zip(layer_ids, np.atleast_1d(low), np.atleast_1d(high)):
+            intervals.append({"model": model, "task": task, "probe": "structural", "component": None, "layer": layer,
+                              "baseline": baseline, "split": split, "metric": PRIMARY_METRIC[task],
+                              "ci_low": float(lo), "ci_high": float(hi)})
+    return frame[COLUMNS], intervals

@@ -24,7 +24,7 @@ import pandas as pd
 
 from bertology.errors import DataError, StoreError
 from bertology.numbering import parse_layers
-from bertology.probing.controls import ControlTask, majority_accuracy, word_type
+from bertology.probing.controls import ControlTask, word_type
 from bertology.probing.datasets import SPLITS
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
 from bertology.progress import progress_bar
@@ -113,7 +113,8 @@ def probe_labels(
     probe: str = "linear",
     l2: float | Sequence[float] = DEFAULT_L2,
     hidden: int = 128,
-    train_fraction: float = 0.9,
+    train_fraction: float = 1.0,
+    n_boot: int = 1000,
     split_seed: int = 0,
     task: str = "labels",
     model: str | None = None,
@@ -131,13 +132,25 @@ def probe_labels(
     ``untrained``: the untrained twin's features for the same words (a Store or array): baseline
     ``untrained``. ``control``: Hewitt-and-Liang control labels keyed on ``control_keys`` (default: the
     store's lower-cased word forms; an array without ``control_keys`` gets no control baseline).
-    Seed ``s`` initialises the probes, draws its ``train_fraction`` of the training rows
-    (``derive_seed(s, "train-subset", task)``) and the control labels.
+    Seed ``s`` initialises the probes, draws the control labels and, when ``train_fraction`` < 1, its
+    share of the training rows (``derive_seed(s, "train-subset", task)``; default: all of them). Every
+    accuracy gets a 95% interval (``ci_low``/``ci_high`` in ``summary`` and ``table2``): the bootstrap over
+    evaluation rows pooled over seeds (:mod:`bertology.probing.summary`).
 
     Returns a :class:`~bertology.results.Result` with the tables of :func:`run_probing` (``results``,
     ``summary``, ``table2``, ``datasets``); accuracies are fractions.
     """
-    from bertology.probing.experiment import _fit_and_score, _rows, _selectivity, _tables, check_probe_settings
+    from bertology.probing.controls import majority_label
+    from bertology.probing.experiment import (
+        _baseline_rows,
+        _fit_and_score,
+        _intervals,
+        _selectivity,
+        _tables,
+        _train_index,
+        check_probe_settings,
+        used_train,
+    )
 
     seeds = check_probe_settings(probe, seeds, train_fraction)
     features = _open(features)
@@ -179,20 +192,17 @@ def probe_labels(
     Xs = {s: X[:, index[s]] for s in SPLITS}
     probe_kwargs = {"l2": l2, "hidden": hidden, "device": resolve_device(device), **(probe_options or {})}
     rows: list[dict] = []
-    for split in ("dev", "test"):
-        value = majority_accuracy(y["train"], y[split])
-        for seed in seeds:
-            rows += _rows(model, task, "majority", layer_ids, seed, "accuracy", [value] * len(layer_ids),
-                          "majority", split)
+    correct: dict = {}
+    label = majority_label(y["train"])
+    rows += _baseline_rows(model, task, "majority", "majority", layer_ids, seeds,
+                           {s: [label] * len(y[s]) for s in ("dev", "test")}, y, correct)
     with_control = control and control_keys is not None
     with progress_bar(progress, transient=True) as bar:
         job = bar.add_task(f"probing {task}", total=len(seeds) * (1 + with_control + (twin is not None)))
         for seed in seeds:
-            n_train = len(y["train"])
-            rng = np.random.default_rng(derive_seed(seed, "train-subset", task))
-            train_index = np.sort(rng.permutation(n_train)[: max(2, int(round(train_fraction * n_train)))])
+            train_index = _train_index(seed, task, len(y["train"]), train_fraction)
             task_rows = _fit_and_score(probe, probe_kwargs, seed, Xs, y, train_index, layer_ids, model, task, "none",
-                                       scalar_mix=False)
+                                       scalar_mix=False, correct=correct)
             rows += task_rows
             bar.advance(job)
             if with_control:
@@ -200,21 +210,23 @@ def probe_labels(
                 assigner = ControlTask(y["train"], seed=seed)
                 y_control = {s: assigner.labels(keys[s]) for s in SPLITS}
                 control_rows = _fit_and_score(probe, probe_kwargs, seed, Xs, y_control, train_index, layer_ids,
-                                              model, task, "control", scalar_mix=False)
+                                              model, task, "control", scalar_mix=False, correct=correct)
                 rows += control_rows + _selectivity(task_rows, control_rows)
                 bar.advance(job)
             if twin is not None:
                 Xu = {s: twin[:, index[s]] for s in SPLITS}
                 rows += _fit_and_score(probe, probe_kwargs, seed, Xu, y, train_index, layer_ids, model, task,
-                                       "untrained", scalar_mix=False)
+                                       "untrained", scalar_mix=False, correct=correct)
                 bar.advance(job)
     frame = pd.DataFrame(rows)
-    used = max(2, int(round(train_fraction * len(index["train"]))))
+    used = used_train(len(index["train"]), train_fraction)
     sizes = pd.DataFrame([{"task": task, "level": "token", "source": "given",
                            **{s: len(index[s]) for s in SPLITS}, "train_used": used, "unit": "words",
-                           "notes": [] if with_control else ["no control task: no control_keys"]}])
+                           "notes": [] if with_control else ["no control task: no control_keys"],
+                           "n_train": used, "n_dev": len(index["dev"]), "n_test": len(index["test"]), "status": "ok"}])
     meta = {"model": model, "task": task, "seeds": seeds, "layers": [int(l) for l in layer_ids],
             "train_fraction": train_fraction, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
             "control": bool(with_control), "untrained": twin is not None, "split_seed": split_seed,
             "splits_given": splits is not None}
-    return Result("probing", tables=_tables(frame, sizes), meta=meta)
+    intervals = pd.DataFrame(_intervals(model, task, layer_ids, correct, n_boot))
+    return Result("probing", tables=_tables(frame, sizes, intervals), meta=meta)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,128 +61,283 @@ def _metric_rows(summary: pd.DataFrame, task: str, split: str, baseline: str, mi
     return rows[is_mix] if mix else rows[~is_mix & rows.layer.notna()]
 
 
-def table2_frame(results, split: str = "test") -> pd.DataFrame:
-    """Numbers behind Table 2: one row per (task, layer) with the encoder's mean and std over seeds, the
-    untrained twin's mean, ``delta`` = encoder - twin, the control accuracy and selectivity, the majority
-    baseline, and ``best_on_dev`` marking the layer chosen on dev (never on test). Fractions (the
-    primary metric of structural tasks: UUAS, root accuracy). The scalar mix is a row with ``layer``
-    <NA> and ``component`` ``"scalar-mix"``."""
-    results = _results(results)
-    summary = summarize(results)
+def _tables_of(source, tasks: Sequence[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame | None]:
+    """``(results, summary, datasets)`` from a Result, a mapping of its tables, or a bare results frame.
+    The summary carries ``ci_low``/``ci_high`` when the run computed intervals (NaN otherwise)."""
+    if isinstance(source, Result):
+        tables = source.tables
+    elif isinstance(source, Mapping):
+        tables = source
+    else:
+        tables = {"results": source}
+    results = _results(tables["results"])
+    if tasks is not None:
+        results = results[results["task"].isin(list(tasks))]
+    summary = tables.get("summary")
+    if summary is None or "ci_low" not in summary.columns:
+        summary = summarize(results).assign(ci_low=np.nan, ci_high=np.nan)
+    else:
+        summary = summary[summary["task"].isin(set(results["task"]))]
+    return results, summary, tables.get("datasets")
+
+
+def _sizes(datasets: pd.DataFrame | None, task: str) -> dict:
+    """``n_train``, ``n_dev``, ``n_test`` of a task (the structural tasks share the ``structural`` row)."""
+    empty = {"n_train": pd.NA, "n_dev": pd.NA, "n_test": pd.NA}
+    if datasets is None or datasets.empty:
+        return empty
+    name = "structural" if task.startswith("structural-") else task
+    rows = datasets[datasets["task"] == name]
+    if rows.empty:
+        return empty
+    row = rows.iloc[0]
+    used = row["n_train"] if "n_train" in rows else row.get("train_used", row["train"])
+    return {"n_train": int(used), "n_dev": int(row.get("n_dev", row["dev"])), "n_test": int(row.get("n_test", row["test"]))}
+
+
+def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = None) -> pd.DataFrame:
+    """Numbers behind Table 2: one row per (task, layer) with the encoder's mean and std over seeds, its
+    95% interval (``ci_low``, ``ci_high``), the dev mean (``dev_mean``, what the best layer is chosen on),
+    the untrained twin's mean, ``delta`` = encoder - twin with its own 95% interval (``delta_ci_low``,
+    ``delta_ci_high``: paired bootstrap of the per-example differences, pooled over seeds; a delta whose
+    interval holds 0 has no established sign), the control accuracy and selectivity, the
+    majority and word-identity baselines (``linear_chain`` for structural tasks), the sizes used
+    (``n_train``, ``n_dev``, ``n_test``), ``best_on_dev`` (the layer with the highest dev mean, never
+    chosen on test), ``best_marked`` (that layer, only when :func:`bertology.probing.summary.best_layer`
+    finds it distinguishable and above the majority baseline), ``powered`` and ``small_split``
+    (:func:`bertology.probing.summary.power_flags`). Fractions (the primary metric of structural
+    tasks: UUAS, root accuracy). The scalar mix is a row with ``layer`` <NA> and ``component``
+    ``"scalar-mix"``.
+
+    ``results``: a :class:`~bertology.results.Result` of :func:`~bertology.probing.run_probing` or a
+    mapping of its tables (intervals and sizes come from its ``summary`` and ``datasets``), or a bare
+    ``results`` frame (then without intervals or sizes). ``tasks`` restricts the table to some tasks."""
+    from bertology.probing.summary import best_layer, power_flags
+
+    results, summary, datasets = _tables_of(results, tasks)
     records = []
     for task in dict.fromkeys(results.task):  # the order tasks were run in
         ours = _metric_rows(summary, task, split, "none")
         if ours.empty:
             continue
-        dev = _metric_rows(summary, task, "dev", "none")
-        best_layer = dev.loc[dev["mean"].idxmax(), "layer"] if not dev.empty else pd.NA
+        dev = _metric_rows(summary, task, "dev", "none").set_index("layer")["mean"]
+        best = dev.idxmax() if not dev.empty else pd.NA
         twin = _metric_rows(summary, task, split, "untrained").set_index("layer")["mean"]
         control = _metric_rows(summary, task, split, "control").set_index("layer")["mean"]
-        majority = summary[(summary.task == task) & (summary.split == split) & (summary.baseline == "majority")]
-        majority_value = majority["mean"].iloc[0] if not majority.empty else np.nan
+        baselines = {}
+        for baseline in ("majority", "word-identity", "linear-chain"):
+            part = _metric_rows(summary, task, split, baseline)
+            baselines[baseline] = part["mean"].iloc[0] if not part.empty else np.nan
+        sizes = _sizes(datasets, task)
         for row in ours.sort_values("layer").itertuples():
             untrained = twin.get(row.layer, np.nan)
             ctrl = control.get(row.layer, np.nan)
             records.append({
-                "task": task, "component": None, "layer": int(row.layer), "metric": row.metric,
-                "mean": row.mean, "std": row.std, "n_seeds": row.n_seeds,
+                "task": task, "component": None, "layer": int(row.layer), "metric": row.metric, "split": split,
+                "mean": row.mean, "std": row.std, "n_seeds": row.n_seeds, "ci_low": row.ci_low,
+                "ci_high": row.ci_high, "dev_mean": dev.get(row.layer, np.nan),
                 "untrained": untrained, "delta": (row.mean - untrained),
+                "delta_ci_low": getattr(row, "delta_ci_low", np.nan), "delta_ci_high": getattr(row, "delta_ci_high", np.nan),
                 "control": ctrl, "selectivity": (row.mean - ctrl),
-                "majority": majority_value, "best_on_dev": bool(row.layer == best_layer),
+                "majority": baselines["majority"], "word_identity": baselines["word-identity"],
+                "linear_chain": baselines["linear-chain"], **sizes,
+                "best_on_dev": bool(row.layer == best),
             })
         mix = _metric_rows(summary, task, split, "none", mix=True)
         mix_twin = _metric_rows(summary, task, split, "untrained", mix=True)
         if not mix.empty:
             twin_value = mix_twin["mean"].iloc[0] if not mix_twin.empty else np.nan
+            dev_mix = _metric_rows(summary, task, "dev", "none", mix=True)
             records.append({
-                "task": task, "component": SCALAR_MIX, "layer": pd.NA, "metric": "accuracy", "mean": mix["mean"].iloc[0],
-                "std": mix["std"].iloc[0], "n_seeds": mix["n_seeds"].iloc[0],
+                "task": task, "component": SCALAR_MIX, "layer": pd.NA, "metric": "accuracy", "split": split,
+                "mean": mix["mean"].iloc[0], "std": mix["std"].iloc[0], "n_seeds": mix["n_seeds"].iloc[0],
+                "ci_low": mix["ci_low"].iloc[0], "ci_high": mix["ci_high"].iloc[0],
+                "dev_mean": dev_mix["mean"].iloc[0] if not dev_mix.empty else np.nan,
                 "untrained": twin_value, "delta": (mix["mean"].iloc[0] - twin_value),
-                "control": np.nan, "selectivity": np.nan, "majority": majority_value,
+                "delta_ci_low": mix.get("delta_ci_low", pd.Series([np.nan])).iloc[0],
+                "delta_ci_high": mix.get("delta_ci_high", pd.Series([np.nan])).iloc[0],
+                "control": np.nan, "selectivity": np.nan, "majority": baselines["majority"],
+                "word_identity": baselines["word-identity"], "linear_chain": baselines["linear-chain"], **sizes,
                 "best_on_dev": False,
             })
     if not records:
         raise DataError(f"no '{split}' results with baseline 'none' to tabulate")
     frame = pd.DataFrame(records)
     frame["layer"] = frame["layer"].astype("Int64")
-    return frame
+    for column in ("n_train", "n_dev", "n_test"):
+        frame[column] = frame[column].astype("Int64")
+    frame["best_marked"] = False
+    for task in dict.fromkeys(frame["task"]):
+        verdict = best_layer(frame, task)
+        if verdict.marked is not None:
+            frame.loc[(frame["task"] == task) & (frame["layer"] == verdict.marked), "best_marked"] = True
+    return power_flags(frame)
 
 
-def _cell(mean: float, delta: float, std: float, with_std: bool) -> str:
+def _cell(mean: float, delta: float, std: float, with_std: bool, ci_low: float = np.nan,
+          ci_high: float = np.nan) -> str:
     if pd.isna(mean):
         return ""
     text = percent(mean)
-    if with_std and not pd.isna(std):
+    if not pd.isna(ci_low) and not pd.isna(ci_high):
+        text += f" [{percent(ci_low)}, {percent(ci_high)}]"
+    elif with_std and not pd.isna(std):
         text += f"±{percent(std)}"
     if not pd.isna(delta):
         text += f" ({percent(delta)})"
     return text
 
 
-def table2(results, split: str = "test", with_std: bool = False) -> pd.DataFrame:
+#: The extra rows of the Table 2 display, in order.
+EXTRA_ROWS = ("mix", "majority", "word identity", "linear chain (right-branching)", "n train/dev/test",
+              "best layer (dev)")
+
+
+def _sizes_text(part: pd.DataFrame) -> str:
+    row = part.iloc[0]
+    if pd.isna(row.get("n_test", pd.NA)):
+        return ""
+    text = f"{int(row['n_train']):,}/{int(row['n_dev']):,}/{int(row['n_test']):,}"
+    return text + (" (<200!)" if bool(row.get("small_split", False)) else "")
+
+
+def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence[str] | None = None) -> pd.DataFrame:
     """The Convexity report's Table 2 layout, for display: layers as rows, tasks as columns, cells
-    ``"acc (delta)"`` in percent with delta = encoder - untrained twin (mean over seeds). Extra rows:
-    ``mix`` (scalar mix over all layers), ``majority`` and ``best layer (dev)``. Column names follow
-    Table 2 (``BShift``). The numbers, as fractions, are :func:`table2_frame`."""
-    frame = table2_frame(results, split)
+    ``"acc [ci_low, ci_high] (delta)"`` in percent with the 95% interval (when the run computed one) and
+    delta = encoder - untrained twin (mean over seeds). Extra rows (:data:`EXTRA_ROWS`): ``mix`` (scalar
+    mix), the baselines ``majority``, ``word identity`` (word, arc and span tasks) and ``linear chain
+    (right-branching)`` (structural probes: distance |i - j|, root = the first word), the sizes used, and ``best layer (dev)``: the layer
+    chosen on dev when it is distinguishable from every other layer, else the indistinguishable layers
+    ``"2-4 (tied)"``; ``"<maj"`` flags a chosen layer not above the majority baseline
+    (:func:`bertology.probing.summary.best_layer`). Column names follow Table 2 (``BShift``); an
+    underpowered task (interval wider than +/-1.5 points or a split under 200) gets a ``*``. The
+    numbers, as fractions, are :func:`table2_frame`."""
+    from bertology.probing.summary import best_layer
+
+    frame = table2_frame(results, split, tasks)
     columns = {}
     for task, part in frame.groupby("task", sort=False):
         cells = {}
         for row in part.itertuples():
             key = "mix" if pd.isna(row.layer) else int(row.layer)
-            cells[key] = _cell(row.mean, row.delta, row.std, with_std)
-        cells["majority"] = percent(part.majority.iloc[0]) if not pd.isna(part.majority.iloc[0]) else ""
-        best = part[part.best_on_dev]
-        cells["best layer (dev)"] = str(int(best.layer.iloc[0])) if not best.empty else ""
+            cells[key] = _cell(row.mean, row.delta, row.std, with_std, row.ci_low, row.ci_high)
+        for name, column in (("majority", "majority"), ("word identity", "word_identity"),
+                             ("linear chain (right-branching)", "linear_chain")):
+            value = part[column].iloc[0]
+            cells[name] = percent(value) if not pd.isna(value) else ""
+        cells["n train/dev/test"] = _sizes_text(part)
+        cells["best layer (dev)"] = best_layer(frame, task).label()
         name = _display_name(task)
         metric = part.metric.iloc[0]
-        columns[name if metric == "accuracy" else f"{name} [{metric}]"] = cells
+        name = name if metric == "accuracy" else f"{name} [{metric}]"
+        layered = part[part.layer.notna()]
+        known = layered["ci_low"].notna().all()  # a bare results frame has no intervals to judge
+        underpowered = (known and not layered["powered"].all()) or layered["small_split"].any()
+        columns[name + ("*" if underpowered else "")] = cells
     table = pd.DataFrame(columns)
     layers = sorted(k for k in table.index if isinstance(k, (int, np.integer)))
-    order = layers + [k for k in ("mix", "majority", "best layer (dev)") if k in table.index]
-    table = table.reindex(order).fillna("")
+    extra = [k for k in EXTRA_ROWS if k in table.index and (table.loc[k].fillna("") != "").any()]
+    table = table.reindex(layers + extra).fillna("")
     table.index.name = "layer"
     return table
 
 
-def table2_rich(results, split: str = "test", title: str | None = None, with_std: bool = True):
-    """Table 2 as a :class:`rich.table.Table`; the layer each task picks on dev is in bold."""
+def table2_rich(results, split: str = "test", title: str | None = None, with_std: bool = True,
+                tasks: Sequence[str] | None = None):
+    """Table 2 as a :class:`rich.table.Table`; the marked best layer (distinguishable, above majority) is
+    in bold. Cells fold rather than being cut (``overflow="fold"``); :func:`print_table2` switches to
+    one narrow table per task when the terminal is too narrow for this one."""
     from rich.table import Table
 
-    results = _results(results)
-    frame = table2(results, split, with_std=with_std)
-    numbers = table2_frame(results, split)
-    best = {(_display_name(t), int(l)) for t, l in numbers[numbers.best_on_dev][["task", "layer"]].itertuples(index=False)}
-    models = ", ".join(sorted(map(str, results.model.dropna().unique())))
-    table = Table(title=title or f"{models}: {split} accuracy per layer, % (delta vs untrained twin)")
-    table.add_column("layer", justify="right")
+    numbers = table2_frame(results, split, tasks)
+    frame = table2(results, split, with_std=with_std, tasks=tasks)
+    marked = {(_display_name(t), int(l)) for t, l in numbers[numbers.best_marked][["task", "layer"]].itertuples(index=False)}
+    models = ", ".join(sorted(map(str, _tables_of(results)[0].model.dropna().unique())))
+    table = Table(title=title or f"{models}: {split} accuracy per layer, % [95% CI] (delta vs untrained twin)")
+    table.add_column("layer", justify="right", overflow="fold")
     for column in frame.columns:
-        table.add_column(str(column), justify="right")
+        table.add_column(str(column), justify="right", overflow="fold")
     for layer, row in frame.iterrows():
         cells = []
         for column in frame.columns:
             text = row[column]
-            plain = str(column).split(" [")[0]
-            cells.append(f"[bold]{text}[/bold]" if (plain, layer) in best and text else text)
+            plain = str(column).split(" [")[0].rstrip("*")
+            cells.append(f"[bold]{text}[/bold]" if (plain, layer) in marked and text else text)
         table.add_row(str(layer), *cells)
-    table.caption = ("bold = layer chosen on dev; mix = learned scalar mix of all layers; "
-                     "layer 0 = embeddings; mean over seeds")
+    table.caption = CAPTION
     return table
+
+
+CAPTION = ("bold = best layer: chosen on dev and outside every other layer's 95% interval (tied = layers whose "
+           "interval reaches it; <maj = not above the majority baseline); [95% CI] = bootstrap over test "
+           "examples pooled over seeds; * = underpowered (CI wider than ±1.5 points or a split under 200); "
+           "mix = learned scalar mix of all layers; layer 0 = embeddings")
+
+
+def table2_vertical(results, split: str = "test", tasks: Sequence[str] | None = None) -> list:
+    """One narrow :class:`rich.table.Table` per task (layers as rows; accuracy, interval, baselines as
+    columns): the layout for terminals too narrow for :func:`table2_rich`."""
+    from rich.table import Table
+
+    from bertology.probing.summary import best_layer
+
+    numbers = table2_frame(results, split, tasks)
+    out = []
+    for task, part in numbers.groupby("task", sort=False):
+        verdict = best_layer(numbers, task)
+        metric = part.metric.iloc[0]
+        table = Table(title=f"{_display_name(task)} ({metric}, {split}, %)", caption=verdict.sentence())
+        for column in ("layer", "mean", "95% CI", "untrained", "delta", "control"):
+            table.add_column(column, justify="right", overflow="fold")
+        for row in part.itertuples():
+            layer = "mix" if pd.isna(row.layer) else str(int(row.layer))
+            ci = "" if pd.isna(row.ci_low) else f"{percent(row.ci_low)}-{percent(row.ci_high)}"
+            cells = [percent(row.mean), ci, percent(row.untrained), percent(row.delta), percent(row.control)]
+            if bool(row.best_marked):
+                cells = [f"[bold]{c}[/bold]" for c in cells]
+            table.add_row(layer, *cells)
+        for name, column in (("majority", "majority"), ("word identity", "word_identity"),
+                             ("linear chain (right-branching)", "linear_chain")):
+            if not pd.isna(part[column].iloc[0]):
+                table.add_row(name, percent(part[column].iloc[0]), "", "", "", "")
+        table.add_row("n train/dev/test", _sizes_text(part), "", "", "", "")
+        out.append(table)
+    return out
+
+
+def print_table2(results, console=None, split: str = "test", tasks: Sequence[str] | None = None) -> None:
+    """Print Table 2 without ever truncating it: the wide layout when it fits the console, else one
+    narrow table per task (:func:`table2_vertical`); cells fold instead of being cut."""
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    console = console or Console()
+    wide = table2_rich(results, split, tasks=tasks)
+    needed = Measurement.get(console, console.options.update_width(10**5), wide).maximum
+    if needed <= console.width:
+        console.print(wide)
+        return
+    for table in table2_vertical(results, split, tasks):
+        console.print(table)
+    console.print(f"[dim]{CAPTION}[/dim]")
 
 
 def plot_layer_curves(results, path: str | os.PathLike | None = None, split: str = "test",
                       tasks: Sequence[str] | None = None, formats: Sequence[str] = ("png", "svg")):
-    """Accuracy per layer for each task (mean +- std over seeds, in percent) beside its baselines: majority
-    (dashed), untrained twin, control task, and the scalar mix (dotted). Saved as ``path`` with each suffix
-    in ``formats`` (atomically). Returns the matplotlib Figure."""
+    """Accuracy per layer for each task (mean over seeds, in percent, with its 95% interval as a band, or
+    +- std when the run computed no interval) beside its baselines: majority (dashed), word identity
+    (dash-dot), linear chain (structural), untrained twin, control task, and the scalar mix (dotted); a
+    star marks the best layer only when :func:`bertology.probing.summary.best_layer` finds it
+    distinguishable and above the majority baseline. Saved as ``path`` with each suffix in ``formats``
+    (atomically). Returns the matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = _results(results)
     frame = table2_frame(results, split)
-    shown = ["mean", "std", "untrained", "control", "majority"]
+    results = _tables_of(results)[0]
+    shown = ["mean", "std", "untrained", "control", "majority", "word_identity", "linear_chain", "ci_low", "ci_high"]
     frame[shown] = frame[shown] * 100  # figures show percent
     names = list(dict.fromkeys(frame.task)) if tasks is None else list(tasks)
     if not names:
@@ -195,19 +350,26 @@ def plot_layer_curves(results, path: str | os.PathLike | None = None, split: str
         mix = frame[(frame.task == task) & frame.layer.isna()]
         x = part.layer.astype(int).to_numpy()
         ax.plot(x, part["mean"], "o-", color="C0", label="encoder")
-        ax.fill_between(x, part["mean"] - part["std"].fillna(0), part["mean"] + part["std"].fillna(0),
-                        color="C0", alpha=0.2)
+        if part["ci_low"].notna().all():
+            ax.fill_between(x, part["ci_low"], part["ci_high"], color="C0", alpha=0.2, label="95% CI")
+        else:
+            ax.fill_between(x, part["mean"] - part["std"].fillna(0), part["mean"] + part["std"].fillna(0),
+                            color="C0", alpha=0.2, label="± std")
         if part.untrained.notna().any():
             ax.plot(x, part.untrained, "s-", color="C1", ms=3, label="untrained twin")
         if part.control.notna().any():
             ax.plot(x, part.control, "^-", color="C2", ms=3, label="control task")
         if part.majority.notna().any():
             ax.axhline(part.majority.iloc[0], ls="--", color="grey", label="majority")
+        if part.word_identity.notna().any():
+            ax.axhline(part.word_identity.iloc[0], ls="-.", color="C4", label="word identity")
+        if part.linear_chain.notna().any():
+            ax.axhline(part.linear_chain.iloc[0], ls="--", color="C5", label="linear chain")
         if not mix.empty:
             ax.axhline(mix["mean"].iloc[0], ls=":", color="C0", label="scalar mix")
-        best = part[part.best_on_dev]
+        best = part[part.best_marked]
         if not best.empty:
-            ax.plot(best.layer.astype(int), best["mean"], "*", color="C3", ms=12, label="best on dev")
+            ax.plot(best.layer.astype(int), best["mean"], "*", color="C3", ms=12, label="best layer")
         metric = part.metric.iloc[0] if not part.empty else "accuracy"
         ax.set_title(_display_name(task))
         ax.set_xlabel("layer (0 = embeddings)")
@@ -216,10 +378,13 @@ def plot_layer_curves(results, path: str | os.PathLike | None = None, split: str
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), frameon=False)
+    legend: dict = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(6, max(1, len(legend))), frameon=False)
     models = ", ".join(sorted(map(str, results.model.dropna().unique())))
-    fig.suptitle(f"{models}: probing accuracy per layer ({split}), mean ± std over seeds")
+    fig.suptitle(f"{models}: probing accuracy per layer ({split}), mean over seeds with 95% interval")
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     if path is not None:
         base = Path(path)

