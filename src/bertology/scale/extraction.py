@@ -13,6 +13,7 @@ file, which the rerun deletes).
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import socket
@@ -168,11 +169,12 @@ def extract_ray(
                                "device": "cuda" if gpus_per_worker else "cpu", "fail": fail})
     counts, nodes, first = [], set(), None
     sentences_of = {k: plan.index["shards"][k]["stop"] - plan.index["shards"][k]["start"] for k in todo}
+    finished = iter(dataset.iter_rows())
     try:
         with progress_bar(progress) as bar:
             task = bar.add_task(f"extract {encoder.name} on Ray, {workers} workers (sentences)",
                                 total=sum(sentences_of.values()))
-            for row in dataset.iter_rows():
+            for row in finished:
                 k = int(row["shard"])
                 plan.record(k, {"file": plan.index["shards"][k]["file"], "bytes": int(row["bytes"]),
                                 "sha256": str(row["sha256"])})
@@ -188,6 +190,13 @@ def extract_ray(
             kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
             raise kind(str(cause).strip().splitlines()[-1]) from None
         raise
+    finally:
+        # Shut the actor pool down now: while anything refers to it (a caller keeping the exception keeps
+        # this frame) its actors keep their CPUs, and the next run in the same process waits for them forever.
+        # Closing the iterator is not enough; the pool goes when nothing refers to it any more.
+        finished.close()
+        del finished, dataset
+        gc.collect()
     missing = plan.todo
     if missing:
         raise StoreError(f"{plan.out}: the Ray run ended with shards {missing} not written; run the same command "
