@@ -24,13 +24,13 @@ from typing import Sequence
 import numpy as np
 
 from bertology.data.corpus import Sentence
-from bertology.errors import BertologyError, OutputError, StoreError
+from bertology.errors import OutputError, StoreError
 from bertology.extraction.pipeline import (
     MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ShardComputer, plan_extraction, run_context, run_stats, shard_metadata,
 )
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
-from bertology.scale.cluster import connect, default_workers
+from bertology.scale.cluster import connect, default_workers, plain_error, user_error
 from bertology.store.store import INDEX_NAME, Store, write_shard_atomic
 
 #: A test hook: ``{"shard": k, "mode": "raise" | "exit", "marker": path}`` makes the actor given shard ``k``
@@ -187,8 +187,7 @@ def extract_ray(
         if isinstance(cause, OutputError):
             raise plan.output_error(cause) from None
         if cause is not None:
-            kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
-            raise kind(str(cause).strip().splitlines()[-1]) from None
+            raise plain_error(cause) from None
         raise
     finally:
         # Shut the actor pool down now: while anything refers to it (a caller keeping the exception keeps
@@ -208,18 +207,6 @@ def extract_ray(
                           connect_seconds=round(connected - started, 3),
                           first_shard_seconds=round((first or connected) - started, 3)))
     return Store.open(plan.out)
-
-
-def user_error(error: BaseException) -> BertologyError | None:
-    """The bertology error an actor raised, from inside Ray's wrappers (None when there is none)."""
-    seen = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, BertologyError):
-            inner = getattr(error, "cause", None)
-            return inner if isinstance(inner, BertologyError) else error
-        error = getattr(error, "cause", None) or error.__cause__ or error.__context__
-    return None
 
 
 def pack_encoder(encoder: Encoder) -> bytes:

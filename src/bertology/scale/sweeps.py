@@ -14,8 +14,8 @@ from typing import Sequence
 from bertology.finetune.train import FinetuneConfig, finetune, finished_run
 from bertology.models.encoders import Encoder
 from bertology.results import Result
-from bertology.scale.cluster import connect, default_workers
-from bertology.scale.extraction import pack_encoder, unpack_encoder, user_error
+from bertology.scale.cluster import connect, default_workers, run_tasks
+from bertology.scale.extraction import pack_encoder, unpack_encoder
 
 
 def _one_run(encoder_bytes: bytes | None, load: dict | None, task: str, config: dict, out: str, threads: int,
@@ -69,29 +69,19 @@ def finetune_sweep_ray(
     shipped = None if load is not None else ray.put(pack_encoder(encoder))
     device = "cuda" if gpus_per_worker else "cpu"
     base = {field.name: getattr(config, field.name) for field in dataclasses.fields(config)}
-    queue, pending, results = list(runs), {}, []
     started = time.perf_counter()
-    try:
-        while queue or pending:
-            while queue and len(pending) < workers:
-                task, variant, seed = queue.pop(0)
-                settings = {**base, "variant": variant, "seeds": (seed,)}
-                ref = remote.remote(shipped, load, task, settings, str(out), int(max(1, cpus_per_worker)), device)
-                pending[ref] = (task, variant, seed)
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                pending.pop(ref)
-                result = ray.get(ref)
-                result.meta["ray_seconds_since_start"] = round(time.perf_counter() - started, 3)
-                results.append(result)
-                if on_result is not None:
-                    on_result(result)
-    except Exception as error:  # Ray wraps what the runs raised
-        cause = user_error(error)
-        if cause is None:
-            raise
-        kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
-        raise kind(str(cause).strip().splitlines()[-1]) from None
+
+    def submit(run):
+        task, variant, seed = run
+        settings = {**base, "variant": variant, "seeds": (seed,)}
+        return remote.remote(shipped, load, task, settings, str(out), int(max(1, cpus_per_worker)), device)
+
+    def finished(_, result) -> None:
+        result.meta["ray_seconds_since_start"] = round(time.perf_counter() - started, 3)
+        if on_result is not None:
+            on_result(result)
+
+    results = run_tasks(submit, list(runs), workers, finished)
     return results
 
 
@@ -138,21 +128,9 @@ def single_head_ablation_ray(
     workers = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(units))
     device = "cuda" if gpus_per_worker else "cpu"
     root = str(Path(data_dir).resolve()) if data_dir else None
-    queue, pending, frames = list(units), {}, {}
-    try:
-        while queue or pending:
-            while queue and len(pending) < workers:
-                unit = queue.pop(0)
-                pending[remote.remote(*unit, task, max_examples, root, int(max(1, cpus_per_worker)), device)] = unit
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                frames[pending.pop(ref)] = ray.get(ref)
-    except Exception as error:  # Ray wraps what the tasks raised
-        cause = user_error(error)
-        if cause is None:
-            raise
-        kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
-        raise kind(str(cause).strip().splitlines()[-1]) from None
+    frames = dict(zip(units, run_tasks(
+        lambda unit: remote.remote(*unit, task, max_examples, root, int(max(1, cpus_per_worker)), device),
+        units, workers)))
     raw = pd.concat([frames[unit] for unit in units], ignore_index=True)  # the local order: seed, then layer
     return Result("single_head_ablation", tables={"ablation": raw, "summary": summarize_single_head(raw)},
                   meta={"seeds": [int(s) for s in seeds], "n_heads": int(raw.groupby("seed").size().max())
@@ -181,23 +159,8 @@ def glue_heads_runner(*, address: str | None = None, workers: int | None = None,
         remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_head_job)
         limit = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(jobs))
         device = "cuda" if gpus_per_worker else "cpu"
-        queue, pending, done_rows = list(enumerate(jobs)), {}, {}
-        try:
-            while queue or pending:
-                while queue and len(pending) < limit:
-                    position, (name, seed) = queue.pop(0)
-                    pending[remote.remote(name, seed, str(Path(train_folder).resolve()),
-                                          str(Path(dev_folder).resolve()), context,
-                                          int(max(1, cpus_per_worker)), device)] = position
-                finished, _ = ray.wait(list(pending), num_returns=1)
-                for ref in finished:
-                    done_rows[pending.pop(ref)] = ray.get(ref)
-        except Exception as error:  # Ray wraps what the tasks raised
-            cause = user_error(error)
-            if cause is None:
-                raise
-            kind = next(c for c in type(cause).__mro__ if c.__module__ == "bertology.errors")
-            raise kind(str(cause).strip().splitlines()[-1]) from None
-        return [done_rows[position] for position in range(len(jobs))]
+        train, dev = str(Path(train_folder).resolve()), str(Path(dev_folder).resolve())
+        return run_tasks(lambda job: remote.remote(job[0], job[1], train, dev, context, int(max(1, cpus_per_worker)),
+                                                   device), list(jobs), limit)
 
     return runner
