@@ -148,5 +148,5 @@ def test_command_end_to_end(fact_model, lama_folder, tmp_path):
     result = Result.load(out)
     assert str(result["relations"]["layer"].dtype) == "Int64"
     assert result["corpora"].query("encoder == 'trained'")["p_at_1"].iloc[0] >= 0.5
-    assert (out / "lama.png").stat().st_size > 0
+    assert (out / "lama.png").stat().st_size > 0 and (out / "lama.svg").is_file() and (out / "lama.pdf").is_file()
     assert "splits into several tokens" in " ".join(run.output.split())  # rich wraps lines

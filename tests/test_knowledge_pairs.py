@@ -123,7 +123,7 @@ def test_command_end_to_end(tiny_mlm, tmp_path):
     result = Result.load(out)
     assert len(result["pairs"]) == 4 and result.meta["whole_word"] is True
     assert set(result["paradigms"]["paradigm"]) == {"p"}
-    assert (out / "pairs.png").stat().st_size > 0
+    assert (out / "pairs.png").stat().st_size > 0 and (out / "pairs.svg").is_file() and (out / "pairs.pdf").is_file()
 
 
 def test_bad_blimp_input_is_one_clear_line(tmp_path):

@@ -130,16 +130,21 @@ def write_table(frame, path: str | os.PathLike, formats: tuple[str, ...] = ("par
 
 def finish_layer_figure(figure, axes, path: str | os.PathLike, title: str | None = None, legend_size: int = 8) -> Path:
     """The common end of a per-layer figure: x axis "layer (0 = embeddings)", a grid, one legend, the title;
-    saved with :func:`save_figure` and closed (figures are many in a report run). A ``.png`` gets ``.svg``
-    and ``.pdf`` siblings (vector versions for papers; the report offers them as downloads)."""
-    import matplotlib.pyplot as plt
-
+    then :func:`finish_figure`."""
     for axis in axes:
         axis.set_xlabel("layer (0 = embeddings)")
         axis.grid(True, linewidth=0.3)
     axes[0].legend(fontsize=legend_size)
     if title:
         figure.suptitle(title, fontsize=10)
+    return finish_figure(figure, path)
+
+
+def finish_figure(figure, path: str | os.PathLike) -> Path:
+    """Lay out, save with :func:`save_figure` and close (figures are many in a report run). A ``.png`` gets
+    ``.svg`` and ``.pdf`` siblings (vector versions for papers; the report offers them as downloads)."""
+    import matplotlib.pyplot as plt
+
     figure.tight_layout()
     saved = save_figure(figure, path)
     if saved.suffix == ".png":

@@ -460,31 +460,38 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
 def plot_lama(relations: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:
     """P@1 (percent) per relation at the model's output layer, model vs untrained twin (mean over seeds),
     grouped by corpus, with the chance level."""
+    last = relations[relations["layer"] == relations["layer"].max()]
+    scored = last[last["facts"] > 0]
+    model = scored[scored["encoder"] == "trained"].set_index(["corpus", "relation"])["p_at_1"].sort_index()
+    twin = scored[scored["encoder"] == "untrained"].groupby(["corpus", "relation"])["p_at_1"].mean()
+    chance = 1 / float(scored["candidates"].iloc[0]) if len(scored) else None
+    return model_vs_twin_bars(model, twin, [r for _, r in model.index], "P@1 (%)", chance, path, title)
+
+
+def model_vs_twin_bars(model: pd.Series, twin: pd.Series, labels: Sequence[str], ylabel: str,
+                       chance: float | None, path: str | os.PathLike, title: str = "",
+                       full_scale: bool = False) -> Path:
+    """One pair of bars per item (``model``'s index, in order): the model and its untrained twin (fractions,
+    shown in percent), a dotted chance line; ``full_scale`` fixes the axis at 0-100."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bertology.files import save_figure
+    from bertology.files import finish_figure
 
-    last = relations[relations["layer"] == relations["layer"].max()]
-    scored = last[last["facts"] > 0]
-    model = scored[scored["encoder"] == "trained"].set_index(["corpus", "relation"])["p_at_1"]
-    twin = scored[scored["encoder"] == "untrained"].groupby(["corpus", "relation"])["p_at_1"].mean()
-    order = model.sort_index().index
-    figure, axis = plt.subplots(figsize=(max(5, 0.32 * len(order) + 2), 3.6))
-    x = np.arange(len(order))
-    axis.bar(x - 0.2, model.reindex(order) * 100, width=0.4, label="model")
-    axis.bar(x + 0.2, twin.reindex(order).fillna(0) * 100, width=0.4, label="untrained twin")
-    if len(scored):
-        axis.axhline(100 / float(scored["candidates"].iloc[0]), color="grey", linestyle=":", label="chance")
-    axis.set_xticks(x, [f"{r}" for _, r in order], rotation=90, fontsize=7)
-    axis.set_ylabel("P@1 (%)")
+    figure, axis = plt.subplots(figsize=(max(5, 0.32 * len(model) + 2), 3.6))
+    x = np.arange(len(model))
+    axis.bar(x - 0.2, model * 100, width=0.4, label="model")
+    axis.bar(x + 0.2, twin.reindex(model.index).fillna(0) * 100, width=0.4, label="untrained twin")
+    if chance is not None:
+        axis.axhline(100 * chance, color="grey", linestyle=":", label="chance")
+    axis.set_xticks(x, list(labels), rotation=90, fontsize=7)
+    axis.set_ylabel(ylabel)
+    if full_scale:
+        axis.set_ylim(0, 100)
     axis.grid(True, axis="y", linewidth=0.3)
     axis.legend(fontsize=8)
     if title:
         axis.set_title(title, fontsize=10)
-    figure.tight_layout()
-    saved = save_figure(figure, path)
-    plt.close(figure)
-    return saved
+    return finish_figure(figure, path)

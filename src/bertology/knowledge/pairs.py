@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from bertology.errors import DataError, UsageError
-from bertology.knowledge.lama import _head_module, read_jsonl
+from bertology.knowledge.lama import _head_module, model_vs_twin_bars, read_jsonl
 from bertology.knowledge.mlm import masked_lm, untrained_masked_lm
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -240,29 +240,7 @@ def minimal_pairs(model: str | os.PathLike = "minilm", data: str | os.PathLike |
 
 def plot_pairs(paradigms: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:
     """Accuracy (percent) per paradigm at the model's output layer, model vs untrained twin, chance 50%."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertology.files import save_figure
-
     last = paradigms[paradigms["layer"] == paradigms["layer"].max()]
     model = last[last["encoder"] == "trained"].set_index("paradigm")["accuracy"].sort_index()
     twin = last[last["encoder"] == "untrained"].groupby("paradigm")["accuracy"].mean()
-    figure, axis = plt.subplots(figsize=(max(5, 0.3 * len(model) + 2), 3.6))
-    x = np.arange(len(model))
-    axis.bar(x - 0.2, model * 100, width=0.4, label="model")
-    axis.bar(x + 0.2, twin.reindex(model.index).fillna(0) * 100, width=0.4, label="untrained twin")
-    axis.axhline(50, color="grey", linestyle=":", label="chance")
-    axis.set_xticks(x, list(model.index), rotation=90, fontsize=7)
-    axis.set_ylabel("accuracy (%)")
-    axis.set_ylim(0, 100)
-    axis.grid(True, axis="y", linewidth=0.3)
-    axis.legend(fontsize=8)
-    if title:
-        axis.set_title(title, fontsize=10)
-    figure.tight_layout()
-    saved = save_figure(figure, path)
-    plt.close(figure)
-    return saved
+    return model_vs_twin_bars(model, twin, list(model.index), "accuracy (%)", 0.5, path, title, full_scale=True)
