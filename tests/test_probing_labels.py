@@ -111,3 +111,27 @@ def test_the_documented_task_builder_builds_examples():
     assert len(refs) == sum(len(s) - 1 for s in sentences)  # every word but the root
     i, j = refs[0]
     assert labels[0] == (sentences[i].heads[j] - 1 < j)
+
+
+def test_probe_labels_control_types_follow_the_stores_tokenizer(stores, tmp_path):
+    from bertology.extraction import extract
+    from bertology.models.tiny import tiny_encoder
+
+    sentences, store, _ = stores
+    labels = [None if tag == "PUNCT" else tag == "NOUN" for s in sentences for tag in s.upos]
+    # The tiny BERT's WordPiece lower-cases: "auto" makes one type of "The" and "the".
+    assert store.index["model"]["word_types"] == "lower"
+    auto = probe_labels(store, labels, seeds=(0,), l2=(1e-2,), device="cpu")
+    assert auto.meta["control_types"] == "lower"
+    exact = probe_labels(store, labels, seeds=(0,), l2=(1e-2,), device="cpu", control_types="exact")
+    assert exact.meta["control_types"] == "exact"
+    controls = [r["results"].query("baseline == 'control' and split == 'test'")["value"].to_numpy() for r in (auto, exact)]
+    assert not np.array_equal(*controls)  # different type definitions draw different control labels
+    # A byte-level BPE keeps case: its store records exact forms, and "auto" follows it.
+    cased = extract(tiny_encoder("roberta"), sentences[:20], tmp_path / "cased", progress=False)
+    assert cased.index["model"]["word_types"] == "exact"
+    few = [None if tag == "PUNCT" else tag == "NOUN" for s in sentences[:20] for tag in s.upos]
+    assert probe_labels(cased, few, seeds=(0,), l2=(1e-2,), device="cpu", control=True).meta["control_types"] == "exact"
+    given = probe_labels(store, labels, seeds=(0,), l2=(1e-2,), device="cpu",
+                         control_keys=[w for s in sentences for w in s.words])
+    assert given.meta["control_types"] == "given keys"

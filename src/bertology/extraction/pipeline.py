@@ -35,7 +35,7 @@ from bertology.extraction.alignment import (
     EncodedSentence, Segment, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
 )
 from bertology.files import ensure_dir, write_json
-from bertology.models.encoders import Encoder, fingerprint_tokenizer
+from bertology.models.encoders import Encoder, fingerprint_tokenizer, tokenizer_types
 from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.store.store import (
@@ -253,6 +253,8 @@ def _model_key(encoder: Encoder, layers, pool, attentions, dtype, long_policy, a
             "num_heads": encoder.num_heads,
             "hidden_size": encoder.hidden_size,
             "untrained_seed": encoder.untrained_seed,
+            # Whether the tokenizer tells case apart: what a word type is for control tasks on this store.
+            "word_types": tokenizer_types(encoder.tokenizer),
         },
         "layers": layers,
         "pool": pool,

@@ -143,6 +143,16 @@ def fingerprint_tokenizer(tokenizer) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def tokenizer_types(tokenizer) -> str:
+    """The type definition that follows a tokenizer: ``"lower"`` when it cannot tell case apart (an
+    uncased tokenizer gives "Apple" and "apple" the same pieces), else ``"exact"``."""
+    try:
+        pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in ("Apple", "apple", "THE", "the")]
+    except Exception:  # noqa: BLE001 - a tokenizer without the call interface: keep forms exact
+        return "exact"
+    return "lower" if pieces[0] == pieces[1] and pieces[2] == pieces[3] else "exact"
+
+
 def fingerprint_model(model: PreTrainedModel, tokenizer=None) -> str:
     """A short hash of the config, every weight and (when given) the tokenizer: the same model and
     tokenizer always give the same fingerprint; a different tokenizer gives a different one."""

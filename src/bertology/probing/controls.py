@@ -17,6 +17,7 @@ from typing import Hashable, Iterable, Sequence
 import numpy as np
 
 from bertology.errors import DataError
+from bertology.models.encoders import tokenizer_types
 
 
 def majority_label(y_train: Sequence) -> object:
@@ -139,16 +140,6 @@ def type_key(key, types: str = "lower"):
     return key
 
 
-def tokenizer_types(tokenizer) -> str:
-    """The type definition that follows a tokenizer: ``"lower"`` when it cannot tell case apart (an
-    uncased tokenizer gives "Apple" and "apple" the same pieces), else ``"exact"``."""
-    try:
-        pieces = [tokenizer(w, add_special_tokens=False)["input_ids"] for w in ("Apple", "apple", "THE", "the")]
-    except Exception:  # noqa: BLE001 - a tokenizer without the call interface: keep forms exact
-        return "exact"
-    return "lower" if pieces[0] == pieces[1] and pieces[2] == pieces[3] else "exact"
-
-
 def resolve_types(types: str, tokenizer=None) -> str:
     """``"auto"`` -> :func:`tokenizer_types` (``"lower"`` without a tokenizer); else checked and returned."""
     if types == "auto":
@@ -156,6 +147,14 @@ def resolve_types(types: str, tokenizer=None) -> str:
     if types not in TYPE_DEFINITIONS:
         raise DataError(f"control types {types!r}; expected auto, {', '.join(TYPE_DEFINITIONS)}")
     return types
+
+
+def store_word_types(store, types: str = "auto") -> str:
+    """:func:`resolve_types` for a store: ``"auto"`` follows the tokenizer it was extracted with (recorded
+    in its index as ``model.word_types``); a store written before that was recorded counts as uncased."""
+    if types == "auto":
+        return store.index.get("model", {}).get("word_types", "lower")
+    return resolve_types(types)
 
 
 def word_identity_predictions(train_keys: Sequence, y_train: Sequence, eval_keys: Sequence) -> np.ndarray:

@@ -24,7 +24,7 @@ import pandas as pd
 
 from bertology.errors import DataError, StoreError
 from bertology.numbering import parse_layers
-from bertology.probing.controls import ControlTask, word_type
+from bertology.probing.controls import ControlTask, store_word_types, word_type
 from bertology.probing.datasets import SPLITS
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
 from bertology.progress import progress_bar
@@ -110,6 +110,7 @@ def probe_labels(
     untrained=None,
     control: bool = True,
     control_keys: Sequence | None = None,
+    control_types: str = "auto",
     probe: str = "linear",
     l2: float | Sequence[float] = DEFAULT_L2,
     hidden: int = 128,
@@ -131,7 +132,9 @@ def probe_labels(
     ``{"train": indices, "dev": indices, "test": indices}``. Dev chooses each layer's L2; test is only scored.
     ``untrained``: the untrained twin's features for the same words (a Store or array): baseline
     ``untrained``. ``control``: Hewitt-and-Liang control labels keyed on ``control_keys`` (default: the
-    store's lower-cased word forms; an array without ``control_keys`` gets no control baseline).
+    store's word forms under ``control_types``: ``"auto"`` follows the tokenizer the store was extracted
+    with, lower-cased for an uncased one, exact forms otherwise; or ``"lower"``/``"exact"``; an array
+    without ``control_keys`` gets no control baseline; given keys are used as they are).
     Seed ``s`` initialises the probes, draws the control labels and, when ``train_fraction`` < 1, its
     share of the training rows (``derive_seed(s, "train-subset", task)``; default: all of them). Every
     accuracy gets a 95% interval (``ci_low``/``ci_high`` in ``summary`` and ``table2``): the bootstrap over
@@ -154,13 +157,15 @@ def probe_labels(
 
     seeds = check_probe_settings(probe, seeds, train_fraction)
     features = _open(features)
+    types_used = "given keys" if control_keys is not None else None
     if _is_store(features):
         store = features
         layer_ids = _store_layers(store, layers)
         X = features_from_store(store, layer_ids)
         groups = np.repeat(np.arange(len(store.offsets) - 1), np.diff(store.offsets))
         if control_keys is None and control:
-            control_keys = [word_type(w) for i in range(store.n_sentences) for w in store.words(i)]
+            types_used = store_word_types(store, control_types)
+            control_keys = [word_type(w, types_used) for i in range(store.n_sentences) for w in store.words(i)]
         model = model or (getattr(store, "index", None) or {}).get("model", {}).get("name")
     else:
         X = as_layer_tensor(features, "features")
@@ -226,7 +231,7 @@ def probe_labels(
                            "n_train": used, "n_dev": len(index["dev"]), "n_test": len(index["test"]), "status": "ok"}])
     meta = {"model": model, "task": task, "seeds": seeds, "layers": [int(l) for l in layer_ids],
             "train_fraction": train_fraction, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
-            "control": bool(with_control), "untrained": twin is not None, "split_seed": split_seed,
+            "control": bool(with_control), "control_types": types_used if with_control else None, "untrained": twin is not None, "split_seed": split_seed,
             "splits_given": splits is not None}
     intervals = pd.DataFrame(_intervals(model, task, layer_ids, correct, n_boot))
     return Result("probing", tables=_tables(frame, sizes, intervals), meta=meta)
