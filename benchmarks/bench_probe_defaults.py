@@ -69,20 +69,53 @@ def sentlen_signs(seeds, treebank, cache) -> dict:
     for layer in full.index:
         a, b = half.loc[layer], full.loc[layer]
         flip = bool(np.sign(a["delta"]) != np.sign(b["delta"]))
-        # A sign is established only when the delta's interval excludes 0.
-        sign_a = 0 if a["delta_ci_low"] <= 0 <= a["delta_ci_high"] else int(np.sign(a["delta"]))
-        sign_b = 0 if b["delta_ci_low"] <= 0 <= b["delta_ci_high"] else int(np.sign(b["delta"]))
-        resolved = sign_a != 0 and sign_b != 0 and sign_a != sign_b
+        # A sign is established only when the delta's interval excludes 0 (table2_frame's delta_sign).
+        sign_a, sign_b = a["delta_sign"], b["delta_sign"]
+        resolved = {sign_a, sign_b} == {"+", "-"}
         flips += [int(layer)] if flip else []
         resolved_flips += [int(layer)] if resolved else []
         print(f"  layer {int(layer)}: {100 * a['delta']:+.1f} [{100 * a['delta_ci_low']:+.1f}, "
-              f"{100 * a['delta_ci_high']:+.1f}] -> {100 * b['delta']:+.1f} [{100 * b['delta_ci_low']:+.1f}, "
-              f"{100 * b['delta_ci_high']:+.1f}]{'  sign flips' if flip else ''}")
-        record[int(layer)] = {"half": [float(a["delta"]), float(a["delta_ci_low"]), float(a["delta_ci_high"])],
-                              "full": [float(b["delta"]), float(b["delta_ci_low"]), float(b["delta_ci_high"])]}
-    print(f"SentLen: point deltas flip sign at layers {flips or 'none'}; established signs (interval excludes 0 "
-          f"at both sizes) flip at layers {resolved_flips or 'none'}")
-    return {"n_half": n_full // 2, "n_full": n_full, "layers": record, "flips": flips, "resolved_flips": resolved_flips}
+              f"{100 * a['delta_ci_high']:+.1f}] ({sign_a}) -> {100 * b['delta']:+.1f} [{100 * b['delta_ci_low']:+.1f}, "
+              f"{100 * b['delta_ci_high']:+.1f}] ({sign_b}){'  point sign flips' if flip else ''}")
+        record[int(layer)] = {"half": [float(a["delta"]), float(a["delta_ci_low"]), float(a["delta_ci_high"]), sign_a],
+                              "full": [float(b["delta"]), float(b["delta_ci_low"]), float(b["delta_ci_high"]), sign_b]}
+    print(f"SentLen: point deltas flip sign at layers {flips or 'none'}; established signs (+/- = interval excludes 0, "
+          f"0 = it holds 0) flip between + and - at layers {resolved_flips or 'none'} "
+          f"(acceptance: none) -> {'MET' if not resolved_flips else 'NOT MET'}")
+    return {"n_half": n_full // 2, "n_full": n_full, "layers": record, "flips": flips, "resolved_flips": resolved_flips,
+            "sklearn": sentlen_sklearn(treebank, cache)}
+
+
+def sentlen_sklearn(treebank, cache) -> dict:
+    """The same half/full comparison with scikit-learn's LogisticRegression on the same features (model and
+    the seed-0 twin): whether the point deltas' drift with training size is in the data or in our probe."""
+    from pathlib import Path
+
+    from bertology.models import load_encoder
+    from bertology.probing.datasets import SPLITS
+    from bertology.probing.experiment import _extract_pools, _features_for, load_datasets, merge_pools
+    from bertology.probing.probes import DEFAULT_L2
+
+    datasets = load_datasets(["sentence_length"], treebank, cache_dir=cache)
+    pools = merge_pools(datasets)
+    encoder = load_encoder("minilm", device="cpu")
+    y = {s: datasets[0].splits[s].labels.astype(str) for s in SPLITS}
+    n = len(y["train"])
+    accuracy = {}
+    for name, model in (("trained", encoder), ("untrained", encoder.untrained(0))):
+        stores = _extract_pools(model, pools, None, Path(cache), False, "cpu")
+        X = _features_for(datasets, stores, list(next(iter(stores.values())).layers))
+        X = {s: X["sentence_length", s] for s in SPLITS}
+        for size in (n // 2, n):
+            accuracy[name, size] = sklearn_per_layer({**X, "train": X["train"][:, :size]},
+                                                     {**y, "train": y["train"][:size]}, DEFAULT_L2)[0]
+    out = {}
+    for size in (n // 2, n):
+        delta = 100 * (accuracy["trained", size] - accuracy["untrained", size])
+        print(f"scikit-learn SentLen delta at n_train={size} (points, per layer): "
+              + " ".join(f"{d:+.1f}" for d in delta))
+        out[size] = {"trained": accuracy["trained", size].tolist(), "untrained": accuracy["untrained", size].tolist()}
+    return out
 
 
 def main() -> None:

@@ -21,7 +21,6 @@ def toy_squad(path: Path, articles: int = 6, paragraphs: int = 4, questions: int
     for a in range(articles):
         paras = []
         for p in range(paragraphs):
-            qas = []
             context_words = list(rng.choice(FILLER, size=words))
             position = int(rng.integers(0, words))
             with_answer = list(context_words)

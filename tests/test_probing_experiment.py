@@ -149,6 +149,10 @@ def test_a_repeated_seed_probes_its_own_untrained_twin(tiny_model, small_treeban
     pd.testing.assert_series_equal(third.value, first.value)
 
 
+def row_sign(numbers, layer: int) -> str:
+    return numbers[(numbers.task == "upos") & (numbers.layer == layer)]["delta_sign"].iloc[0]
+
+
 def test_table2_layout_and_plot(results, tmp_path):
     frame = results[0]["results"]
     table = table2(frame)
@@ -164,10 +168,14 @@ def test_table2_layout_and_plot(results, tmp_path):
              & (s.split == "test") & (s.probe == "linear")]["mean"].iloc[0]
     assert row["mean"] == pytest.approx(mean)
     assert row["delta"] == pytest.approx(mean - twin)
-    assert table.loc[1, "upos"] == f"{100 * mean:.1f} ({100 * (mean - twin):.1f})"  # a bare frame: no interval
+    delta = f"{'+' if mean > twin else ''}{100 * (mean - twin):.1f}"
+    assert table.loc[1, "upos"] == f"{100 * mean:.1f} ({delta})"  # a bare frame: no interval
+    assert row_sign(table2_frame(frame), 1) == ""  # ... and no established sign
     with_ci = table2(results[0])
+    sign = row_sign(table2_frame(results[0]), 1)
+    assert sign in ("+", "-", "0")
     assert with_ci.loc[1, "upos*"] == (f"{100 * mean:.1f} [{100 * row_ci(results[0], 1)[0]:.1f}, "
-                                       f"{100 * row_ci(results[0], 1)[1]:.1f}] ({100 * (mean - twin):.1f})")
+                                       f"{100 * row_ci(results[0], 1)[1]:.1f}] ({delta}{' ns' if sign == '0' else ''})")
     assert with_ci.loc["n train/dev/test", "upos*"] == "400/200/200"
     word_identity = numbers_with_ci = table2_frame(results[0])
     word_identity = numbers_with_ci[numbers_with_ci.task == "upos"]["word_identity"].iloc[0]

@@ -91,7 +91,7 @@ def test_selectivity_separates_a_label_layer_from_a_memorising_layer():
 
 
 def test_same_seed_reproduces_and_other_seeds_differ(planted_splits):
-    (Xtr, ytr), (Xdv, ydv), (Xte, yte) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
+    (Xtr, ytr), (Xdv, ydv), (Xte, _) = planted_splits["train"], planted_splits["dev"], planted_splits["test"]
     a = LayerwiseProbe(kind="mlp", seed=3).fit(Xtr, ytr, Xdv, ydv)
     b = LayerwiseProbe(kind="mlp", seed=3).fit(Xtr, ytr, Xdv, ydv)
     c = LayerwiseProbe(kind="mlp", seed=4).fit(Xtr, ytr, Xdv, ydv)

@@ -224,3 +224,15 @@ def test_max_sentences_caps_the_senteval_splits_too(tmp_path):
         pytest.skip("shared data not found")
     [bshift] = load_datasets(["bigram_shift"], treebank, max_sentences=50, cache_dir=tmp_path / "cache")
     assert {s: len(bshift.splits[s]) for s in ("train", "dev", "test")} == {"train": 50, "dev": 50, "test": 50}
+
+
+def test_delta_signs_are_established_only_outside_zero():
+    from bertology.probing.report import _cell, delta_signs
+
+    frame = pd.DataFrame({"delta": [0.05, -0.04, 0.03, 0.02],
+                          "delta_ci_low": [0.01, -0.08, -0.02, np.nan],
+                          "delta_ci_high": [0.09, -0.01, 0.07, np.nan]})
+    assert delta_signs(frame).tolist() == ["+", "-", "0", ""]
+    # The display says "ns" exactly where no sign is established.
+    assert _cell(0.7, 0.03, 0.0, False, 0.65, 0.75, "0") == "70.0 [65.0, 75.0] (+3.0 ns)"
+    assert _cell(0.7, -0.04, 0.0, False, 0.65, 0.75, "-") == "70.0 [65.0, 75.0] (-4.0)"

@@ -43,13 +43,13 @@ def _mean(results: pd.DataFrame, task: str, baseline: str, split: str, metric: s
     return float(rows["value"].mean())
 
 
-def _independent_interval(results, sizes, task, split, layer, summary=None) -> tuple[float, float]:
+def _independent_interval(results, sizes, task, split, layer, summary=None, metric="accuracy") -> tuple[float, float]:
     """The 95% interval a finding must show: the probing run's own (pooled bootstrap, ``summary``'s
     ``ci_low``/``ci_high``) when it computed one, else recomputed here from the binomial error over the
     split's examples plus the seed spread."""
     if summary is not None and "ci_low" in summary.columns:
         row = summary[(summary["task"] == task) & (summary["baseline"] == "none") & (summary["split"] == split)
-                      & (summary["metric"] == "accuracy") & (summary["layer"] == layer)]
+                      & (summary["metric"] == metric) & (summary["layer"] == layer)]
         if len(row) and not pd.isna(row["ci_low"].iloc[0]):
             return float(row["ci_low"].iloc[0]), float(row["ci_high"].iloc[0])
     rows = results[(results["task"] == task) & (results["baseline"] == "none") & (results["split"] == split)
@@ -74,12 +74,18 @@ def check_probing_finding(finding: Finding, results: pd.DataFrame, sizes: pd.Dat
     assert f"untrained twin {percent(finding.details['untrained'])}%" in finding.text
     if metric != "accuracy":  # structural: baseline is the linear chain
         assert finding.baseline == pytest.approx(_mean(results, task, "linear-chain", "test", metric))
+        if summary is not None and "ci_low" in summary.columns:
+            # The probing run's bootstrap over test sentences, not the seed spread.
+            low, high = _independent_interval(results, sizes, task, "test", layer, summary, metric)
+            assert (finding.ci_low, finding.ci_high) == (pytest.approx(low), pytest.approx(high))
+            assert finding.interval == "95% CI" and f"95% CI {percent(low)}–{percent(high)}" in finding.text
         return
     majority = _mean(results, task, "majority", "test", "accuracy")
     assert finding.baseline == pytest.approx(majority) and f"majority {percent(majority)}%" in finding.text
     low, high = _independent_interval(results, sizes, task, "test", layer, summary)
     assert (finding.ci_low, finding.ci_high) == (pytest.approx(low), pytest.approx(high))
-    assert f"95% CI {percent(low)}–{percent(high)}" in finding.text
+    expected = "95% CI" if summary is not None and "ci_low" in summary.columns else "95% CI (normal approx.)"
+    assert finding.interval == expected and f"{expected} {percent(low)}–{percent(high)}" in finding.text
     if finding.details["marked"]:
         assert "peaks at layer" in finding.text
         assert all("underpowered" in f for f in finding.flags), finding.flags
@@ -180,9 +186,9 @@ def test_table2_bolds_only_a_best_layer_that_may_be_marked():
     from bertology.report.sections import _marked_table2
 
     tables, _ = _synthetic_results()
-    table = _marked_table2(tables["results"], probing_scores(tables), "caption", "probing-senteval")
+    table = _marked_table2(tables, probing_scores(tables), "caption", "probing-senteval")
     html = table_html(table, "probing-senteval")
-    assert html.count("<strong class='best'>") == 1 and "<strong class='best'>85.0 (55.0)</strong>" in html
+    assert html.count("<strong class='best'>") == 1 and "<strong class='best'>85.0 (+55.0)</strong>" in html
     assert "1–3 (indistinguishable)" in html and "(at chance)" in html
     assert "text/csv" in html and "ci_low" in base64.b64decode(
         re.search(r"data:text/csv;base64,([^']+)", html).group(1)).decode()

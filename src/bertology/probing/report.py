@@ -99,8 +99,9 @@ def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = Non
     """Numbers behind Table 2: one row per (task, layer) with the encoder's mean and std over seeds, its
     95% interval (``ci_low``, ``ci_high``), the dev mean (``dev_mean``, what the best layer is chosen on),
     the untrained twin's mean, ``delta`` = encoder - twin with its own 95% interval (``delta_ci_low``,
-    ``delta_ci_high``: paired bootstrap of the per-example differences, pooled over seeds; a delta whose
-    interval holds 0 has no established sign), the control accuracy and selectivity, the
+    ``delta_ci_high``: paired bootstrap of the per-example differences, pooled over seeds) and its
+    ``delta_sign`` (:func:`delta_signs`: ``"+"``/``"-"`` where the interval excludes 0, ``"0"`` where it
+    holds 0, so no sign is established; ``""`` without an interval), the control accuracy and selectivity, the
     majority and word-identity baselines (``linear_chain`` for structural tasks), the sizes used
     (``n_train``, ``n_dev``, ``n_test``), ``best_on_dev`` (the layer with the highest dev mean, never
     chosen on test), ``best_marked`` (that layer, only when :func:`bertology.probing.summary.best_layer`
@@ -166,6 +167,7 @@ def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = Non
     frame["layer"] = frame["layer"].astype("Int64")
     for column in ("n_train", "n_dev", "n_test"):
         frame[column] = frame[column].astype("Int64")
+    frame["delta_sign"] = delta_signs(frame)
     frame["best_marked"] = False
     for task in dict.fromkeys(frame["task"]):
         verdict = best_layer(frame, task)
@@ -174,8 +176,20 @@ def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = Non
     return power_flags(frame)
 
 
+def delta_signs(frame: pd.DataFrame) -> pd.Series:
+    """The established sign of every row's delta vs the untrained twin: ``"+"`` or ``"-"`` when its 95%
+    interval (``delta_ci_low``, ``delta_ci_high``) excludes 0, ``"0"`` when the interval holds 0 (the
+    trained model and its twin are not told apart), ``""`` when the run computed no interval. A
+    conclusion is drawn from this, never from the point delta's sign, which can flip with the training size
+    while the interval holds 0 (docs/probing.md, "Deltas and their sign")."""
+    low = pd.to_numeric(frame.get("delta_ci_low", pd.Series(np.nan, index=frame.index)), errors="coerce")
+    high = pd.to_numeric(frame.get("delta_ci_high", pd.Series(np.nan, index=frame.index)), errors="coerce")
+    signs = np.where(low > 0, "+", np.where(high < 0, "-", "0"))
+    return pd.Series(np.where(low.isna() | high.isna(), "", signs), index=frame.index, dtype=object)
+
+
 def _cell(mean: float, delta: float, std: float, with_std: bool, ci_low: float = np.nan,
-          ci_high: float = np.nan) -> str:
+          ci_high: float = np.nan, delta_sign: str = "") -> str:
     if pd.isna(mean):
         return ""
     text = percent(mean)
@@ -184,7 +198,8 @@ def _cell(mean: float, delta: float, std: float, with_std: bool, ci_low: float =
     elif with_std and not pd.isna(std):
         text += f"±{percent(std)}"
     if not pd.isna(delta):
-        text += f" ({percent(delta)})"
+        # "ns": the delta's interval holds 0, so its sign is not established.
+        text += f" ({'+' if delta > 0 else ''}{percent(delta)}{' ns' if delta_sign == '0' else ''})"
     return text
 
 
@@ -204,7 +219,8 @@ def _sizes_text(part: pd.DataFrame) -> str:
 def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence[str] | None = None) -> pd.DataFrame:
     """The Convexity report's Table 2 layout, for display: layers as rows, tasks as columns, cells
     ``"acc [ci_low, ci_high] (delta)"`` in percent with the 95% interval (when the run computed one) and
-    delta = encoder - untrained twin (mean over seeds). Extra rows (:data:`EXTRA_ROWS`): ``mix`` (scalar
+    delta = encoder - untrained twin (mean over seeds), followed by ``ns`` when the delta's own interval
+    holds 0 (:func:`delta_signs`). Extra rows (:data:`EXTRA_ROWS`): ``mix`` (scalar
     mix), the baselines ``majority``, ``word identity`` (word, arc and span tasks) and ``linear chain
     (right-branching)`` (structural probes: distance |i - j|, root = the first word), the sizes used, and ``best layer (dev)``: the layer
     chosen on dev when it is distinguishable from every other layer, else the indistinguishable layers
@@ -220,7 +236,7 @@ def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence
         cells = {}
         for row in part.itertuples():
             key = "mix" if pd.isna(row.layer) else int(row.layer)
-            cells[key] = _cell(row.mean, row.delta, row.std, with_std, row.ci_low, row.ci_high)
+            cells[key] = _cell(row.mean, row.delta, row.std, with_std, row.ci_low, row.ci_high, row.delta_sign)
         for name, column in (("majority", "majority"), ("word identity", "word_identity"),
                              ("linear chain (right-branching)", "linear_chain")):
             value = part[column].iloc[0]
@@ -270,7 +286,8 @@ def table2_rich(results, split: str = "test", title: str | None = None, with_std
 
 CAPTION = ("bold = best layer: chosen on dev and outside every other layer's 95% interval (tied = layers whose "
            "interval reaches it; <maj = not above the majority baseline); [95% CI] = bootstrap over test "
-           "examples pooled over seeds; * = underpowered (CI wider than ±1.5 points or a split under 200); "
+           "examples pooled over seeds; (delta) = minus the untrained twin, ns = its 95% interval holds 0 (no "
+           "established sign); * = underpowered (CI wider than ±1.5 points or a split under 200); "
            "mix = learned scalar mix of all layers; layer 0 = embeddings")
 
 

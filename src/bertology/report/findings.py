@@ -103,12 +103,12 @@ def _interval(mean: float, std: float, n_seeds: float, n: float) -> tuple[float,
 
 def probing_scores(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per (task, split, layer) of the probing section: ``mean, std, n_seeds, n, ci_low, ci_high,
-    untrained, untrained_ci_low, untrained_ci_high, majority, control, metric, group``.
+    interval, untrained, untrained_ci_low, untrained_ci_high, majority, control, metric, group``.
 
     The one place that reads the probing tables for the report: when the probing tables carry
     ``ci_low``/``ci_high`` (and ``n_test``) they are used as they are; otherwise the interval is computed
-    here from the split's size (``datasets``) and the seed spread. Structural probes have no example count
-    in the tables, so their interval is the seed spread alone.
+    here from the split's size (``datasets``) and the seed spread (a normal approximation); where the
+    tables hold no example count either, the seed spread alone. ``interval`` names which it is.
     """
     from bertology.probing.report import table2_frame
 
@@ -134,6 +134,10 @@ def probing_scores(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
             if column not in frame.columns:
                 frame[column] = np.nan
         missing = frame["ci_low"].isna() | frame["ci_high"].isna()  # no interval from the probing run
+        # What the interval is: the probing run's bootstrap, or computed here (binomial + seed spread, or
+        # the seed spread alone where the tables hold no example count).
+        has_n = pd.Series(frame["n"], index=frame.index).notna()
+        frame["interval"] = np.where(~missing, "95% CI", np.where(has_n, "95% CI (normal approx.)", "±1.96 seed std"))
         bounds = [_interval(m, s, k, c) for m, s, k, c in
                   zip(frame["mean"], frame["std"], frame["n_seeds"], frame["n"])]
         frame.loc[missing, "ci_low"] = [b[0] for b, gap in zip(bounds, missing) if gap]
@@ -255,8 +259,8 @@ def probing_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
             flags.append(f"{_layers_text(choice['indistinguishable'])} are indistinguishable on dev")
         if choice["at_chance"]:
             flags.append("not above the majority baseline")
-        interval = "95% CI" if not structural else "±1.96 seed std"
-        flags += _power_flag(row["ci_low"], row["ci_high"]) if not structural else []
+        interval = row["interval"]
+        flags += _power_flag(row["ci_low"], row["ci_high"]) if interval != "±1.96 seed std" else []
         if pd.isna(row["ci_high"]) and not choice["marked"]:
             flags.append("one seed: no interval to tell layers apart")
         baseline_text = (f"majority {percent(majority)}%" if majority is not None

@@ -193,7 +193,9 @@ def interventions(context: ReportContext) -> Section:
         section.add(Table(shown, "The heads the attention section flags as parsers (best head per relation chosen on "
                                  "dev, beating its fixed-offset baseline there) masked together, against random sets "
                                  "of as many other heads. Changes in points; p = share of random draws (+1) that hurt "
-                                 "at least as much (one-sided empirical p-value): "
+                                 "at least as much (one-sided empirical p-value; one test, and the heads were chosen "
+                                 "on treebank attention, not on this task's data, so it needs no correction for that "
+                                 "selection): "
                                  + ("the flagged heads matter more than random ones." if real else
                                     "no evidence that the flagged heads matter more than random ones."),
                           id="interventions-flagged", float_format="{:.3f}", data=runs,

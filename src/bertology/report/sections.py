@@ -203,16 +203,21 @@ def probing(context: ReportContext) -> Section:
     senteval = classification[classification["task"].isin(TASK_NAMES)]
     with_intervals = {**tables, "results": results}  # table2 takes the intervals and sizes from these tables
     if not senteval.empty:
-        section.add(_marked_table2(senteval, scores, "Table 2 layout: SentEval probing tasks rebuilt from UD "
-                                   "English EWT (see docs/tasks.md for each task's deviations), accuracy % (delta vs "
-                                   "untrained twin); bold = best layer (see the note).", "probing-senteval"))
+        section.add(_marked_table2({**with_intervals, "results": senteval}, scores, "Table 2 layout: SentEval "
+                                   "probing tasks rebuilt from UD English EWT (see docs/tasks.md for each task's "
+                                   "deviations), accuracy % [95% CI] (delta vs untrained twin; ns = the delta's 95% "
+                                   "interval holds 0, so its sign is not established); * = underpowered (CI wider "
+                                   "than ±1.5 points or a split under 200); bold = best layer (see the note).",
+                                   "probing-senteval"))
         section.add(Figure(lambda: plot_layer_curves({**with_intervals, "results": senteval}, None), "SentEval tasks: accuracy per layer (mean ± std "
                            "over seeds) beside the majority class (dashed) and the untrained twin.",
                            id="probing-senteval-figure", data=_curve_data(scores, senteval)))
     tokens = classification[~classification["task"].isin(TASK_NAMES)]
     if not tokens.empty:
-        section.add(_marked_table2(tokens, scores, "Token and edge probes (UPOS, XPOS, dependency label of the "
-                                   "arc): accuracy % (delta vs untrained twin); bold = best layer.", "probing-tokens"))
+        section.add(_marked_table2({**with_intervals, "results": tokens}, scores, "Token and edge probes (UPOS, "
+                                   "XPOS, dependency label of the arc): accuracy % [95% CI] (delta vs untrained twin; "
+                                   "ns = its interval holds 0); * = underpowered; bold = best layer.",
+                                   "probing-tokens"))
         frame = table2_frame(with_intervals, tasks=list(dict.fromkeys(tokens["task"])))
         best = frame[frame["best_on_dev"] == True]  # noqa: E712
         cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
@@ -260,12 +265,14 @@ def _task_column(task: str, metric: str) -> str:
     return name if metric == "accuracy" else f"{name} [{metric}]"
 
 
-def _marked_table2(results: pd.DataFrame, scores: pd.DataFrame, caption: str, anchor: str) -> Table:
-    """Table 2 (layers x tasks, "acc (delta)") with the best layer in bold where it may be marked, and rows
-    saying where it is not: the layers indistinguishable from it, or that it is at chance."""
+def _marked_table2(tables: dict[str, pd.DataFrame], scores: pd.DataFrame, caption: str, anchor: str) -> Table:
+    """Table 2 (layers x tasks, "acc [95% CI] (delta)") from the probing tables restricted to some tasks
+    (``tables["results"]``), with the best layer in bold where it may be marked, and rows saying where it
+    is not: the layers indistinguishable from it, or that it is at chance."""
     from bertology.probing.report import table2
 
-    display = table2(results)
+    results = tables["results"]
+    display = table2(tables, tasks=list(dict.fromkeys(results["task"])))
     display = display.drop(index=[i for i in ("best layer (dev)",) if i in display.index])
     bold = set()
     best_row, ci_row = {}, {}
@@ -276,8 +283,9 @@ def _marked_table2(results: pd.DataFrame, scores: pd.DataFrame, caption: str, an
         rows = test[test["task"] == task]
         if rows.empty:
             continue
-        column = _task_column(task, rows["metric"].iloc[0])
-        if column not in display.columns:
+        name = _task_column(task, rows["metric"].iloc[0])
+        column = next((c for c in display.columns if str(c).rstrip("*") == name), None)  # "*": underpowered
+        if column is None:
             continue
         choice = best_layer(scores, task)
         if choice["layer"] is None:
