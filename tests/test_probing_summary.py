@@ -236,3 +236,21 @@ def test_delta_signs_are_established_only_outside_zero():
     # The display says "ns" exactly where no sign is established.
     assert _cell(0.7, 0.03, 0.0, False, 0.65, 0.75, "0") == "70.0 [65.0, 75.0] (+3.0 ns)"
     assert _cell(0.7, -0.04, 0.0, False, 0.65, 0.75, "-") == "70.0 [65.0, 75.0] (-4.0)"
+
+
+def test_senteval_split_pooled_reaches_the_probing_datasets(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from bertology.probing.experiment import load_datasets
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tasks_treebank import write_treebank
+
+    treebank = write_treebank(tmp_path / "UD_Tiny", sizes=(400, 60, 60))
+    [plain] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache")
+    [pooled] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache", senteval_split="pooled")
+    assert len(pooled.splits["test"]) > 3 * len(plain.splits["test"])
+    assert "re-split 50/10/40" in pooled.notes[0] and "train/dev/test files" in plain.notes[0]
+    # Cached apart: the same treebank split two ways is two task folders.
+    assert sorted(p.name.endswith("-pooled") for p in (tmp_path / "cache").glob("senteval-tasks-*")) == [False, True]

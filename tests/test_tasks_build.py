@@ -175,6 +175,30 @@ def test_pooled_single_file_is_split_randomly(tmp_path, treebank):
     assert totals.loc["bigram_shift", "tr"] > 4 * totals.loc["bigram_shift", "te"] > 0
 
 
+def test_pooled_split_mixes_every_file_and_grows_test(tmp_path, treebank):
+    kept, _, _ = load_splits(treebank)
+    pooled, files, source = load_splits(treebank, split="pooled")
+    assert "random 50/10/40" in source and all(f["split"] is None for f in files)
+    ids = {s: {x.id for x in pooled[s]} for s in ("tr", "va", "te")}
+    assert sum(map(len, ids.values())) == sum(len(v) for v in kept.values())  # every sentence, once
+    assert not ids["tr"] & ids["te"] and not ids["va"] & ids["te"]
+    assert len(pooled["te"]) == pytest.approx(0.4 * sum(map(len, ids.values())), abs=1)
+    assert ids["te"] & {x.id for x in kept["tr"]}, "treebank train sentences reach the pooled test split"
+    report = build_tasks(treebank, tmp_path / "p", tasks=["BShift"], length_range=LENGTHS, split="pooled")
+    plain = build_tasks(treebank, tmp_path / "t", tasks=["BShift"], length_range=LENGTHS)
+    assert report.totals().set_index("task").loc["bigram_shift", "te"] > 3 * plain.totals().set_index("task").loc[
+        "bigram_shift", "te"]
+    # One folder holds one way of splitting; asking for the other is refused before anything is written.
+    with pytest.raises(DataError, match="choose another --out"):
+        build_tasks(treebank, tmp_path / "p", tasks=["SentLen"], length_range=LENGTHS)
+    assert not (tmp_path / "p" / "sentence_length.txt").exists()
+    with pytest.raises(DataError, match="split 'random'"):
+        load_splits(treebank, split="random")
+    result = CliRunner().invoke(app, ["build", "--treebank", str(treebank), "--out", str(tmp_path / "cli"),
+                                      "--tasks", "BShift", "--split", "pooled"])
+    assert result.exit_code == 0 and "50/10/40" in result.output, result.output
+
+
 def test_bad_inputs(tmp_path):
     with pytest.raises(DataError, match="file not found"):
         build_tasks(tmp_path / "missing", tmp_path / "o")

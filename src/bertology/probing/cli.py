@@ -48,6 +48,10 @@ def probe(
     sentence_control: str = typer.Option("none", help="Control task for SentEval sentence tasks: none (default; a "
                                          "bag-of-words control is decodable from mean-pooled vectors), first-word "
                                          "(the control label of the first word's type) or bag-of-words."),
+    senteval_split: str = typer.Option("treebank", help="How SentEval tasks built from the treebank are split: "
+                                       "treebank (its own train/dev/test files) or pooled (all its sentences "
+                                       "re-split 50/10/40: test sets large enough for +/-1.5 points on BShift and "
+                                       "SOMO; not for a model trained on the treebank)."),
     scalar_mix: bool = typer.Option(True, help="Also fit a scalar mix over all layers."),
     progress: bool = options.progress_option(),
 ) -> None:
@@ -67,6 +71,8 @@ def probe(
         raise UsageError(f"--control-types {control_types!r}: expected auto, lower or exact")
     if sentence_control not in ("none", "first-word", "bag-of-words"):
         raise UsageError(f"--sentence-control {sentence_control!r}: expected none, first-word or bag-of-words")
+    if senteval_split not in ("treebank", "pooled"):
+        raise UsageError(f"--senteval-split {senteval_split!r}: expected treebank or pooled")
     seed_values = options.seed_list(seeds, seed)
     options.parse_layers(layers)  # syntax now; the range is checked once the model's depth is known
     out = out if out is not None else options.default_out(
@@ -76,7 +82,7 @@ def probe(
         model=model, tasks=tasks, treebank=treebank, seeds=seed_values, layers=layers, probe=probe_kind,
         max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, quick=quick,
         train_fraction=train_fraction, untrained=untrained, control=control, control_types=control_types,
-        sentence_control=sentence_control, scalar_mix=scalar_mix, cache_dir=cache_dir, device=device,
+        sentence_control=sentence_control, senteval_split=senteval_split, scalar_mix=scalar_mix, cache_dir=cache_dir, device=device,
         progress=progress,
     )
     result.save(out)

@@ -151,24 +151,25 @@ def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
     return Path(os.environ.get("BERTOLOGY_CACHE", Path.home() / ".cache" / "bertology"))
 
 
-def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool
+def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool, split: str = "treebank"
                     ) -> tuple[dict[str, list], dict[str, str]]:
     """SentEval tasks built from the treebank by bertology.tasks, cached by the treebank files' content
     (SHA-256), so an edited file at the same path is rebuilt. Returns ``(built, skipped)``: sentences per
-    built task and, per task the treebank cannot support, the builder's reason."""
+    built task and, per task the treebank cannot support, the builder's reason. ``split``: the treebank's
+    own train/dev/test or ``"pooled"`` (:func:`bertology.tasks.load_splits`), cached apart."""
     from bertology.data import read_senteval
     from bertology.tasks import SENTEVAL_FILES, build_tasks
 
     if treebank is None:
         return {}, {}
-    out_dir = cache / f"senteval-tasks-{treebank_hash(treebank)}"
+    out_dir = cache / (f"senteval-tasks-{treebank_hash(treebank)}" + ("" if split == "treebank" else f"-{split}"))
     manifest = out_dir / "manifest.json"
     state = json.loads(manifest.read_text()) if manifest.is_file() else {"tasks": {}, "skipped": {}}
     known = set(state.get("tasks", {})) | set(state.get("skipped", {}))
     missing = [n for n in names if n not in known
                or (n in state.get("tasks", {}) and not (out_dir / SENTEVAL_FILES[n]).is_file())]
     if missing:
-        build_tasks(treebank, out_dir, tasks=missing, progress=progress)
+        build_tasks(treebank, out_dir, tasks=missing, progress=progress, split=split)
         state = json.loads(manifest.read_text())
     built = {n: read_senteval(out_dir / SENTEVAL_FILES[n]) for n in names if n in state.get("tasks", {})}
     skipped = {n: str(state.get("skipped", {}).get(n, "not built")) for n in names if n not in built}
@@ -187,14 +188,16 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
                   wnut: str | os.PathLike | None = None, senteval_samples: str | os.PathLike | None = None,
                   max_train: int | None = None, max_eval: int | None = None, max_sentences: int | None = None,
                   cache_dir: str | os.PathLike | None = None, progress: bool = False, quick: bool = False,
-                  absent: list | None = None) -> list[ProbingDataset]:
+                  absent: list | None = None, senteval_split: str = "treebank") -> list[ProbingDataset]:
     """Every task among ``tasks`` (resolved names) as a :class:`ProbingDataset`.
 
     Registered tasks are built by their builders on the sentences of their source (``treebank`` for
     ``ud``, ``wnut`` for ``wnut17``), capped per level (:data:`DEFAULT_MAX_TRAIN`/``_EVAL``, or the
     ``quick`` caps, unless ``max_train``/``max_eval``); ``structural`` takes the treebank sentences
     holding the token caps' words. Each pool is then cut to the sentences some example uses. SentEval
-    tasks are built from the treebank by :mod:`bertology.tasks` (cached by content). A task the treebank
+    tasks are built from the treebank by :mod:`bertology.tasks` (cached by content), from its own
+    train/dev/test files or, with ``senteval_split="pooled"``, from all its sentences re-split 50/10/40
+    (larger test sets; see docs/probing.md, "Power"). A task the treebank
     cannot support is left out, never substituted: ``(task, reason)`` is appended to ``absent``. The
     shipped SentEval samples are used only when ``senteval_samples`` names their folder.
     """
@@ -234,14 +237,15 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
             built, skipped = {}, {}
         else:
             built, skipped = _build_senteval(sentence_tasks, Path(treebank) if treebank is not None else None,
-                                             _cache_root(cache_dir), progress)
+                                             _cache_root(cache_dir), progress, senteval_split)
         for task in sentence_tasks:
             try:
                 if senteval_samples is not None:
                     dataset = senteval_sample_dataset(task, Path(senteval_samples), mt, me)
                 elif task in built:
+                    how = "its train/dev/test files" if senteval_split == "treebank" else "all its sentences re-split 50/10/40"
                     dataset = senteval_dataset(task, built[task], mt, me,
-                                               notes=["built from the treebank by bertology.tasks"])
+                                               notes=[f"built from the treebank ({how}) by bertology.tasks"])
                 else:
                     source = Path(treebank).name if treebank else "no treebank"
                     absent.append((task, f"cannot be built from {source}: {skipped.get(task, 'not built')}"))
@@ -444,6 +448,7 @@ def run_probing(
     control: bool | str = True,
     control_types: str = "auto",
     sentence_control: str = "none",
+    senteval_split: str = "treebank",
     scalar_mix: bool = True,
     wnut: str | os.PathLike | None = None,
     senteval_samples: str | os.PathLike | None = None,
@@ -481,7 +486,8 @@ def run_probing(
     only with ``control=True`` and ``sentence_control`` ``"first-word"`` or ``"bag-of-words"`` (default
     ``"none"``, see docs/probing.md). Representations are extracted once per encoder into ``cache_dir``
     (keyed by model fingerprint and input words). ``treebank`` is a UD folder (train/dev/test); it also
-    feeds the SentEval task builder; tasks it cannot support are absent (``datasets`` rows with
+    feeds the SentEval task builder (``senteval_split``: ``"treebank"``, its own train/dev/test files, or
+    ``"pooled"``, all its sentences re-split 50/10/40 for larger test sets); tasks it cannot support are absent (``datasets`` rows with
     ``status="absent"`` and the reason). ``probe_options`` go to every probe (e.g. ``max_iter``).
     Accuracies are fractions.
     """
@@ -506,7 +512,7 @@ def run_probing(
     cache = _cache_root(cache_dir)
     absent: list[tuple[str, str]] = []
     datasets = load_datasets(task_names_, treebank, wnut, senteval_samples, max_train, max_eval, max_sentences,
-                             cache, progress, quick=quick, absent=absent)
+                             cache, progress, quick=quick, absent=absent, senteval_split=senteval_split)
     if not datasets:
         raise DataError("no task can be built: " + "; ".join(f"{t}: {why}" for t, why in absent))
     pools = merge_pools(datasets)
@@ -606,6 +612,7 @@ def run_probing(
         "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)], "hidden": hidden, "max_train": max_train,
         "max_eval": max_eval, "max_sentences": max_sentences, "quick": quick, "untrained": untrained,
         "control": control, "control_types": types, "sentence_control": sentence_control if control is True else "none",
+        "senteval_split": senteval_split,
         "scalar_mix": scalar_mix, "twin_per_seed": twin_per_seed,
         "treebank": None if treebank is None else str(treebank), "device": str(run_device),
         "probe_options": probe_options or {}, "n_boot": n_boot,

@@ -28,6 +28,11 @@ MANIFEST_FORMAT = "bertology-senteval-tasks/1"
 DEFAULT_LENGTH_RANGE = (5, 28)
 #: Fractions used to split a treebank that does not come as train/dev/test files.
 RANDOM_SPLIT = (0.8, 0.1, 0.1)
+#: Fractions of ``split="pooled"``: every sentence of the treebank re-split with a large test share, so the
+#: big binary tasks (BShift, SOMO) reach a 95% interval of about +/-1.5 points on UD EWT.
+POOLED_SPLIT = (0.5, 0.1, 0.4)
+#: How the sentences are divided into tr/va/te (``build_tasks(split=...)``).
+SPLIT_CHOICES = ("treebank", "pooled")
 #: Treebank split -> SentEval split code.
 SENTEVAL_SPLIT = {"train": "tr", "dev": "va", "test": "te"}
 
@@ -92,13 +97,19 @@ def _clean_words(sentence: Sentence) -> Sentence:
 
 
 def load_splits(
-    treebank: str | os.PathLike | Sequence[str | os.PathLike], seed: int = 0
+    treebank: str | os.PathLike | Sequence[str | os.PathLike], seed: int = 0, split: str = "treebank"
 ) -> tuple[dict[str, list[Sentence]], list[dict], str]:
     """Sentences per split (tr/va/te), the input files (path, sha256, split) and how splits were made.
 
-    A treebank given as train, dev and test files keeps those splits. Anything else (one file, or files
-    that do not name all three splits) is pooled and split 80/10/10 at random (seeded).
+    ``split="treebank"``: a treebank given as train, dev and test files keeps those splits; anything else
+    (one file, or files that do not name all three splits) is pooled and split 80/10/10 at random
+    (seeded). ``split="pooled"``: every file's sentences are pooled and split 50/10/40 at random
+    (:data:`POOLED_SPLIT`), for test sets large enough for +/-1.5-point intervals on the big tasks; the
+    treebank's own test file is then mixed into training, so do not use it for a model trained on the
+    treebank.
     """
+    if split not in SPLIT_CHOICES:
+        raise DataError(f"split {split!r}: expected one of {', '.join(SPLIT_CHOICES)}")
     items = [treebank] if isinstance(treebank, (str, os.PathLike)) else list(treebank)
     if not items:
         raise DataError("no treebank given; expected a UD treebank directory or CoNLL-U files")
@@ -106,7 +117,8 @@ def load_splits(
     roles = {f: split_role(f) for f in files}
     file_info = []
     by_split: dict[str, list[Sentence]] = {s: [] for s in SPLITS}
-    if all(any(r == s for r in roles.values()) for s in SPLITS) and all(r is not None for r in roles.values()):
+    keeps_files = all(any(r == s for r in roles.values()) for s in SPLITS) and all(r is not None for r in roles.values())
+    if split == "treebank" and keeps_files:
         for f in files:
             by_split[roles[f]].extend(_clean_words(s) for s in read_conllu(f))
             file_info.append({"path": str(f.resolve()), "sha256": file_sha256(f), "split": roles[f]})
@@ -115,13 +127,15 @@ def load_splits(
     for f in files:
         pooled.extend(_clean_words(s) for s in read_conllu(f))
         file_info.append({"path": str(f.resolve()), "sha256": file_sha256(f), "split": None})
+    shares = POOLED_SPLIT if split == "pooled" else RANDOM_SPLIT
     order = np.random.default_rng([seed, 7]).permutation(len(pooled))
-    n_tr = int(round(RANDOM_SPLIT[0] * len(pooled)))
-    n_va = int(round(RANDOM_SPLIT[1] * len(pooled)))
+    n_tr = int(round(shares[0] * len(pooled)))
+    n_va = int(round(shares[1] * len(pooled)))
     by_split["tr"] = [pooled[i] for i in sorted(order[:n_tr])]
     by_split["va"] = [pooled[i] for i in sorted(order[n_tr:n_tr + n_va])]
     by_split["te"] = [pooled[i] for i in sorted(order[n_tr + n_va:])]
-    return by_split, file_info, "random 80/10/10 split of the pooled sentences (seeded)"
+    percents = "/".join(f"{round(100 * x)}" for x in shares)
+    return by_split, file_info, f"random {percents} split of the pooled sentences (seeded)"
 
 
 def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int], seed: int):
@@ -217,6 +231,7 @@ def build_tasks(
     seed: int = 0,
     length_range: tuple[int, int] = DEFAULT_LENGTH_RANGE,
     progress: bool = False,
+    split: str = "treebank",
 ) -> BuildReport:
     """Build SentEval probing tasks from a CoNLL-U treebank into ``out_dir``.
 
@@ -224,7 +239,8 @@ def build_tasks(
     file or a list of them. ``tasks`` takes canonical names or Table 2 names (default: all ten). Each
     task is written as ``<senteval file name>`` (``split<TAB>label<TAB>sentence``) and described in
     ``manifest.json``. Tasks the treebank cannot support (e.g. no Number feature) are skipped with the
-    reason in the report and manifest; the others are still built.
+    reason in the report and manifest; the others are still built. ``split``: ``"treebank"`` (its
+    train/dev/test files) or ``"pooled"`` (all sentences re-split 50/10/40; :func:`load_splits`).
     """
     wanted = [resolve_task_name(t) for t in tasks] if tasks is not None else list(TASK_NAMES)
     wanted = [t for t in TASK_NAMES if t in set(wanted)]
@@ -238,7 +254,11 @@ def build_tasks(
         ensure_dir(out_dir)  # raises the one-line OutputError before any work
     manifest = _read_manifest(out_dir)
 
-    by_split, file_info, split_source = load_splits(treebank, seed=seed)
+    by_split, file_info, split_source = load_splits(treebank, seed=seed, split=split)
+    if manifest["tasks"] and {t.get("split_source") for t in manifest["tasks"].values()} != {split_source}:
+        # Tasks split another way would mix two splits in one folder.
+        raise DataError(f"{out_dir}: holds tasks split as {sorted({t.get('split_source') for t in manifest['tasks'].values()})}, "
+                        f"not {split_source!r}; choose another --out")
     ctx, input_stats = _prepare(by_split, (lo, hi), seed)
 
     from bertology import __version__ as version  # noqa: PLC0415 (avoid an import cycle at module load)

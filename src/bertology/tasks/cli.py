@@ -9,8 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from bertology.errors import UsageError
 from bertology.options import default_out, out_option, progress_option, seed_list, seed_option
-from bertology.tasks.build import build_tasks
+from bertology.tasks.build import SPLIT_CHOICES, build_tasks
 from bertology.tasks.catalog import TASKS
 from bertology.tasks.load import list_tasks
 
@@ -33,14 +34,19 @@ def build_command(
                                               help="Tasks to build (names or Table 2 names, comma-separated or "
                                                    "repeated); default all ten."),
     seed: int = seed_option(),
+    split: str = typer.Option("treebank", help="treebank (its own train/dev/test files; one file or files "
+                              "without all three splits are split 80/10/10) or pooled (every sentence re-split "
+                              "50/10/40 for larger test sets)."),
     progress: bool = progress_option(),
 ) -> None:
     """Build the probing tasks from a CoNLL-U treebank into OUT (SentEval's file format)."""
     seed_list(1, seed)  # a non-negative integer, or one line naming --seed
+    if split not in SPLIT_CHOICES:
+        raise UsageError(f"--split {split!r}: expected {' or '.join(SPLIT_CHOICES)}")
     out = out if out is not None else default_out("tasks", treebank[0].name.split(".")[0])
     console = Console()
     report = build_tasks(treebank if len(treebank) > 1 else treebank[0], out, tasks=_split_names(tasks),
-                         seed=seed, progress=progress)
+                         seed=seed, progress=progress, split=split)
     table = Table(title=f"probing tasks in {out} ({report.split_source})")
     for column in ("task", "column", "tr", "va", "te"):
         table.add_column(column, justify="right" if column in ("tr", "va", "te") else "left", no_wrap=True)
