@@ -50,18 +50,19 @@ def sklearn_per_layer(X: dict, y: dict, grid) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(test), np.asarray(dev_best)
 
 
-def sentlen_signs(seeds, treebank, cache) -> dict:
+def sentlen_signs(seeds, treebank, cache, split="treebank") -> dict:
     """SentLen's trained-minus-untrained deltas (with their paired-bootstrap intervals) at the default size
     (every training sentence) and at half of it: the default is the doubled size of the half run."""
     from bertology.probing.experiment import run_probing
     from bertology.probing.report import table2_frame
 
     full = table2_frame(run_probing("minilm", ["sentence_length"], treebank=treebank, seeds=seeds, scalar_mix=False,
-                                    cache_dir=cache, progress=False, device="cpu"))
+                                    cache_dir=cache, progress=False, device="cpu", senteval_split=split))
     full = full[full.layer.notna()].set_index("layer")
     n_full = int(full["n_train"].iloc[0])
     half = table2_frame(run_probing("minilm", ["sentence_length"], treebank=treebank, seeds=seeds, scalar_mix=False,
-                                    cache_dir=cache, progress=False, device="cpu", max_train=n_full // 2))
+                                    cache_dir=cache, progress=False, device="cpu", max_train=n_full // 2,
+                                    senteval_split=split))
     half = half[half.layer.notna()].set_index("layer")
     print(f"SentLen delta = trained - untrained (points, [95% CI]) at n_train={n_full // 2} and {n_full} (doubled):")
     flips, resolved_flips = [], []
@@ -83,10 +84,10 @@ def sentlen_signs(seeds, treebank, cache) -> dict:
           f"0 = it holds 0) flip between + and - at layers {resolved_flips or 'none'} "
           f"(acceptance: none) -> {'MET' if not resolved_flips else 'NOT MET'}")
     return {"n_half": n_full // 2, "n_full": n_full, "layers": record, "flips": flips, "resolved_flips": resolved_flips,
-            "sklearn": sentlen_sklearn(treebank, cache)}
+            "sklearn": sentlen_sklearn(treebank, cache, split)}
 
 
-def sentlen_sklearn(treebank, cache) -> dict:
+def sentlen_sklearn(treebank, cache, split="treebank") -> dict:
     """The same half/full comparison with scikit-learn's LogisticRegression on the same features (model and
     the seed-0 twin): whether the point deltas' drift with training size is in the data or in our probe."""
     from pathlib import Path
@@ -96,7 +97,7 @@ def sentlen_sklearn(treebank, cache) -> dict:
     from bertology.probing.experiment import _extract_pools, _features_for, load_datasets, merge_pools
     from bertology.probing.probes import DEFAULT_L2
 
-    datasets = load_datasets(["sentence_length"], treebank, cache_dir=cache)
+    datasets = load_datasets(["sentence_length"], treebank, cache_dir=cache, senteval_split=split)
     pools = merge_pools(datasets)
     encoder = load_encoder("minilm", device="cpu")
     y = {s: datasets[0].splits[s].labels.astype(str) for s in SPLITS}
@@ -124,6 +125,8 @@ def main() -> None:
     parser.add_argument("--cache", default=None, help="cache folder (default: a temporary one)")
     parser.add_argument("--out", default=None, help="write the numbers as JSON here")
     parser.add_argument("--sentlen-only", action="store_true", help="only the SentLen sign check")
+    parser.add_argument("--senteval-split", default="treebank", choices=("treebank", "pooled"),
+                        help="how the SentEval tasks are split (run_probing's senteval_split)")
     args = parser.parse_args()
 
     import torch
@@ -145,14 +148,15 @@ def main() -> None:
     treebank = shared_data_dir() / "ud_english_ewt"
     seeds = tuple(range(args.seeds))
     if args.sentlen_only:
-        sentlen = sentlen_signs(seeds, treebank, cache)
+        sentlen = sentlen_signs(seeds, treebank, cache, args.senteval_split)
         if args.out:
             with open(args.out, "w") as handle:
                 json.dump(sentlen, handle, indent=2)
         return
     started = time.perf_counter()
     result = run_probing("minilm", ["bigram_shift", "sentence_length"], treebank=treebank, seeds=seeds,
-                         scalar_mix=False, cache_dir=cache, progress=False, device="cpu")
+                         scalar_mix=False, cache_dir=cache, progress=False, device="cpu",
+                         senteval_split=args.senteval_split)
     seconds = time.perf_counter() - started
     table = table2_frame(result)
     sizes = result["datasets"].set_index("task")
@@ -165,7 +169,7 @@ def main() -> None:
     print(verdict.sentence())
 
     # scikit-learn on the same features and data
-    datasets = load_datasets(["bigram_shift"], treebank, cache_dir=cache)
+    datasets = load_datasets(["bigram_shift"], treebank, cache_dir=cache, senteval_split=args.senteval_split)
     from bertology.models import load_encoder
 
     encoder = load_encoder("minilm", device="cpu")
@@ -190,14 +194,17 @@ def main() -> None:
           f"sklearn {100 * sk_test[layers.index(chosen)]:.1f}, difference {diff:+.2f} points "
           f"(sklearn {sk_seconds:.0f} s)")
 
-    sentlen = sentlen_signs(seeds, treebank, cache)
+    half = 100 * (verdict.ci_high - verdict.ci_low) / 2
+    print(f"BShift 95% interval at layer {chosen}: +/-{half:.1f} points with {sizes.loc['bigram_shift', 'n_test']} test "
+          f"sentences (power rule +/-1.5: {'met' if half <= 1.5 else 'not met'}; split: {args.senteval_split})")
+    sentlen = sentlen_signs(seeds, treebank, cache, args.senteval_split)
     selectivity = result["results"]
     negative = selectivity[(selectivity.metric == "selectivity") & (selectivity.value < 0)]
     print(f"sentence-level selectivity rows: {int((selectivity.metric == 'selectivity').sum())} "
           f"(no control by default), negative: {len(negative)}")
     if args.out:
         record = {
-            "seconds": seconds, "seeds": len(seeds), "sizes": sizes[["n_train", "n_dev", "n_test"]].to_dict("index"),
+            "seconds": seconds, "seeds": len(seeds), "senteval_split": args.senteval_split, "sizes": sizes[["n_train", "n_dev", "n_test"]].to_dict("index"),
             "bshift": {"layer": chosen, "marked": verdict.marked, "layers": list(verdict.layers),
                        "ours": verdict.accuracy, "ci": [verdict.ci_low, verdict.ci_high],
                        "majority": verdict.majority, "sklearn": float(sk_test[layers.index(chosen)]),
