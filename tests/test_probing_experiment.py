@@ -228,6 +228,8 @@ def test_cli_writes_results(tiny_model, small_treebank, tmp_path, monkeypatch):
     (["--seeds", "0"], "--seeds 0"),
     (["--layers", "3-1"], "--layers"),
     (["--device", "tpu"], "--device"),
+    (["--senteval-split", "random"], "--senteval-split 'random'"),
+    (["--sentence-control", "words"], "--sentence-control 'words'"),
 ])
 def test_cli_bad_input_is_one_bertology_error(tmp_path, args, message):
     from typer.testing import CliRunner
