@@ -120,6 +120,27 @@ def test_target_forms_do_not_cross_splits(treebank):
         assert max(ids.values()) == 1
 
 
+def test_pooled_split_gives_forms_to_splits_by_share(treebank):
+    from bertology.tasks.build import POOLED_SPLIT
+    from bertology.tasks.builders import assign_forms
+
+    by_split, _, _ = load_splits(treebank, split="pooled")
+    ctx, _ = _prepare(by_split, LENGTHS, 0, POOLED_SPLIT)
+    for name in ("past_present", "subj_number", "obj_number"):
+        out = BUILDERS[name](ctx)
+        forms = {s: {i.form for i in out.instances[s]} for s in ("tr", "va", "te")}
+        assert forms["tr"] and forms["te"], name
+        assert not forms["tr"] & forms["te"] and not forms["tr"] & forms["va"] and not forms["va"] & forms["te"]
+    # Frequent forms are spread so each split gets about its share of the instances (te no longer claims first).
+    from bertology.tasks.builders import Instance
+
+    per_split = {"tr": [Instance("A", ("w",), str(i), form=f"f{i % 40}") for i in range(1000)], "va": [], "te": []}
+    moved = assign_forms(per_split, POOLED_SPLIT)
+    shares = [len(moved[s]) / 1000 for s in ("tr", "va", "te")]
+    assert shares == pytest.approx(POOLED_SPLIT, abs=0.03)
+    assert sum(len(v) for v in moved.values()) == 1000
+
+
 def test_somo_replacement_keeps_pos_and_features(treebank):
     by_split, _, _ = load_splits(treebank)
     ctx, _ = _prepare(by_split, LENGTHS, 0)

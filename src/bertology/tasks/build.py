@@ -138,7 +138,8 @@ def load_splits(
     return by_split, file_info, f"random {percents} split of the pooled sentences (seeded)"
 
 
-def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int], seed: int):
+def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int], seed: int,
+             form_shares: tuple[float, float, float] | None = None):
     """De-duplicate across and within splits (te > va > tr), filter by length, count corpus statistics."""
     seen: set[str] = set()
     kept: dict[str, list[Sentence]] = {}
@@ -177,7 +178,7 @@ def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int],
             casing.setdefault(spelling.lower(), spelling)
     ctx = BuildContext(
         splits={s: kept[s] for s in SPLITS}, seed=seed, frequency=frequency,
-        train_frequency=train_frequency, casing=casing,
+        train_frequency=train_frequency, casing=casing, form_shares=form_shares,
     )
     return ctx, {s: stats[s] for s in SPLITS}
 
@@ -259,7 +260,7 @@ def build_tasks(
         # Tasks split another way would mix two splits in one folder.
         raise DataError(f"{out_dir}: holds tasks split as {sorted({t.get('split_source') for t in manifest['tasks'].values()})}, "
                         f"not {split_source!r}; choose another --out")
-    ctx, input_stats = _prepare(by_split, (lo, hi), seed)
+    ctx, input_stats = _prepare(by_split, (lo, hi), seed, POOLED_SPLIT if split == "pooled" else None)
 
     from bertology import __version__ as version  # noqa: PLC0415 (avoid an import cycle at module load)
 

@@ -55,6 +55,9 @@ class BuildContext:
     frequency: Counter  # lower-cased word form -> count over the whole treebank
     train_frequency: Counter  # the same over tr only (used where a choice must not look at te)
     casing: dict[str, str]  # lower-cased form -> its most frequent spelling
+    #: tr/va/te shares when the splits are a random re-split of pooled sentences: lexical tasks then give
+    #: each target form to one split by these shares (:func:`assign_forms`) instead of te claiming first.
+    form_shares: tuple[float, float, float] | None = None
 
     def rng(self, task: str) -> np.random.Generator:
         # One stream per task, so building a subset of tasks gives the same files as building all.
@@ -84,15 +87,39 @@ def balance(instances: list[Instance], rng: np.random.Generator, labels: list[st
     return _shuffled(out, rng)
 
 
+def assign_forms(per_split: dict[str, list[Instance]], shares: tuple[float, float, float]
+                 ) -> dict[str, list[Instance]]:
+    """Every instance moved to the split its target form is given, so each form lives in one split and the
+    splits hold about ``shares`` of the instances: forms in order of frequency (ties by spelling) go one by
+    one to the split furthest below its share. For randomly re-split sentences only: an instance's own
+    split carries no meaning there, and claiming te-first would hand te every frequent form."""
+    pooled = [inst for split in SPLITS for inst in per_split[split]]
+    counts = Counter(inst.form for inst in pooled)
+    target = dict(zip(SPLITS, (share * len(pooled) for share in shares)))
+    filled = dict.fromkeys(SPLITS, 0)
+    home: dict = {}
+    for form, n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+        split = max(SPLITS, key=lambda s: ((target[s] - filled[s]) / target[s] if target[s] else -math.inf))
+        home[form] = split
+        filled[split] += n
+    return {split: [inst for inst in pooled if home[inst.form] == split] for split in SPLITS}
+
+
 def balance_form_disjoint(
-    per_split: dict[str, list[Instance]], rng: np.random.Generator, labels: list[str]
+    per_split: dict[str, list[Instance]], rng: np.random.Generator, labels: list[str],
+    shares: tuple[float, float, float] | None = None,
 ) -> dict[str, list[Instance]]:
     """Balance labels per split and keep every target form in one split only.
 
     Splits claim forms in the order te, va, tr: te keeps all its instances, va drops those whose form
     is in te, tr drops those whose form is in va or te. SentEval instead assigned forms to partitions
     when sampling from a corpus 1000x larger; with a small treebank this keeps the test split intact.
+    With ``shares`` (randomly re-split sentences, ``split="pooled"``) forms are given to splits by
+    :func:`assign_forms` instead.
     """
+    if shares is not None:
+        moved = assign_forms(per_split, shares)
+        return {split: balance(moved[split], rng, labels) for split in SPLITS}
     claimed: set[str] = set()
     out = {}
     for split in CLAIM_ORDER:
@@ -460,7 +487,7 @@ def build_past_present(ctx: BuildContext) -> TaskOutput:
     one = tense_instance
     per_split, rejected = _for_each_split(ctx, one)
     out = TaskOutput(rejected=rejected, label_order=["PAST", "PRES"])
-    out.instances = balance_form_disjoint(per_split, rng, out.label_order)
+    out.instances = balance_form_disjoint(per_split, rng, out.label_order, ctx.form_shares)
     out.deviations += [
         "the main verb is the root when finite, else the root's leftmost finite aux/cop (so 'has eaten' is PRES), "
         "labelled by the UD Tense feature instead of the PTB tags VBD vs VBP/VBZ",
@@ -506,7 +533,7 @@ def _build_number(ctx: BuildContext, task: str, relations: tuple[str, ...], name
     rng = ctx.rng(task)
     per_split, rejected = _for_each_split(ctx, number_instance(relations, name))
     out = TaskOutput(rejected=rejected, label_order=["NN", "NNS"], params={"relations": list(relations)})
-    out.instances = balance_form_disjoint(per_split, rng, out.label_order)
+    out.instances = balance_form_disjoint(per_split, rng, out.label_order, ctx.form_shares)
     out.deviations += [
         f"the {name} is the root's first {'/'.join(relations)} dependent, kept only when it is a common noun "
         "(UPOS NOUN); NN/NNS come from the UD Number feature (Sing/Plur) instead of PTB tags",
