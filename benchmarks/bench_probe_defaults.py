@@ -50,7 +50,7 @@ def sklearn_per_layer(X: dict, y: dict, grid) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(test), np.asarray(dev_best)
 
 
-def sentlen_signs(seeds, treebank, cache, split="treebank") -> dict:
+def sentlen_signs(seeds, treebank, cache, split="pooled") -> dict:
     """SentLen's trained-minus-untrained deltas (with their paired-bootstrap intervals) at the default size
     (every training sentence) and at half of it: the default is the doubled size of the half run."""
     from bertology.probing.experiment import run_probing
@@ -87,7 +87,7 @@ def sentlen_signs(seeds, treebank, cache, split="treebank") -> dict:
             "sklearn": sentlen_sklearn(treebank, cache, split)}
 
 
-def sentlen_sklearn(treebank, cache, split="treebank") -> dict:
+def sentlen_sklearn(treebank, cache, split="pooled") -> dict:
     """The same half/full comparison with scikit-learn's LogisticRegression on the same features (model and
     the seed-0 twin): whether the point deltas' drift with training size is in the data or in our probe."""
     from pathlib import Path
@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--cache", default=None, help="cache folder (default: a temporary one)")
     parser.add_argument("--out", default=None, help="write the numbers as JSON here")
     parser.add_argument("--sentlen-only", action="store_true", help="only the SentLen sign check")
-    parser.add_argument("--senteval-split", default="treebank", choices=("treebank", "pooled"),
+    parser.add_argument("--senteval-split", default="pooled", choices=("treebank", "pooled"),
                         help="how the SentEval tasks are split (run_probing's senteval_split)")
     args = parser.parse_args()
 

@@ -248,9 +248,11 @@ def test_senteval_split_pooled_reaches_the_probing_datasets(tmp_path):
     from tasks_treebank import write_treebank
 
     treebank = write_treebank(tmp_path / "UD_Tiny", sizes=(400, 60, 60))
-    [plain] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache")
+    [plain] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache", senteval_split="treebank")
+    [default] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache")
     [pooled] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache", senteval_split="pooled")
     assert len(pooled.splits["test"]) > 3 * len(plain.splits["test"])
     assert "re-split 50/10/40" in pooled.notes[0] and "train/dev/test files" in plain.notes[0]
+    assert len(default.splits["test"]) == len(pooled.splits["test"]), "pooled is the default"
     # Cached apart: the same treebank split two ways is two task folders.
     assert sorted(p.name.endswith("-pooled") for p in (tmp_path / "cache").glob("senteval-tasks-*")) == [False, True]

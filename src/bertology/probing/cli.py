@@ -48,10 +48,10 @@ def probe(
     sentence_control: str = typer.Option("none", help="Control task for SentEval sentence tasks: none (default; a "
                                          "bag-of-words control is decodable from mean-pooled vectors), first-word "
                                          "(the control label of the first word's type) or bag-of-words."),
-    senteval_split: str = typer.Option("treebank", help="How SentEval tasks built from the treebank are split: "
-                                       "treebank (its own train/dev/test files) or pooled (all its sentences "
-                                       "re-split 50/10/40: test sets large enough for +/-1.5 points on BShift and "
-                                       "SOMO; not for a model trained on the treebank)."),
+    senteval_split: str = typer.Option("pooled", help="How SentEval tasks built from the treebank are split: "
+                                       "pooled (default; all its sentences re-split 50/10/40: test sets large "
+                                       "enough for +/-1.5 points on BShift and SOMO; not for a model trained on "
+                                       "the treebank) or treebank (its own train/dev/test files)."),
     scalar_mix: bool = typer.Option(True, help="Also fit a scalar mix over all layers."),
     progress: bool = options.progress_option(),
 ) -> None:

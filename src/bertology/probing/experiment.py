@@ -151,7 +151,7 @@ def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
     return Path(os.environ.get("BERTOLOGY_CACHE", Path.home() / ".cache" / "bertology"))
 
 
-def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool, split: str = "treebank"
+def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool, split: str = "pooled"
                     ) -> tuple[dict[str, list], dict[str, str]]:
     """SentEval tasks built from the treebank by bertology.tasks, cached by the treebank files' content
     (SHA-256), so an edited file at the same path is rebuilt. Returns ``(built, skipped)``: sentences per
@@ -188,16 +188,17 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
                   wnut: str | os.PathLike | None = None, senteval_samples: str | os.PathLike | None = None,
                   max_train: int | None = None, max_eval: int | None = None, max_sentences: int | None = None,
                   cache_dir: str | os.PathLike | None = None, progress: bool = False, quick: bool = False,
-                  absent: list | None = None, senteval_split: str = "treebank") -> list[ProbingDataset]:
+                  absent: list | None = None, senteval_split: str = "pooled") -> list[ProbingDataset]:
     """Every task among ``tasks`` (resolved names) as a :class:`ProbingDataset`.
 
     Registered tasks are built by their builders on the sentences of their source (``treebank`` for
     ``ud``, ``wnut`` for ``wnut17``), capped per level (:data:`DEFAULT_MAX_TRAIN`/``_EVAL``, or the
     ``quick`` caps, unless ``max_train``/``max_eval``); ``structural`` takes the treebank sentences
     holding the token caps' words. Each pool is then cut to the sentences some example uses. SentEval
-    tasks are built from the treebank by :mod:`bertology.tasks` (cached by content), from its own
-    train/dev/test files or, with ``senteval_split="pooled"``, from all its sentences re-split 50/10/40
-    (larger test sets; see docs/probing.md, "Power"). A task the treebank
+    tasks are built from the treebank by :mod:`bertology.tasks` (cached by content), by default
+    (``senteval_split="pooled"``) from all its sentences re-split 50/10/40, for test sets large enough for
+    the power rule, or (``"treebank"``) from its own train/dev/test files (docs/probing.md, "Intervals and
+    the power rule"). A task the treebank
     cannot support is left out, never substituted: ``(task, reason)`` is appended to ``absent``. The
     shipped SentEval samples are used only when ``senteval_samples`` names their folder.
     """
@@ -448,7 +449,7 @@ def run_probing(
     control: bool | str = True,
     control_types: str = "auto",
     sentence_control: str = "none",
-    senteval_split: str = "treebank",
+    senteval_split: str = "pooled",
     scalar_mix: bool = True,
     wnut: str | os.PathLike | None = None,
     senteval_samples: str | os.PathLike | None = None,
@@ -486,8 +487,8 @@ def run_probing(
     only with ``control=True`` and ``sentence_control`` ``"first-word"`` or ``"bag-of-words"`` (default
     ``"none"``, see docs/probing.md). Representations are extracted once per encoder into ``cache_dir``
     (keyed by model fingerprint and input words). ``treebank`` is a UD folder (train/dev/test); it also
-    feeds the SentEval task builder (``senteval_split``: ``"treebank"``, its own train/dev/test files, or
-    ``"pooled"``, all its sentences re-split 50/10/40 for larger test sets); tasks it cannot support are absent (``datasets`` rows with
+    feeds the SentEval task builder (``senteval_split``: ``"pooled"``, all its sentences re-split 50/10/40
+    for test sets large enough for the power rule, or ``"treebank"``, its own train/dev/test files); tasks it cannot support are absent (``datasets`` rows with
     ``status="absent"`` and the reason). ``probe_options`` go to every probe (e.g. ``max_iter``).
     Accuracies are fractions.
     """

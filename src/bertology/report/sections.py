@@ -177,7 +177,8 @@ def probing(context: ReportContext) -> Section:
     caps = context.probe_caps
     # rev 2: probing results as a Result (fractions, nullable layer/seed, a component column)
     # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 3}
+    # rev 4: SentEval tasks from the pooled 50/10/40 re-split of the treebank (run_probing's default)
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 4}
 
     def compute() -> dict[str, pd.DataFrame]:
         return run_probing_for_report(context, tasks, caps).tables
@@ -204,7 +205,7 @@ def probing(context: ReportContext) -> Section:
     with_intervals = {**tables, "results": results}  # table2 takes the intervals and sizes from these tables
     if not senteval.empty:
         section.add(_marked_table2({**with_intervals, "results": senteval}, scores, "Table 2 layout: SentEval "
-                                   "probing tasks rebuilt from UD English EWT (see docs/tasks.md for each task's "
+                                   "probing tasks rebuilt from UD English EWT, its sentences re-split 50/10/40 (see docs/tasks.md for each task's "
                                    "deviations), accuracy % [95% CI] (delta vs untrained twin; ns = the delta's 95% "
                                    "interval holds 0, so its sign is not established); * = underpowered (CI wider "
                                    "than ±1.5 points or a split under 200); bold = best layer (see the note).",
