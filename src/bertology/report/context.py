@@ -82,9 +82,10 @@ def setup_notes() -> list[str]:
         "Corpus: UD English EWT instead of the papers' corpora (SentEval's Toronto Books sentences, Clark's "
         "Wikipedia/WSJ, Hewitt and Manning's PTB); SentEval's ten tasks are rebuilt from the treebank "
         "(docs/tasks.md lists each deviation).",
-        "Probes: training sets capped (bertology probe's defaults: 4,000 words or arcs and 1,000 for dev/test for "
-        "token tasks, 1,000 sentences and 300 for dev/test per SentEval task) so the battery runs in minutes "
-        "on 2 CPU cores; structural probes train on the same UD sentences (about 250), far fewer than Hewitt and "
+        "Probes: training sets capped (bertology probe's --quick sizes: 4,000 words or arcs and 1,000 for dev/test "
+        "for token tasks, 1,000 sentences and 300 for dev/test per SentEval task, the tasks built from EWT's "
+        "sentences re-split 50/10/40) so the battery runs in minutes on 2 CPU cores; starred columns are "
+        "underpowered (bertology probe without --quick uses every example); structural probes train on the same UD sentences (about 250), far fewer than Hewitt and "
         "Manning's 40k PTB sentences, so their UUAS is well below a full run's (docs/structural_probes.md); L2 chosen on dev per layer; the layer shown as best is chosen on dev, never on test; "
         "one untrained twin (seed 0) serves all probe seeds, as the Convexity report's single untrained BERT.",
         "Control tasks (Hewitt and Liang 2019) are run for the word- and arc-level tasks; the sentence-level "
