@@ -19,8 +19,10 @@ def minilm_results(tmp_path_factory):
         pytest.skip("shared data (../shared/data) not found")
     if not treebank.is_dir():
         pytest.skip("UD English EWT not in the shared data")
-    return run_probing("minilm", ["upos", "bigram_shift"], treebank=treebank, seeds=(0,), max_train=600,
-                       max_eval=300, l2=(1e-3, 1e-2), scalar_mix=False, control=False,
+    # 1,500 training / 800 test examples: with 600/300 the mean BShift delta over layers 1-6 is within
+    # noise of the 3-point bar (2.8 on the pooled split's first 600 sentences; 8.4 at these sizes).
+    return run_probing("minilm", ["upos", "bigram_shift"], treebank=treebank, seeds=(0,), max_train=1500,
+                       max_eval=800, l2=(1e-3, 1e-2), scalar_mix=False, control=False,
                        cache_dir=tmp_path_factory.mktemp("cache"), progress=False)["results"]
 
 
