@@ -5,7 +5,7 @@ PIP := $(VENV)/bin/pip
 BERTOLOGY := $(VENV)/bin/bertology
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench browser clean
+.PHONY: install demo test test-fast lint bench browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,6 +32,9 @@ test: install browser
 
 test-fast: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 -m "not integration and not browser"
+
+lint: install
+	$(VENV)/bin/ruff check src tests benchmarks
 
 bench: install
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
