@@ -105,6 +105,13 @@ def assign_forms(per_split: dict[str, list[Instance]], shares: tuple[float, floa
     return {split: [inst for inst in pooled if home[inst.form] == split] for split in SPLITS}
 
 
+def _form_rule(ctx: BuildContext) -> str:
+    """How the lexical tasks kept target forms split-disjoint, for the manifest's deviations."""
+    if ctx.form_shares is not None:
+        return "each form given to one split by the split shares, most frequent first"
+    return "te keeps all; va drops te's forms; tr drops va's and te's"
+
+
 def balance_form_disjoint(
     per_split: dict[str, list[Instance]], rng: np.random.Generator, labels: list[str],
     shares: tuple[float, float, float] | None = None,
@@ -492,7 +499,7 @@ def build_past_present(ctx: BuildContext) -> TaskOutput:
         "the main verb is the root when finite, else the root's leftmost finite aux/cop (so 'has eaten' is PRES), "
         "labelled by the UD Tense feature instead of the PTB tags VBD vs VBP/VBZ",
         "no 100-5000 corpus-frequency band for the verb (the treebank is too small); verb forms are still "
-        "disjoint across splits (te keeps all; va drops te's forms; tr drops va's and te's)",
+        f"disjoint across splits ({_form_rule(ctx)})",
     ]
     return out
 
@@ -538,7 +545,7 @@ def _build_number(ctx: BuildContext, task: str, relations: tuple[str, ...], name
         f"the {name} is the root's first {'/'.join(relations)} dependent, kept only when it is a common noun "
         "(UPOS NOUN); NN/NNS come from the UD Number feature (Sing/Plur) instead of PTB tags",
         "no 100-5000 corpus-frequency band for the noun (the treebank is too small); noun forms are still "
-        "disjoint across splits (te keeps all; va drops te's forms; tr drops va's and te's)",
+        f"disjoint across splits ({_form_rule(ctx)})",
     ]
     return out
 
