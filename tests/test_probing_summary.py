@@ -256,3 +256,46 @@ def test_senteval_split_pooled_reaches_the_probing_datasets(tmp_path):
     assert len(default.splits["test"]) == len(pooled.splits["test"]), "pooled is the default"
     # Cached apart: the same treebank split two ways is two task folders.
     assert sorted(p.name.endswith("-pooled") for p in (tmp_path / "cache").glob("senteval-tasks-*")) == [False, True]
+
+
+def test_sentence_only_pools_keep_sentence_means_not_word_stores(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from bertology.models.tiny import tiny_encoder
+    from bertology.probing.experiment import (
+        SentenceMeans,
+        _extract_pools,
+        _features_for,
+        load_datasets,
+        merge_pools,
+        run_probing,
+        sentence_only_sources,
+    )
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tasks_treebank import write_treebank
+
+    treebank = write_treebank(tmp_path / "UD_Tiny", sizes=(200, 40, 40))
+    encoder = tiny_encoder("bert")
+    datasets = load_datasets(["bigram_shift", "upos"], treebank, cache_dir=tmp_path / "tasks", max_train=300)
+    pools = merge_pools(datasets)
+    assert sentence_only_sources(datasets) == {"senteval"}  # the UD pool also serves word tasks
+    words = _extract_pools(encoder, pools, None, tmp_path / "words", False, "cpu")
+    means = _extract_pools(encoder, pools, None, tmp_path / "means", False, "cpu", {"senteval"})
+    assert isinstance(means["senteval", "test"], SentenceMeans) and not isinstance(means["ud", "test"], SentenceMeans)
+    layers = list(words["ud", "train"].layers)
+    expected, got = _features_for(datasets, words, layers), _features_for(datasets, means, layers)
+    for key in expected:
+        np.testing.assert_array_equal(got[key], expected[key])  # the same features, bit for bit
+    kept = sorted(p.name for p in (tmp_path / "means" / "stores").iterdir() if p.name.startswith("senteval"))
+    assert kept and all(name.endswith(("-sentence-means.npy", "-sentence-means.json")) for name in kept)
+    # run_probing keeps the means and reuses them: a rerun extracts nothing and gives the same numbers.
+    first = run_probing(encoder, ["bigram_shift"], treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False,
+                        cache_dir=tmp_path / "run", progress=False, device="cpu")
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "run" / "stores").iterdir()}
+    assert files and all(p.suffix in (".npy", ".json") for p in files), sorted(p.name for p in files)
+    again = run_probing(encoder, ["bigram_shift"], treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False,
+                        cache_dir=tmp_path / "run", progress=False, device="cpu")
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "run" / "stores").iterdir()} == files
+    pd.testing.assert_frame_equal(first["results"], again["results"])

@@ -288,18 +288,73 @@ def merge_pools(datasets: Sequence[ProbingDataset]) -> dict[str, dict[str, list]
     return merged
 
 
-def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Path, progress: bool, device):
-    """Extract (or reuse, keyed by the model fingerprint and the words) one store per source and split."""
+class SentenceMeans:
+    """Every sentence's mean word vector per layer, kept in place of a word-level store for a pool that only
+    sentence tasks read (the SentEval tasks): ``[n_layers, n_sentences, dim]`` float32 in one ``.npy``
+    (about 20x smaller than the words). It answers what :func:`_features_for` asks of a store: ``layers``,
+    ``dim``, ``offsets`` (one row per sentence) and ``layer(l)``; the features are the same numbers."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.means = np.load(self.path, mmap_mode="r")
+        self.layers = [int(l) for l in json.loads(self.path.with_suffix(".json").read_text())["layers"]]
+        self.offsets = np.arange(self.means.shape[1] + 1, dtype=np.int64)
+
+    @property
+    def dim(self) -> int:
+        return int(self.means.shape[2])
+
+    def layer(self, layer: int) -> np.ndarray:
+        return np.asarray(self.means[self.layers.index(int(layer))])
+
+    @classmethod
+    def from_store(cls, store, path: Path) -> "SentenceMeans":
+        """Write the sentence means of a word-level store (atomically: the ``.npy`` appears last)."""
+        from bertology.files import atomic_path, write_json
+
+        means = np.stack([sentence_mean_vectors(store.layer(layer), store.offsets) for layer in store.layers])
+        write_json(path.with_suffix(".json"), {"layers": list(store.layers), "from_store": store.path.name})
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as handle:
+                np.save(handle, means)
+        return cls(path)
+
+
+def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Path, progress: bool, device,
+                   sentence_only: Iterable[str] = ()):
+    """Extract (or reuse, keyed by the model fingerprint and the words) one store per source and split.
+
+    Pools of a source in ``sentence_only`` keep only their sentence means (:class:`SentenceMeans`): the
+    word-level store is extracted, reduced to the means and removed."""
+    import shutil
+
     from bertology.extraction import corpus_hash, extract
 
     stores = {}
     layer_key = "all" if layers is None else "-".join(map(str, layers))
+    sentence_only = set(sentence_only)
     for source, by_split in pools.items():
         for split, sentences in by_split.items():
             path = cache / "stores" / f"{source}-{split}-{encoder.fingerprint}-{corpus_hash(sentences)}-L{layer_key}"
-            stores[source, split] = extract(encoder, sentences, path, layers=layers, pool="word-mean",
-                                            dtype="float16", progress=progress, device=device)
+            means_path = path.with_name(path.name + "-sentence-means.npy")
+            if source in sentence_only and means_path.is_file():
+                stores[source, split] = SentenceMeans(means_path)
+                shutil.rmtree(path, ignore_errors=True)  # left by a run stopped between the two steps
+                continue
+            store = extract(encoder, sentences, path, layers=layers, pool="word-mean", dtype="float16",
+                            progress=progress, device=device)
+            if source in sentence_only:
+                stores[source, split] = SentenceMeans.from_store(store, means_path)
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                stores[source, split] = store
     return stores
+
+
+def sentence_only_sources(datasets: Sequence[ProbingDataset]) -> set[str]:
+    """The sources whose every task is sentence-level: their pools need only sentence means."""
+    sources = {d.source for d in datasets}
+    return {s for s in sources if all(d.level == "sentence" for d in datasets if d.source == s)}
 
 
 def _features_for(datasets: Sequence[ProbingDataset], stores, layers: Sequence[int]) -> dict:
@@ -525,7 +580,8 @@ def run_probing(
         encoder = load_encoder(model, device=str(run_device))
     types = resolve_types(control_types, getattr(encoder, "tokenizer", None))
     layers = parse_layers(layers, encoder.num_layers)
-    stores = _extract_pools(encoder, pools, layers, cache, progress, str(run_device))
+    sentence_only = sentence_only_sources(datasets)
+    stores = _extract_pools(encoder, pools, layers, cache, progress, str(run_device), sentence_only)
     store_layers = list(next(iter(stores.values())).layers)
     layer_ids = store_layers if layers is None else list(layers)
     trained_X = _features_for(datasets, stores, layer_ids)
@@ -562,7 +618,8 @@ def run_probing(
                 twin_seed = seed if twin_per_seed else seeds[0]
                 if twin_seed not in twin_stores:
                     twin = encoder.untrained(twin_seed)
-                    twin_stores[twin_seed] = _extract_pools(twin, pools, layers, cache, progress, str(run_device))
+                    twin_stores[twin_seed] = _extract_pools(twin, pools, layers, cache, progress, str(run_device),
+                                                            sentence_only)
                 if twin_of_features != twin_seed:
                     # Features of the twin of *this* seed: a repeated seed must not reuse the last twin's.
                     twin_X, twin_of_features = _features_for(datasets, twin_stores[twin_seed], layer_ids), twin_seed
@@ -596,7 +653,7 @@ def run_probing(
     if any(d.level == "structural" for d in datasets):
         if untrained and seeds[0] not in twin_stores:
             twin_stores[seeds[0]] = _extract_pools(encoder.untrained(seeds[0]), pools, layers, cache, progress,
-                                                   str(run_device))
+                                                   str(run_device), sentence_only)
         structural, structural_ci = _structural(model, pools["ud"], stores, twin_stores if untrained else {}, seeds,
                                                 layers, run_device, structural_kwargs, progress, n_boot)
         frame = pd.concat([frame, structural], ignore_index=True) if len(frame) else structural
