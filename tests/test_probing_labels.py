@@ -135,3 +135,5 @@ def test_probe_labels_control_types_follow_the_stores_tokenizer(stores, tmp_path
     given = probe_labels(store, labels, seeds=(0,), l2=(1e-2,), device="cpu",
                          control_keys=[w for s in sentences for w in s.words])
     assert given.meta["control_types"] == "given keys"
+    with pytest.raises(DataError, match="control types 'upper'"):
+        probe_labels(store, labels, seeds=(0,), l2=(1e-2,), device="cpu", control_types="upper")

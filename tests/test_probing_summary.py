@@ -252,7 +252,8 @@ def test_senteval_split_pooled_reaches_the_probing_datasets(tmp_path):
     [default] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache")
     [pooled] = load_datasets(["bigram_shift"], treebank, cache_dir=tmp_path / "cache", senteval_split="pooled")
     assert len(pooled.splits["test"]) > 3 * len(plain.splits["test"])
-    assert "re-split 50/10/40" in pooled.notes[0] and "train/dev/test files" in plain.notes[0]
+    assert "random 50/10/40 split of the pooled sentences" in pooled.notes[0]
+    assert "treebank train/dev/test files" in plain.notes[0]
     assert len(default.splits["test"]) == len(pooled.splits["test"]), "pooled is the default"
     # Cached apart: the same treebank split two ways is two task folders.
     assert sorted(p.name.endswith("-pooled") for p in (tmp_path / "cache").glob("senteval-tasks-*")) == [False, True]
@@ -299,3 +300,10 @@ def test_sentence_only_pools_keep_sentence_means_not_word_stores(tmp_path):
                         cache_dir=tmp_path / "run", progress=False, device="cpu")
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "run" / "stores").iterdir()} == files
     pd.testing.assert_frame_equal(first["results"], again["results"])
+    # A damaged means file is computed again, not read as numbers.
+    damaged = next(p for p in files if p.suffix == ".npy")
+    damaged.write_bytes(b"not a numpy file")
+    third = run_probing(encoder, ["bigram_shift"], treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False,
+                        cache_dir=tmp_path / "run", progress=False, device="cpu")
+    pd.testing.assert_frame_equal(first["results"], third["results"])
+    assert np.load(damaged).ndim == 3

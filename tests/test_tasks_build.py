@@ -218,6 +218,9 @@ def test_pooled_split_mixes_every_file_and_grows_test(tmp_path, treebank):
     result = CliRunner().invoke(app, ["build", "--treebank", str(treebank), "--out", str(tmp_path / "cli"),
                                       "--tasks", "BShift", "--split", "pooled"])
     assert result.exit_code == 0 and "50/10/40" in result.output, result.output
+    bad = CliRunner().invoke(app, ["build", "--treebank", str(treebank), "--out", str(tmp_path / "bad"),
+                                   "--split", "random"])
+    assert bad.exit_code != 0 and "--split 'random'" in str(bad.exception), bad.output
 
 
 def test_bad_inputs(tmp_path):

@@ -152,16 +152,17 @@ def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
 
 
 def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool, split: str = "pooled"
-                    ) -> tuple[dict[str, list], dict[str, str]]:
+                    ) -> tuple[dict[str, list], dict[str, str], dict[str, str]]:
     """SentEval tasks built from the treebank by bertology.tasks, cached by the treebank files' content
-    (SHA-256), so an edited file at the same path is rebuilt. Returns ``(built, skipped)``: sentences per
-    built task and, per task the treebank cannot support, the builder's reason. ``split``: the treebank's
+    (SHA-256), so an edited file at the same path is rebuilt. Returns ``(built, skipped, split_sources)``:
+    sentences per built task, per task the treebank cannot support the builder's reason, and per built task
+    how its splits were made (the manifest's ``split_source``). ``split``: the treebank's
     own train/dev/test or ``"pooled"`` (:func:`bertology.tasks.load_splits`), cached apart."""
     from bertology.data import read_senteval
     from bertology.tasks import SENTEVAL_FILES, build_tasks
 
     if treebank is None:
-        return {}, {}
+        return {}, {}, {}
     out_dir = cache / (f"senteval-tasks-{treebank_hash(treebank)}" + ("" if split == "treebank" else f"-{split}"))
     manifest = out_dir / "manifest.json"
     state = json.loads(manifest.read_text()) if manifest.is_file() else {"tasks": {}, "skipped": {}}
@@ -173,7 +174,8 @@ def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progre
         state = json.loads(manifest.read_text())
     built = {n: read_senteval(out_dir / SENTEVAL_FILES[n]) for n in names if n in state.get("tasks", {})}
     skipped = {n: str(state.get("skipped", {}).get(n, "not built")) for n in names if n not in built}
-    return built, skipped
+    split_sources = {n: str(state["tasks"][n].get("split_source", "")) for n in built}
+    return built, skipped, split_sources
 
 
 def _source_folder(source: str, given: str | os.PathLike | None) -> Path:
@@ -235,18 +237,17 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
         if max_sentences is not None:  # at most that many sentences per split, as for the treebank's own tasks
             mt, me = (min(c, max_sentences) if c is not None else max_sentences for c in (mt, me))
         if senteval_samples is not None:
-            built, skipped = {}, {}
+            built, skipped, split_sources = {}, {}, {}
         else:
-            built, skipped = _build_senteval(sentence_tasks, Path(treebank) if treebank is not None else None,
+            built, skipped, split_sources = _build_senteval(sentence_tasks, Path(treebank) if treebank is not None else None,
                                              _cache_root(cache_dir), progress, senteval_split)
         for task in sentence_tasks:
             try:
                 if senteval_samples is not None:
                     dataset = senteval_sample_dataset(task, Path(senteval_samples), mt, me)
                 elif task in built:
-                    how = "its train/dev/test files" if senteval_split == "treebank" else "all its sentences re-split 50/10/40"
                     dataset = senteval_dataset(task, built[task], mt, me,
-                                               notes=[f"built from the treebank ({how}) by bertology.tasks"])
+                                               notes=[f"built from the treebank ({split_sources[task]}) by bertology.tasks"])
                 else:
                     source = Path(treebank).name if treebank else "no treebank"
                     absent.append((task, f"cannot be built from {source}: {skipped.get(task, 'not built')}"))
@@ -338,9 +339,13 @@ def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Pa
             path = cache / "stores" / f"{source}-{split}-{encoder.fingerprint}-{corpus_hash(sentences)}-L{layer_key}"
             means_path = path.with_name(path.name + "-sentence-means.npy")
             if source in sentence_only and means_path.is_file():
-                stores[source, split] = SentenceMeans(means_path)
-                shutil.rmtree(path, ignore_errors=True)  # left by a run stopped between the two steps
-                continue
+                try:
+                    stores[source, split] = SentenceMeans(means_path)
+                except (OSError, ValueError, KeyError):  # unreadable or without its layers: compute it again
+                    means_path.unlink(missing_ok=True)
+                else:
+                    shutil.rmtree(path, ignore_errors=True)  # left by a run stopped between the two steps
+                    continue
             store = extract(encoder, sentences, path, layers=layers, pool="word-mean", dtype="float16",
                             progress=progress, device=device)
             if source in sentence_only:
