@@ -236,6 +236,9 @@ def test_delta_signs_are_established_only_outside_zero():
     # The display says "ns" exactly where no sign is established.
     assert _cell(0.7, 0.03, 0.0, False, 0.65, 0.75, "0") == "70.0 [65.0, 75.0] (+3.0 ns)"
     assert _cell(0.7, -0.04, 0.0, False, 0.65, 0.75, "-") == "70.0 [65.0, 75.0] (-4.0)"
+    from bertology.probing.report import _delta_text  # the narrow (vertical) layout's delta column
+
+    assert _delta_text(0.03, "0") == "+3.0 ns" and _delta_text(-0.04, "-") == "-4.0"
 
 
 def test_senteval_split_pooled_reaches_the_probing_datasets(tmp_path):

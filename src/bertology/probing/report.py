@@ -188,6 +188,13 @@ def delta_signs(frame: pd.DataFrame) -> pd.Series:
     return pd.Series(np.where(low.isna() | high.isna(), "", signs), index=frame.index, dtype=object)
 
 
+def _delta_text(delta: float, delta_sign: str = "") -> str:
+    """A delta in points with its sign, and ``ns`` when its interval holds 0 (no established sign)."""
+    if pd.isna(delta):
+        return percent(delta)
+    return f"{'+' if delta > 0 else ''}{percent(delta)}{' ns' if delta_sign == '0' else ''}"
+
+
 def _cell(mean: float, delta: float, std: float, with_std: bool, ci_low: float = np.nan,
           ci_high: float = np.nan, delta_sign: str = "") -> str:
     if pd.isna(mean):
@@ -198,8 +205,7 @@ def _cell(mean: float, delta: float, std: float, with_std: bool, ci_low: float =
     elif with_std and not pd.isna(std):
         text += f"±{percent(std)}"
     if not pd.isna(delta):
-        # "ns": the delta's interval holds 0, so its sign is not established.
-        text += f" ({'+' if delta > 0 else ''}{percent(delta)}{' ns' if delta_sign == '0' else ''})"
+        text += f" ({_delta_text(delta, delta_sign)})"
     return text
 
 
@@ -309,7 +315,8 @@ def table2_vertical(results, split: str = "test", tasks: Sequence[str] | None = 
         for row in part.itertuples():
             layer = "mix" if pd.isna(row.layer) else str(int(row.layer))
             ci = "" if pd.isna(row.ci_low) else f"{percent(row.ci_low)}-{percent(row.ci_high)}"
-            cells = [percent(row.mean), ci, percent(row.untrained), percent(row.delta), percent(row.control)]
+            cells = [percent(row.mean), ci, percent(row.untrained), _delta_text(row.delta, row.delta_sign),
+                     percent(row.control)]
             if bool(row.best_marked):
                 cells = [f"[bold]{c}[/bold]" for c in cells]
             table.add_row(layer, *cells)
