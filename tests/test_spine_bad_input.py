@@ -302,3 +302,37 @@ def test_model_folder_without_tokenizer_files(tmp_path, tiny_bert, monkeypatch, 
     assert code == 1 and "Traceback" not in message
     assert f"{folder}: the tokenizer has 5 tokens" in message and "no tokenizer files" in message
     assert not (tmp_path / "s").exists()
+
+
+def test_a_damaged_cached_shard_is_recomputed_with_a_warning(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    from bertology.store import Store
+
+    path = tmp_path / "a.txt"
+    path.write_text("hello world\nsecond sentence here\n")
+    out = tmp_path / "s"
+    assert _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)[0] == 0
+    expected = Store.open(out).layer(1)
+    shard = next(out.glob("shard-*.safetensors"))
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF  # same size, another byte
+    shard.write_bytes(bytes(data))
+    code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+    assert f"warning: {out}: 1 of 1 shard(s) damaged (shard-00000.safetensors: SHA-256 differs from the index); " \
+           "recomputing them" in message and "Traceback" not in message and "UserWarning" not in message
+    assert (Store.open(out).layer(1) == expected).all()
+    assert run_cli(["info", str(out)], monkeypatch, capsys)[0] == 0
+
+
+def test_info_on_a_store_without_its_sentences(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    path = tmp_path / "a.txt"
+    path.write_text("hello world\n")
+    out = tmp_path / "s"
+    assert _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)[0] == 0
+    (out / "sentences.json").unlink()
+    code, message = run_cli(["info", str(out)], monkeypatch, capsys)
+    assert code == 1 and "Traceback" not in message and "FileNotFoundError" not in message
+    assert f"{out / 'sentences.json'}: missing; the store is incomplete or damaged" in message
+    code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
+    assert code == 0 and "sentences.json: missing; rewriting it from the input" in message, message
+    assert run_cli(["info", str(out)], monkeypatch, capsys)[0] == 0

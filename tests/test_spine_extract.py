@@ -388,3 +388,67 @@ def test_extraction_runs_through_encoder_forward_and_restores_attention(tmp_path
     assert calls and all(attentions and implementation == "eager" for attentions, implementation in calls)
     assert encoder.attention_implementation == "sdpa"  # given back as it was
     np.testing.assert_allclose(store.attention(0).sum(-1), 1.0, atol=1e-5)
+
+
+def _flip_a_byte(path, position=-3):
+    """Change one byte of ``path`` in place: the same size, other contents."""
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_shard_is_recomputed_not_reused(tmp_path, tiny_bert):
+    from bertology.errors import BertologyWarning
+
+    sentences = sentences_from_strings([f"sentence number {i} is here" for i in range(40)])
+    store = extract(tiny_bert, sentences, tmp_path / "s", progress=False, shard_bytes=4000)
+    expected = store.layer(1)
+    assert len(store.shards) > 2
+    damaged = tmp_path / "s" / store.shards[1].file
+    size = damaged.stat().st_size
+    _flip_a_byte(damaged)
+    assert damaged.stat().st_size == size
+    with pytest.warns(BertologyWarning, match=r"1 of \d+ shard\(s\) damaged \(shard-00001.safetensors: SHA-256 "
+                                              r"differs from the index\); recomputing them"):
+        again = extract(tiny_bert, sentences, tmp_path / "s", progress=False, shard_bytes=4000)
+    np.testing.assert_array_equal(again.layer(1), expected)
+    assert again.verify() == []
+    # a shard lost altogether is recomputed the same way
+    damaged.unlink()
+    with pytest.warns(BertologyWarning, match="shard-00001.safetensors: missing"):
+        again = extract(tiny_bert, sentences, tmp_path / "s", progress=False, shard_bytes=4000)
+    np.testing.assert_array_equal(again.layer(1), expected)
+
+
+def test_a_lost_sentences_file_is_rewritten_on_reuse(tmp_path, tiny_bert):
+    from bertology.errors import BertologyWarning
+
+    sentences = sentences_from_strings(TEXTS)
+    store = extract(tiny_bert, sentences, tmp_path / "s", pool="tokens", progress=False)
+    tokens = store.tokens(1)
+    (tmp_path / "s" / "sentences.json").unlink()
+    with pytest.raises(StoreError, match="sentences.json: missing; the store is incomplete or damaged"):
+        Store.open(tmp_path / "s")
+    with pytest.warns(BertologyWarning, match="sentences.json: missing; rewriting it from the input"):
+        again = extract(tiny_bert, sentences, tmp_path / "s", pool="tokens", progress=False)
+    assert again.tokens(1) == tokens and again.words(0) == store.words(0)
+    (tmp_path / "s" / "sentences.json").write_text("[{\"id\": ")
+    with pytest.raises(StoreError, match="sentences.json: unreadable"):
+        Store.open(tmp_path / "s")
+
+
+def test_a_damaged_sentence_means_cache_is_recomputed(tmp_path, tiny_bert):
+    from bertology.errors import BertologyWarning
+    from bertology.probing.experiment import SentenceMeans, _extract_pools
+
+    pools = {"senteval": {"test": sentences_from_strings(TEXTS)}}
+    first = _extract_pools(tiny_bert, pools, None, tmp_path, False, "cpu", {"senteval"})["senteval", "test"]
+    expected = first.layer(2).copy()
+    means = first.path
+    del first
+    _flip_a_byte(means)
+    with pytest.raises(ValueError, match="SHA-256 differs"):
+        SentenceMeans(means)
+    with pytest.warns(BertologyWarning, match="sentence-means.npy: damaged .*SHA-256 differs.*; recomputing it"):
+        again = _extract_pools(tiny_bert, pools, None, tmp_path, False, "cpu", {"senteval"})["senteval", "test"]
+    np.testing.assert_array_equal(again.layer(2), expected)

@@ -198,8 +198,13 @@ def report(
     compare: Optional[tuple[str, str]] = typer.Option(
         None, "--compare", help="Two models side by side: --compare A B (B may be 'untrained' for A's twin)."),
 ) -> None:
-    """Run the battery on a model and write one self-contained HTML report."""
-    from bertology.report import build_comparison, build_report
+    """Run the battery on a model and write one self-contained HTML report.
+
+    Exit status 0 when every section ran or was skipped by design (its data not at hand), 1 when one failed;
+    a section that did not run is a box in the report saying why and which command runs it."""
+    from rich.markup import escape
+
+    from bertology.report import build_comparison, run_report
     from bertology.report.run import check_sections
 
     started = time.perf_counter()
@@ -210,10 +215,17 @@ def report(
     if compare:
         path = build_comparison(compare[0], compare[1], out=out, fresh=fresh, seeds=seed_values,
                                 max_sentences=max_sentences, sections=chosen, device=device, progress=progress)
-    else:
-        path = build_report(model, out=out, fresh=fresh, seeds=seed_values, max_sentences=max_sentences,
-                            sections=chosen, device=device, progress=progress)
-    out_console.print(f"report written to {path} ({time.perf_counter() - started:.0f} s)")
+        out_console.print(f"report written to {path} ({time.perf_counter() - started:.0f} s)")
+        return
+    outcome = run_report(model, out=out, fresh=fresh, seeds=seed_values, max_sentences=max_sentences,
+                         sections=chosen, device=device, progress=progress)
+    out_console.print(f"report written to {outcome.path} ({time.perf_counter() - started:.0f} s)")
+    for section_id, why in outcome.skipped.items():
+        console.print(f"skipped section {section_id}: {escape(why)}", highlight=False, soft_wrap=True)
+    for section_id, why in outcome.failed.items():
+        console.print(f"[bold red]failed section {section_id}:[/] {escape(why)}", highlight=False, soft_wrap=True)
+    if outcome.failed:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -271,10 +283,29 @@ def version() -> None:
     out_console.print(__version__)
 
 
+def _one_line_warning(previous):
+    """A ``warnings.showwarning`` that prints a BertologyWarning as one line and leaves others to ``previous``."""
+    from bertology.errors import BertologyWarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, BertologyWarning):
+            return previous(message, category, filename, lineno, file, line)
+        from rich.markup import escape
+
+        console.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
+
+    return show
+
+
 def main() -> None:
-    """Entry point: user errors become one clear line and exit code 1, not a traceback."""
+    """Entry point: user errors become one clear line and exit code 1, not a traceback; a
+    :class:`~bertology.errors.BertologyWarning` becomes one ``warning:`` line."""
+    import warnings
+
     try:
-        app()
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning(warnings.showwarning)
+            app()
     except BertologyError as error:
         from rich.markup import escape
 

@@ -9,6 +9,16 @@ class DataError(BertologyError, ValueError):
     """Bad input data; the message names the file, the line and what was expected."""
 
 
+class MissingData(DataError):
+    """Data the package cannot ship and that was not found (no path given, nothing under ``$BERTOLOGY_DATA``,
+    not in the ``datasets`` cache and no network). A report section that needs it is skipped by design, not
+    failed. ``dataset`` names it (a key of :data:`bertology.data.paths.EXTERNAL`)."""
+
+    def __init__(self, message: str, dataset: str = ""):
+        super().__init__(message)
+        self.dataset = dataset
+
+
 class UsageError(BertologyError, ValueError):
     """A bad option or argument value; the message names the option and what was expected."""
 
@@ -23,3 +33,8 @@ class StoreError(BertologyError):
 
 class OutputError(BertologyError, OSError):
     """An output that cannot be written (no space, read-only folder, a file where a folder should be)."""
+
+
+class BertologyWarning(UserWarning):
+    """Something the user should hear about that does not stop the run (a damaged cache recomputed, part of
+    the input unusable). The CLI prints its message as one line: ``warning: ...``."""

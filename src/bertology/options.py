@@ -63,7 +63,8 @@ def model_option(default: str = "minilm"):
     return typer.Option(default, "--model", "-m", help="Encoder: alias (minilm), local model folder or hub id.")
 
 
-def data_option(default=None, help: str = "Corpus: .conllu[.gz], .txt (one sentence a line) or SentEval .txt/.tsv."):
+def data_option(default=None, help: str = "Corpus: .conllu[.gz], .txt (one sentence a line), SentEval .txt/.tsv, "
+                                          "or a packaged one: ewt-train, ewt-dev, ewt-test."):
     return typer.Option(default, "--data", "-d", help=help)
 
 

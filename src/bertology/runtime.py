@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-
-import torch
+import re
+from typing import TYPE_CHECKING
 
 from bertology.errors import UsageError
+
+if TYPE_CHECKING:  # torch is imported when a device is resolved, so the command line starts without it
+    import torch
 
 DEVICE_HELP = "auto (cuda if available, else cpu), cpu, cuda, cuda:N or mps"
 
@@ -14,8 +17,13 @@ DEVICE_HELP = "auto (cuda if available, else cpu), cpu, cuda, cuda:N or mps"
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     """``None``/``"auto"`` -> cuda when available, else cpu; otherwise the named device, checked.
 
-    Raises :class:`UsageError` for an unknown name or a device this machine does not have.
+    Raises :class:`UsageError` for an unknown name or a device this machine does not have. A name that
+    is not a device at all is refused before torch is imported (a usage error answers at once).
     """
+    if isinstance(device, str):
+        _check_device_name(device)
+    import torch
+
     if isinstance(device, torch.device):
         return device
     name = "auto" if device is None else str(device).strip().lower()
@@ -35,6 +43,24 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     elif resolved.type not in ("cpu", "cuda", "mps"):
         raise UsageError(f"--device {device!r}: unsupported device type; expected {DEVICE_HELP}")
     return resolved
+
+
+#: Device types torch knows (``torch.device("gpu")`` names them in its error); of these we run on cpu, cuda, mps.
+_TORCH_DEVICE_TYPES = frozenset(
+    "cpu cuda ipu xpu mkldnn opengl opencl ideep hip ve fpga maia xla lazy vulkan mps meta hpu mtia "
+    "privateuseone".split())
+
+
+def _check_device_name(device: str) -> None:
+    """The errors :func:`resolve_device` gives for names torch rejects or we do not run on, without torch."""
+    name = device.strip().lower()
+    if name in ("", "auto"):
+        return
+    match = re.fullmatch(r"([a-z_]+)(?::\d+)?", name)
+    if match is None or match.group(1) not in _TORCH_DEVICE_TYPES:
+        raise UsageError(f"--device {device!r}: unknown device; expected {DEVICE_HELP}")
+    if match.group(1) not in ("cpu", "cuda", "mps"):
+        raise UsageError(f"--device {device!r}: unsupported device type; expected {DEVICE_HELP}")
 
 
 def derive_seed(seed: int, *purpose: object) -> int:

@@ -8,9 +8,8 @@ console shows them in percent.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -19,7 +18,9 @@ from bertology.errors import UsageError
 from bertology.options import (check_positive, data_option, default_out, device_option, layers_option,
                                max_sentences_option, model_option, out_option, parse_layers, progress_option,
                                resolve_device, seed_list, seed_option, seeds_option)
-from bertology.results import percent
+
+if TYPE_CHECKING:  # pandas is imported when a command runs
+    import pandas as pd
 
 app = typer.Typer(help="Attention analysis: Clark et al.'s head statistics, heads as parsers, Kovaleva pattern types, viewer.",
                   no_args_is_help=True)
@@ -27,6 +28,10 @@ console = Console()
 
 
 def _rich_table(df: pd.DataFrame, title: str, percent_columns: tuple[str, ...] = (), digits: int = 3) -> Table:
+    import pandas as pd
+
+    from bertology.results import percent
+
     table = Table(title=title)
     for column in df.columns:
         table.add_column(str(column), justify="right" if pd.api.types.is_numeric_dtype(df[column]) else "left")
@@ -63,6 +68,8 @@ def stats_command(
     progress: bool = progress_option(),
 ) -> None:
     """Clark et al.'s per-head statistics (attention to [CLS]/[SEP]/punctuation/self/neighbours, entropies, distance)."""
+    import pandas as pd
+
     from bertology.attention.figures import plot_head_statistics
     from bertology.attention.stats import STATISTICS, encoder_head_statistics, statistic_matrix
     from bertology.data import read_corpus
@@ -88,7 +95,7 @@ def stats_command(
 def parse_command(
     model: str = model_option(),
     treebank: Optional[Path] = typer.Option(
-        None, "--treebank", "-t", help="UD folder with *-ud-{train,dev,test}.conllu[.gz] (default: shared ud_english_ewt)."),
+        None, "--treebank", "-t", help="UD folder with *-ud-{train,dev,test}.conllu[.gz] (default: the packaged UD English EWT)."),
     out: Optional[Path] = out_option("attention-parse"),
     max_sentences: Optional[int] = max_sentences_option("Cap dev and test at N sentences."),
     max_train_sentences: int = typer.Option(2000, "--max-train-sentences", help="Cap the probe's training set."),
@@ -155,7 +162,7 @@ def parse_command(
 @app.command("patterns")
 def patterns_command(
     model: str = model_option(),
-    data: str = data_option("ewt-dev", help="ewt-dev, ewt-test or a corpus file (.conllu/.txt/.tsv)."),
+    data: str = data_option("ewt-dev", help="ewt-dev, ewt-test, ewt-train or a corpus file (.conllu/.txt/.tsv)."),
     glue: Optional[str] = typer.Option(None, "--glue", help="Use a GLUE dev set instead (rte/mrpc give "
                                        "[CLS] A [SEP] B [SEP] pairs)."),
     max_sentences: int = max_sentences_option("Use only the first N sentences (or pairs).", default=200),
@@ -170,7 +177,7 @@ def patterns_command(
     progress: bool = progress_option(),
 ) -> None:
     """Kovaleva et al. (2019) pattern types of every head: per-map table, per-layer shares and a figure."""
-    from bertology.attention.patterns import CLASSIFIERS, pattern_analysis, pattern_inputs, plot_pattern_proportions
+    from bertology.attention.choices import CLASSIFIERS
 
     if classifier not in CLASSIFIERS:
         raise UsageError(f"--classifier {classifier!r}: expected one of {', '.join(CLASSIFIERS)}")
@@ -178,6 +185,8 @@ def patterns_command(
     if max_length < 8:
         raise UsageError(f"--max-length {max_length}: expected at least 8 tokens")
     twin_seeds = seed_list(seeds, seed) if untrained else ()
+    from bertology.attention.patterns import pattern_analysis, pattern_inputs, plot_pattern_proportions
+
     texts, ids, source = pattern_inputs(data, glue, max_sentences)
     encoder = _load(model, device)
     chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)

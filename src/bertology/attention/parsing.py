@@ -621,7 +621,7 @@ def run_attention_analysis(
 
     ``model`` is an alias/path/hub id (loaded on ``device``, see :func:`bertology.runtime.resolve_device`)
     or an :class:`~bertology.models.Encoder`, used as it is (its attention implementation is left as it
-    was). ``treebank`` is a UD folder (default: ``shared_data_dir()/ud_english_ewt``). Heads and offsets
+    was). ``treebank`` is a UD folder (default: the packaged UD English EWT). Heads and offsets
     are selected on dev and also scored on test (held out); the attention-only probe is trained on train
     (capped at ``max_train_sentences``; dev when the folder has no train file) and scored on test, once
     per seed in ``probe_seeds``, beside the best single head and the best offset (both selected on the
@@ -646,14 +646,14 @@ def run_attention_analysis(
     """
     import tempfile
 
-    from bertology.data import read_conllu, shared_data_dir
+    from bertology.data import packaged_treebank, read_conllu
     from bertology.models import Encoder, load_encoder
     from bertology.runtime import resolve_device
 
     from bertology.attention.stats import head_statistics
 
     encoder = model if isinstance(model, Encoder) else load_encoder(model, device=resolve_device(device))
-    splits = find_splits(treebank if treebank is not None else shared_data_dir() / "ud_english_ewt",
+    splits = find_splits(treebank if treebank is not None else packaged_treebank(),
                          required=("dev", "test"))
     data = {split: read_conllu(path) for split, path in splits.items()}
     for split in ("dev", "test"):

@@ -35,6 +35,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
+from bertology.attention.choices import CLASSIFIERS
 from bertology.errors import DataError, ModelError
 from bertology.files import atomic_path, save_figure
 from bertology.numbering import head_label
@@ -540,8 +541,8 @@ def classifier_evaluation() -> dict:
 # Public analysis API
 # --------------------------------------------------------------------------------------------------------------
 
-#: Classifier names :func:`pattern_types` accepts.
-CLASSIFIERS: tuple[str, ...] = ("cnn", "rules")
+# Classifier names :func:`pattern_types` accepts: CLASSIFIERS, imported above from bertology.attention.choices
+# (a light module, so the command line checks ``--classifier`` without sklearn).
 
 
 def _classifier(classifier):
@@ -807,7 +808,7 @@ def pattern_inputs(data: str | Path = "ewt-dev", glue: str | None = None,
     """Texts to classify, their ids and a description of the source: ``(texts, ids, source)``.
 
     ``glue`` (a GLUE task name) takes its dev set (rte/mrpc give ``(a, b)`` pairs, encoded as
-    ``[CLS] A [SEP] B [SEP]``); otherwise ``data`` is ``ewt-dev``, ``ewt-test`` or a corpus file
+    ``[CLS] A [SEP] B [SEP]``); otherwise ``data`` is a packaged corpus (``ewt-train``, ``ewt-dev``, ``ewt-test``) or a corpus file
     (.conllu/.txt/.tsv). At most ``max_sentences`` inputs are kept.
     """
     if glue:
@@ -816,9 +817,8 @@ def pattern_inputs(data: str | Path = "ewt-dev", glue: str | None = None,
         examples = read_glue(glue, "dev")[:max_sentences]
         texts = [(e.text_a, e.text_b) if e.text_b else e.text_a for e in examples]
         return texts, [e.id for e in examples], f"GLUE {glue} dev"
-    from bertology.data import default_corpus, read_corpus
+    from bertology.data import read_corpus
 
     data = str(data)
-    path = default_corpus(data) if data in ("ewt-dev", "ewt-test") else Path(data)
-    sentences = read_corpus(path)[:max_sentences]
+    sentences = read_corpus(data)[:max_sentences]  # a file, or a packaged corpus by name (ewt-dev, ...)
     return [" ".join(s.words) for s in sentences], [s.id for s in sentences], data

@@ -13,12 +13,14 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from bertology.data.treebank import tree_problem
-from bertology.errors import DataError
+from bertology.errors import BertologyWarning, DataError
 
 FORMATS = ("conllu", "text", "senteval")
 
@@ -68,13 +70,50 @@ class Corpus(list):
         return []
 
 
+class _CheckedGzipFile(gzip.GzipFile):
+    """A ``.gz`` being read, whose decoding failures (not gzip at all, cut short, damaged) are one
+    :class:`DataError` naming the file instead of ``gzip.BadGzipFile``, ``EOFError`` (which the command line
+    would print as a bare "Aborted.") or ``zlib.error``."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        super().__init__(path, "rb")
+
+    def _checked(self, method, *args):
+        try:
+            return method(*args)
+        except EOFError:
+            raise DataError(f"{self.path}: truncated gzip file (it ends before its compressed data does); "
+                            "expected a whole .gz file, download or copy it again") from None
+        except (gzip.BadGzipFile, zlib.error) as error:
+            with open(self.path, "rb") as raw:
+                magic = raw.read(2)
+            if magic != b"\x1f\x8b":
+                raise DataError(f"{self.path}: not a gzip file (it does not start with the gzip signature); "
+                                "expected gzip-compressed text, or rename it without .gz") from None
+            raise DataError(f"{self.path}: damaged gzip file ({error}); expected a whole .gz file, download or "
+                            "copy it again") from None
+
+    def read(self, size=-1):
+        return self._checked(super().read, size)
+
+    def read1(self, size=-1):
+        return self._checked(super().read1, size)
+
+    def readline(self, size=-1):
+        return self._checked(super().readline, size)
+
+    def peek(self, n):
+        return self._checked(super().peek, n)
+
+
 def _open_binary(path: str | Path):
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: file not found")
     if path.is_dir():
-        raise DataError(f"{path}: is a directory, expected a file")
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+        raise DataError(_directory_message(path))
+    return _CheckedGzipFile(path) if path.suffix == ".gz" else open(path, "rb")
 
 
 def open_text(path: str | Path) -> io.TextIOBase:
@@ -111,17 +150,25 @@ def _check_not_empty(path: Path, sentences: list[Sentence], skipped: int = 0) ->
 
 
 def read_conllu(path: str | Path) -> list[Sentence]:
-    """Read a CoNLL-U file (or ``.conllu.gz``) into sentences of syntactic words."""
+    """Read a CoNLL-U file (or ``.conllu.gz``) into sentences of syntactic words.
+
+    A treebank shipped without its text (FORM ``_`` on every word, as UD's non-redistributable treebanks
+    come) is refused; when only some forms are ``_`` (and the sentence's ``# text`` holds no ``_``) they are
+    read as the word ``_`` and counted in one :class:`~bertology.errors.BertologyWarning` line.
+    """
     path = Path(path)
     sentences: list[Sentence] = []
     block: list[tuple[int, list[str]]] = []
     comments: dict[str, str] = {}
     start_line = 1
+    missing_forms: list[int] = []  # lines of words whose FORM is "_" with no "_" in the sentence's text
 
     def flush() -> None:
         nonlocal block, comments
         if block:
             sentences.append(_conllu_sentence(path, block, comments, start_line, len(sentences)))
+            if "_" not in comments.get("text", ""):
+                missing_forms.extend(n for n, cols in block if cols[1] == "_" and _ASCII_INTEGER.fullmatch(cols[0]))
         block, comments = [], {}
 
     for line_no, line in numbered_lines(path):
@@ -144,23 +191,39 @@ def read_conllu(path: str | Path) -> list[Sentence]:
         block.append((line_no, columns))
     flush()
     _check_not_empty(path, sentences)
+    _check_forms(path, sentences, missing_forms)
     return Corpus(sentences, path=path, format="conllu")
+
+
+def _check_forms(path: Path, sentences: list[Sentence], missing: list[int]) -> None:
+    if not missing:
+        return
+    total = sum(len(s) for s in sentences)
+    if len(missing) == total:
+        raise DataError(f"{path}: all {total:,} word forms are '_' (column FORM): the treebank ships without its "
+                        "text, as UD's non-redistributable treebanks do; expected the words themselves: restore "
+                        "them as the treebank's README says, then read the restored file")
+    warnings.warn(f"{path}: {len(missing):,} of {total:,} word forms are '_' (column FORM; first at line "
+                  f"{missing[0]}) with no '_' in the sentence's text; they are read as the word '_'",
+                  BertologyWarning, stacklevel=3)
 
 
 def _conllu_sentence(
     path: Path, block: list[tuple[int, list[str]]], comments: dict[str, str], start: int, index: int
 ) -> Sentence:
     words, lemmas, upos, xpos, feats, heads, deprels = [], [], [], [], [], [], []
+    head_lines = []
     for line_no, cols in block:
         token_id = cols[0]
         if "-" in token_id or "." in token_id:
             # Multiword range (its syntactic words follow) or empty node (enhanced graphs only).
             lo, sep, hi = token_id.replace(".", "-").partition("-")
-            if not (lo.isdigit() and hi.isdigit()):
+            if not (_ASCII_INTEGER.fullmatch(lo) and _ASCII_INTEGER.fullmatch(hi)):
                 raise DataError(f"{path}:{line_no}: malformed token ID {token_id!r}; expected N, N-M or N.M")
             continue
-        if not token_id.isdigit():
-            raise DataError(f"{path}:{line_no}: token ID {token_id!r} is not an integer")
+        if not _ASCII_INTEGER.fullmatch(token_id):  # str.isdigit() also takes "²", which int() refuses
+            raise DataError(f"{path}:{line_no}: token ID {token_id!r} is not an integer; expected N, N-M or N.M "
+                            "(digits 0-9)")
         if int(token_id) != len(words) + 1:
             raise DataError(
                 f"{path}:{line_no}: token ID {token_id} out of sequence; expected {len(words) + 1}"
@@ -175,17 +238,21 @@ def _conllu_sentence(
         feats.append(_parse_feats(path, line_no, cols[5]))
         head = cols[6]
         if head == "_":
-            heads.append(-1)
-        elif head.isdigit():
+            heads.append(None)
+        elif _SIGNED_INTEGER.fullmatch(head):
             heads.append(int(head))
         else:
-            raise DataError(f"{path}:{line_no}: HEAD {head!r} is not an integer")
+            raise DataError(f"{path}:{line_no}: HEAD {head!r} is not an integer; expected 0 (the root) or the "
+                            "ID of a word of the sentence")
+        head_lines.append(line_no)
         deprels.append(cols[7])
     if not words:
         raise DataError(f"{path}:{start}: sentence has no words")
-    has_tree = all(h >= 0 for h in heads)
-    if has_tree and any(h > len(words) for h in heads):
-        raise DataError(f"{path}:{start}: a HEAD points past the end of the sentence ({len(words)} words)")
+    for line_no, head in zip(head_lines, heads):
+        if head is not None and not 0 <= head <= len(words):
+            raise DataError(f"{path}:{line_no}: HEAD {head} out of range; expected 0..{len(words)} (0 = the root, "
+                            f"else a word of this sentence of {len(words)} words)")
+    has_tree = all(h is not None for h in heads)
     if has_tree:
         problem = tree_problem(heads)
         if problem is not None:
@@ -255,6 +322,11 @@ def read_senteval(path: str | Path) -> Corpus:
         split, label, text = columns
         if split not in ("tr", "va", "te"):
             raise DataError(f"{path}:{line_no}: split {split!r} is not one of tr, va, te")
+        if not label.strip():
+            raise DataError(f"{path}:{line_no}: empty label in column 2; expected a label")
+        if label != label.strip():
+            raise DataError(f"{path}:{line_no}: label {label!r} has spaces around it (it would be another "
+                            "label than its trimmed self); expected the label alone in column 2")
         words = text.split()
         if not words:
             raise DataError(f"{path}:{line_no}: empty sentence in column 3")
@@ -268,41 +340,126 @@ def read_senteval(path: str | Path) -> Corpus:
     return Corpus(sentences, path=path, format="senteval", blank_lines_skipped=skipped)
 
 
+_ASCII_INTEGER = re.compile(r"[0-9]+")
+_SIGNED_INTEGER = re.compile(r"[-+]?[0-9]+")
 _SUFFIX_FORMATS = {".conllu": "conllu", ".txt": "text", ".tsv": "senteval"}
 _READERS = {"conllu": read_conllu, "text": read_text, "senteval": read_senteval}
-_SENTEVAL_LINE = re.compile(r"^(?:tr|va|te)\t[^\t]+\t.*\S")
-_CONLLU_LINE = re.compile(r"^\d+(?:[-.]\d+)?\t(?:[^\t]*\t){8}[^\t]*$")
+#: What a line of each structured format looks like, loosely (the reader then checks each line strictly):
+#: SentEval starts with a split code and a tab; a CoNLL-U word line with a token id (N, N-M or N.M), and
+#: has at least 6 tab-separated columns.
+_SENTEVAL_LINE = re.compile(r"^(?:tr|va|te)\t")
+_CONLLU_LINE = re.compile(r"^[0-9]+(?:[-.][0-9]+)?\t(?:[^\t]*\t){5}")
+#: How many non-blank lines :func:`detect_format` looks at.
+DETECT_LINES = 200
+_FORMAT_NAMES = {"conllu": "CoNLL-U", "senteval": "SentEval (split<TAB>label<TAB>sentence)",
+                 "text": "plain text (one sentence a line)"}
+
+
+def _packaged_names() -> str:
+    from bertology.data.paths import PACKAGED_CORPORA
+
+    return ", ".join(PACKAGED_CORPORA)
+
+
+def resolve_corpus(path: str | Path) -> Path:
+    """The file a corpus argument names: a path as given, or a packaged corpus name (``ewt-train``,
+    ``ewt-dev``, ``ewt-test``: :func:`bertology.data.default_corpus`) when no such path exists. Every
+    ``--data`` goes through here (by :func:`read_corpus`)."""
+    from bertology.data.paths import PACKAGED_CORPORA, default_corpus
+
+    if not Path(path).exists() and str(path) in PACKAGED_CORPORA:
+        return default_corpus(str(path))
+    return Path(path)
+
+
+def _directory_message(path: Path) -> str:
+    """What to say when a folder is given where a corpus file is expected: which corpus files it holds."""
+    def is_corpus(p: Path) -> bool:
+        suffix = Path(p.stem).suffix if p.suffix == ".gz" else p.suffix
+        return p.is_file() and suffix.lower() in _SUFFIX_FORMATS
+
+    try:
+        found = sorted(p.name for p in path.iterdir() if is_corpus(p))
+    except OSError:
+        found = []
+    expected = "expected a corpus file (" + ", ".join(sorted(_SUFFIX_FORMATS)) + ", optionally .gz)"
+    if not found:
+        return f"{path}: is a directory and holds no corpus files; {expected}"
+    shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    return f"{path}: is a directory, not a file; {expected}; it holds {shown}: give one of them"
+
+
+def _line_shape(line: str) -> str | None:
+    """``senteval``, ``conllu`` or ``text`` for one non-blank line; None for a ``#`` comment."""
+    if line.startswith("#"):
+        return None
+    if _SENTEVAL_LINE.match(line):
+        return "senteval"
+    if _CONLLU_LINE.match(line):
+        return "conllu"
+    return "text"
 
 
 def detect_format(path: str | Path) -> str:
-    """``conllu``, ``text`` or ``senteval`` for a corpus file: by suffix (``.gz`` allowed on top), and for
-    ``.txt`` by content too. A ``.txt`` whose first line is ``tr|va|te<TAB>label<TAB>sentence`` is
-    SentEval; one whose first line after ``#`` comments is a 10-column CoNLL-U word line is CoNLL-U;
-    anything else is one sentence per line. The reader then checks every line of the chosen format."""
-    path = Path(path)
+    """``conllu``, ``text`` or ``senteval`` for a corpus file (or a packaged corpus name): by suffix
+    (``.gz`` allowed on top), and for ``.txt`` by content too.
+
+    A ``.txt`` is read by what most of its first :data:`DETECT_LINES` non-blank lines look like (``#``
+    comments aside): ``tr|va|te<TAB>...`` lines make it SentEval, lines starting with a token id and
+    holding 6 or more tab-separated columns make it CoNLL-U, anything else is one sentence per line. The
+    reader then checks every line of the chosen format and names the first one that breaks it; a plain
+    text file with some lines of another format is refused here, naming the first of them.
+    """
+    path = resolve_corpus(path)
+    if path.is_dir():
+        raise DataError(_directory_message(path))
     suffix = Path(path.stem).suffix if path.suffix == ".gz" else path.suffix
     kind = _SUFFIX_FORMATS.get(suffix.lower())
     if kind is None:
+        if not path.exists():
+            raise DataError(f"{path}: file not found; expected a corpus file ("
+                            + ", ".join(sorted(_SUFFIX_FORMATS)) + f", optionally .gz) or a packaged corpus "
+                            f"({_packaged_names()})")
         raise DataError(
             f"{path}: unsupported file type {suffix or '(none)'!r}; expected one of "
-            + ", ".join(sorted(_SUFFIX_FORMATS)) + " (optionally .gz)"
+            + ", ".join(sorted(_SUFFIX_FORMATS)) + f" (optionally .gz), or a packaged corpus ({_packaged_names()})"
         )
     if kind != "text":
         return kind
+    shapes: dict[str, list[int]] = {"senteval": [], "conllu": [], "text": []}
+    seen = 0
     lines = numbered_lines(path)
     try:
-        first = next((line for _, line in lines if line.strip()), "")
-        if _SENTEVAL_LINE.match(first):
-            return "senteval"
-        while first.startswith("#"):
-            first = next((line for _, line in lines if line.strip()), "")
-        return "conllu" if _CONLLU_LINE.match(first) else "text"
+        for line_no, line in lines:
+            if not line.strip():
+                continue
+            shape = _line_shape(line)
+            if shape is not None:
+                shapes[shape].append(line_no)
+            seen += 1
+            if seen >= DETECT_LINES:
+                break
     finally:
         lines.close()
+    if not any(shapes.values()):
+        return "text"
+    kind = max(("senteval", "conllu", "text"), key=lambda k: len(shapes[k]))  # ties: the structured formats
+    if kind == "text":
+        others = [(shapes[k][0], k) for k in ("senteval", "conllu") if shapes[k]]
+        if others:
+            line_no, other = min(others)
+            counted = sum(map(len, shapes.values()))
+            raise DataError(
+                f"{path}:{line_no}: looks like a {_FORMAT_NAMES[other]} line, but {len(shapes['text'])} of the "
+                f"first {counted} lines are {_FORMAT_NAMES['text']}; expected one format in the whole file"
+            )
+    return kind
 
 
 def read_corpus(path: str | Path) -> Corpus:
-    """Read any supported corpus file; the format comes from :func:`detect_format` (suffix and content)."""
+    """Read any supported corpus file, or a packaged corpus by name (``ewt-dev``...); the format comes
+    from :func:`detect_format` (suffix and content)."""
+    path = resolve_corpus(path)
     return _READERS[detect_format(path)](path)
 
 

@@ -1,4 +1,8 @@
-"""GLUE loaders (CoLA, SST-2, MRPC, STS-B, RTE) for the files in ``shared/data/glue``.
+"""GLUE loaders (CoLA, SST-2, MRPC, STS-B, RTE): the GLUE files of a data folder, or the Hugging Face copy.
+
+Where the data is found (:mod:`bertology.data.paths`): ``data_dir`` (``--data-dir``), else
+``$BERTOLOGY_DATA/glue``, else ``datasets.load_dataset("nyu-mll/glue", task)`` (its cache, or the hub when
+online; its ``validation`` split is our ``dev``), else one line saying how to provide it.
 
 Each task's files have their own layout (checked against the real files, see each folder's PROVENANCE.md):
 
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.data.corpus import numbered_lines
-from bertology.data.paths import shared_data_dir
+from bertology.data.paths import EXTERNAL, external_folder, missing_data
 from bertology.errors import DataError
 
 
@@ -43,6 +47,9 @@ class GlueTask:
     metrics: tuple[str, ...]
     files: dict[str, str]
     label_names: tuple[str, ...] = ()
+    #: "glue": GLUE's files or its hub copy; "ewt": a SentEval task rebuilt from the packaged UD English EWT
+    #: (:data:`PACKAGED_TASKS`), so fine-tuning always has a task, offline and with no data folder
+    source: str = "glue"
 
     @property
     def is_regression(self) -> bool:
@@ -65,23 +72,40 @@ GLUE_TASKS: dict[str, GlueTask] = {
     "rte": GlueTask("rte", 2, ("accuracy",), {"train": "train.tsv", "dev": "dev.tsv"}, ("entailment", "not_entailment")),
 }
 
+#: Sentence-classification tasks the package can always provide: SentEval's Bigram Shift (a sentence with
+#: two adjacent words swapped, or not; Conneau et al. 2018) rebuilt from the packaged UD English EWT, its
+#: sentences pooled and re-split 50/10/40 (``bertology.tasks``); train = tr, dev = va (the te sentences are
+#: never read here). ``files`` maps our splits to the task file's split column.
+PACKAGED_TASKS: dict[str, GlueTask] = {
+    "bshift": GlueTask("bshift", 2, ("accuracy",), {"train": "tr", "dev": "va"}, ("original", "inverted"),
+                       source="ewt"),
+}
+
+#: Every task name :func:`glue_task` resolves (GLUE's and the packaged ones).
+FINETUNE_TASKS = {**GLUE_TASKS, **PACKAGED_TASKS}
+
 _RTE_LABELS = {"entailment": 0, "not_entailment": 1}
 
 
 def glue_task(name: str) -> GlueTask:
-    """The :class:`GlueTask` named ``name`` (case-insensitive; ``sst-2``/``sts-b`` accepted)."""
+    """The :class:`GlueTask` named ``name`` (case-insensitive; ``sst-2``/``sts-b`` accepted): a GLUE task or
+    one of :data:`PACKAGED_TASKS`."""
     key = name.lower().replace("-", "").replace("_", "")
-    if key not in GLUE_TASKS:
-        raise DataError(f"unknown GLUE task {name!r}; expected one of {', '.join(GLUE_TASKS)}")
-    return GLUE_TASKS[key]
+    if key not in FINETUNE_TASKS:
+        raise DataError(f"unknown task {name!r}; expected a GLUE task ({', '.join(GLUE_TASKS)}) or a packaged one "
+                        f"({', '.join(PACKAGED_TASKS)})")
+    return FINETUNE_TASKS[key]
 
 
 def glue_path(task: str, split: str, data_dir: str | Path | None = None) -> Path:
-    """The file of ``task``'s ``split`` ('train' or 'dev') under ``data_dir`` (default: shared/data/glue)."""
+    """The file of ``task``'s ``split`` ('train' or 'dev') under ``data_dir`` (default: ``$BERTOLOGY_DATA/glue``);
+    :class:`~bertology.errors.MissingData` when neither is there."""
     spec = glue_task(task)
     if split not in spec.files:
         raise DataError(f"unknown split {split!r} for GLUE {spec.name}; expected one of {', '.join(spec.files)}")
-    root = Path(data_dir) if data_dir is not None else shared_data_dir() / "glue"
+    root = external_folder("glue", data_dir)
+    if root is None:
+        raise missing_data("glue", f"{spec.name} {split}")
     return root / spec.name / spec.files[split]
 
 
@@ -165,8 +189,60 @@ def read_glue_file(path: str | Path, task: str) -> list[GlueExample]:
 
 
 def read_glue(task: str, split: str = "train", data_dir: str | Path | None = None) -> list[GlueExample]:
-    """Read ``task``'s ``split`` ('train' or 'dev') from ``data_dir`` (default: shared/data/glue)."""
+    """Read ``task``'s ``split`` ('train' or 'dev'): from ``data_dir`` or ``$BERTOLOGY_DATA/glue`` when given,
+    else through Hugging Face ``datasets`` (module doc). Packaged tasks are read with
+    :func:`bertology.finetune.read_examples`."""
+    spec = glue_task(task)
+    if spec.source != "glue":
+        raise DataError(f"{spec.name} is not a GLUE task (it is built from the packaged treebank); read it with "
+                        "bertology.finetune.read_examples")
+    if split not in spec.files:
+        raise DataError(f"unknown split {split!r} for GLUE {spec.name}; expected one of {', '.join(spec.files)}")
+    if external_folder("glue", data_dir) is None:
+        return read_glue_hub(spec.name, split)
     path = glue_path(task, split, data_dir)
     if not path.exists():
-        raise DataError(f"{path}: file not found; expected GLUE {glue_task(task).name} {split} data there")
+        raise DataError(f"{path}: file not found; expected GLUE {spec.name} {split} data there")
     return read_glue_file(path, task)
+
+
+#: Our split names -> the hub copy's.
+_HUB_SPLITS = {"train": "train", "dev": "validation"}
+
+
+def load_hub_split(key: str, config: str | None, split: str, what: str):
+    """``datasets.load_dataset(<hub id of key>, config, split=...)``; :class:`MissingData` when `datasets`
+    is not installed or the set is neither cached nor reachable (offline)."""
+    try:
+        import datasets
+    except ImportError:
+        raise missing_data(key, what, "the `datasets` package is not installed") from None
+    try:
+        return datasets.load_dataset(EXTERNAL[key].hub_id, config, split=split)
+    except Exception as error:  # offline and not cached, hub unreachable: all end in "not found"
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise missing_data(key, what, f"`datasets`: {reason}") from None
+
+
+def read_glue_hub(task: str, split: str) -> list[GlueExample]:
+    """``task``'s ``split`` from the Hugging Face copy ``nyu-mll/glue`` (same labels as the GLUE files:
+    RTE 0 = entailment, MRPC 1 = paraphrase, STS-B a 0-5 score)."""
+    spec = glue_task(task)
+    rows = load_hub_split("glue", spec.name, _HUB_SPLITS[split], f"{spec.name} {split}")
+    where = f"{EXTERNAL['glue'].hub_id} {spec.name} {_HUB_SPLITS[split]}"
+    first, second = ("sentence", None) if not spec.is_pair else ("sentence1", "sentence2")
+    examples = []
+    for i, row in enumerate(rows):
+        label = row.get("label")
+        if label is None or (not spec.is_regression and label not in range(spec.num_labels)):
+            raise DataError(f"{where}: row {i} has label {label!r}; expected "
+                            + ("a score" if spec.is_regression else f"0..{spec.num_labels - 1}"))
+        text_a = str(row.get(first) or "").strip()
+        text_b = str(row.get(second) or "").strip() if second else None
+        if not text_a or (second and not text_b):
+            raise DataError(f"{where}: row {i} has an empty sentence; expected text")
+        examples.append(GlueExample(text_a, text_b, float(label) if spec.is_regression else int(label),
+                                    str(row.get("idx", i)), i + 1))
+    if not examples:
+        raise DataError(f"{where}: no examples")
+    return examples

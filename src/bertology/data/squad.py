@@ -6,7 +6,9 @@ transparently). Every question must carry ``is_impossible`` and ``answers`` (SQu
 ``is_impossible``: it is refused, naming the question), an answerable question needs at least one answer,
 an unanswerable one none, and every ``answer_start`` span must match its context character for character.
 
-The shared file (``shared/data/squad_v2/dev-v2.0.json.gz``) is a 6,078-question subset of the official dev
+Without a path, ``$BERTOLOGY_DATA/squad_v2/dev-v2.0.json.gz`` is read, else the Hugging Face copy
+``rajpurkar/squad_v2`` (its validation split, through ``datasets``: cache, or hub when online), else one line
+says how to provide it. This project's data file (``squad_v2/dev-v2.0.json.gz``) is a 6,078-question subset of the official dev
 set (16 articles). :func:`split_by_article` divides it into train and evaluation articles, so no article
 (and no paragraph) is in both; scores on that split are **not comparable** to official SQuAD 2.0 numbers.
 """
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from bertology.data.paths import shared_data_dir
+from bertology.data.paths import EXTERNAL, external_folder, missing_data
 from bertology.errors import DataError
 
 #: Share of articles that :func:`split_by_article` puts in the evaluation split.
@@ -56,9 +58,34 @@ class SquadQuestion:
         return [answer.text for answer in self.answers]
 
 
+SQUAD_FILE = "dev-v2.0.json.gz"
+
+
 def squad_path() -> Path:
-    """The shared SQuAD 2.0 dev subset (``shared/data/squad_v2/dev-v2.0.json.gz``)."""
-    return shared_data_dir() / "squad_v2" / "dev-v2.0.json.gz"
+    """The SQuAD 2.0 file of the data folder (``$BERTOLOGY_DATA/squad_v2/dev-v2.0.json.gz``);
+    :class:`~bertology.errors.MissingData` when there is none."""
+    folder = external_folder("squad_v2")
+    if folder is None:
+        raise missing_data("squad_v2", SQUAD_FILE)
+    return folder / SQUAD_FILE
+
+
+def hub_payload() -> dict:
+    """The Hugging Face copy (``rajpurkar/squad_v2``, validation split) in the official v2.0 JSON layout,
+    so it is checked like a file: paragraphs are the runs of one context within an article."""
+    from bertology.data.glue import load_hub_split
+
+    rows = load_hub_split("squad_v2", None, "validation", "validation split")
+    articles: dict[str, list[dict]] = {}
+    for row in rows:
+        paragraphs = articles.setdefault(row["title"], [])
+        if not paragraphs or paragraphs[-1]["context"] != row["context"]:
+            paragraphs.append({"context": row["context"], "qas": []})
+        texts, starts = row["answers"]["text"], row["answers"]["answer_start"]
+        paragraphs[-1]["qas"].append({
+            "id": row["id"], "question": row["question"], "is_impossible": not texts,
+            "answers": [{"text": t, "answer_start": int(a)} for t, a in zip(texts, starts)]})
+    return {"version": "v2.0", "data": [{"title": t, "paragraphs": p} for t, p in articles.items()]}
 
 
 def _load_json(path: Path):
@@ -89,13 +116,17 @@ def _require(mapping, key: str, kind, where: str, path: Path):
 
 
 def read_squad(path: str | Path | None = None) -> list[SquadQuestion]:
-    """Every question of a SQuAD v2.0 file (default: the shared dev subset), in file order.
+    """Every question of a SQuAD v2.0 file, in file order (default: the data folder's dev subset, else the
+    Hugging Face copy; module doc).
 
     Raises :class:`DataError` naming the file and the question id for anything that is not v2.0 or whose
     answer span does not match its context.
     """
-    path = Path(path) if path is not None else squad_path()
-    payload = _load_json(path)
+    if path is None and external_folder("squad_v2") is None:
+        path, payload = Path(f"{EXTERNAL['squad_v2'].hub_id} (validation)"), hub_payload()
+    else:
+        path = Path(path) if path is not None else squad_path()
+        payload = _load_json(path)
     version = payload.get("version") if isinstance(payload, dict) else None
     if version is not None and str(version) not in ("v2.0", "2.0"):
         raise DataError(f"{path}: version is {version!r}; expected SQuAD 'v2.0'")

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import time
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
@@ -30,7 +31,7 @@ import torch
 
 from bertology import __version__
 from bertology.data.corpus import Sentence, sentences_from_strings
-from bertology.errors import DataError, ModelError, OutputError, StoreError, UsageError
+from bertology.errors import BertologyWarning, DataError, ModelError, OutputError, StoreError, UsageError
 from bertology.extraction.alignment import (
     EncodedSentence, Segment, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
 )
@@ -39,7 +40,8 @@ from bertology.models.encoders import Encoder, fingerprint_tokenizer, tokenizer_
 from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.store.store import (
-    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, write_shard_atomic,
+    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, forget_damaged_shards,
+    read_sentences, write_shard_atomic,
 )
 
 SHARD_TARGET_BYTES = 48 << 20
@@ -331,6 +333,19 @@ def _check_existing(out: Path, key: dict, input_hash: str, overwrite: bool) -> d
     return index
 
 
+def _sentences_lost(out: Path) -> bool:
+    """Whether the ``sentences.json`` of a store being reused is missing or unreadable (then rewritten from
+    the input, which the index's input hash has just matched), said in one warning line."""
+    try:
+        read_sentences(out)
+    except StoreError:
+        path = out / SENTENCES_NAME
+        warnings.warn(f"{path}: {'unreadable' if path.exists() else 'missing'}; rewriting it from the input",
+                      BertologyWarning, stacklevel=3)
+        return True
+    return False
+
+
 @dataclasses.dataclass
 class ExtractionPlan:
     """Everything an engine needs to compute the missing shards of a store: made by
@@ -432,10 +447,14 @@ def plan_extraction(
     key = _model_key(encoder, layers, pool, attentions, dtype, long_policy, autocast)
     input_hash = corpus_hash(sentences)
     existing = _check_existing(out, key, input_hash, overwrite)
+    sentences_lost = False
+    if existing is not None:
+        forget_damaged_shards(out, existing)
+        sentences_lost = _sentences_lost(out)
     plan = functools.partial(ExtractionPlan, encoder=encoder, out=out, layers=layers,
                              attention_layers=attention_layers, pool=pool, dtype=dtype, autocast=autocast,
                              batch_tokens=batch_tokens, max_batch=max_batch)
-    if existing is not None and all(s.get("sha256") for s in existing["shards"]):
+    if existing is not None and not sentences_lost and all(s.get("sha256") for s in existing["shards"]):
         return plan(encoded=[], index=existing, row_counts=np.asarray(existing["row_counts"], dtype=np.int64))
     _check_attention_sizes(encoder, sentences, len(attention_layers), max_attention_words, input_path)
 
@@ -454,13 +473,14 @@ def plan_extraction(
     shard_bounds = _plan_shards(encoded, row_counts, store_bytes * encoder.hidden_size * len(layers), attention_bytes,
                                  shard_bytes)
 
-    if existing is None:
+    if existing is None or sentences_lost:
         ensure_dir(out)
         sentence_records = [{"id": s.id, "words": list(s.words)} for s in sentences]
         if pool == "tokens":
             for record, enc in zip(sentence_records, encoded):
                 record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
         write_json(out / SENTENCES_NAME, sentence_records, indent=None, fsync=True)
+    if existing is None:
         input_file = Path(input_path) if input_path else None
         index = {
             "format_version": FORMAT_VERSION,

@@ -1,14 +1,19 @@
 """GLUE fine-tuning with the Convexity report's variants; the shared :func:`evaluate`; a checkpoint's GLUE
 metric for the interventions (:class:`TaskEvaluator`)."""
 
-from bertology.finetune.batching import EncodedExamples, encode_examples, seeded_subset
-from bertology.finetune.evaluation import TaskEvaluator, importance_batches
-from bertology.finetune.metrics import glue_metric
-from bertology.finetune.model import (GlueModel, build_glue_model, load_finetuned, read_checkpoint_meta,
-                                      save_checkpoint)
-from bertology.finetune.table import CONVEXITY_TABLE1, render_table, summarize, variants_result, variants_table
-from bertology.finetune.train import FinetuneConfig, collect_results, evaluate, finetune, predict
-from bertology.finetune.variants import Variant, apply_variant, layer_list, parse_variant
+from bertology._lazy import lazy_exports
+
+# Imported on first use (bertology._lazy), so `bertology finetune --help` does not load torch.
+__getattr__ = lazy_exports(__name__, {
+    "batching": ("EncodedExamples", "encode_examples", "seeded_subset"),
+    "evaluation": ("TaskEvaluator", "importance_batches"),
+    "examples": ("read_examples",),
+    "metrics": ("glue_metric",),
+    "model": ("GlueModel", "build_glue_model", "load_finetuned", "read_checkpoint_meta", "save_checkpoint"),
+    "table": ("CONVEXITY_TABLE1", "render_table", "summarize", "variants_result", "variants_table"),
+    "train": ("FinetuneConfig", "collect_results", "evaluate", "finetune", "predict"),
+    "variants": ("Variant", "apply_variant", "layer_list", "parse_variant"),
+})
 
 __all__ = [
     "CONVEXITY_TABLE1",
@@ -29,6 +34,7 @@ __all__ = [
     "load_finetuned",
     "parse_variant",
     "predict",
+    "read_examples",
     "read_checkpoint_meta",
     "render_table",
     "save_checkpoint",

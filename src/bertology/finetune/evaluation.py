@@ -14,7 +14,8 @@ from typing import Optional
 
 import numpy as np
 
-from bertology.data.glue import glue_task, read_glue
+from bertology.data.glue import glue_task
+from bertology.finetune.examples import read_examples
 from bertology.errors import DataError
 from bertology.finetune.batching import EncodedExamples, collate, encode_examples, seeded_subset
 from bertology.finetune.train import evaluate
@@ -41,7 +42,7 @@ class TaskEvaluator:
     def __post_init__(self) -> None:
         self.spec = glue_task(self.task)
         self.task = self.spec.name
-        examples = read_glue(self.spec.name, self.split, self.data_dir)
+        examples = read_examples(self.spec.name, self.split, self.data_dir)
         self.data = encode_examples(self.tokenizer, seeded_subset(examples, self.max_examples, self.seed))
         self.metric = self.spec.main_metric
 
@@ -59,7 +60,7 @@ def importance_batches(task: str, tokenizer, n_examples: int = 2000, batch_size:
                        data_dir: str | None = None, seed: int = 0) -> list[dict]:
     """Labelled batches (model inputs + ``labels``) of ``n_examples`` from the **train** split, drawn by
     ``seed``: importance is never computed on the split the metric is reported on."""
-    examples = seeded_subset(read_glue(task, "train", data_dir), n_examples, seed)
+    examples = seeded_subset(read_examples(task, "train", data_dir), n_examples, seed)
     data = encode_examples(tokenizer, examples)
     order = np.argsort(data.lengths, kind="stable")  # similar lengths together: less padding
     return [collate(data, order[i:i + batch_size].tolist()) for i in range(0, len(order), batch_size)]

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.data.glue import GlueExample, glue_task, read_glue
+from bertology.data.glue import GlueExample, glue_task
+from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, ModelError
 from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
                                          training_batches)
@@ -141,7 +142,7 @@ def evaluate(model: torch.nn.Module, tokenizer, task_or_examples: str | Sequence
     """
     if isinstance(task_or_examples, str):
         task = glue_task(task_or_examples).name
-        data = encode_examples(tokenizer, read_glue(task, split, data_dir), max_length)
+        data = encode_examples(tokenizer, read_examples(task, split, data_dir), max_length)
         metric = metric or task
     elif isinstance(task_or_examples, EncodedExamples):
         data = task_or_examples
@@ -235,8 +236,8 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
         raise DataError("finetune: out_dir is needed to save checkpoints (or set config.save=False)")
     device = resolve_device(config.device)
 
-    train_examples = seeded_subset(read_glue(spec.name, "train", config.data_dir), config.max_train, config.data_seed)
-    dev_examples = read_glue(spec.name, "dev", config.data_dir)
+    train_examples = seeded_subset(read_examples(spec.name, "train", config.data_dir), config.max_train, config.data_seed)
+    dev_examples = read_examples(spec.name, "dev", config.data_dir)
     train = encode_examples(encoder.tokenizer, train_examples, config.max_length)
     dev = encode_examples(encoder.tokenizer, dev_examples, config.max_length)
 

@@ -1,14 +1,16 @@
 """Geometry of contextual representations: Ethayarajh (2019)'s contextuality and anisotropy per layer."""
 
-from bertology.geometry.contextuality import (
-    KAWINE_BERT_BASE_CASED, MEASURES, ContextualitySample, LayerMeasures, contextuality, measure_layer,
-    plan_sample, plot_contextuality, reference_table, store_contextuality, summarize,
-)
-from bertology.geometry.measures import (
-    intra_sentence_similarity, max_explainable_variance, mean_pair_cosine, random_words_explained_variance,
-    sample_pairs, self_similarity, unit_rows,
-)
-from bertology.geometry.stores import cache_root, cached_store, load_sentences
+from bertology._lazy import lazy_exports
+
+# Imported on first use (bertology._lazy), so `bertology geometry --help` does not load torch.
+__getattr__ = lazy_exports(__name__, {
+    "contextuality": ("KAWINE_BERT_BASE_CASED", "MEASURES", "ContextualitySample", "LayerMeasures", "contextuality",
+                      "measure_layer", "plan_sample", "plot_contextuality", "reference_table",
+                      "store_contextuality", "summarize"),
+    "measures": ("intra_sentence_similarity", "max_explainable_variance", "mean_pair_cosine",
+                 "random_words_explained_variance", "sample_pairs", "self_similarity", "unit_rows"),
+    "stores": ("cache_root", "cached_store", "load_sentences"),
+})
 
 __all__ = [
     "KAWINE_BERT_BASE_CASED", "MEASURES", "ContextualitySample", "LayerMeasures", "cache_root", "cached_store",

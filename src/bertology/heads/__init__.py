@@ -6,11 +6,16 @@ L = last transformer layer, as :mod:`bertology.numbering`) and ``mask`` ``[batch
 to keep this package light.
 """
 
-from bertology.heads.catalog import SEED_HEADS, HeadModel, build_head, check_head_name
-from bertology.heads.qa import QAWindows, decode_spans, encode_windows
-from bertology.heads.squad_eval import evaluate_squad, normalize_answer, score_predictions
-from bertology.heads.streaming import StreamingReader
-from bertology.heads.train import HeadTrainConfig, predict_head, train_head
+from bertology._lazy import lazy_exports
+
+# Imported on first use (bertology._lazy), so `bertology heads --help` does not load torch.
+__getattr__ = lazy_exports(__name__, {
+    "catalog": ("SEED_HEADS", "HeadModel", "build_head", "check_head_name"),
+    "qa": ("QAWindows", "decode_spans", "encode_windows"),
+    "squad_eval": ("evaluate_squad", "normalize_answer", "score_predictions"),
+    "streaming": ("StreamingReader",),
+    "train": ("HeadTrainConfig", "predict_head", "train_head"),
+})
 
 __all__ = ["SEED_HEADS", "HeadModel", "HeadTrainConfig", "QAWindows", "StreamingReader", "build_head",
            "check_head_name", "decode_spans", "encode_windows", "evaluate_squad", "normalize_answer",

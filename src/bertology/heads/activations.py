@@ -33,7 +33,7 @@ from bertology.files import write_json
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
 from bertology.store.store import (
-    DTYPES, FORMAT_VERSION, INDEX_NAME, SENTENCES_NAME, Store, write_shard_atomic,
+    DTYPES, FORMAT_VERSION, INDEX_NAME, SENTENCES_NAME, Store, forget_damaged_shards, write_shard_atomic,
 )
 
 LABELS_NAME = "labels.json"
@@ -155,6 +155,8 @@ def write_activations(
     out = Path(out)
     input_hash = inputs_hash(input_ids, token_type_ids, labels)
     existing = _existing(out, encoder.fingerprint, input_hash, pool, dtype, overwrite)
+    if existing is not None:
+        forget_damaged_shards(out, existing)  # a damaged shard is recomputed, not reused
     if existing is not None and all(s.get("sha256") for s in existing["shards"]):
         return Store.open(out, expect_fingerprint=encoder.fingerprint)
     lengths = np.fromiter((len(ids) for ids in input_ids), dtype=np.int64, count=n)

@@ -5,42 +5,19 @@ no heads and cannot be dropped), heads from 0, labels ``L4H5``. The translation 
 (``encoder.layer[l - 1]``) happens only in :mod:`bertology.intervention.hooks`.
 """
 
-from bertology.intervention.ablation import ablate_heads, ablate_layers, attention_best_heads, prune_by_importance
-from bertology.intervention.hooks import (
-    SUPPORTED_MODEL_TYPES,
-    AttentionSite,
-    ModelLayout,
-    drop_layers,
-    grid_index,
-    heads_to_scales,
-    hook_points,
-    mask_heads,
-    model_layout,
-    module_index,
-    scale_heads,
-)
-from bertology.intervention.importance import (
-    delta_matrix,
-    flagged_heads,
-    flagged_vs_random,
-    head_importance,
-    heads_frame,
-    importance_frame,
-    per_example_loss,
-    plot_pruning_curve,
-    pruning_curve,
-    single_head_ablation,
-    summarize_flagged,
-    summarize_single_head,
-)
-from bertology.intervention.pruning import (
-    attention_parameters,
-    count_parameters,
-    load_pruned,
-    measure_latency,
-    prune_heads,
-    save_pruned,
-)
+from bertology._lazy import lazy_exports
+
+# Imported on first use (bertology._lazy), so `bertology ablate --help` does not load torch.
+__getattr__ = lazy_exports(__name__, {
+    "ablation": ("ablate_heads", "ablate_layers", "attention_best_heads", "prune_by_importance"),
+    "hooks": ("SUPPORTED_MODEL_TYPES", "AttentionSite", "ModelLayout", "drop_layers", "grid_index", "heads_to_scales",
+              "hook_points", "mask_heads", "model_layout", "module_index", "scale_heads"),
+    "importance": ("delta_matrix", "flagged_heads", "flagged_vs_random", "head_importance", "heads_frame",
+                   "importance_frame", "per_example_loss", "plot_pruning_curve", "pruning_curve",
+                   "single_head_ablation", "summarize_flagged", "summarize_single_head"),
+    "pruning": ("attention_parameters", "count_parameters", "load_pruned", "measure_latency", "prune_heads",
+                "save_pruned"),
+})
 
 __all__ = [
     "SUPPORTED_MODEL_TYPES",

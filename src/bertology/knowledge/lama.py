@@ -11,7 +11,7 @@ among them gives P@1, P@10 and the reciprocal rank. As in LAMA:
   continuation pieces), or a vocabulary file given by the user (LAMA's ``common_vocab_cased.txt``);
 * a corpus's score is the **unweighted mean over its relations**.
 
-The data (CC BY-NC 4.0) is never shipped: it is read from ``../shared/data/lama`` (or ``$BERTOLOGY_DATA``)
+The data (CC BY-NC 4.0) is never shipped: it is read from ``--data`` or ``$BERTOLOGY_DATA/lama``
 or from a path given by the user.
 """
 
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.data import shared_data_dir
+from bertology.data import external_folder, missing_data
 from bertology.data.corpus import open_text
 from bertology.errors import DataError, UsageError
 from bertology.knowledge.mlm import masked_lm, untrained_masked_lm
@@ -173,7 +173,9 @@ def load_lama(folder: str | os.PathLike | None = None, corpora=None, relations: 
               max_facts: int | None = None) -> tuple[list[Relation], pd.DataFrame]:
     """The relations of a LAMA data folder (``relations.jsonl``, ``Google_RE/``, ``TREx/``, ``Squad/``) and a
     table of the ones it lacks (T-REx relations of the paper without a data file)."""
-    folder = Path(folder) if folder is not None else shared_data_dir() / "lama"
+    folder = external_folder("lama", folder)
+    if folder is None:
+        raise missing_data("lama")
     if not folder.is_dir():
         raise DataError(f"{folder}: not a LAMA data folder; expected relations.jsonl, TREx/, Google_RE/, Squad/")
     wanted = set(relations) if relations else None
@@ -409,7 +411,7 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
          batch_size: int = 32, device: str | None = "auto", progress: bool = False, loaded=None) -> Result:
     """LAMA for a masked LM (hub id, folder or ``loaded=(model, tokenizer)``), with its untrained twins.
 
-    ``data``: a LAMA folder (default ``../shared/data/lama``) or one relation's JSONL file (then ``template``
+    ``data``: a LAMA folder (default ``$BERTOLOGY_DATA/lama``) or one relation's JSONL file (then ``template``
     with [X] and [Y], unless the records carry ``masked_sentences``). ``layers``: per-layer scores through the
     model's own MLM head (a logit lens); default only the model's output. Tables: ``relations``, ``corpora``
     (unweighted means over relations), ``facts`` (the model's prediction and rank per fact) and ``missing``.
@@ -444,7 +446,7 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
         for frame in facts:
             frame["layer"] = num_layers
     meta = {
-        "model": name, "num_layers": num_layers, "data": str(data) if data else str(shared_data_dir() / "lama"),
+        "model": name, "num_layers": num_layers, "data": str(data) if data else str(external_folder("lama")),
         "vocabulary": vocabulary, "seeds": list(seeds) if untrained else [],
         "per_layer": "the model's own MLM head applied to hidden_states[l] (a logit lens)" if layer_list else None,
         "published_bert_base_p_at_1": PUBLISHED_BERT_BASE_P1,

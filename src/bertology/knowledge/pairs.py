@@ -30,6 +30,37 @@ from bertology.runtime import resolve_device
 
 PAIR_FIELDS = ("sentence_good", "sentence_bad")
 
+#: Paradigms read from the Hugging Face copy (``nyu-mll/blimp``, one config per paradigm) when no file is
+#: given: agreement, argument structure, filler-gap, islands and NPIs, a spread over BLiMP's phenomena.
+BLIMP_HUB_PARADIGMS = (
+    "anaphor_gender_agreement", "anaphor_number_agreement", "determiner_noun_agreement_1",
+    "determiner_noun_agreement_2", "regular_plural_subject_verb_agreement_1",
+    "irregular_plural_subject_verb_agreement_1", "distractor_agreement_relational_noun", "passive_1",
+    "wh_questions_object_gap", "adjunct_island", "sentential_negation_npi_licensor_present", "existential_there_quantifiers_1",
+)
+
+
+def default_pairs(max_pairs: int | None = None, paradigms: Sequence[str] = BLIMP_HUB_PARADIGMS) -> pd.DataFrame:
+    """BLiMP without a path: ``$BERTOLOGY_DATA/blimp`` (a folder of JSONL files), else ``paradigms`` from the
+    Hugging Face copy through ``datasets`` (cache, or hub when online), else
+    :class:`~bertology.errors.MissingData`."""
+    from bertology.data.glue import load_hub_split
+    from bertology.data.paths import EXTERNAL, external_folder
+
+    folder = external_folder("blimp")
+    if folder is not None:
+        return read_pairs(folder, max_pairs)
+    rows = []
+    for paradigm in paradigms:
+        for i, record in enumerate(load_hub_split("blimp", paradigm, "train", f"paradigm {paradigm}")):
+            rows.append({"file": f"{EXTERNAL['blimp'].hub_id}/{paradigm}", "line": i + 1,
+                         "paradigm": str(record.get("UID") or paradigm),
+                         "phenomenon": str(record.get("linguistics_term") or ""),
+                         "sentence_good": record["sentence_good"].strip(), "sentence_bad": record["sentence_bad"].strip()})
+            if max_pairs is not None and i + 1 >= max_pairs:
+                break
+    return pd.DataFrame(rows)
+
 
 def read_pairs(path: str | os.PathLike, max_pairs: int | None = None) -> pd.DataFrame:
     """BLiMP-format JSONL: ``sentence_good`` and ``sentence_bad`` per line (BLiMP's own field names); the
@@ -201,14 +232,12 @@ def minimal_pairs(model: str | os.PathLike = "minilm", data: str | os.PathLike |
                   whole_word: bool = False, layers=None, max_pairs: int | None = None, seeds: Sequence[int] = (0,),
                   untrained: bool = True, batch_tokens: int = 8192, device: str | None = "auto",
                   progress: bool = False, loaded=None) -> Result:
-    """Score BLiMP-format pairs (a JSONL file or a folder of them) with a masked LM and its untrained twins.
+    """Score BLiMP-format pairs (a JSONL file or a folder of them; without one, :func:`default_pairs`) with a
+    masked LM and its untrained twins.
 
     Tables: ``pairs`` (both PLLs per pair), ``paradigms`` (accuracy per paradigm) and ``summary``.
     """
-    if data is None:
-        raise UsageError("--data: give a BLiMP-format JSONL file (sentence_good, sentence_bad per line) or a folder "
-                         "of them")
-    pairs = read_pairs(data, max_pairs)
+    pairs = read_pairs(data, max_pairs) if data is not None else default_pairs(max_pairs)
     run_device = resolve_device(device)
     network, tokenizer, name = masked_lm(model, loaded, run_device)
     num_layers = int(getattr(network.config, "num_hidden_layers", 0) or getattr(network.config, "n_layers", 0))

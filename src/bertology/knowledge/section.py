@@ -46,7 +46,7 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
     """Contextuality, static similarity and the MLM probe for ``model`` (an alias, folder, hub id or
     :class:`~bertology.models.Encoder`) on the first ``max_sentences`` sentences of ``data`` (default the
     packaged EWT dev), model vs untrained twin over ``seeds``; LAMA (``lama_facts`` facts per relation of
-    ``lama_data``, default ``../shared/data/lama``) and minimal pairs (``pairs_data``, first ``pairs_max``
+    ``lama_data``, default ``$BERTOLOGY_DATA/lama``) and minimal pairs (``pairs_data``, first ``pairs_max``
     pairs) when the model loads as a masked LM. On MiniLM with the defaults: about 2-4 minutes on 2 CPU
     cores, most of it the MLM probe (``mlm_probe_sentences=0`` skips it).
     """
@@ -162,9 +162,6 @@ def _masked_lm_parts(section, model, out, lama_data, lama_facts, pairs_data, pai
             "P@1": merged["p_at_1"].map(percent), "P@10": merged["p_at_10"].map(percent),
             "MRR": merged["mrr"].map(percent), "twin P@1": merged["p_at_1_twin"].map(percent)})
         section.seconds["lama"] = time.perf_counter() - started
-    if pairs_data is None:
-        section.notes.append("Minimal pairs: skipped (no BLiMP-format file given).")
-        return
     started = time.perf_counter()
     try:
         result = minimal_pairs(model, pairs_data, max_pairs=pairs_max, seeds=tuple(seeds), device=device,

@@ -6,12 +6,17 @@ The public API: :func:`run_probing` (models x tasks x layers x seeds with every 
 task), and :func:`features_from_store` + :func:`probe_labels` for probing labels of your own.
 """
 
-from bertology.probing.controls import ControlTask, SentenceControlTask, majority_accuracy
-from bertology.probing.experiment import run_probing
-from bertology.probing.labels import features_from_store, probe_labels
-from bertology.probing.probes import LayerwiseProbe, ScalarMixProbe
-from bertology.probing.report import plot_layer_curves, summarize, table2, table2_frame, table2_rich
-from bertology.probing.tasks import get_task, register_task, task_names, unregister_task
+from bertology._lazy import lazy_exports
+
+# Imported on first use (bertology._lazy), so `bertology probe --help` does not load torch or sklearn.
+__getattr__ = lazy_exports(__name__, {
+    "controls": ("ControlTask", "SentenceControlTask", "majority_accuracy"),
+    "experiment": ("run_probing",),
+    "labels": ("features_from_store", "probe_labels"),
+    "probes": ("LayerwiseProbe", "ScalarMixProbe"),
+    "report": ("plot_layer_curves", "summarize", "table2", "table2_frame", "table2_rich"),
+    "tasks": ("get_task", "register_task", "task_names", "unregister_task"),
+})
 
 __all__ = [
     "ControlTask",

@@ -20,7 +20,7 @@ def probe(
                               "upos, xpos, deprel, ner, structural, any registered task "
                               "(bertology.probing.register_task), or SentEval names (BShift, tree_depth...)."),
     treebank: Optional[Path] = typer.Option(None, help="UD treebank folder with train/dev/test CoNLL-U "
-                                            "(default: the shared UD English EWT)."),
+                                            "(default: the packaged UD English EWT)."),
     seeds: int = options.seeds_option(),
     seed: int = options.seed_option(),
     out: Optional[Path] = options.out_option("probe"),
@@ -59,9 +59,7 @@ def probe(
     table2, datasets as Parquet + CSV), meta.json and layer_curves.png/.svg into OUT."""
     from rich.console import Console
 
-    from bertology.probing.experiment import run_probing
-    from bertology.probing.report import plot_layer_curves, print_table2, table2_frame
-    from bertology.probing.summary import MIN_SPLIT, best_layers
+    from bertology.probing.tasks import PROBE_KINDS, resolve_tasks
 
     for value, name in ((max_sentences, "--max-sentences"), (max_train, "--max-train"), (max_eval, "--max-eval")):
         options.check_positive(value, name)
@@ -73,11 +71,18 @@ def probe(
         raise UsageError(f"--sentence-control {sentence_control!r}: expected none, first-word or bag-of-words")
     if senteval_split not in ("treebank", "pooled"):
         raise UsageError(f"--senteval-split {senteval_split!r}: expected treebank or pooled")
+    if probe_kind not in PROBE_KINDS:
+        raise UsageError(f"--probe {probe_kind!r}: expected {' or '.join(PROBE_KINDS)}")
+    resolve_tasks(tasks)  # the names, before anything heavy loads (run_probing resolves them again)
     seed_values = options.seed_list(seeds, seed)
     options.parse_layers(layers)  # syntax now; the range is checked once the model's depth is known
     out = out if out is not None else options.default_out(
         "probe", Path(model).name or model, tasks, treebank.name if treebank is not None else None)
     options.resolve_device(device)
+    from bertology.probing.experiment import run_probing
+    from bertology.probing.report import plot_layer_curves, print_table2, table2_frame
+    from bertology.probing.summary import MIN_SPLIT, best_layers
+
     result = run_probing(
         model=model, tasks=tasks, treebank=treebank, seeds=seed_values, layers=layers, probe=probe_kind,
         max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, quick=quick,

@@ -28,9 +28,9 @@ from bertology.probing.controls import (
     SentenceControlTask,
     type_key,
 )
+from bertology.probing.tasks import LEVELS  # noqa: F401 (the one list; re-exported here)
 
 SPLITS = ("train", "dev", "test")
-LEVELS = ("token", "edge", "span", "sentence")
 UD_TASKS = ("upos", "xpos", "deprel")
 NER_TASKS = ("ner",)
 

@@ -26,7 +26,6 @@ dev). The scalar mix has ``component="scalar-mix"``: its ``accuracy`` rows have 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.errors import DataError
+from bertology.tasks.cache import built_tasks, cache_root, treebank_hash  # noqa: F401 (treebank_hash: public here too)
 from bertology.numbering import parse_layers
 from bertology.probing.datasets import (
     SPLITS,
@@ -55,13 +55,13 @@ from bertology.probing.probes import (
     LayerwiseProbe,
     ScalarMixProbe,
 )
-from bertology.probing.tasks import (
-    GROUPS,
+from bertology.probing.tasks import (  # resolve_tasks: public here too
     SOURCES,
     STRUCTURAL,
     get_task,
     is_registered,
-    task_names,
+    resolve_tasks,
+    senteval_names,
 )
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -86,44 +86,6 @@ QUICK_MAX_TRAIN = {"token": 4000, "edge": 4000, "span": 2000, "sentence": 1000}
 QUICK_MAX_EVAL = {"token": 1000, "edge": 1000, "span": 500, "sentence": 300}
 
 
-def senteval_names() -> tuple[str, ...]:
-    from bertology.tasks import TASK_NAMES
-
-    return TASK_NAMES
-
-
-def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
-    """Expand ``"senteval"`` (the ten SentEval tasks) and ``"ud"`` (upos, xpos, deprel); accept registered
-    task names (:mod:`bertology.probing.tasks`), ``structural``, Table 2 names (``BShift``) and
-    comma-separated strings. Order is kept, duplicates dropped."""
-    from bertology.tasks import resolve_task_name
-
-    items = tasks.split(",") if isinstance(tasks, str) else [t for item in tasks for t in str(item).split(",")]
-    out: list[str] = []
-    for item in (t.strip() for t in items):
-        if not item:
-            continue
-        key = item.lower()
-        if key == "senteval":
-            expanded = list(senteval_names())
-        elif key in GROUPS:
-            expanded = list(GROUPS[key])
-        elif is_registered(key) or key == STRUCTURAL:
-            expanded = [key]
-        else:
-            try:
-                expanded = [resolve_task_name(item)]
-            except DataError:
-                raise DataError(
-                    f"unknown task {item!r}; expected {', '.join(task_names())}, {STRUCTURAL}, ud (upos, xpos, "
-                    f"deprel), senteval (all ten) or a SentEval task ({', '.join(senteval_names())})"
-                ) from None
-        out += [t for t in expanded if t not in out]
-    if not out:
-        raise DataError("no tasks given; expected e.g. --tasks senteval or --tasks upos,xpos,deprel")
-    return out
-
-
 def _cap(level: str, value: int | None, defaults: dict[str, int | None]) -> int | None:
     return defaults[level] if value is None else int(value)
 
@@ -133,57 +95,19 @@ def default_caps(quick: bool = False) -> tuple[dict, dict]:
     return (QUICK_MAX_TRAIN, QUICK_MAX_EVAL) if quick else (DEFAULT_MAX_TRAIN, DEFAULT_MAX_EVAL)
 
 
-def treebank_hash(treebank: str | os.PathLike) -> str:
-    """A key for a treebank folder's content: the SHA-256 of its train/dev/test files (not their path)."""
-    from bertology.data.treebank import find_splits
-    from bertology.store.store import file_sha256
-
-    files = find_splits(treebank)
-    digest = hashlib.sha256()
-    for split in sorted(files):
-        digest.update(f"{split}:{file_sha256(files[split])}\n".encode())
-    return digest.hexdigest()[:16]
-
-
-def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir)
-    return Path(os.environ.get("BERTOLOGY_CACHE", Path.home() / ".cache" / "bertology"))
-
-
-def _build_senteval(names: list[str], treebank: Path | None, cache: Path, progress: bool, split: str = "pooled"
-                    ) -> tuple[dict[str, list], dict[str, str], dict[str, str]]:
-    """SentEval tasks built from the treebank by bertology.tasks, cached by the treebank files' content
-    (SHA-256), so an edited file at the same path is rebuilt. Returns ``(built, skipped, split_sources)``:
-    sentences per built task, per task the treebank cannot support the builder's reason, and per built task
-    how its splits were made (the manifest's ``split_source``). ``split``: the treebank's
-    own train/dev/test or ``"pooled"`` (:func:`bertology.tasks.load_splits`), cached apart."""
-    from bertology.data import read_senteval
-    from bertology.tasks import SENTEVAL_FILES, build_tasks
-
-    if treebank is None:
-        return {}, {}, {}
-    out_dir = cache / (f"senteval-tasks-{treebank_hash(treebank)}" + ("" if split == "treebank" else f"-{split}"))
-    manifest = out_dir / "manifest.json"
-    state = json.loads(manifest.read_text()) if manifest.is_file() else {"tasks": {}, "skipped": {}}
-    known = set(state.get("tasks", {})) | set(state.get("skipped", {}))
-    missing = [n for n in names if n not in known
-               or (n in state.get("tasks", {}) and not (out_dir / SENTEVAL_FILES[n]).is_file())]
-    if missing:
-        build_tasks(treebank, out_dir, tasks=missing, progress=progress, split=split)
-        state = json.loads(manifest.read_text())
-    built = {n: read_senteval(out_dir / SENTEVAL_FILES[n]) for n in names if n in state.get("tasks", {})}
-    skipped = {n: str(state.get("skipped", {}).get(n, "not built")) for n in names if n not in built}
-    split_sources = {n: str(state["tasks"][n].get("split_source", "")) for n in built}
-    return built, skipped, split_sources
-
-
 def _source_folder(source: str, given: str | os.PathLike | None) -> Path:
+    """A task source's folder: ``given``, else the packaged EWT for treebank tasks, else the external data
+    set's folder (``$BERTOLOGY_DATA``), else :class:`~bertology.errors.MissingData`."""
+    from bertology.data import external_folder, missing_data, packaged_treebank
+
     if given is not None:
         return Path(given)
-    from bertology.data import shared_data_dir
-
-    return shared_data_dir() / SOURCES[source].default_folder
+    if source == "ud":
+        return packaged_treebank()
+    folder = external_folder(source)
+    if folder is None:
+        raise missing_data(source)
+    return folder
 
 
 def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = None,
@@ -239,8 +163,8 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
         if senteval_samples is not None:
             built, skipped, split_sources = {}, {}, {}
         else:
-            built, skipped, split_sources = _build_senteval(sentence_tasks, Path(treebank) if treebank is not None else None,
-                                             _cache_root(cache_dir), progress, senteval_split)
+            built, skipped, split_sources = built_tasks(sentence_tasks, Path(treebank) if treebank is not None else None,
+                                             cache_root(cache_dir), progress, senteval_split)
         for task in sentence_tasks:
             try:
                 if senteval_samples is not None:
@@ -296,9 +220,15 @@ class SentenceMeans:
     ``dim``, ``offsets`` (one row per sentence) and ``layer(l)``; the features are the same numbers."""
 
     def __init__(self, path: Path):
+        from bertology.store.store import file_sha256
+
         self.path = Path(path)
+        meta = json.loads(self.path.with_suffix(".json").read_text())
+        recorded = meta.get("sha256")  # caches written before the checksum are read as they are
+        if recorded is not None and file_sha256(self.path) != recorded:
+            raise ValueError(f"{self.path.name}: SHA-256 differs from the one in {self.path.with_suffix('.json').name}")
         self.means = np.load(self.path, mmap_mode="r")
-        self.layers = [int(l) for l in json.loads(self.path.with_suffix(".json").read_text())["layers"]]
+        self.layers = [int(l) for l in meta["layers"]]
         self.offsets = np.arange(self.means.shape[1] + 1, dtype=np.int64)
 
     @property
@@ -312,12 +242,14 @@ class SentenceMeans:
     def from_store(cls, store, path: Path) -> "SentenceMeans":
         """Write the sentence means of a word-level store (atomically: the ``.npy`` appears last)."""
         from bertology.files import atomic_path, write_json
+        from bertology.store.store import file_sha256
 
         means = np.stack([sentence_mean_vectors(store.layer(layer), store.offsets) for layer in store.layers])
-        write_json(path.with_suffix(".json"), {"layers": list(store.layers), "from_store": store.path.name})
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as handle:
                 np.save(handle, means)
+            write_json(path.with_suffix(".json"), {"layers": list(store.layers), "from_store": store.path.name,
+                                                   "sha256": file_sha256(tmp)})
         return cls(path)
 
 
@@ -341,7 +273,13 @@ def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Pa
             if source in sentence_only and means_path.is_file():
                 try:
                     stores[source, split] = SentenceMeans(means_path)
-                except (OSError, ValueError, KeyError):  # unreadable or without its layers: compute it again
+                except (OSError, ValueError, KeyError) as error:  # unreadable, changed or without its layers
+                    import warnings
+
+                    from bertology.errors import BertologyWarning
+
+                    reason = (str(error).splitlines() or [type(error).__name__])[0]
+                    warnings.warn(f"{means_path}: damaged ({reason}); recomputing it", BertologyWarning, stacklevel=2)
                     means_path.unlink(missing_ok=True)
                 else:
                     shutil.rmtree(path, ignore_errors=True)  # left by a run stopped between the two steps
@@ -567,10 +505,10 @@ def run_probing(
     run_device = resolve_device(device)
     task_names_ = resolve_tasks(tasks)
     if treebank is None and any(t in senteval_names() for t in task_names_):
-        from bertology.data import shared_data_dir
+        from bertology.data import packaged_treebank
 
-        treebank = shared_data_dir() / "ud_english_ewt"
-    cache = _cache_root(cache_dir)
+        treebank = packaged_treebank()
+    cache = cache_root(cache_dir)
     absent: list[tuple[str, str]] = []
     datasets = load_datasets(task_names_, treebank, wnut, senteval_samples, max_train, max_eval, max_sentences,
                              cache, progress, quick=quick, absent=absent, senteval_split=senteval_split)

@@ -23,14 +23,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bertology.errors import DataError
+from bertology.probing.tasks import PROBE_KINDS
 from bertology.runtime import derive_seed, resolve_device
 
 DEFAULT_L2 = (1e-5, 1e-4, 1e-3, 1e-2)
 """Default L2 grid. The loss is ``mean cross-entropy + l2/2 * ||W||^2`` on standardised features, so
 ``l2 = 1 / (C * n_train)`` in scikit-learn's parametrisation (C=1 with 4,000 examples is l2=2.5e-4)."""
-
-PROBE_KINDS = ("linear", "mlp")
-
 
 # ----------------------------------------------------------------------------------------------
 # input handling

@@ -29,27 +29,48 @@ treebank tasks) pick it up::
 Control labels (Hewitt and Liang) need no code: they key on the word type (token), the dependent's type
 (edge) or the span's types (span). The ten SentEval sentence tasks have their own catalogue
 (:mod:`bertology.tasks.catalog`) and builder (``bertology tasks build``).
+
+This module imports neither numpy nor torch: the built-in builders and loaders live in
+:mod:`bertology.probing.datasets` and are imported when first called, so ``bertology probe --tasks``
+checks its names (:func:`resolve_tasks`) before anything heavy loads.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-from bertology.data import Sentence
 from bertology.errors import DataError
-from bertology.probing.datasets import (
-    LEVELS,
-    deprel_examples,
-    entity_examples,
-    load_ud_pools,
-    load_wnut_pools,
-    upos_examples,
-    xpos_examples,
-)
 
-Builder = Callable[[Sequence[Sentence]], object]
+if TYPE_CHECKING:
+    from bertology.data import Sentence
+
+Builder = Callable[[Sequence["Sentence"]], object]
+#: What a task's examples are (the module doc's table).
+LEVELS = ("token", "edge", "span", "sentence")
+#: The probes (:class:`~bertology.probing.probes.LayerwiseProbe` ``kind``); here so the command line checks
+#: ``--probe`` without sklearn.
+PROBE_KINDS = ("linear", "mlp")
+
+
+def _from_datasets(name: str) -> Callable:
+    """``bertology.probing.datasets.<name>``, imported when first called."""
+
+    def call(*args, **kwargs):
+        from bertology.probing import datasets
+
+        return getattr(datasets, name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"bertology.probing.datasets.{name} (imported when first called)."
+    return call
+
+
+upos_examples, xpos_examples, deprel_examples, entity_examples = map(
+    _from_datasets, ("upos_examples", "xpos_examples", "deprel_examples", "entity_examples"))
+load_ud_pools, load_wnut_pools = map(_from_datasets, ("load_ud_pools", "load_wnut_pools"))
 
 
 @dataclass(frozen=True)
@@ -58,7 +79,7 @@ class Source:
     the folder used when none is given (a name under the shared data folder)."""
 
     name: str
-    load: Callable[[Path, int | None], dict[str, list[Sentence]]]
+    load: Callable[[Path, int | None], dict[str, list["Sentence"]]]
     default_folder: str
     description: str
 
@@ -143,3 +164,42 @@ register_task("deprel", "edge", deprel_examples, description="universal relation
               notes=("root arcs left out; labels are universal relations without subtypes",))
 register_task("ner", "span", entity_examples, source="wnut17", description="type of a gold WNUT-17 entity span",
               notes=("gold entity spans, type predicted; span = mean of its word vectors",))
+
+
+def senteval_names() -> tuple[str, ...]:
+    """The ten SentEval tasks (:mod:`bertology.tasks.catalog`), in Table 2 order."""
+    from bertology.tasks.catalog import TASK_NAMES
+
+    return TASK_NAMES
+
+
+def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
+    """Expand ``"senteval"`` (the ten SentEval tasks) and ``"ud"`` (upos, xpos, deprel); accept registered
+    task names, ``structural``, Table 2 names (``BShift``) and comma-separated strings. Order is kept,
+    duplicates dropped; :class:`DataError` names an unknown task and the known ones."""
+    from bertology.tasks.catalog import resolve_task_name
+
+    items = tasks.split(",") if isinstance(tasks, str) else [t for item in tasks for t in str(item).split(",")]
+    out: list[str] = []
+    for item in (t.strip() for t in items):
+        if not item:
+            continue
+        key = item.lower()
+        if key == "senteval":
+            expanded = list(senteval_names())
+        elif key in GROUPS:
+            expanded = list(GROUPS[key])
+        elif is_registered(key) or key == STRUCTURAL:
+            expanded = [key]
+        else:
+            try:
+                expanded = [resolve_task_name(item)]
+            except DataError:
+                raise DataError(
+                    f"unknown task {item!r}; expected {', '.join(task_names())}, {STRUCTURAL}, ud (upos, xpos, "
+                    f"deprel), senteval (all ten) or a SentEval task ({', '.join(senteval_names())})"
+                ) from None
+        out += [t for t in expanded if t not in out]
+    if not out:
+        raise DataError("no tasks given; expected e.g. --tasks senteval or --tasks upos,xpos,deprel")
+    return out

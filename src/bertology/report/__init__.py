@@ -1,9 +1,14 @@
 """`bertology report`: the battery on one model as a self-contained HTML report."""
 
-from bertology.report.cache import ResultCache
-from bertology.report.context import ReportContext
-from bertology.report.document import Figure, Link, Section, Table, Text, render
-from bertology.report.run import build_comparison, build_report, section_names
+from bertology._lazy import lazy_exports
 
-__all__ = ["Figure", "Link", "ReportContext", "ResultCache", "Section", "Table", "Text", "build_comparison",
-           "build_report", "render", "section_names"]
+# Imported on first use (bertology._lazy), so `bertology report --help` does not load torch or matplotlib.
+__getattr__ = lazy_exports(__name__, {
+    "cache": ("ResultCache",),
+    "context": ("ReportContext",),
+    "document": ("Figure", "Link", "Section", "Table", "Text", "render"),
+    "run": ("ReportOutcome", "build_comparison", "build_report", "run_report", "section_names"),
+})
+
+__all__ = ["Figure", "Link", "ReportContext", "ReportOutcome", "ResultCache", "Section", "Table", "Text",
+           "build_comparison", "build_report", "render", "run_report", "section_names"]

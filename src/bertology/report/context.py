@@ -19,6 +19,12 @@ from bertology.report.cache import ResultCache
 CORPUS_NOTE = ("UD English EWT r2.16 dev and test (CC BY-SA 4.0, Silveira et al. 2014; "
                "shipped inside bertology, see resources/ATTRIBUTION.md)")
 
+#: Section id -> its title, in reading order (the builders and the boxes that stand in for them use these).
+SECTION_TITLES = {
+    "tokenization": "Tokenization", "probing": "Probing", "attention": "Attention",
+    "interventions": "Whether it uses it: interventions", "knowledge": "Knowledge and geometry",
+}
+
 
 @dataclass
 class ReportContext:
@@ -47,6 +53,9 @@ class ReportContext:
     finetuned: Path | None = None
     #: the findings generated from ``results`` (:mod:`bertology.report.findings`), set when the report is built
     findings: list = field(default_factory=list)
+    #: section id -> why it did not run: ``failed`` (an error) and ``skipped`` (by design: data not at hand)
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     @property
     def model_key(self) -> dict:

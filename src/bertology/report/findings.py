@@ -45,7 +45,7 @@ GROUP_ORDER = ("surface", "syntactic", "semantic", "other")
 ANCHORS = {
     "senteval": "probing-senteval", "tokens": "probing-tokens", "structural": "probing-structural",
     "parsers": "attention-parsers", "attention_probe": "attention-probe", "patterns": "attention-patterns",
-    "flagged": "interventions-flagged", "pruning": "interventions-pruning",
+    "flagged": "interventions-flagged", "pruning": "interventions-pruning", "finetuning": "interventions",
     "contextuality": "knowledge-contextuality",
 }
 STRUCTURAL_METRIC = {"structural-distance": "uuas", "structural-depth": "root_acc"}
@@ -387,8 +387,21 @@ def pattern_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
 
 
 def intervention_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
-    """What masking the flagged heads costs against random heads of the same number; the pruning curve."""
+    """Whether fine-tuning learned the task; then (only if it did) what masking the flagged heads costs
+    against random heads of the same number, and the pruning curve."""
+    from bertology.report.interventions import learning_text
+
     out = []
+    check = tables.get("check")
+    if check is not None and not check.empty:
+        row = check.iloc[0]
+        out.append(Finding(topic="finetuning", text=learning_text(row), value=float(row["value"]),
+                           baseline=float(row["baseline"]), baseline_name=str(row["baseline_name"]),
+                           ci_low=float(row["ci_low"]), ci_high=float(row["ci_high"]), anchor=ANCHORS["finetuning"],
+                           source="interventions.check", flags=[] if row["learned"] else ["at chance"],
+                           details={"task": row["task"], "n": int(row["n"])}))
+        if not bool(row["learned"]):
+            return out
     summary = tables.get("flagged_summary")
     runs = tables.get("flagged_runs")
     if summary is not None and not summary.empty and runs is not None:
@@ -398,7 +411,7 @@ def intervention_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
         task = str(row.get("task", "the task"))
         verdict = ("more than random heads (empirical p = {:.3f})" if row["p_random_as_harmful"] < 0.05
                    else "no more than random heads do (empirical p = {:.3f})").format(row["p_random_as_harmful"])
-        text = (f"Masking the {int(row['n_masked'])} heads flagged as parsers changes {task} accuracy by "
+        text = (f"Masking the {int(row['n_masked'])} heads flagged as parsers changes {task} {row.get('metric', 'accuracy')} by "
                 f"{100 * row['flagged_delta']:+.1f} points (from {percent(row['baseline'])}%): "
                 f"{verdict}; {int(row['n_draws'])} random sets of {int(row['n_masked'])} heads change it by "
                 f"{100 * row['random_delta_mean']:+.1f} points on average (95% of draws "
@@ -491,6 +504,7 @@ TOPIC_TITLES = {
     "untrained": "What the untrained twin already gives",
     "parsers": "Heads acting as parsers",
     "patterns": "Attention pattern types (share of head maps)",
+    "finetuning": "The fine-tuned task the interventions read (did the model learn it?)",
     "masking": "Whether the model uses them (masking heads on a fine-tuned task)",
     "contextuality": "Contextuality",
 }

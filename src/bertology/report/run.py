@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -10,16 +12,32 @@ import pandas as pd
 
 from bertology import __version__
 from bertology.data import default_corpus, read_conllu
-from bertology.errors import UsageError
+from bertology.errors import MissingData
 from bertology.files import write_text
 from bertology.models import Encoder, load_encoder
+from bertology.report import names
 from bertology.report import sections as report_sections
 from bertology.report.cache import ResultCache
-from bertology.report.context import CORPUS_NOTE, ReportContext, SectionBuilder, safe_name, setup_notes
-from bertology.report.document import Section, render
+from bertology.report.context import CORPUS_NOTE, SECTION_TITLES, ReportContext, SectionBuilder, safe_name, setup_notes
+from bertology.report.document import Section, Text, render
 from bertology.runtime import resolve_device
 
-__all__ = ["ReportContext", "ResultCache", "build_comparison", "build_report", "default_sections", "section_names"]
+__all__ = ["ReportContext", "ReportOutcome", "ResultCache", "build_comparison", "build_report", "default_sections",
+           "run_report", "section_names"]
+
+
+@dataclass
+class ReportOutcome:
+    """What a report run wrote and what did not run: ``failed`` and ``skipped`` map a section id to why
+    (``skipped``: by design, e.g. data that is not at hand offline; ``failed``: anything else)."""
+
+    path: Path
+    failed: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
 
 
 def default_sections() -> list[tuple[str, SectionBuilder]]:
@@ -32,15 +50,9 @@ def section_names() -> list[str]:
 
 
 def check_sections(sections: Sequence[str] | None) -> list[str] | None:
-    """The requested section ids, or :class:`UsageError` naming the unknown ones and the valid ones."""
-    if sections is None:
-        return None
-    chosen = [s.strip() for s in sections if s.strip()]
-    unknown = [s for s in chosen if s not in section_names()]
-    if unknown or not chosen:
-        raise UsageError(f"--sections {','.join(sections)}: unknown section {', '.join(unknown) or '(none given)'}; "
-                         f"expected one or more of {', '.join(section_names())}")
-    return chosen
+    """The requested section ids, or :class:`UsageError` naming the unknown ones and the valid ones (the
+    sections of :func:`default_sections` now; :mod:`bertology.report.names` checks them without torch)."""
+    return names.check_sections(sections, section_names())
 
 
 def make_context(encoder: Encoder, name: str, out: str | Path, fresh: bool, seeds: Sequence[int],
@@ -74,23 +86,48 @@ def findings_section(context: ReportContext) -> Section | None:
 
 
 def run_sections(context: ReportContext, sections: Sequence[str] | None = None) -> list[Section]:
-    """Build the sections (in reading order) and put the findings generated from their tables first."""
+    """Build the sections (in reading order) and put the findings generated from their tables first.
+
+    Each section runs on its own: one that cannot run becomes a box saying what did not run, why and the
+    command that runs it (``context.skipped`` when its data is not at hand, ``context.failed`` otherwise),
+    and the others still run. Finished sections are cached first, so a rerun computes only what is missing."""
     sections = check_sections(sections)
     built: list[Section] = []
     for section_id, builder in default_sections():
         if sections and section_id not in sections:
             continue
         started = time.perf_counter()
-        section = builder(context)
+        try:
+            section = builder(context)
+        except MissingData as error:
+            context.skipped[section_id] = str(error)
+            section = unavailable_section(context, section_id, str(error), failed=False)
+        except Exception as error:  # noqa: BLE001 (one section's failure, out of memory included, must not cost the others)
+            context.failed[section_id] = f"{type(error).__name__}: {error}"
+            section = unavailable_section(context, section_id, context.failed[section_id], failed=True)
         context.timings[section_id] = time.perf_counter() - started
         if context.progress:
             from rich.console import Console
 
-            Console(stderr=True).print(f"[bold]report[/] {section_id}: {context.timings[section_id]:.0f} s")
+            Console(stderr=True).print(f"[bold]report[/] {section_id}: {context.timings[section_id]:.0f} s"
+                                       + (" (failed)" if section_id in context.failed else
+                                          " (skipped)" if section_id in context.skipped else ""))
         if section is not None:
             built.append(section)
     findings = findings_section(context)
     return ([findings] if findings is not None else []) + built
+
+
+def unavailable_section(context: ReportContext, section_id: str, why: str, failed: bool) -> Section:
+    """The box standing in for a section that did not run: what, why, and the command that runs it."""
+    title = SECTION_TITLES.get(section_id, section_id)
+    command = f"bertology report -m {context.model_name} --sections {section_id}"
+    kind = "failed" if failed else "skipped"
+    section = Section(section_id, title)
+    section.add(Text(f"<div class='status {kind}'><p><strong>This section did not run ({kind}).</strong> "
+                     f"{html.escape(why)}</p><p>Once that is fixed, <code>{html.escape(command)}</code> runs it "
+                     "(finished sections are reused).</p></div>"))
+    return section
 
 
 def model_header(context: ReportContext) -> dict:
@@ -118,7 +155,7 @@ def _resolve(model, encoder: Encoder | None, device: str | None) -> tuple[Encode
     return encoder, safe_name(encoder.name if encoder.name != "model" else str(model))
 
 
-def build_report(
+def run_report(
     model: str = "minilm",
     out: str | Path = "reports",
     fresh: bool = False,
@@ -129,8 +166,9 @@ def build_report(
     device: str | None = None,
     encoder: Encoder | None = None,
     finetuned: str | Path | None = None,
-) -> Path:
-    """Run every available section on ``model`` and write ``<out>/<model>/index.html``; return its path.
+) -> ReportOutcome:
+    """Run every available section on ``model`` and write ``<out>/<model>/index.html``; return where it is
+    and which sections failed or were skipped (:class:`ReportOutcome`).
 
     ``seeds``: the probe seeds (``bertology report --seeds N --seed S`` gives S..S+N-1); ``sections``: ids
     from :func:`section_names` (default all); ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``. The
@@ -154,9 +192,16 @@ def build_report(
                     + ", ".join(f"{k} {v:.0f} s" for k, v in context.timings.items()) + ")",
         "generated": time.strftime("%Y-%m-%d %H:%M"),
     }
-    html = render(f"bertology report: {encoder.name}", header, built, context.notes + setup_notes(),
+    page = render(f"bertology report: {encoder.name}", header, built, context.notes + setup_notes(),
                   render_cache=context.cache.root / "figures")
-    return write_text(context.out_dir / "index.html", html)
+    path = write_text(context.out_dir / "index.html", page)
+    return ReportOutcome(path, failed=dict(context.failed), skipped=dict(context.skipped))
+
+
+def build_report(model: str = "minilm", out: str | Path = "reports", **options) -> Path:
+    """:func:`run_report` returning the report's path (``index.html``); the sections that failed or were
+    skipped are boxes in the report."""
+    return run_report(model, out, **options).path
 
 
 def build_comparison(

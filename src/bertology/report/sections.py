@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 
 from bertology.extraction import encode_sentences
-from bertology.report.context import ReportContext
+from bertology.report.context import SECTION_TITLES, ReportContext
 from bertology.report.document import Figure, Image, Link, Section, Table, Text
 from bertology.report.findings import best_layer, probing_scores
+from bertology.report.names import SECTION_NAMES
 from bertology.results import percent
 
 
@@ -49,7 +50,7 @@ def tokenization(context: ReportContext) -> Section:
                 "histogram": histogram.reset_index(name="words")}
 
     tables = context.cache.get_or_compute("tokenization", {**context.model_key, "rev": 2}, compute)
-    section = Section("tokenization", "Tokenization",
+    section = Section("tokenization", SECTION_TITLES["tokenization"],
                       note="How the model's tokenizer cuts the corpus into subwords. Word vectors elsewhere in "
                            "this report average a word's subwords.")
     section.add(Table(tables["summary"], "Corpus-level tokenization statistics."))
@@ -94,7 +95,7 @@ def attention(context: ReportContext) -> Section:
 
     tables = context.cache.get_or_compute("attention", key, compute)
     context.results["attention"] = tables
-    section = Section("attention", "Attention",
+    section = Section("attention", SECTION_TITLES["attention"],
                       note=f"Word-level attention (Clark et al. 2019: summed over the attended word's subwords, "
                            f"averaged over the attending word's) on up to {limit} EWT sentences per split. "
                            "Layers are hidden_states layers (1 = the first transformer layer), heads count from 0; "
@@ -192,7 +193,7 @@ def probing(context: ReportContext) -> Section:
     context.results["probing"]["scores"] = scores  # the findings read the same numbers
     classification = results[results["probe"] != "structural"]
     structural = results[results["probe"] == "structural"]
-    section = Section("probing", "Probing",
+    section = Section("probing", SECTION_TITLES["probing"],
                       note="Linear probes (multinomial logistic regression, L2 chosen on dev per layer) on every "
                            "layer; numbers are test accuracy in percent, mean over seeds. The best layer is chosen "
                            "on dev and shown in bold only when its dev accuracy lies outside the runner-up's 95% "
@@ -396,7 +397,7 @@ def knowledge(context: ReportContext) -> Section:
         return tables
 
     tables = context.cache.get_or_compute("knowledge", {**context.model_key, **settings}, compute)
-    section = Section("knowledge", "Knowledge and geometry",
+    section = Section("knowledge", SECTION_TITLES["knowledge"],
                       note=f"On the first {sentences} EWT dev sentences, the model beside its untrained twin (seed "
                            f"{context.seeds[0]}). " + ("The MLM probe is skipped in quick runs (--max-sentences); "
                                                        "bertology knowledge mlm-probe runs it. " if quick else "")
@@ -428,10 +429,6 @@ def interventions(context: ReportContext) -> Section:
     return build(context)
 
 
-SECTIONS = [
-    ("tokenization", tokenization),
-    ("probing", probing),
-    ("attention", attention),
-    ("interventions", interventions),
-    ("knowledge", knowledge),
-]
+#: ``(id, builder)`` in reading order: the ids are :data:`bertology.report.names.SECTION_NAMES` (light, for the
+#: command line), each the name of its builder above.
+SECTIONS = [(name, globals()[name]) for name in SECTION_NAMES]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -27,8 +28,8 @@ import numpy as np
 import torch
 from safetensors import safe_open
 
-from bertology.errors import StoreError
-from bertology.files import atomic_path
+from bertology.errors import BertologyWarning, StoreError
+from bertology.files import atomic_path, write_json
 
 FORMAT_VERSION = 1
 INDEX_NAME = "store.json"
@@ -81,6 +82,47 @@ def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: d
     return {"file": path.name, "bytes": 8 + len(encoded) + offset, "sha256": digest.hexdigest()}
 
 
+def shard_problem(folder: Path, entry: dict) -> str | None:
+    """What is wrong with a shard the index lists as whole (``entry``: its index entry), or None: the file
+    is missing, of another size, or its SHA-256 differs from the one recorded when it was written."""
+    path = Path(folder) / entry["file"]
+    if not path.is_file():
+        return f"{path.name}: missing"
+    size = path.stat().st_size
+    if size != entry.get("bytes"):
+        return f"{path.name}: size {size}, index says {entry.get('bytes')}"
+    if file_sha256(path) != entry.get("sha256"):
+        return f"{path.name}: SHA-256 differs from the index"
+    return None
+
+
+def damaged_shards(folder: str | os.PathLike, index: dict) -> dict[int, str]:
+    """``{shard number: problem}`` for every shard the index lists as whole whose file does not match its
+    recorded size and SHA-256 (checked on every reuse of a store: a changed byte would change results)."""
+    return {k: problem for k, entry in enumerate(index.get("shards", ()))
+            if entry.get("sha256") and (problem := shard_problem(Path(folder), entry)) is not None}
+
+
+def forget_damaged_shards(folder: str | os.PathLike, index: dict) -> dict[int, str]:
+    """Before a store is reused: mark every damaged shard (:func:`damaged_shards`) not done, in ``index``
+    and in the index file, and remove its file, so that the run reusing the store recomputes it; say so in
+    one :class:`~bertology.errors.BertologyWarning` line. Returns the damaged shards."""
+    folder = Path(folder)
+    damaged = damaged_shards(folder, index)
+    if not damaged:
+        return damaged
+    for k in damaged:
+        index["shards"][k].update(bytes=None, sha256=None)
+    write_json(folder / INDEX_NAME, index, indent=None, fsync=True)
+    for k in damaged:
+        (folder / index["shards"][k]["file"]).unlink(missing_ok=True)
+    first = next(iter(damaged.values()))
+    more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+    warnings.warn(f"{folder}: {len(damaged)} of {len(index['shards'])} shard(s) damaged ({first}{more}); "
+                  "recomputing them", BertologyWarning, stacklevel=3)
+    return damaged
+
+
 @dataclass
 class ShardInfo:
     index: int
@@ -93,6 +135,24 @@ class ShardInfo:
     @property
     def complete(self) -> bool:
         return self.sha256 is not None
+
+
+def read_sentences(folder: str | os.PathLike) -> list[dict]:
+    """The ``sentences.json`` of a store folder, or one-line :class:`StoreError` when it is missing or
+    unreadable (the store is then incomplete or damaged)."""
+    path = Path(folder) / SENTENCES_NAME
+    if not path.is_file():
+        raise StoreError(f"{path}: missing; the store is incomplete or damaged: run the same `bertology extract` "
+                         "again to rebuild it")
+    try:
+        sentences = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{path}: unreadable ({exc}); the store is damaged: run the same `bertology extract` "
+                         "again to rebuild it") from None
+    if not isinstance(sentences, list) or not all(isinstance(s, dict) and "words" in s for s in sentences):
+        raise StoreError(f"{path}: not a list of sentence records; the store is damaged: run the same "
+                         "`bertology extract` again to rebuild it")
+    return sentences
 
 
 class Store:
@@ -151,7 +211,7 @@ class Store:
                 f"{path}: built from input {index['input'].get('path')!r} (hash {index['input']['hash']}), "
                 f"not the input given (hash {expect_input_hash})"
             )
-        sentences = json.loads((path / SENTENCES_NAME).read_text(encoding="utf-8"))
+        sentences = read_sentences(path)
         store = cls(path, index, sentences)
         if not allow_incomplete and not store.complete:
             done = sum(s.complete for s in store.shards)
@@ -343,15 +403,12 @@ class Store:
         """Check every shard's size and SHA-256 against the index; return the problems found."""
         problems = []
         for shard in self.shards:
-            path = self.path / shard.file
             if not shard.complete:
                 problems.append(f"shard {shard.index}: not complete")
-            elif not path.is_file():
-                problems.append(f"{path.name}: missing")
-            elif path.stat().st_size != shard.bytes:
-                problems.append(f"{path.name}: size {path.stat().st_size}, index says {shard.bytes}")
-            elif file_sha256(path) != shard.sha256:
-                problems.append(f"{path.name}: SHA-256 differs from the index")
+            else:
+                problem = shard_problem(self.path, {"file": shard.file, "bytes": shard.bytes, "sha256": shard.sha256})
+                if problem is not None:
+                    problems.append(problem)
         return problems
 
     def size_on_disk(self) -> int:

@@ -1,15 +1,13 @@
 """SentEval probing tasks (Conneau et al., 2018), built from CoNLL-U treebanks or read from SentEval files."""
 
-from bertology.tasks.build import BuildReport, build_tasks, load_splits
-from bertology.tasks.catalog import (
-    SENTEVAL_FILES,
-    TABLE2_COLUMNS,
-    TASK_NAMES,
-    TASKS,
-    TaskInfo,
-    resolve_task_name,
-)
-from bertology.tasks.load import ProbingTask, list_tasks, load_task
+from bertology._lazy import lazy_exports
+
+# Imported on first use (bertology._lazy): the catalogue is light, building and loading need pandas.
+__getattr__ = lazy_exports(__name__, {
+    "build": ("BuildReport", "build_tasks", "load_splits"),
+    "catalog": ("SENTEVAL_FILES", "TABLE2_COLUMNS", "TASK_NAMES", "TASKS", "TaskInfo", "resolve_task_name"),
+    "load": ("ProbingTask", "list_tasks", "load_task"),
+})
 
 __all__ = [
     "BuildReport",

@@ -20,7 +20,7 @@ from bertology.files import ensure_dir, write_text
 from bertology.progress import progress_bar
 from bertology.store.store import file_sha256
 from bertology.tasks.builders import BUILDERS, SPLITS, BuildContext, TaskOutput
-from bertology.tasks.catalog import SENTEVAL_FILES, TABLE2_COLUMNS, TASK_NAMES, resolve_task_name
+from bertology.tasks.catalog import SENTEVAL_FILES, SPLIT_CHOICES, TABLE2_COLUMNS, TASK_NAMES, resolve_task_name
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = "bertology-senteval-tasks/1"
@@ -31,8 +31,6 @@ RANDOM_SPLIT = (0.8, 0.1, 0.1)
 #: Fractions of ``split="pooled"``: every sentence of the treebank re-split with a large test share, so the
 #: big binary tasks (BShift, SOMO) reach a 95% interval of about +/-1.5 points on UD EWT.
 POOLED_SPLIT = (0.5, 0.1, 0.4)
-#: How the sentences are divided into tr/va/te (``build_tasks(split=...)``).
-SPLIT_CHOICES = ("treebank", "pooled")
 #: Treebank split -> SentEval split code.
 SENTEVAL_SPLIT = {"train": "tr", "dev": "va", "test": "te"}
 

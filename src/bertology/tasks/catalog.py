@@ -48,6 +48,9 @@ TASKS: dict[str, TaskInfo] = {
     )
 }
 
+#: How the sentences are divided into tr/va/te (``build_tasks(split=...)``, ``bertology tasks build --split``).
+SPLIT_CHOICES = ("treebank", "pooled")
+
 #: Canonical task names (SentEval file stems), in the order of the paper's Table 2.
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
 #: Canonical name -> SentEval file name (``sentence_length`` -> ``sentence_length.txt``).

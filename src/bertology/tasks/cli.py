@@ -11,9 +11,7 @@ from rich.table import Table
 
 from bertology.errors import UsageError
 from bertology.options import default_out, out_option, progress_option, seed_list, seed_option
-from bertology.tasks.build import SPLIT_CHOICES, build_tasks
-from bertology.tasks.catalog import TASKS
-from bertology.tasks.load import list_tasks
+from bertology.tasks.catalog import SPLIT_CHOICES, TASKS, resolve_task_name
 
 app = typer.Typer(help="SentEval probing tasks (Conneau et al., 2018): build from a treebank, list.",
                   no_args_is_help=True)
@@ -27,8 +25,9 @@ def _split_names(values: Optional[list[str]]) -> Optional[list[str]]:
 
 @app.command("build")
 def build_command(
-    treebank: list[Path] = typer.Option(..., "--treebank", "-t",
-                                        help="UD treebank directory or CoNLL-U file(s); repeat for several files."),
+    treebank: Optional[list[Path]] = typer.Option(
+        None, "--treebank", "-t", help="UD treebank directory or CoNLL-U file(s); repeat for several files "
+                                       "(default: the packaged UD English EWT)."),
     out: Optional[Path] = out_option("tasks"),
     tasks: Optional[list[str]] = typer.Option(None, "--tasks",
                                               help="Tasks to build (names or Table 2 names, comma-separated or "
@@ -43,7 +42,15 @@ def build_command(
     seed_list(1, seed)  # a non-negative integer, or one line naming --seed
     if split not in SPLIT_CHOICES:
         raise UsageError(f"--split {split!r}: expected {' or '.join(SPLIT_CHOICES)}")
+    for name in _split_names(tasks) or ():
+        resolve_task_name(name)  # an unknown name is one line before anything loads
+    if not treebank:
+        from bertology.data import packaged_treebank
+
+        treebank = [packaged_treebank()]
     out = out if out is not None else default_out("tasks", treebank[0].name.split(".")[0])
+    from bertology.tasks.build import build_tasks
+
     console = Console()
     report = build_tasks(treebank if len(treebank) > 1 else treebank[0], out, tasks=_split_names(tasks),
                          seed=seed, progress=progress, split=split)
@@ -72,6 +79,8 @@ def list_command(
             table.add_row(info.name, info.column, info.category, info.file_name, info.description)
         console.print(table)
         return
+    from bertology.tasks.load import list_tasks
+
     frame = list_tasks(directory)
     if frame.empty:
         console.print(f"no SentEval task files in {directory}")

@@ -1,0 +1,23 @@
+"""The report's section ids, in a module that imports nothing heavy, so that ``bertology report --sections``
+is checked before torch loads. :data:`bertology.report.sections.SECTIONS` pairs each id with its builder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bertology.errors import UsageError
+
+#: Section ids in reading order; each is the name of its builder in :mod:`bertology.report.sections`.
+SECTION_NAMES: tuple[str, ...] = ("tokenization", "probing", "attention", "interventions", "knowledge")
+
+
+def check_sections(sections: Sequence[str] | None, valid: Sequence[str] = SECTION_NAMES) -> list[str] | None:
+    """The requested section ids, or :class:`UsageError` naming the unknown ones and the ``valid`` ones."""
+    if sections is None:
+        return None
+    chosen = [s.strip() for s in sections if s.strip()]
+    unknown = [s for s in chosen if s not in valid]
+    if unknown or not chosen:
+        raise UsageError(f"--sections {','.join(sections)}: unknown section {', '.join(unknown) or '(none given)'}; "
+                         f"expected one or more of {', '.join(valid)}")
+    return chosen
