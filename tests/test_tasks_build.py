@@ -330,3 +330,54 @@ def test_cli_build_shared_options(treebank, tmp_path, monkeypatch):
     blocker.write_text("x")
     taken = runner.invoke(app, ["build", "-t", str(treebank), "-o", str(blocker), "--tasks", "SentLen"])
     assert isinstance(taken.exception, BertologyError) and "not a folder" in str(taken.exception)
+
+
+def _main(args, monkeypatch, capsys):
+    from bertology.cli import main
+
+    monkeypatch.setattr("sys.argv", ["bertology", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.err + captured.out
+
+
+def _full_disk_for_the_manifest(monkeypatch):
+    """The task files fit; the manifest does not (its temporary file cannot be written)."""
+    import errno
+
+    real = Path.write_text
+
+    def write_text(self, *args, **kwargs):
+        if self.name.startswith(".manifest.json."):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+
+
+def test_a_full_disk_leaves_no_half_built_task_folder(treebank, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "tasks"
+    with monkeypatch.context() as patch:
+        _full_disk_for_the_manifest(patch)
+        code, output = _main(["tasks", "build", "-t", str(treebank), "-o", str(out), "--tasks", "SentLen,BShift",
+                              "--no-progress"], monkeypatch, capsys)
+    message = " ".join(output.split())
+    assert code == 1 and "Traceback" not in output and len(output.strip().splitlines()) == 1, output
+    assert f"cannot write {out / 'manifest.json'}: no space left on the device; nothing was written" in message
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+    # An existing task folder is left as it was: no new task file without its manifest entry.
+    build_tasks(treebank, out, tasks=["SentLen"], length_range=LENGTHS)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with monkeypatch.context() as patch:
+        _full_disk_for_the_manifest(patch)
+        code, output = _main(["tasks", "build", "-t", str(treebank), "-o", str(out), "--tasks", "BShift",
+                              "--no-progress"], monkeypatch, capsys)
+    assert code == 1 and f"{out} was left as it was" in " ".join(output.split()), output
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    # with room, the same command adds the task
+    code, output = _main(["tasks", "build", "-t", str(treebank), "-o", str(out), "--tasks", "BShift",
+                          "--no-progress"], monkeypatch, capsys)
+    assert code == 0, output
+    assert sorted(p.name for p in out.iterdir()) == ["bigram_shift.txt", "manifest.json", "sentence_length.txt"]
+    assert set(json.loads((out / "manifest.json").read_text())["tasks"]) == {"sentence_length", "bigram_shift"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from enum import Enum
@@ -28,6 +29,18 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 out_console = Console()
+
+#: ``--debug`` (or ``BERTOLOGY_DEBUG=1``): an unexpected error shows its traceback instead of one line.
+DEBUG_ENV = "BERTOLOGY_DEBUG"
+_debug = {"on": False}
+
+
+@app.callback()
+def _options(
+    debug: bool = typer.Option(False, "--debug", help=f"Show the traceback of an unexpected error (also "
+                               f"{DEBUG_ENV}=1)."),
+) -> None:
+    _debug["on"] = debug
 
 
 class Pool(str, Enum):
@@ -83,11 +96,6 @@ def extract(
 
     With --engine ray the shards are computed by a pool of Ray actors (one model replica each) and written
     straight into --out, which must be a folder every node of the cluster sees (docs/scale.md)."""
-    from bertology.data import read_corpus
-    from bertology.extraction import MAX_ATTENTION_WORDS, check_output
-    from bertology.extraction import extract as run_extract
-    from bertology.models import load_encoder
-
     check_positive(batch_tokens, "--batch-tokens", allow_none=False)
     options.check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
     if engine == "ray":
@@ -96,11 +104,18 @@ def extract(
         require_ray()  # one line saying how to install the extra, before the model loads
     check_positive(max_sentences, "--max-sentences")
     check_positive(max_attention_words, "--max-attention-words")
+    options.check_seed(untrained_seed, "--untrained-seed")
     parse_layers(layers)  # the spelling, before the model loads; the range once its depth is known
+    from bertology.data import read_corpus
+
+    sentences = read_corpus(data)  # a missing or malformed corpus is one line before torch loads
     run_device = resolve_device(device)
+    from bertology.extraction import MAX_ATTENTION_WORDS, check_output
+    from bertology.extraction import extract as run_extract
+    from bertology.models import load_encoder
+
     out = out if out is not None else default_out("extract", Path(model).name, _corpus_name(data))
     check_output(out)
-    sentences = read_corpus(data)
     for note in sentences.notes():
         console.print(f"note: {note}", highlight=False)
     if max_sentences is not None:
@@ -204,14 +219,15 @@ def report(
     a section that did not run is a box in the report saying why and which command runs it."""
     from rich.markup import escape
 
-    from bertology.report import build_comparison, run_report
-    from bertology.report.run import check_sections
+    from bertology.report.names import check_sections
 
     started = time.perf_counter()
     options.check_positive(max_sentences, "--max-sentences")
     seed_values = options.seed_list(seeds, seed)
     chosen = check_sections(sections.split(",")) if sections is not None else None
     options.resolve_device(device)
+    from bertology.report import build_comparison, run_report
+
     if compare:
         path = build_comparison(compare[0], compare[1], out=out, fresh=fresh, seeds=seed_values,
                                 max_sentences=max_sentences, sections=chosen, device=device, progress=progress)
@@ -297,20 +313,62 @@ def _one_line_warning(previous):
     return show
 
 
+def _interrupted(error: BaseException) -> bool:
+    """Whether Ctrl-C ended the run: a KeyboardInterrupt, or the exit typer makes of one (exit 130 raised
+    from it)."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _debugging() -> bool:
+    return _debug["on"] or os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _escaped(text: str) -> str:
+    from rich.markup import escape
+
+    # escaped: a message may hold brackets ("pip install 'bertology[ray]'") that rich would read as markup
+    return escape(text)
+
+
 def main() -> None:
     """Entry point: user errors become one clear line and exit code 1, not a traceback; a
-    :class:`~bertology.errors.BertologyWarning` becomes one ``warning:`` line."""
+    :class:`~bertology.errors.BertologyWarning` becomes one ``warning:`` line; any other error is one line
+    naming its type (the traceback with ``--debug`` or ``BERTOLOGY_DEBUG=1``), exit code 1; Ctrl-C is one
+    line and exit code 130."""
     import warnings
 
+    _debug["on"] = False
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning(warnings.showwarning)
             app()
     except BertologyError as error:
-        from rich.markup import escape
+        if _debugging():
+            raise
+        console.print(f"[bold red]error:[/] {_escaped(str(error))}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+    except (KeyboardInterrupt, SystemExit) as error:
+        if not _interrupted(error):
+            raise
+        if _debugging():
+            import traceback
 
-        # escaped: a message may hold brackets ("pip install 'bertology[ray]'") that rich would read as markup
-        console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
+            traceback.print_exception(error)
+        console.print("interrupted; rerun the same command to resume", highlight=False, soft_wrap=True)
+        sys.exit(130)
+    except Exception as error:
+        if _debugging():
+            raise
+        message = _escaped(" ".join(str(error).split()))  # one line, whatever the message
+        console.print(f"[bold red]error:[/] {type(error).__name__}{': ' + message if message else ''} "
+                      "(rerun with --debug for the traceback)", highlight=False, soft_wrap=True)
         sys.exit(1)
 
 

@@ -196,3 +196,49 @@ def atomic_dir(path: str | os.PathLike, replace: bool = True) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary folder beside ``path`` to write a whole result into (tables, figures, meta); on
+    success its files are moved into ``path`` (created when missing; files of the same names replaced, any
+    other file kept), on failure it is removed and ``path`` is left as it was. Every move is a rename on the
+    same file system, so a full disk stops the writes into the temporary folder, never the moves: a result
+    appears whole or not at all, also in a folder that already holds other files."""
+    import shutil
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"cannot write into {path}: it is a file, not a folder; choose another --out")
+    ensure_dir(path.parent)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as error:
+        raise describe_os_error(error, path) from None
+    try:
+        yield tmp
+        os.chmod(tmp, FOLDER_MODE)
+        if path.is_dir():
+            _move_into(tmp, path)
+        else:
+            os.replace(tmp, path)
+    except OutputError:
+        raise
+    except OSError as error:
+        raise describe_os_error(error, path) from None
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move_into(source: Path, target: Path) -> None:
+    import shutil
+
+    for entry in sorted(source.iterdir()):
+        destination = target / entry.name
+        if entry.is_dir() and destination.is_dir():
+            _move_into(entry, destination)
+            continue
+        if destination.is_dir():
+            shutil.rmtree(destination)
+        os.replace(entry, destination)

@@ -15,10 +15,11 @@ import typer
 
 from bertology.errors import UsageError
 from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
-from bertology.runtime import DEVICE_HELP, resolve_device, seed_list
+from bertology.runtime import DEVICE_HELP, check_seed, resolve_device, seed_list
 
 __all__ = [
-    "check_count", "check_positive", "default_out", "parse_heads", "parse_layers", "resolve_device", "seed_list",
+    "check_cache_dir", "check_count", "check_positive", "check_seed", "default_out", "parse_heads", "parse_layers",
+    "resolve_device", "seed_list",
     "data_option", "device_option", "heads_option", "layers_option", "max_sentences_option", "model_option",
     "out_option", "progress_option", "seed_option", "seeds_option",
 ]
@@ -47,6 +48,22 @@ def check_count(value: Optional[int], option: str) -> Optional[int]:
     if value is not None and value < 0:
         raise UsageError(f"{option} {value}: expected a whole number of at least 0")
     return value
+
+
+def check_cache_dir(path: str | Path | None, option: str = "--cache-dir") -> Path | None:
+    """A cache folder (created when missing): refused in one line naming ``option`` when it, or a folder
+    above it, is a file. Say ``$BERTOLOGY_CACHE`` for a folder that came from the environment."""
+    if path is None:
+        return None
+    path = Path(path)
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                where = "it is a file" if part == path else f"{part} is a file"
+                raise UsageError(f"{option} {path}: {where}, not a folder; give a folder for the cache (created "
+                                 "when missing)")
+            break
+    return path
 
 
 def check_fraction(value: Optional[float], option: str, low: float = 0.0, high: float = 1.0) -> Optional[float]:

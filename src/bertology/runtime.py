@@ -78,6 +78,14 @@ def seed_list(count: int, first: int = 0, option: str = "--seeds") -> tuple[int,
     """``count`` seeds from ``first``: ``--seeds 3 --seed 0`` -> (0, 1, 2), the one meaning everywhere."""
     if isinstance(count, bool) or int(count) != count or count < 1:
         raise UsageError(f"{option} {count}: expected a count of seeds, at least 1 (3 or more for a spread)")
-    if isinstance(first, bool) or int(first) != first or first < 0:
-        raise UsageError(f"--seed {first}: expected a non-negative integer")
+    check_seed(first, "--seed")
     return tuple(range(int(first), int(first) + int(count)))
+
+
+def check_seed(seed: int | None, option: str = "--seed") -> int | None:
+    """One seed (``--seed``, ``--untrained-seed``...): a non-negative integer, or None when not given."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or int(seed) != seed or seed < 0:
+        raise UsageError(f"{option} {seed}: expected a non-negative integer")
+    return int(seed)

@@ -64,6 +64,10 @@ def stats_command(
     max_sentences: Optional[int] = max_sentences_option(),
     layers: Optional[str] = layers_option("Transformer layers to look at: all, 3,6, 1-4, L3 or last (default all)."),
     untrained_seed: Optional[int] = typer.Option(None, "--untrained-seed", help="Use the untrained twin from this seed."),
+    max_words: Optional[int] = typer.Option(
+        None, "--max-words", show_default=False,
+        help="Skip sentences of more than N words (counted in meta.json). Default: a sentence over 512 words is "
+             "refused (its word-level maps take 4 x heads x layers x (words+2)^2 bytes)."),
     device: str = device_option(),
     progress: bool = progress_option(),
 ) -> None:
@@ -74,14 +78,24 @@ def stats_command(
     from bertology.attention.stats import STATISTICS, encoder_head_statistics, statistic_matrix
     from bertology.data import read_corpus
 
+    from bertology.files import staged_dir
+    from bertology.options import check_seed
+
     max_sentences = check_positive(max_sentences, "--max-sentences")
+    max_words = check_positive(max_words, "--max-words")
+    check_seed(untrained_seed, "--untrained-seed")
     sentences = read_corpus(data)[:max_sentences]
     encoder = _load(model, device, untrained_seed)
     chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
     out = out or default_out("attention-stats", model, Path(data).stem)
-    result = encoder_head_statistics(encoder, sentences, layers=chosen, progress=progress)
-    result.save(out)
-    figures = plot_head_statistics(result, out / "figures", model_name=encoder.name)
+    result = encoder_head_statistics(encoder, sentences, layers=chosen, progress=progress, max_words=max_words,
+                                     source=str(data))
+    if result.meta["skipped_sentences"]:
+        console.print(f"note: {result.meta['skipped_sentences']} sentence(s) of more than {max_words} words skipped "
+                      "(--max-words)", highlight=False)
+    with staged_dir(out) as staged:  # tables and figures appear together or not at all (a full disk)
+        result.save(staged)
+        figures = plot_head_statistics(result, staged / "figures", model_name=encoder.name)
 
     per_layer = pd.DataFrame({name: statistic_matrix(result, name).mean(axis=1) for name in STATISTICS})
     per_layer = per_layer.rename_axis("layer").reset_index()
@@ -117,6 +131,7 @@ def parse_command(
     max_sentences = check_positive(max_sentences, "--max-sentences")
     max_train_sentences = check_positive(max_train_sentences, "--max-train-sentences")
     epochs = check_positive(epochs, "--epochs")
+    min_count = check_positive(min_count, "--min-count", allow_none=False)
     probe_seeds = seed_list(seeds, seed) if seeds != 0 else ()
     encoder = _load(model, device)
     chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)

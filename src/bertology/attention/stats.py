@@ -252,23 +252,44 @@ def encoder_head_statistics(
     punctuation: Iterable[str] = DEFAULT_PUNCTUATION,
     progress: bool = False,
     work_dir=None,
+    max_words: int | None = None,
+    source: str | None = None,
 ) -> Result:
     """:func:`head_statistics` of ``encoder`` on ``sentences``: the word-level maps are extracted into a
     temporary store (in ``work_dir``, default the system's temporary folder) and removed afterwards.
 
     ``layers`` are transformer layers (1..L, default all). The ``statistics`` table gets a ``model``
-    column; ``meta`` adds the model's name and fingerprint.
+    column; ``meta`` adds the model's name and fingerprint. A sentence of more than
+    :data:`~bertology.extraction.MAX_ATTENTION_WORDS` words is refused (its maps grow with the square of its
+    length) unless ``max_words`` is given: then sentences of more than ``max_words`` words are skipped and
+    counted (``meta["skipped_sentences"]``). ``source`` (the corpus path) names where a refused one is.
     """
     import tempfile
     from pathlib import Path
 
-    from bertology.extraction import extract
+    from bertology.extraction import MAX_ATTENTION_WORDS, extract
 
+    sentences = list(sentences)
+    limit = MAX_ATTENTION_WORDS if max_words is None else int(max_words)
+    longer = [sentence for sentence in sentences if len(sentence) > limit]
+    if longer and max_words is None:
+        first, longest = longer[0], max(len(sentence) for sentence in longer)
+        where = (f"{source + ':' if source else 'line '}{first.source_line}" if first.source_line
+                 else f"sentence {first.id!r}")
+        raise DataError(f"{where}: a sentence of {len(first):,} words ({len(longer)} over {limit:,} words); attention "
+                        f"stats keeps word-level maps of at most {limit:,} words a sentence by default: pass "
+                        f"--max-words {limit} to skip the longer ones, or --max-words {longest} to keep them (4 x "
+                        f"{encoder.num_heads} heads x layers x (words+2)^2 bytes of maps each)")
+    if longer:
+        sentences = [sentence for sentence in sentences if len(sentence) <= limit]
+        if not sentences:
+            raise DataError(f"--max-words {limit}: every sentence has more words; nothing left to analyse")
     with tempfile.TemporaryDirectory(dir=work_dir, prefix="bertology-attention-") as tmp:
-        store = extract(encoder, list(sentences), Path(tmp) / "statistics.store", attentions=True,
+        store = extract(encoder, sentences, Path(tmp) / "statistics.store", attentions=True,
                         layers=None if layers is None else sorted({int(layer) for layer in layers}),
-                        progress=progress)
+                        progress=progress, max_attention_words=limit)
         result = head_statistics(store, sentences, punctuation=punctuation, progress=progress)
+    result.meta.update(max_words=limit, skipped_sentences=len(longer))
     table = result["statistics"]
     table.insert(0, "model", encoder.name)
     result.meta.update(model=encoder.name, fingerprint=encoder.fingerprint, untrained_seed=encoder.untrained_seed)

@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertology.errors import DataError
+from bertology.errors import DataError, UsageError
 from bertology.files import write_text
 
 LEVELS = ("word", "subword")
@@ -111,6 +111,7 @@ def attention_for_text(encoder, text: str, level: str = "word",
 
     from bertology.data import sentences_from_strings
     from bertology.extraction import encode_sentences, word_groups, word_level_attention
+    from bertology.extraction.alignment import SentenceTooLong
 
     if level not in LEVELS:
         raise DataError(f"level {level!r}; expected one of {', '.join(LEVELS)}")
@@ -121,7 +122,10 @@ def attention_for_text(encoder, text: str, level: str = "word",
     if bad or not chosen:
         raise DataError(f"layers {bad or chosen}: {encoder.name} has transformer layers 1-{encoder.num_layers}")
     sentence = sentences_from_strings([text])[0]
-    encoded = encode_sentences(encoder.tokenizer, [sentence], max_length=encoder.max_length, long_policy="error")[0]
+    try:
+        encoded = encode_sentences(encoder.tokenizer, [sentence], max_length=encoder.max_length, long_policy="error")[0]
+    except SentenceTooLong:
+        raise _too_long(encoder, sentence.words) from None
     segment = encoded.segments[0]
     ids = torch.tensor([segment.input_ids])
     out = encoder.forward({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, hidden_states=False,
@@ -134,6 +138,18 @@ def attention_for_text(encoder, text: str, level: str = "word",
     suffix = encoder.tokenizer.convert_ids_to_tokens(segment.input_ids[len(segment.input_ids) - encoded.n_suffix:])
     tokens = ["".join(prefix) or "<start>", *sentence.words, "".join(suffix) or "<end>"]
     return tokens, words.numpy()
+
+
+def _too_long(encoder, words: Sequence[str]) -> UsageError:
+    """What the viewer can show instead: one input of the model's length, no sliding window."""
+    tokenizer = encoder.tokenizer
+    batch = tokenizer([list(words)], is_split_into_words=True, add_special_tokens=False)
+    word_ids = batch.word_ids(0)
+    capacity = encoder.max_length - tokenizer.num_special_tokens_to_add()
+    fits = word_ids[capacity] if capacity < len(word_ids) and word_ids[capacity] is not None else len(words)
+    return UsageError(f"--text: {len(word_ids):,} subword tokens in {len(words):,} words; the viewer shows one input of "
+                      f"at most {encoder.max_length} tokens ({capacity} of text; {encoder.name}'s limit) and has no "
+                      f"sliding window: shorten the text to its first {fits:,} words or fewer, or view it in parts")
 
 
 def view_attention(encoder, text: str, level: str = "word", title: str | None = None,

@@ -32,13 +32,14 @@ def compare_command(
     progress: bool = progress_option(),
 ) -> None:
     """Linear CKA per layer, attention cosine per head and relative weight change per layer."""
-    from bertology.compare.compare import compare_models, plot_comparison
     from bertology.data import default_corpus, read_corpus
 
     check_positive(max_sentences, "--max-sentences")
     check_positive(batch_size, "--batch-size")
+    sentences = read_corpus(data if data is not None else default_corpus())  # before torch loads
     resolve_device(device)
-    sentences = read_corpus(data if data is not None else default_corpus())
+    from bertology.compare.compare import compare_models, plot_comparison
+
     result = compare_models(before, after, sentences, batch_size=batch_size, max_sentences=max_sentences,
                             seed=seed, device=device, progress=progress)
     out = out if out is not None else default_out("compare", before, after)

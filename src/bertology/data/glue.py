@@ -92,8 +92,8 @@ def glue_task(name: str) -> GlueTask:
     one of :data:`PACKAGED_TASKS`."""
     key = name.lower().replace("-", "").replace("_", "")
     if key not in FINETUNE_TASKS:
-        raise DataError(f"unknown task {name!r}; expected a GLUE task ({', '.join(GLUE_TASKS)}) or a packaged one "
-                        f"({', '.join(PACKAGED_TASKS)})")
+        raise DataError(f"unknown GLUE task {name!r}; expected one of {', '.join(GLUE_TASKS)}, or a task the package "
+                        f"builds from UD English EWT ({', '.join(PACKAGED_TASKS)})")
     return FINETUNE_TASKS[key]
 
 

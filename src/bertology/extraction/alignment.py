@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertology.data.corpus import Sentence
-from bertology.errors import DataError
+from bertology.errors import DataError, UsageError
 
 
 @dataclass
@@ -173,6 +173,18 @@ def plan_windows(
             )
         )
     return segments
+
+
+#: What pools a model without a [CLS] token (a decoder such as GPT-2) supports.
+NO_CLS_POOLS = "mean (one vector per sentence), word-mean, word-first, word-last or tokens"
+
+
+def check_pool(tokenizer, pool: str, name: str = "the model") -> None:
+    """Refuse ``cls`` pooling for a tokenizer without a [CLS] token (a decoder such as GPT-2): position 0
+    would be the first word's first subword, not a sentence summary. Call before computing anything."""
+    if pool == "cls" and getattr(tokenizer, "cls_token", None) is None:
+        raise UsageError(f"--pool cls: {name} has no [CLS] token (its tokenizer defines none; a decoder such as "
+                         f"GPT-2), so there is no sentence vector to take; use {NO_CLS_POOLS}")
 
 
 def pool_rows(encoded: EncodedSentence, pool: str) -> np.ndarray:

@@ -33,7 +33,7 @@ from bertology import __version__
 from bertology.data.corpus import Sentence, sentences_from_strings
 from bertology.errors import BertologyWarning, DataError, ModelError, OutputError, StoreError, UsageError
 from bertology.extraction.alignment import (
-    EncodedSentence, Segment, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
+    EncodedSentence, Segment, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
 )
 from bertology.files import ensure_dir, write_json
 from bertology.models.encoders import Encoder, fingerprint_tokenizer, tokenizer_types
@@ -423,6 +423,7 @@ def plan_extraction(
     the index (a new store), or read the index back (a resumed one). Arguments as :func:`extract`."""
     if pool not in POOLS:
         raise DataError(f"unknown pooling {pool!r}; expected one of {', '.join(POOLS)}")
+    check_pool(encoder.tokenizer, pool, encoder.name)  # no [CLS] (a decoder): refused before anything is written
     if dtype not in DTYPES:
         raise DataError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     if autocast not in (None, "bfloat16", "bf16"):

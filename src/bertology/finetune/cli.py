@@ -43,7 +43,7 @@ def finetune_command(
                                             help="Subsample the train set to N examples (same subset for every seed)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps (smoke runs)."),
     device: str = device_option(),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="GLUE root (default: shared/data/glue)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="GLUE root (default: $BERTOLOGY_DATA/glue, else Hugging Face datasets nyu-mll/glue)."),
     eval_each_epoch: bool = typer.Option(True, "--eval-each-epoch/--final-eval-only",
                                          help="Score dev after every epoch (a curve in the JSON) or only at the end."),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
@@ -61,14 +61,17 @@ def finetune_command(
     With --engine ray every task x variant x seed is one Ray task (--cpus-per-worker/--gpus-per-worker
     each); OUT and the GLUE data must be paths every node sees.
     """
-    from bertology.finetune.table import render_table, variants_result
-    from bertology.finetune.train import FinetuneConfig, collect_results, finetune
-    from bertology.models import load_encoder
-
     chosen_seeds = seed_list(seeds, seed)
     for value, option in ((batch_size, "--batch-size"), (max_length, "--max-length"), (max_train, "--max-train"),
                           (max_steps, "--max-steps"), (threads, "--threads")):
         check_positive(value, option)
+    from bertology.errors import UsageError
+
+    if max_length < 8:
+        raise UsageError(f"--max-length {max_length}: must be at least 8 (tokens: the special ones and some text)")
+    for value, option in ((epochs, "--epochs"), (lr, "--lr")):
+        if value <= 0:
+            raise UsageError(f"{option} {value}: must be a positive number")
     resolve_device(device)
     check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
     if engine == "ray":
@@ -79,6 +82,10 @@ def finetune_command(
         import torch
 
         torch.set_num_threads(threads)
+    from bertology.finetune.table import render_table, variants_result
+    from bertology.finetune.train import FinetuneConfig, collect_results, finetune
+    from bertology.models import load_encoder
+
     console = Console()
     tasks, variants = _split(task), _split(variant) or ["baseline"]
     out = out if out is not None else default_out("finetune", Path(model).name)

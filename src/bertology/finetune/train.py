@@ -22,7 +22,7 @@ import torch
 
 from bertology.data.glue import GlueExample, glue_task
 from bertology.finetune.examples import read_examples
-from bertology.errors import DataError, ModelError
+from bertology.errors import DataError, ModelError, UsageError
 from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
                                          training_batches)
 from bertology.finetune.loop import Optimisation, train_steps
@@ -55,7 +55,7 @@ class FinetuneConfig:
     dynamic_padding: bool = True   # ... padded to their own longest example (False: pad to max_length)
     eval_batch_size: int = 128
     eval_each_epoch: bool = True   # dev curve in the checkpoint's JSON (never used to pick an epoch)
-    data_dir: str | None = None    # GLUE root (default shared/data/glue)
+    data_dir: str | None = None    # GLUE root (default $BERTOLOGY_DATA/glue, else `datasets`)
     save: bool = True
     progress: bool = True
 
@@ -65,9 +65,14 @@ class FinetuneConfig:
             raise DataError("no seeds given; expected at least one (e.g. seeds=(0, 1, 2), or --seeds 3 --seed 0)")
         if any(seed < 0 for seed in self.seeds):
             raise DataError(f"seeds {self.seeds}: expected non-negative integers")
-        if self.epochs <= 0 or self.lr <= 0 or self.batch_size < 1 or self.max_length < 8:
-            raise DataError(f"bad fine-tuning settings: epochs={self.epochs}, lr={self.lr}, "
-                            f"batch_size={self.batch_size}, max_length={self.max_length}; expected positive values")
+        # one setting per message, named as the option that sets it
+        for option, value, low, expected in (("--epochs", self.epochs, 0, "a positive number"),
+                                             ("--lr", self.lr, 0, "a positive learning rate"),
+                                             ("--batch-size", self.batch_size, 0, "at least 1"),
+                                             ("--max-length", self.max_length, 7,
+                                              "at least 8 (tokens: the special ones and some text)")):
+            if value <= low:
+                raise UsageError(f"{option} {value}: must be {expected}")
         if self.max_train is not None and self.max_train < 1:
             raise DataError(f"max_train={self.max_train}; expected at least 1")
         self.variant = parse_variant(self.variant).name

@@ -51,12 +51,16 @@ def contextuality_command(
     from rich.console import Console
     from rich.table import Table
 
-    from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table
     from bertology.runtime import seed_list
 
     options.check_positive(min_count, "--min-count")
     options.check_positive(samples, "--samples")
     chosen_seeds = seed_list(seeds, seed)
+    max_pairs_value(max_pairs)  # these checked before anything heavy loads
+    options.parse_layers(layers)
+    options.resolve_device(device)
+    from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table
+
     out = out or options.default_out("geometry/contextuality", Path(model).name,
                                      data.name.split(".")[0] if data else "ewt-dev")
     result = contextuality(model, data, seeds=chosen_seeds, layers=layers, untrained=untrained,

@@ -29,7 +29,7 @@ import torch
 
 from bertology import __version__
 from bertology.errors import DataError, StoreError
-from bertology.files import write_json
+from bertology.files import ensure_dir, write_json
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
 from bertology.store.store import (
@@ -167,7 +167,7 @@ def write_activations(
     element = torch.tensor([], dtype=DTYPES[dtype]).element_size()
     bounds = _plan_shards(row_counts, element * encoder.hidden_size * len(layers), shard_bytes)
     if existing is None:
-        out.mkdir(parents=True, exist_ok=True)
+        ensure_dir(out)  # OS errors (a file in the way, no space) as one line
         write_json(out / SENTENCES_NAME, list(records))
         write_json(out / LABELS_NAME, {"kind": kind, "labels": labels})
         index = {

@@ -9,24 +9,19 @@ the classification task logits ``[batch, num_labels]``.
 
 from __future__ import annotations
 
-import re
-
 import torch
 from torch import nn
 
 from bertology.errors import UsageError
 from bertology.heads.adapter import LayerAdapters
 from bertology.heads.cnn import LayerCNN
+from bertology.heads.names import ADAPTER_NAME as _ADAPTER
+from bertology.heads.names import HEAD_HELP, SEED_HEADS, check_head_name  # noqa: F401 (the names live there)
 from bertology.heads.outputs import ClassOutput, SpanOutput
 from bertology.heads.pooling import LayerAverage, ScalarMix
 from bertology.heads.stack import PoolAdapterConv
 
-#: The seed's Table 1 rows, in its order, plus the CNN and the final-layer baseline.
-SEED_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
-              "adapter-independent-64", "stack", "cnn", "last")
 TASKS = ("span", "classify")
-_ADAPTER = re.compile(r"^adapter-(shared|independent)-(\d+)(-skip)?$")
-HEAD_HELP = "lp, ap, last, cnn, stack, adapter-<shared|independent>-<size>[-skip] (e.g. adapter-shared-386-skip)"
 
 
 class FinalLayer(nn.Module):
@@ -59,13 +54,6 @@ class HeadModel(nn.Module):
         """Softmax layer weights of a learned pooling inside the body (LP, adapters, stack), else None."""
         getter = getattr(self.body, "layer_weights", None)
         return getter() if callable(getter) else None
-
-
-def check_head_name(name: str) -> str:
-    name = name.strip().lower()
-    if name in ("lp", "ap", "last", "cnn", "stack") or _ADAPTER.match(name):
-        return name
-    raise UsageError(f"--heads {name!r}: unknown head; expected {HEAD_HELP}")
 
 
 def build_body(name: str, num_layers: int, hidden: int) -> nn.Module:

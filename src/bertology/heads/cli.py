@@ -19,11 +19,36 @@ from bertology.options import (
 app = typer.Typer(help="Frozen-feature heads (BERT Vision): LP, AP, adapters, CNNs on all-layer activations.",
                   no_args_is_help=True)
 
-QUICK_NOTE = "--quick: a small run for smoke tests (few questions, short windows, two heads)"
+QUICK_NOTE = ("--quick: a small run for smoke tests (few questions, short windows, two heads); options given "
+              "explicitly win")
+
+#: The span heads `heads squad` trains by default (bertology.heads.squad.DEFAULT_HEADS, not imported here).
+SQUAD_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
+               "adapter-independent-64", "stack", "cnn", "last")
+SQUAD_DEFAULTS = {"--max-length": 384, "--stride": 128, "--batch-size": 16, "--finetune-batch-size": 16,
+                  "--max-train-questions": None, "--max-eval-questions": None, "--heads": ",".join(SQUAD_HEADS),
+                  "--classify-heads": "lp"}
+SQUAD_QUICK = {**SQUAD_DEFAULTS, "--max-length": 128, "--stride": 32, "--batch-size": 8, "--finetune-batch-size": 8,
+               "--max-train-questions": 64, "--max-eval-questions": 32, "--heads": ",".join(SQUAD_HEADS[:2])}
+GLUE_HEADS = "lp,ap,last,adapter-shared-64,adapter-shared-386-skip,cnn"
+GLUE_DEFAULTS = {"--max-train": None, "--max-dev": None, "--epochs": 3, "--heads": GLUE_HEADS}
+GLUE_QUICK = {"--max-train": 200, "--max-dev": 100, "--epochs": 1, "--heads": ",".join(GLUE_HEADS.split(",")[:2])}
+
+
+def _sizes(given: dict, presets: dict) -> dict:
+    """Each option's value: as given on the command line, else its preset (``--quick``'s or the default)."""
+    return {option: presets[option] if value is None else value for option, value in given.items()}
+
+
+def _say_quick(given: dict, sizes: dict) -> None:
+    """One line: the values ``--quick`` ran with, and which were given (those win over ``--quick``)."""
+    used = ", ".join(f"{option} {'all' if sizes[option] is None else sizes[option]}"
+                     + (" (given)" if given[option] is not None else "") for option in given)
+    Console().print(f"--quick: {used}", highlight=False, soft_wrap=True)
 
 
 def _names(text: str, option: str) -> tuple[str, ...]:
-    from bertology.heads.catalog import check_head_name
+    from bertology.heads.names import check_head_name
 
     names = tuple(check_head_name(part) for part in text.split(",") if part.strip())
     if not names:
@@ -61,26 +86,33 @@ def squad_command(
     data: Optional[Path] = data_option(help="SQuAD v2.0 JSON to split by article (default: the shared dev subset)."),
     train_file: Optional[Path] = typer.Option(None, "--train-file", help="Official-style train JSON (with --eval-file)."),
     eval_file: Optional[Path] = typer.Option(None, "--eval-file", help="Evaluation JSON (with --train-file)."),
-    heads: str = typer.Option(",".join(("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386",
-                                        "adapter-shared-64", "adapter-independent-64", "stack", "cnn", "last")),
-                              "--heads", help="Span heads to train, comma-separated."),
-    classify_heads: str = typer.Option("lp", "--classify-heads",
-                                       help="Heads for the answerable-or-not framing ('' for none)."),
+    heads: Optional[str] = typer.Option(None, "--heads", show_default=False,
+                                        help=f"Span heads to train, comma-separated (default {','.join(SQUAD_HEADS)}; "
+                                             "the first two with --quick)."),
+    classify_heads: Optional[str] = typer.Option(None, "--classify-heads", show_default=False,
+                                                 help="Heads for the answerable-or-not framing ('' for none; default lp)."),
     checkpoints: str = typer.Option("0.3,1", "--checkpoints", help="Fine-tuning fractions of an epoch to train heads on."),
     curve: str = typer.Option("", "--curve", help="Extra fractions to score the encoder at (Figure 1), e.g. 0.1,0.2,...,1."),
     seeds: int = seeds_option(default=1, help="How many head seeds (from --seed)."),
     seed: int = seed_option(),
-    max_length: int = typer.Option(384, "--max-length", help="Window length in tokens (question + context)."),
-    stride: int = typer.Option(128, "--stride", help="Overlap in tokens between the windows of a long context."),
+    max_length: Optional[int] = typer.Option(None, "--max-length", show_default=False,
+                                             help="Window length in tokens (question + context; default 384, 128 with "
+                                                  "--quick)."),
+    stride: Optional[int] = typer.Option(None, "--stride", show_default=False,
+                                         help="Overlap in tokens between the windows of a long context (default 128, "
+                                              "32 with --quick)."),
     max_train_questions: Optional[int] = typer.Option(None, "--max-train-questions",
-                                                      help="A seeded subset of the train questions."),
+                                                      help="A seeded subset of the train questions (64 with --quick)."),
     max_eval_questions: Optional[int] = typer.Option(None, "--max-eval-questions",
-                                                     help="A seeded subset of the evaluation questions."),
+                                                     help="A seeded subset of the evaluation questions (32 with "
+                                                          "--quick)."),
     head_epochs: int = typer.Option(1, "--head-epochs", help="Epochs per head (the seed: 1)."),
     head_lr: float = typer.Option(1e-3, "--head-lr", help="Head learning rate (AdamW, warm-up then linear decay)."),
-    batch_size: int = typer.Option(16, "--batch-size", help="Windows per head training batch."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", show_default=False,
+                                             help="Windows per head training batch (default 16, 8 with --quick)."),
     finetune_lr: float = typer.Option(5e-5, "--finetune-lr", help="Encoder fine-tuning learning rate."),
-    finetune_batch_size: int = typer.Option(16, "--finetune-batch-size", help="Windows per fine-tuning batch."),
+    finetune_batch_size: Optional[int] = typer.Option(None, "--finetune-batch-size", show_default=False,
+                                                      help="Windows per fine-tuning batch (default 16, 8 with --quick)."),
     quick: bool = typer.Option(False, "--quick", help=QUICK_NOTE),
     device: str = device_option(),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
@@ -92,12 +124,14 @@ def squad_command(
     Scores on the shared subset are not comparable to official SQuAD numbers (dev subset split by article).
     Every step resumes: run the same command again after an interruption.
     """
-    from bertology.heads.finetune_qa import QAFinetuneConfig
-    from bertology.heads.squad import SquadHeadsConfig, run_squad_heads, summary_table
-    from bertology.heads.tables import squad_table
-    from bertology.heads.train import HeadTrainConfig
-
     _threads(threads)
+    given = {"--max-length": max_length, "--stride": stride, "--batch-size": batch_size,
+             "--finetune-batch-size": finetune_batch_size, "--max-train-questions": max_train_questions,
+             "--max-eval-questions": max_eval_questions, "--heads": heads, "--classify-heads": classify_heads}
+    sizes = _sizes(given, SQUAD_QUICK if quick else SQUAD_DEFAULTS)
+    max_length, stride, batch_size = sizes["--max-length"], sizes["--stride"], sizes["--batch-size"]
+    finetune_batch_size, heads, classify_heads = sizes["--finetune-batch-size"], sizes["--heads"], sizes["--classify-heads"]
+    max_train_questions, max_eval_questions = sizes["--max-train-questions"], sizes["--max-eval-questions"]
     for value, option in ((max_length, "--max-length"), (head_epochs, "--head-epochs"), (batch_size, "--batch-size"),
                           (finetune_batch_size, "--finetune-batch-size")):
         check_positive(value, option, allow_none=False)
@@ -112,12 +146,14 @@ def squad_command(
     classify = _names(classify_heads, "--classify-heads") if classify_heads.strip() else ()
     fractions = _fractions(checkpoints, "--checkpoints")
     curve_points = _fractions(curve, "--curve") if curve.strip() else ()
-    if quick:
-        max_train_questions = min(max_train_questions or 64, 64)
-        max_eval_questions = min(max_eval_questions or 32, 32)
-        max_length, stride, batch_size, finetune_batch_size = min(max_length, 128), min(stride, 32), 8, 8
-        span_heads, classify = span_heads[:2], classify[:1]
     run_device = _device(device)
+    if quick:
+        _say_quick(given, sizes)
+    from bertology.heads.finetune_qa import QAFinetuneConfig
+    from bertology.heads.squad import SquadHeadsConfig, run_squad_heads, summary_table
+    from bertology.heads.tables import squad_table
+    from bertology.heads.train import HeadTrainConfig
+
     config = SquadHeadsConfig(
         heads=span_heads, classify_heads=classify, seeds=seed_list(seeds, seed), max_length=max_length, stride=stride,
         max_train_questions=max_train_questions, max_eval_questions=max_eval_questions,
@@ -139,21 +175,26 @@ def glue_command(
     task: str = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb or rte."),
     model: str = model_option(),
     out: Optional[Path] = out_option("heads-glue"),
-    heads: str = typer.Option("lp,ap,last,adapter-shared-64,adapter-shared-386-skip,cnn", "--heads",
-                              help="Heads to train, comma-separated."),
-    pool: str = typer.Option("cls", "--pool", help="Sentence vector per layer: cls or mean."),
+    heads: Optional[str] = typer.Option(None, "--heads", show_default=False,
+                                        help=f"Heads to train, comma-separated (default {GLUE_HEADS}; the first two "
+                                             "with --quick)."),
+    pool: str = typer.Option("cls", "--pool", help="Sentence vector per layer: cls or mean (a model without [CLS], "
+                                                   "such as GPT-2: mean)."),
     seeds: int = seeds_option(default=3),
     seed: int = seed_option(),
     max_train: Optional[int] = typer.Option(None, "--max-train",
-                                            help="Subsample train to N examples (the same draw as `finetune --max-train`)."),
-    max_dev: Optional[int] = typer.Option(None, "--max-dev", help="Use only the first N dev examples."),
-    epochs: int = typer.Option(3, "--epochs", help="Epochs per head."),
+                                            help="Subsample train to N examples (the same draw as `finetune "
+                                                 "--max-train`; 200 with --quick)."),
+    max_dev: Optional[int] = typer.Option(None, "--max-dev", help="Use only the first N dev examples (100 with --quick)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", show_default=False,
+                                         help="Epochs per head (default 3, 1 with --quick)."),
     lr: float = typer.Option(1e-3, "--lr", help="Head learning rate."),
     batch_size: int = typer.Option(32, "--batch-size", help="Examples per batch."),
     finetune_dir: Optional[Path] = typer.Option(None, "--finetune-dir",
                                                 help="A `bertology finetune` output folder: its rows join the table."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="GLUE root (default: shared/data/glue)."),
-    quick: bool = typer.Option(False, "--quick", help="A small run for smoke tests (200 train, 100 dev, 2 heads)."),
+    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="GLUE root (default: $BERTOLOGY_DATA/glue, else Hugging Face datasets nyu-mll/glue)."),
+    quick: bool = typer.Option(False, "--quick", help="A small run for smoke tests (200 train, 100 dev, 2 heads, 1 "
+                                                      "epoch); options given explicitly win."),
     device: str = device_option(),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
     engine: str = engine_option(),
@@ -168,9 +209,6 @@ def glue_command(
     With --engine ray the activations are extracted here, then every head x seed is one Ray task reading
     them from OUT (a folder every node sees)."""
     from bertology.data.glue import glue_task
-    from bertology.heads.glue import GlueHeadsConfig, run_glue_heads
-    from bertology.heads.tables import glue_table
-    from bertology.heads.train import HeadTrainConfig
 
     _threads(threads)
     check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
@@ -184,6 +222,9 @@ def glue_command(
         runner = glue_heads_runner(address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                                    gpus_per_worker=gpus_per_worker)
     spec = glue_task(task)
+    given = {"--max-train": max_train, "--max-dev": max_dev, "--epochs": epochs, "--heads": heads}
+    sizes = _sizes(given, GLUE_QUICK if quick else GLUE_DEFAULTS)
+    max_train, max_dev, epochs, heads = sizes["--max-train"], sizes["--max-dev"], sizes["--epochs"], sizes["--heads"]
     for value, option in ((epochs, "--epochs"), (batch_size, "--batch-size")):
         check_positive(value, option, allow_none=False)
     check_positive(max_train, "--max-train")
@@ -195,9 +236,13 @@ def glue_command(
     names = _names(heads, "--heads")
     if finetune_dir is not None and not finetune_dir.is_dir():
         raise UsageError(f"--finetune-dir {finetune_dir}: not a folder; expected a `bertology finetune` output folder")
-    if quick:
-        max_train, max_dev, names, epochs = min(max_train or 200, 200), min(max_dev or 100, 100), names[:2], 1
     run_device = _device(device)
+    if quick:
+        _say_quick(given, sizes)
+    from bertology.heads.glue import GlueHeadsConfig, run_glue_heads
+    from bertology.heads.tables import glue_table
+    from bertology.heads.train import HeadTrainConfig
+
     config = GlueHeadsConfig(heads=names, seeds=seed_list(seeds, seed), pool=pool, max_train=max_train, max_dev=max_dev,
                              data_dir=str(data_dir) if data_dir else None,
                              head=HeadTrainConfig(epochs=epochs, lr=lr, batch_size=batch_size), device=run_device,

@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.data.glue import glue_task, read_glue
-from bertology.errors import DataError
+from bertology.errors import DataError, UsageError
+from bertology.extraction.alignment import check_pool
 from bertology.files import ensure_dir
 from bertology.finetune.batching import encode_examples
 from bertology.finetune.metrics import glue_metric
@@ -87,7 +88,18 @@ def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list
 
     results = collect_results(finetune_dir)
     if results.empty:
-        raise DataError(f"{finetune_dir}: no fine-tuning checkpoints (finetune.json) found")
+        raise UsageError(f"--finetune-dir {finetune_dir}: no finished fine-tuning checkpoints (finetune.json with "
+                         "metrics) in it; expected the --out folder of `bertology finetune`")
+    runs = results.drop_duplicates("checkpoint")
+    of_task = runs[runs["task"] == task]
+    if of_task.empty:
+        held = ", ".join(f"{name} ({count} run{'s' if count > 1 else ''})"
+                         for name, count in runs["task"].value_counts(sort=False).sort_index().items())
+        raise UsageError(f"--finetune-dir {finetune_dir}: no {task} fine-tuning runs; it holds {held}")
+    if not (of_task["base_fingerprint"] == encoder.fingerprint).any():
+        others = ", ".join(sorted({f"{m} ({f})" for m, f in zip(of_task["model"], of_task["base_fingerprint"])}))
+        raise UsageError(f"--finetune-dir {finetune_dir}: its {task} runs were fine-tuned from {others}, not from "
+                         f"{encoder.name} ({encoder.fingerprint}); their rows would not belong in this table")
     chosen = results[(results["task"] == task) & (results["base_fingerprint"] == encoder.fingerprint)]
     rows = []
     for record in chosen.to_dict("records"):
@@ -128,10 +140,14 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     given, runs the (head, seed) ``jobs`` elsewhere and returns each one's :func:`head_rows` (in order)."""
     config = config or GlueHeadsConfig()
     spec = glue_task(task)
-    out = ensure_dir(out)
-    encoder = model if isinstance(model, Encoder) else load_encoder(model)
-    started = time.perf_counter()
+    # Every input is read and checked before the output folder is created: the data files, the model, the
+    # pooling it allows and the fine-tuning folder (whose rows are collected now, added at the end).
     train, dev = _examples(spec.name, config)
+    encoder = model if isinstance(model, Encoder) else load_encoder(model)
+    check_pool(encoder.tokenizer, config.pool, encoder.name)
+    finetuned = finetune_rows(finetune_dir, encoder, spec.name) if finetune_dir is not None else []
+    out = ensure_dir(out)
+    started = time.perf_counter()
     train_store = sentence_store(encoder, train, spec.name, out / "activations" / "train", config)
     dev_store = sentence_store(encoder, dev, spec.name, out / "activations" / "dev", config)
     jobs = [(name, seed) for name in config.heads for seed in config.seeds]
@@ -141,8 +157,7 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
         rows = [row for name, seed in jobs for row in head_rows(name, seed, train_store, dev_store, **context)]
     else:  # e.g. bertology.scale: one Ray task per head x seed, each opening the stores by path
         rows = [row for part in runner(jobs, str(train_store.path), str(dev_store.path), context) for row in part]
-    if finetune_dir is not None:
-        rows += finetune_rows(finetune_dir, encoder, spec.name)
+    rows += finetuned
     scores = pd.DataFrame(rows).reindex(columns=GLUE_COLUMNS)
     meta = {"model": encoder.describe(), "task": spec.name, "config": asdict(config),
             "finetune_dir": str(finetune_dir) if finetune_dir else None, "seconds": time.perf_counter() - started}

@@ -87,11 +87,18 @@ def _subset(questions: list[SquadQuestion], limit: int | None, purpose: str) -> 
     return [questions[i] for i in keep]
 
 
+def check_file_pair(train_path: str | Path | None, eval_path: str | Path | None) -> None:
+    """A train file needs an evaluation file and the reverse (:class:`UsageError` naming the options)."""
+    if (train_path is None) != (eval_path is None):
+        given, missing = ("--train-file", "--eval-file") if eval_path is None else ("--eval-file", "--train-file")
+        raise UsageError(f"{given} without {missing}: give both a train and an evaluation SQuAD file, or neither "
+                         "(then --data is split by article)")
+
+
 def load_questions(data: str | Path | None = None, train_path: str | Path | None = None,
                    eval_path: str | Path | None = None) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
     """(train, eval) questions: two files as given, or one file (default: the shared subset) split by article."""
-    if (train_path is None) != (eval_path is None):
-        raise DataError("give both a train and an evaluation SQuAD file, or neither (then --data is split by article)")
+    check_file_pair(train_path, eval_path)
     if train_path is not None:
         train, evaluation = read_squad(train_path), read_squad(eval_path)
         shared = {q.title for q in train} & {q.title for q in evaluation}
@@ -163,7 +170,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     ``windows`` (window counts).
     """
     config = config or SquadHeadsConfig()
-    out = ensure_dir(out)
+    check_file_pair(train_path, eval_path)  # before the model loads
     encoder = model if isinstance(model, Encoder) else load_encoder(model)
     if config.max_length > encoder.max_length:
         raise UsageError(f"--max-length {config.max_length}: {encoder.name} takes at most {encoder.max_length} tokens")
@@ -174,6 +181,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     train_windows = encode_windows(encoder.tokenizer, train_questions, config.max_length, config.stride)
     eval_windows = encode_windows(encoder.tokenizer, eval_questions, config.max_length, config.stride)
     n_train, n_eval = len(train_questions), len(eval_questions)
+    out = ensure_dir(out)  # only now: every input above is read and checked, so bad input leaves no folder
 
     tuned = finetune_qa(encoder, train_windows, eval_windows, out / "finetune", config.finetune)
     base = {"model": encoder.name, "n_train_questions": n_train, "n_eval_questions": n_eval}

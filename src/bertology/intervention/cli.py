@@ -10,9 +10,8 @@ Every command writes its tables (Parquet + CSV, metrics as fractions) to ``--out
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -23,26 +22,34 @@ from bertology.options import (address_option, check_positive, check_scale, cpus
                                max_sentences_option, model_option, out_option, progress_option, resolve_device,
                                seed_list, seed_option, seeds_option, workers_option)
 
+if TYPE_CHECKING:  # pandas is imported when a command runs
+    import pandas as pd
+
 app = typer.Typer(help="Ablate heads and layers, rank heads by importance, prune (Michel et al. 2019).",
                   no_args_is_help=True)
 console = Console()
 
 CheckpointOpt = model_option(...)
 TaskOpt = typer.Option(None, "--task", help="GLUE task (default: the checkpoint's)")
+AllowMismatchOpt = typer.Option(False, "--allow-task-mismatch",
+                                help="score on a --task other than the checkpoint's (same number of labels only)")
 MaxOpt = typer.Option(None, "--max-examples", help="score on a seeded subset of this many dev examples")
-DataOpt = typer.Option(None, "--data-dir", help="GLUE root (default: shared/data/glue)")
+DataOpt = typer.Option(None, "--data-dir", help="GLUE root (default: $BERTOLOGY_DATA/glue, else Hugging Face datasets nyu-mll/glue)")
 ImportanceExamplesOpt = typer.Option(2000, "--importance-examples", help="train examples for head importance")
 
 
-def _setup(model: Path, task: Optional[str], max_examples: Optional[int], data_dir: Optional[Path], device: str):
+def _setup(model: Path, task: Optional[str], max_examples: Optional[int], data_dir: Optional[Path], device: str,
+           allow_task_mismatch: bool = False):
     """The checkpoint (on ``device``), its evaluator and a name for default output folders."""
     from bertology.finetune.evaluation import TaskEvaluator, checkpoint_name, checkpoint_task
-    from bertology.finetune.model import load_finetuned
+    from bertology.finetune.model import load_finetuned, read_checkpoint_meta
 
     check_positive(max_examples, "--max-examples")
+    if Path(model).is_dir():  # --task against finetune.json before the model loads
+        checkpoint_task(model, read_checkpoint_meta(model), task, allow_task_mismatch)
     loaded, tokenizer, meta = load_finetuned(model, device=resolve_device(device))
-    evaluator = TaskEvaluator(checkpoint_task(model, meta, task), tokenizer, max_examples=max_examples,
-                              data_dir=str(data_dir) if data_dir else None)
+    evaluator = TaskEvaluator(checkpoint_task(model, meta, task, allow_task_mismatch), tokenizer,
+                              max_examples=max_examples, data_dir=str(data_dir) if data_dir else None)
     return loaded, tokenizer, meta, evaluator, checkpoint_name(model, meta)
 
 
@@ -63,6 +70,7 @@ def heads_command(
     model: Path = CheckpointOpt,
     heads: str = heads_option(),
     task: Optional[str] = TaskOpt,
+    allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
     max_examples: Optional[int] = MaxOpt,
     data_dir: Optional[Path] = DataOpt,
@@ -71,7 +79,7 @@ def heads_command(
     """The task metric before and after masking the given heads (e.g. --heads L4H5,L3H0 or L4)."""
     from bertology.intervention.ablation import ablate_heads
 
-    loaded, _, _, evaluator, name = _setup(model, task, max_examples, data_dir, device)
+    loaded, _, _, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
     result = ablate_heads(loaded, heads, evaluator)
     result.meta.update(_meta(model, evaluator, heads=heads))
     out = result.save(out if out is not None else default_out("ablate/heads", name, heads))
@@ -86,17 +94,18 @@ def layers_command(
     layers: str = layers_option("Layers to skip, 1..L as in hidden_states (the numbering of probe --layers): "
                                 "2, 1,2, 1-3 or L2; 0 (the embeddings) cannot be skipped."),
     task: Optional[str] = TaskOpt,
+    allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
     max_examples: Optional[int] = MaxOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
 ):
     """The task metric before and after skipping whole layers."""
-    from bertology.intervention.ablation import ablate_layers
-
     if layers is None:
         raise DataError("--layers: which layers to skip? e.g. --layers 2 or --layers 1-3")
-    loaded, _, _, evaluator, name = _setup(model, task, max_examples, data_dir, device)
+    from bertology.intervention.ablation import ablate_layers
+
+    loaded, _, _, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
     result = ablate_layers(loaded, layers, evaluator)
     result.meta.update(_meta(model, evaluator, layers=layers))
     dropped = result["layers"]["layer"].tolist()
@@ -110,6 +119,7 @@ def layers_command(
 def table_command(
     model: list[Path] = model_option(...),
     task: Optional[str] = TaskOpt,
+    allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
     max_examples: Optional[int] = MaxOpt,
     data_dir: Optional[Path] = DataOpt,
@@ -125,6 +135,10 @@ def table_command(
 
     With --engine ray each checkpoint x layer is one Ray task (checkpoints and GLUE data on paths every
     node sees); the table is the local one."""
+    import pandas as pd
+
+    from bertology.errors import UsageError
+    from bertology.finetune.evaluation import checkpoint_task
     from bertology.finetune.model import read_checkpoint_meta
     from bertology.intervention.importance import single_head_ablation
 
@@ -133,13 +147,20 @@ def table_command(
         from bertology.scale import require_ray
 
         require_ray()
+    # Every checkpoint's task (finetune.json) against --task, and against each other, before anything loads.
+    tasks = {str(path): checkpoint_task(path, read_checkpoint_meta(path), task, allow_task_mismatch) for path in model}
+    if len(set(tasks.values())) > 1:
+        raise UsageError("--model: the checkpoints were fine-tuned on different tasks ("
+                         + ", ".join(f"{path}: {name}" for path, name in tasks.items())
+                         + "); the table compares fine-tuning seeds of one task")
+    task = next(iter(tasks.values()))
     models, seeds, evaluator, name = [], [], None, None
     for index, path in enumerate(model):
         if engine == "ray" and evaluator is not None:  # the workers load the checkpoints; the driver one
             meta = read_checkpoint_meta(path)
         else:
-            loaded, _, meta, path_evaluator, path_name = _setup(path, task, max_examples, data_dir, device)
-            task = task or path_evaluator.task
+            loaded, _, meta, path_evaluator, path_name = _setup(path, task, max_examples, data_dir, device,
+                                                                allow_task_mismatch)
             evaluator, name = evaluator or path_evaluator, name or path_name
             models.append(loaded)
         seeds.append(int(meta.get("seed", index)))
@@ -152,7 +173,7 @@ def table_command(
         result = single_head_ablation_ray(model, seeds, model_layout(models[0]).num_layers, task=task,
                                           max_examples=max_examples, data_dir=data_dir, address=address,
                                           workers=workers, cpus_per_worker=cpus_per_worker,
-                                          gpus_per_worker=gpus_per_worker)
+                                          gpus_per_worker=gpus_per_worker, allow_task_mismatch=allow_task_mismatch)
     else:
         result = single_head_ablation(models, evaluator, seeds=seeds, progress=progress)
     result.meta.update(_meta(model[0], evaluator, checkpoints=[str(p) for p in model]))
@@ -173,6 +194,7 @@ def table_command(
 def importance_command(
     model: Path = CheckpointOpt,
     task: Optional[str] = TaskOpt,
+    allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
     importance_examples: int = ImportanceExamplesOpt,
     seeds: int = seeds_option(3, "How many random pruning orders (seeds from --seed)."),
@@ -184,12 +206,12 @@ def importance_command(
     progress: bool = progress_option(),
 ):
     """Head importance (expected sensitivity) and the pruning curve, importance vs random order."""
+    random_seeds = seed_list(seeds, seed)
+    check_positive(importance_examples, "--importance-examples")
     from bertology.finetune.evaluation import importance_batches
     from bertology.intervention.importance import head_importance, plot_pruning_curve, pruning_curve
 
-    random_seeds = seed_list(seeds, seed)
-    check_positive(importance_examples, "--importance-examples")
-    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_examples, data_dir, device)
+    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
     batches = importance_batches(evaluator.task, tokenizer, importance_examples,
                                  data_dir=str(data_dir) if data_dir else None)
     scores = head_importance(loaded, batches, progress=progress)
@@ -217,6 +239,7 @@ def prune_command(
     out: Path = typer.Option(..., "--out", "-o", help="folder for the pruned checkpoint (new or empty); "
                                                       "its tables go to OUT/prune"),
     task: Optional[str] = TaskOpt,
+    allow_task_mismatch: bool = AllowMismatchOpt,
     importance_examples: int = ImportanceExamplesOpt,
     max_examples: Optional[int] = MaxOpt,
     data_dir: Optional[Path] = DataOpt,
@@ -224,16 +247,16 @@ def prune_command(
     progress: bool = progress_option(),
 ):
     """Prune the least important heads for real (smaller weights) and save the checkpoint."""
-    from bertology.finetune.evaluation import importance_batches
-    from bertology.finetune.model import save_checkpoint
-    from bertology.intervention.ablation import prune_by_importance
-
     if not 0.0 <= fraction <= 1.0:
         raise DataError(f"--fraction {fraction}: expected a value between 0 and 1")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DataError(f"--out {out}: exists and is not empty; choose a new output folder")
     check_positive(importance_examples, "--importance-examples")
-    loaded, tokenizer, meta, evaluator, _ = _setup(model, task, max_examples, data_dir, device)
+    from bertology.finetune.evaluation import importance_batches
+    from bertology.finetune.model import save_checkpoint
+    from bertology.intervention.ablation import prune_by_importance
+
+    loaded, tokenizer, meta, evaluator, _ = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
     batches = importance_batches(evaluator.task, tokenizer, importance_examples,
                                  data_dir=str(data_dir) if data_dir else None)
     result = prune_by_importance(loaded, evaluator, batches, fraction, progress=progress)
@@ -259,6 +282,7 @@ def prune_command(
 def flagged_command(
     model: Path = CheckpointOpt,
     task: Optional[str] = TaskOpt,
+    allow_task_mismatch: bool = AllowMismatchOpt,
     table: Optional[Path] = typer.Option(None, "--table", help="best-heads table (.csv or .parquet) with integer "
                                          "layer/head columns or head_label, as `bertology attention parse` writes "
                                          "it; default: computed on UD EWT dev"),
@@ -274,14 +298,17 @@ def flagged_command(
     progress: bool = progress_option(),
 ):
     """Are the heads the attention analysis flags used? Mask them vs as many random heads."""
+    check_positive(draws, "--draws")
+    check_positive(min_count, "--min-count", allow_none=False)
+    check_positive(max_sentences, "--max-sentences")
+    seed_list(1, seed)  # checks --seed
+    import pandas as pd
+
     from bertology.intervention.ablation import attention_best_heads
     from bertology.intervention.importance import flagged_heads, flagged_vs_random
     from bertology.models import Encoder
 
-    check_positive(draws, "--draws")
-    check_positive(max_sentences, "--max-sentences")
-    seed_list(1, seed)  # checks --seed
-    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_examples, data_dir, device)
+    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
     best_heads = None
     if heads is not None:
         chosen = heads
@@ -316,6 +343,8 @@ def flagged_command(
 
 
 def _read_table(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     if not path.is_file():
         raise DataError(f"--table {path}: no such file")
     if path.suffix == ".parquet":

@@ -49,12 +49,13 @@ def static_command(
 ) -> None:
     """Cosine of each layer's token vectors with (a) the token's input embedding and (b) its type's average
     over contexts (Bommasani et al. 2020), raw and adjusted by random pairs; model vs untrained twin."""
-    from bertology.knowledge.static import plot_static, static_similarity
     from bertology.runtime import seed_list
 
     options.check_positive(min_count, "--min-count")
     chosen_seeds = seed_list(seeds, seed)
     out = out or options.default_out("knowledge/static", Path(model).name, _data_name(data))
+    from bertology.knowledge.static import plot_static, static_similarity
+
     result = static_similarity(model, data, seeds=chosen_seeds, layers=layers, untrained=untrained,
                                min_count=min_count, max_sentences=max_sentences, device=device,
                                cache_dir=cache_dir, progress=progress)
@@ -164,7 +165,7 @@ def mlm_probe_command(
 def lama_command(
     model: str = options.model_option(),
     data: Optional[Path] = options.data_option(help="A LAMA data folder (relations.jsonl, TREx/, Google_RE/, "
-                                               "Squad/; default ../shared/data/lama) or one relation's JSONL file."),
+                                               "Squad/; default $BERTOLOGY_DATA/lama) or one relation's JSONL file."),
     out: Optional[Path] = options.out_option("knowledge/lama"),
     corpora: Optional[str] = typer.Option(None, "--corpora", help="Google-RE, T-REx, SQuAD (default all)."),
     relations: Optional[str] = typer.Option(None, "--relations", help="Only these relations, e.g. P19,P20."),
@@ -184,7 +185,6 @@ def lama_command(
 ) -> None:
     """LAMA (Petroni et al. 2019): P@1, P@10 and MRR per relation and per corpus for a masked LM, over a common
     vocabulary, single-token objects only (the others are counted), model vs untrained twin."""
-    from bertology.knowledge.lama import lama
     from bertology.results import percent
     from bertology.runtime import seed_list
 
@@ -192,6 +192,8 @@ def lama_command(
     options.check_positive(max_sentences, "--max-sentences")
     chosen_seeds = seed_list(seeds, seed)
     out = out or options.default_out("knowledge/lama", Path(model).name, _data_name(data, "lama"))
+    from bertology.knowledge.lama import lama
+
     result = lama(model, data, corpora=corpora, relations=relations.split(",") if relations else None,
                   template=template, max_facts=max_sentences, vocab=vocab, layers=layers, seeds=chosen_seeds,
                   untrained=untrained, batch_size=batch_size, device=device, progress=progress)
@@ -243,7 +245,6 @@ def pairs_command(
 ) -> None:
     """Minimal pairs scored by pseudo-log-likelihood (Salazar et al. 2020): accuracy per paradigm (good
     sentence's PLL above the bad one's), model vs untrained twin, chance 0.5."""
-    from bertology.knowledge.pairs import minimal_pairs
     from bertology.results import percent
     from bertology.runtime import seed_list
 
@@ -251,6 +252,8 @@ def pairs_command(
     options.check_positive(batch_tokens, "--batch-tokens")
     chosen_seeds = seed_list(seeds, seed)
     out = out or options.default_out("knowledge/pairs", Path(model).name, _data_name(data, "pairs"))
+    from bertology.knowledge.pairs import minimal_pairs
+
     result = minimal_pairs(model, data, whole_word=whole_word, layers=layers, max_pairs=max_sentences,
                            seeds=chosen_seeds, untrained=untrained, batch_tokens=batch_tokens, device=device,
                            progress=progress)

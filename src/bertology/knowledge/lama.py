@@ -169,6 +169,28 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
+def _check_relation_names(folder: Path, corpora: list[str], wanted: set[str], templates: dict) -> None:
+    """Refuse relation names the chosen corpora do not have, listing the ones the data folder holds."""
+    known = {"T-REx": set(LAMA_TREX) | set(templates), "Google-RE": set(GOOGLE_RE_TEMPLATES), "SQuAD": {"squad"}}
+    names = set().union(*(known[corpus] for corpus in corpora))
+    if "SQuAD" in corpora:
+        names |= {name for name in wanted if name.lower() == "squad"}
+    unknown = sorted(name for name in wanted if name not in names)
+    if not unknown:
+        return
+    held = {"T-REx": sorted((name for name in templates if _find(folder / "TREx", name)), key=_relation_order),
+            "Google-RE": [name for name in GOOGLE_RE_TEMPLATES if _find(folder / "Google_RE", f"{name}_test")],
+            "SQuAD": ["squad"] if _find(folder / "Squad", "test") else []}
+    listing = "; ".join(f"{corpus}: {', '.join(held[corpus]) or 'none'}" for corpus in corpora)
+    raise UsageError(f"--relations {','.join(unknown)}: no such relation in {folder} for corpora "
+                     f"{', '.join(corpora)}; it holds {listing}")
+
+
+def _relation_order(name: str):
+    """P19 before P101 (Wikidata ids by number), other names after them."""
+    return (0, int(name[1:]), "") if name[:1] == "P" and name[1:].isdigit() else (1, 0, name)
+
+
 def load_lama(folder: str | os.PathLike | None = None, corpora=None, relations: Sequence[str] | None = None,
               max_facts: int | None = None) -> tuple[list[Relation], pd.DataFrame]:
     """The relations of a LAMA data folder (``relations.jsonl``, ``Google_RE/``, ``TREx/``, ``Squad/``) and a
@@ -178,12 +200,17 @@ def load_lama(folder: str | os.PathLike | None = None, corpora=None, relations: 
         raise missing_data("lama")
     if not folder.is_dir():
         raise DataError(f"{folder}: not a LAMA data folder; expected relations.jsonl, TREx/, Google_RE/, Squad/")
-    wanted = set(relations) if relations else None
+    wanted = {name.strip() for name in relations if name.strip()} if relations else None
+    chosen_corpora = corpus_names(corpora)
+    templates = read_relation_templates(folder / "relations.jsonl") if "T-REx" in chosen_corpora else {}
+    if wanted:
+        _check_relation_names(folder, chosen_corpora, wanted, templates)
     out, missing = [], []
-    for corpus in corpus_names(corpora):
+    for corpus in chosen_corpora:
         if corpus == "T-REx":
-            templates = read_relation_templates(folder / "relations.jsonl")
-            for name in LAMA_TREX:
+            # the paper's 41, and any other relation of relations.jsonl asked for by name
+            extra = tuple(sorted(name for name in wanted or () if name in templates and name not in LAMA_TREX))
+            for name in LAMA_TREX + extra:
                 if wanted and name not in wanted:
                     continue
                 path = _find(folder / "TREx", name)
@@ -417,14 +444,17 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
     (unweighted means over relations), ``facts`` (the model's prediction and rank per fact) and ``missing``.
     """
     run_device = resolve_device(device)
-    network, tokenizer, name = masked_lm(model, loaded, run_device)
-    if data is not None and Path(data).is_file():
+    if data is not None and Path(data).is_file():  # the data first: a bad relation or file before the model loads
+        if relations:
+            raise UsageError(f"--relations {','.join(relations)}: applies to a LAMA folder; --data {data} is one "
+                             "relation's file")
         relation = read_facts(data, "custom", Path(data).name.split(".")[0], template, "", max_facts)
         chosen, missing = [relation], pd.DataFrame(columns=["corpus", "relation", "label", "reason"])
     else:
         if template is not None:
             raise UsageError("--template applies to a single relation file given with --data, not to a LAMA folder")
         chosen, missing = load_lama(data, corpora, relations, max_facts)
+    network, tokenizer, name = masked_lm(model, loaded, run_device)
     candidates, vocabulary = common_vocabulary(tokenizer, vocab)
     num_layers = int(getattr(network.config, "num_hidden_layers", 0) or getattr(network.config, "n_layers", 0))
     from bertology.numbering import parse_layers

@@ -79,16 +79,43 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 def _from_pretrained(factory, source: str, display: str, **kwargs):
     """Load from the local cache first so an unreachable hub fails fast instead of retrying."""
+    from safetensors import SafetensorError
+
     local = Path(source).exists()
     try:
         return factory.from_pretrained(source, local_files_only=True, **kwargs)
+    except SafetensorError as error:
+        raise ModelError(_damaged_weights_message(source, display, error, local)) from None
     except (OSError, ValueError) as first_error:
         if local or _offline() or not _hub_reachable():
             raise ModelError(_not_found_message(display, first_error, local)) from None
     try:
         return factory.from_pretrained(source, **kwargs)
+    except SafetensorError as error:
+        raise ModelError(_damaged_weights_message(source, display, error, local)) from None
     except (OSError, ValueError) as error:
         raise ModelError(_not_found_message(display, error, local)) from None
+
+
+def _damaged_weights_message(source: str, display: str, error: Exception, local: bool) -> str:
+    """One line for weights that safetensors cannot read: the folder, the file, what is wrong with it."""
+    reason = (str(error).splitlines() or [type(error).__name__])[0]
+    if not local:
+        return (f"could not load model {display!r}: a weights file in its cache is damaged ({reason}); delete the "
+                "model from the Hugging Face cache and download it again")
+    from safetensors import SafetensorError, safe_open
+
+    folder = Path(source)
+    damaged = []
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), framework="pt"):
+                pass
+        except (SafetensorError, OSError):
+            damaged.append(file.name)
+    which = ", ".join(damaged) if damaged else "its .safetensors weights"
+    return (f"{folder}: cannot load the model weights in {which} ({reason}); the file is damaged or cut short: "
+            "save or copy the model folder again")
 
 
 def _not_found_message(display: str, error: Exception, local: bool) -> str:

@@ -59,7 +59,8 @@ def probe(
     table2, datasets as Parquet + CSV), meta.json and layer_curves.png/.svg into OUT."""
     from rich.console import Console
 
-    from bertology.probing.tasks import PROBE_KINDS, resolve_tasks
+    from bertology.probing.names import PROBE_KINDS
+    from bertology.probing.tasks import resolve_tasks
 
     for value, name in ((max_sentences, "--max-sentences"), (max_train, "--max-train"), (max_eval, "--max-eval")):
         options.check_positive(value, name)

@@ -28,7 +28,7 @@ from bertology.probing.controls import (
     SentenceControlTask,
     type_key,
 )
-from bertology.probing.tasks import LEVELS  # noqa: F401 (the one list; re-exported here)
+from bertology.probing.names import LEVELS
 
 SPLITS = ("train", "dev", "test")
 UD_TASKS = ("upos", "xpos", "deprel")

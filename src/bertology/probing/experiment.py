@@ -226,7 +226,7 @@ class SentenceMeans:
         meta = json.loads(self.path.with_suffix(".json").read_text())
         recorded = meta.get("sha256")  # caches written before the checksum are read as they are
         if recorded is not None and file_sha256(self.path) != recorded:
-            raise ValueError(f"{self.path.name}: SHA-256 differs from the one in {self.path.with_suffix('.json').name}")
+            raise ValueError(f"SHA-256 differs from the one in {self.path.with_suffix('.json').name}")
         self.means = np.load(self.path, mmap_mode="r")
         self.layers = [int(l) for l in meta["layers"]]
         self.offsets = np.arange(self.means.shape[1] + 1, dtype=np.int64)

@@ -23,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bertology.errors import DataError
-from bertology.probing.tasks import PROBE_KINDS
+from bertology.probing.names import PROBE_KINDS
 from bertology.runtime import derive_seed, resolve_device
 
 DEFAULT_L2 = (1e-5, 1e-4, 1e-3, 1e-2)

@@ -43,16 +43,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from bertology.errors import DataError
+from bertology.probing.names import LEVELS
 
 if TYPE_CHECKING:
     from bertology.data import Sentence
 
 Builder = Callable[[Sequence["Sentence"]], object]
-#: What a task's examples are (the module doc's table).
-LEVELS = ("token", "edge", "span", "sentence")
-#: The probes (:class:`~bertology.probing.probes.LayerwiseProbe` ``kind``); here so the command line checks
-#: ``--probe`` without sklearn.
-PROBE_KINDS = ("linear", "mlp")
 
 
 def _from_datasets(name: str) -> Callable:

@@ -86,7 +86,7 @@ def finetune_sweep_ray(
 
 
 def _ablate_layer(checkpoint: str, seed: int, layer: int, task: str | None, max_examples: int | None,
-                  data_dir: str | None, threads: int, device: str):
+                  data_dir: str | None, threads: int, device: str, allow_task_mismatch: bool = False):
     import torch
 
     from bertology.finetune.evaluation import TaskEvaluator, checkpoint_task
@@ -95,8 +95,8 @@ def _ablate_layer(checkpoint: str, seed: int, layer: int, task: str | None, max_
 
     torch.set_num_threads(max(1, threads))
     model, tokenizer, meta = load_finetuned(checkpoint, device=device)
-    evaluator = TaskEvaluator(checkpoint_task(checkpoint, meta, task), tokenizer, max_examples=max_examples,
-                              data_dir=data_dir)
+    evaluator = TaskEvaluator(checkpoint_task(checkpoint, meta, task, allow_task_mismatch), tokenizer,
+                              max_examples=max_examples, data_dir=data_dir)
     return single_head_ablation(model, evaluator, seeds=[seed], heads=f"L{layer}")["ablation"]
 
 
@@ -112,6 +112,7 @@ def single_head_ablation_ray(
     workers: int | None = None,
     cpus_per_worker: float = 1,
     gpus_per_worker: float = 0,
+    allow_task_mismatch: bool = False,
 ) -> Result:
     """Michel et al.'s single-head ablation table (:func:`bertology.intervention.importance.single_head_ablation`)
     with one Ray task per checkpoint (fine-tuning seed) x layer: each loads its checkpoint, scores it once
@@ -129,7 +130,8 @@ def single_head_ablation_ray(
     device = "cuda" if gpus_per_worker else "cpu"
     root = str(Path(data_dir).resolve()) if data_dir else None
     frames = dict(zip(units, run_tasks(
-        lambda unit: remote.remote(*unit, task, max_examples, root, int(max(1, cpus_per_worker)), device),
+        lambda unit: remote.remote(*unit, task, max_examples, root, int(max(1, cpus_per_worker)), device,
+                                   allow_task_mismatch),
         units, workers)))
     raw = pd.concat([frames[unit] for unit in units], ignore_index=True)  # the local order: seed, then layer
     return Result("single_head_ablation", tables={"ablation": raw, "summary": summarize_single_head(raw)},

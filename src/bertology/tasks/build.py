@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 
 from bertology.data import Sentence, read_conllu
 from bertology.data.treebank import conllu_files, split_of
-from bertology.errors import DataError
-from bertology.files import ensure_dir, write_text
+from bertology.errors import DataError, OutputError
+from bertology.files import atomic_dir, describe_os_error, ensure_dir, write_text
 from bertology.progress import progress_bar
 from bertology.store.store import file_sha256
 from bertology.tasks.builders import BUILDERS, SPLITS, BuildContext, TaskOutput
@@ -264,18 +267,19 @@ def build_tasks(
 
     report = BuildReport(out_dir=out_dir, split_source=split_source)
     rows = []
-    with progress_bar(progress, transient=True) as live:
+    stale: list[Path] = []
+    with progress_bar(progress, transient=True) as live, _staged(out_dir, stale) as stage:
         job = live.add_task("building probing tasks", total=len(wanted))
         for name in wanted:
             output = BUILDERS[name](ctx)
             reason = _skip_reason(output)
-            target = out_dir / SENTEVAL_FILES[name]
+            target = stage / SENTEVAL_FILES[name]
             if reason is not None:
                 report.skipped[name] = reason
                 manifest["skipped"][name] = reason
                 if name in manifest["tasks"]:
                     # A file from an earlier build would now contradict the manifest.
-                    target.unlink(missing_ok=True)
+                    stale.append(out_dir / SENTEVAL_FILES[name])
                     del manifest["tasks"][name]
             else:
                 write_text(target, _task_text(output))
@@ -303,7 +307,50 @@ def build_tasks(
                     for split, by_label in counts.items() for label, n in by_label.items()
                 ]
             live.advance(job)
-    manifest["tasks"] = {k: manifest["tasks"][k] for k in TASK_NAMES if k in manifest["tasks"]}
-    write_text(out_dir / MANIFEST_NAME, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+        manifest["tasks"] = {k: manifest["tasks"][k] for k in TASK_NAMES if k in manifest["tasks"]}
+        write_text(stage / MANIFEST_NAME, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     report.counts = pd.DataFrame(rows, columns=["task", "split", "label", "n"])
     return report
+
+
+@contextlib.contextmanager
+def _staged(out_dir: Path, stale: list[Path]) -> Iterator[Path]:
+    """A temporary folder that :func:`build_tasks` writes every file into; only once all are written do they
+    reach ``out_dir``, so a failed write (no space left...) leaves nothing behind, and one
+    :class:`~bertology.errors.OutputError` line naming ``out_dir``.
+
+    A new ``out_dir`` appears whole (:func:`bertology.files.atomic_dir`). An existing one (an earlier build,
+    tasks added to it) keeps what it holds: the new task files are renamed into it, then the manifest, then
+    the files of tasks now skipped (``stale``) are removed."""
+    if not out_dir.exists():
+        stage = None
+        try:
+            with atomic_dir(out_dir, replace=False) as stage:
+                yield stage
+        except OutputError as error:
+            raise _naming(error, stage, out_dir, "nothing was written") from None
+        return
+    ensure_dir(out_dir)
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=".build-", dir=out_dir))
+    except OSError as error:
+        raise describe_os_error(error, out_dir) from None
+    try:
+        yield stage
+        staged = sorted(p.name for p in stage.iterdir() if p.name != MANIFEST_NAME)
+        for name in [*staged, MANIFEST_NAME]:
+            os.replace(stage / name, out_dir / name)
+        for path in stale:
+            path.unlink(missing_ok=True)
+    except OutputError as error:
+        raise _naming(error, stage, out_dir, f"{out_dir} was left as it was") from None
+    except OSError as error:
+        raise describe_os_error(error, out_dir) from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _naming(error: OutputError, stage: Path | None, out_dir: Path, outcome: str) -> OutputError:
+    """The error of a write into the temporary folder, naming the output folder instead, and what became of it."""
+    message = str(error).replace(str(stage), str(out_dir)) if stage is not None else str(error)
+    return OutputError(f"{message}; {outcome}")

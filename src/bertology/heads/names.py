@@ -1,0 +1,23 @@
+"""Head names, in a module that imports nothing heavy, so that ``bertology heads --heads`` is checked before
+torch loads; :mod:`bertology.heads.catalog` builds the heads they name."""
+
+from __future__ import annotations
+
+import re
+
+from bertology.errors import UsageError
+
+#: The seed's Table 1 rows, in its order, plus the CNN and the final-layer baseline.
+SEED_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
+              "adapter-independent-64", "stack", "cnn", "last")
+#: ``adapter-<shared|independent>-<size>[-skip]``: groups kind, size, skip.
+ADAPTER_NAME = re.compile(r"^adapter-(shared|independent)-(\d+)(-skip)?$")
+HEAD_HELP = "lp, ap, last, cnn, stack, adapter-<shared|independent>-<size>[-skip] (e.g. adapter-shared-386-skip)"
+
+
+def check_head_name(name: str) -> str:
+    """The name, lower-cased, or :class:`UsageError` listing the head names."""
+    name = name.strip().lower()
+    if name in ("lp", "ap", "last", "cnn", "stack") or ADAPTER_NAME.match(name):
+        return name
+    raise UsageError(f"--heads {name!r}: unknown head; expected {HEAD_HELP}")
