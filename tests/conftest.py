@@ -59,7 +59,12 @@ def tiny_report(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("reports")
     encoder = tiny_encoder("bert", layers=2, hidden=32, heads=4, attentions=False)
-    path = build_report(encoder=encoder, out=out, max_sentences=40, seeds=(0, 1), progress=False)
+    # As on a user's machine: no data folder, no network (the report needs only what the package ships).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("BERTOLOGY_DATA", raising=False)
+        patch.setenv("HF_DATASETS_OFFLINE", "1")
+        patch.setenv("BERTOLOGY_CACHE", str(out / "cache"))
+        path = build_report(encoder=encoder, out=out, max_sentences=40, seeds=(0, 1), progress=False)
     return path, encoder, out
 
 

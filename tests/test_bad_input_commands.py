@@ -372,3 +372,35 @@ def test_attention_stats_long_sentence_names_its_own_option(tiny_dir, tmp_path, 
     assert "1 sentence(s) of more than 20 words skipped" in message
     meta = json.loads((out / "meta.json").read_text())["meta"]
     assert (meta["n_sentences"], meta["skipped_sentences"], meta["max_words"]) == (1, 1, 20)
+
+
+def test_attention_view_too_long_says_what_the_viewer_supports(tiny_dir, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "view"
+    message = refused(["attention", "view", "-m", tiny_dir, "--text", " ".join(["word"] * 2201), "-o", out],
+                      monkeypatch, capsys, "--text", "2,201 subword tokens", "at most 128 tokens", "no sliding window",
+                      "first 126 words")
+    assert "sliding-window policy" not in message
+    assert not out.exists()
+
+
+def test_finetune_max_length_names_its_minimum(tiny_dir, tmp_path, monkeypatch, capsys):
+    refused(["finetune", "-m", tiny_dir, "--task", "rte", "--max-length", "1", "-o", tmp_path / "ft"], monkeypatch,
+            capsys, "--max-length 1: must be at least 8")
+    assert not (tmp_path / "ft").exists()
+    from bertology.errors import UsageError
+    from bertology.finetune.train import FinetuneConfig
+
+    with pytest.raises(UsageError, match="--max-length 4: must be at least 8"):
+        FinetuneConfig(max_length=4)
+
+
+@pytest.mark.parametrize("command", [["geometry", "contextuality"], ["knowledge", "static"],
+                                     ["knowledge", "mlm-probe"], ["probe", "--tasks", "upos"]])
+def test_a_cache_dir_that_is_a_file_is_named(command, tiny_dir, tmp_path, monkeypatch, capsys):
+    cache = tmp_path / "cache"
+    cache.write_text("not a folder")
+    out = tmp_path / "out"
+    message = refused([*command, "-m", tiny_dir, "--cache-dir", cache, "-o", out], monkeypatch, capsys,
+                      f"--cache-dir {cache}: it is a file")
+    assert "--out" not in message
+    assert not out.exists()

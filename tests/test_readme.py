@@ -1,7 +1,8 @@
 """The README is executed as written: its command-line tour line by line, its Python tour as one script.
 
-Both run in a fresh folder with ``../shared`` beside it, as in a checkout. The tour shows small runs; the
-full-size versions it mentions in comments are what the small ones stand for.
+Both run in a fresh folder with nothing beside it, ``$BERTOLOGY_DATA`` unset and the network off, as on a user's
+machine: the tour needs only what the package ships. The tour shows small runs; the full-size versions it
+mentions in comments are what the small ones stand for.
 """
 
 from __future__ import annotations
@@ -36,16 +37,16 @@ def _commands(block: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory, shared_data):
-    top = tmp_path_factory.mktemp("readme")
-    checkout = top / "checkout"
+def workdir(tmp_path_factory):
+    checkout = tmp_path_factory.mktemp("readme") / "checkout"
     checkout.mkdir()
-    (top / "shared").symlink_to(Path(shared_data).parent)
     return checkout
 
 
 def _env(workdir: Path) -> dict:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", BERTOLOGY_CACHE=str(workdir / ".cache"), OMP_NUM_THREADS="1")
+    env = {k: v for k, v in os.environ.items() if k != "BERTOLOGY_DATA"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_HOME=str(workdir / ".hf"),
+               BERTOLOGY_CACHE=str(workdir / ".cache"), OMP_NUM_THREADS="1")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 

@@ -28,7 +28,9 @@ def _split(values: list[str] | None) -> list[str]:
 @app.command("finetune")
 def finetune_command(
     model: str = model_option(),
-    task: list[str] = typer.Option(..., "--task", "-t", help="cola, sst2, mrpc, stsb, rte (comma-separated or repeated)."),
+    task: list[str] = typer.Option(..., "--task", "-t", help="GLUE cola, sst2, mrpc, stsb, rte (their data: --data-dir, $BERTOLOGY_DATA or online) "
+                                                         "or bshift (built from the packaged EWT: always offline); "
+                                                         "comma-separated or repeated."),
     out: Optional[Path] = out_option("finetune"),
     variant: list[str] = typer.Option(["baseline"], "--variant", "-v",
                                       help="baseline, drop-last:K, copy-last:K, extra-layer[:K], multi-objective:K, "
@@ -54,7 +56,7 @@ def finetune_command(
     gpus_per_worker: float = gpus_per_worker_option(),
     progress: bool = progress_option(),
 ) -> None:
-    """Fine-tune MODEL on GLUE tasks for each variant and seed; print and save the variants table.
+    """Fine-tune MODEL on GLUE tasks (or the packaged bshift) for each variant and seed; print and save the table.
 
     Checkpoints go to OUT/<task>/<variant>/seed-<s>/, the tables (results, summary, table1; metrics as
     fractions) to OUT. A seed whose checkpoint is already in OUT is reused, so an interrupted run resumes.

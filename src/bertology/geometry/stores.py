@@ -16,15 +16,18 @@ from bertology.data.corpus import Sentence
 from bertology.errors import DataError
 from bertology.extraction import corpus_hash, extract
 from bertology.models import Encoder, load_encoder
-from bertology.options import check_positive
+from bertology.options import check_cache_dir, check_positive
 from bertology.store import Store
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """``cache_dir``, else ``$BERTOLOGY_CACHE``, else ``~/.cache/bertology``."""
+    """``cache_dir``, else ``$BERTOLOGY_CACHE``, else ``~/.cache/bertology``; a file there is refused in one
+    line naming where it came from."""
     if cache_dir is not None:
-        return Path(cache_dir)
-    return Path(os.environ.get("BERTOLOGY_CACHE", Path.home() / ".cache" / "bertology"))
+        return check_cache_dir(cache_dir, "--cache-dir")
+    if os.environ.get("BERTOLOGY_CACHE"):
+        return check_cache_dir(os.environ["BERTOLOGY_CACHE"], "$BERTOLOGY_CACHE")
+    return check_cache_dir(Path.home() / ".cache" / "bertology", "the cache folder")
 
 
 def load_sentences(data: str | os.PathLike | None = None, max_sentences: int | None = None,

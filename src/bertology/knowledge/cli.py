@@ -52,6 +52,7 @@ def static_command(
     from bertology.runtime import seed_list
 
     options.check_positive(min_count, "--min-count")
+    options.check_cache_dir(cache_dir)
     chosen_seeds = seed_list(seeds, seed)
     out = out or options.default_out("knowledge/static", Path(model).name, _data_name(data))
     from bertology.knowledge.static import plot_static, static_similarity
@@ -129,6 +130,7 @@ def mlm_probe_command(
         max_sentences = max_sentences if max_sentences is not None else preset["max_sentences"]
         max_eval_sentences = max_eval_sentences if max_eval_sentences is not None else preset["max_eval_sentences"]
     options.check_positive(max_eval_sentences, "--max-eval-sentences")
+    options.check_cache_dir(cache_dir)
     chosen_seeds = seed_list(seeds, seed)
     out = out or options.default_out("knowledge/mlm-probe", Path(model).name, _data_name(data, "ewt"))
     result = mlm_probe(model, data, eval_data, seeds=chosen_seeds, layers=layers, untrained=untrained,

@@ -77,6 +77,7 @@ def probe(
     resolve_tasks(tasks)  # the names, before anything heavy loads (run_probing resolves them again)
     seed_values = options.seed_list(seeds, seed)
     options.parse_layers(layers)  # syntax now; the range is checked once the model's depth is known
+    options.check_cache_dir(cache_dir)
     out = out if out is not None else options.default_out(
         "probe", Path(model).name or model, tasks, treebank.name if treebank is not None else None)
     options.resolve_device(device)
