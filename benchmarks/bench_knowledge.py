@@ -34,7 +34,7 @@ def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder:
     encoder = tiny_encoder("bert", seed=1, attentions=False) if model == "tiny" else as_encoder(model, "cpu")
     text = read_corpus(default_corpus("ewt-dev"))[:sentences]
     with tempfile.TemporaryDirectory() as cache:
-        store = dropout_store(encoder, text, 0.9, 0, cache_dir=cache)
+        store = dropout_store(encoder, text, 0.9, 0, corrupt="all", cache_dir=cache)
         rows = token_rows(store, encoder.tokenizer)
         layers = store.layers
         vocab = int(encoder.model.get_input_embeddings().weight.shape[0])

@@ -208,6 +208,24 @@ def test_explicit_options_win_over_quick(tiny_dir, monkeypatch, capsys):
     assert "--quick" not in message
 
 
+def test_explicit_options_win_over_quick_in_heads_glue(tiny_dir, glue_data, monkeypatch, capsys):
+    import bertology.heads.glue as glue
+
+    seen = {}
+
+    def stop(model, task, out, config, **kwargs):
+        seen["config"] = config
+        raise SystemExit(0)
+
+    monkeypatch.setattr(glue, "run_glue_heads", stop)
+    code, message = run_cli(["heads", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", glue_data, "--quick",
+                             "--epochs", "2", "--max-train", "500"], monkeypatch, capsys)
+    assert code == 0, message
+    config = seen["config"]
+    assert (config.head.epochs, config.max_train, config.max_dev, config.heads) == (2, 500, 100, ("lp", "ap"))
+    assert "--epochs 2 (given)" in message and "--max-train 500 (given)" in message and "--max-dev 100," in message
+
+
 def test_quick_stride_beyond_the_window_is_refused_not_shrunk(tiny_dir, toy_squad_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     refused(["heads", "squad", "-m", tiny_dir, "--data", toy_squad_file, "--quick", "--stride", "400", "-o", out,

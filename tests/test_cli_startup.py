@@ -47,6 +47,10 @@ def test_usage_errors_are_one_line_before_anything_heavy_loads(tmp_path):
         (["report", "--sections", "nope"], "--sections nope: unknown section nope"),
         (["tasks", "build", "--tasks", "nope"], "unknown probing task 'nope'"),
         (["extract", "--data", str(tmp_path / "missing.conllu")], "file not found"),
+        (["info", str(tmp_path / "no-store")], "no such file or folder"),
+        (["tasks", "list", str(tmp_path / "no-tasks")], "no such file or folder"),
+        (["probe", "--tasks", "upos", "--treebank", str(tmp_path / "no-treebank")], "--treebank"),
+        (["geometry", "contextuality", "--data", str(tmp_path / "no.txt")], "--data"),
         (["attention", "patterns", "--classifier", "svm"], "--classifier 'svm'"),
         (["heads", "glue", "--task", "rte", "--heads", "nope"], "--heads 'nope': unknown head"),
         (["extract", "--data", "x.txt", "--pool", "nope"], "'--pool'"),  # a typer choice

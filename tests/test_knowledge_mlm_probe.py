@@ -45,16 +45,18 @@ def test_input_dropout_drops_the_word_embeddings_only_inside_the_block(tiny):
     ids = torch.tensor([[2, 10, 11, 12, 3]])
     lookup = tiny.model.get_input_embeddings()
     clean = lookup(ids)
-    with input_dropout(tiny, 0.75, seed=4):
+    with input_dropout(tiny, 0.75, seed=4, corrupt="all"):
         noisy = lookup(ids)
         noisy_again = lookup(ids)
     kept = noisy != 0
     assert 0.1 < kept.float().mean() < 0.45  # about 1 - 0.75 kept
     assert torch.allclose(noisy[kept], clean[kept] / 0.25)  # inverted dropout
     assert not torch.equal(noisy, noisy_again)  # a fresh mask per call
-    with input_dropout(tiny, 0.75, seed=4):
+    with input_dropout(tiny, 0.75, seed=4, corrupt="all"):
         assert torch.equal(lookup(ids), noisy)  # the same seed gives the same masks
     assert torch.equal(lookup(ids), clean)  # the hook is gone after the block
+    with input_dropout(tiny, 0.75, seed=4):  # target mode: a direct lookup (outside Encoder.forward) stays clean
+        assert torch.equal(lookup(ids), clean)
     with input_dropout(tiny, 0.0, seed=4):
         assert torch.equal(lookup(ids), clean)
     with pytest.raises(UsageError, match="--dropout"):
@@ -177,3 +179,64 @@ def test_bad_values_are_one_clear_line(tiny, tmp_path):
         mlm_probe(tiny, short, dropout=1.0, device="cpu", cache_dir=tmp_path)
     with pytest.raises(UsageError, match="--epochs"):
         mlm_probe(tiny, short, epochs=0, device="cpu", cache_dir=tmp_path)
+
+
+def _embedding_calls(tiny, ids, mask, corrupt):
+    """What the word-embedding lookup returned on every call of one ``Encoder.forward`` under the dropout."""
+    seen = []
+    lookup = tiny.model.get_input_embeddings()
+    with input_dropout(tiny, 0.9, seed=3, corrupt=corrupt):
+        handle = lookup.register_forward_hook(lambda module, inputs, output: seen.append((inputs[0], output)))
+        try:
+            out = tiny.forward({"input_ids": ids, "attention_mask": mask})
+        finally:
+            handle.remove()
+    return seen, out
+
+
+def test_target_dropout_corrupts_only_the_predicted_token_and_all_corrupts_every_token(tiny):
+    ids = torch.tensor([[2, 10, 11, 12, 3], [2, 13, 14, 3, 0]])
+    mask = (ids != 0).long()
+    lookup = tiny.model.get_input_embeddings()
+    clean_forward = tiny.forward({"input_ids": ids, "attention_mask": mask})
+    content = [(0, 1), (0, 2), (0, 3), (1, 1), (1, 2)]
+
+    # default: a clean pass, then copies in which exactly one content position differs from the clean lookup
+    seen, out = _embedding_calls(tiny, ids, mask, corrupt="target")
+    assert torch.equal(seen[0][1], lookup(seen[0][0]))  # the clean pass
+    corrupted = []
+    for copy_ids, embedded in seen[1:]:
+        changed = (embedded != lookup(copy_ids)).any(-1)  # [copies, tokens]
+        assert (changed.sum(-1) == 1).all()  # one token per copy; its context is untouched
+        for k, position in changed.nonzero().tolist():
+            row = next(b for b in range(len(ids)) if torch.equal(copy_ids[k], ids[b]))  # the copy's sentence
+            corrupted.append((row, position))
+    assert sorted(corrupted) == content  # each content token once; [CLS], [SEP] and padding never
+    for layer in range(len(out.hidden_states)):  # special positions keep the clean pass's vectors
+        assert torch.equal(out.hidden_states[layer][:, 0], clean_forward.hidden_states[layer][:, 0])
+        assert not torch.equal(out.hidden_states[layer][0, 1], clean_forward.hidden_states[layer][0, 1])
+    assert "forward" not in vars(tiny)  # Encoder.forward is the class's own again after the block
+
+    # the option: one pass, every position's embedding dropped out, context included
+    seen, _ = _embedding_calls(tiny, ids, mask, corrupt="all")
+    assert len(seen) == 1
+    assert (seen[0][1] != lookup(ids)).any(-1).all()
+
+    with pytest.raises(UsageError, match="--corrupt"):
+        with input_dropout(tiny, 0.9, seed=0, corrupt="context"):
+            pass
+
+
+def test_target_dropout_store_differs_from_all_and_is_cached_apart(tiny, corpus, tmp_path):
+    from bertology.knowledge.mlm_probe import dropout_store
+
+    sentences = read_corpus(corpus)[:6]
+    target = dropout_store(tiny, sentences, 0.9, 0, cache_dir=tmp_path)
+    every = dropout_store(tiny, sentences, 0.9, 0, corrupt="all", cache_dir=tmp_path)
+    assert target.path != every.path
+    assert not np.allclose(target.layer(2), every.layer(2))
+    result = mlm_probe(tiny, corpus, seeds=(0,), untrained=False, epochs=1, device="cpu", cache_dir=tmp_path,
+                       max_sentences=20, layers="0")
+    assert result.meta["settings"]["corrupt"] == "target" and "predicted token only" in result.meta["reading"]
+    with pytest.raises(UsageError, match="--corrupt"):
+        mlm_probe(tiny, corpus, corrupt="none", device="cpu", cache_dir=tmp_path)

@@ -235,3 +235,62 @@ def test_ray_sweeps_equal_local_finetune_ablation_heads(ray_session, tiny_bert, 
     ray_scores = pd.read_parquet(tmp_path / "heads-ray" / "scores.parquet").drop(columns=timing)
     assert len(local_scores) == 4 and set(local_scores["component"]) == {"lp", "ap"}  # 2 heads x 2 seeds
     pd.testing.assert_frame_equal(local_scores, ray_scores, check_exact=False, atol=1e-9)
+
+
+@pytest.mark.ray
+def test_ray_refuses_workers_the_cluster_has_no_room_for(ray_session, tiny_bert, tmp_path):
+    """A GPU on a cluster without one, or more CPUs per worker than the cluster has: one line within seconds
+    naming what was asked and what the cluster has (Ray's autoscaler would wait forever), nothing written."""
+    import time
+
+    from bertology.errors import UsageError
+    from bertology.scale import extract_ray
+
+    for asked, expected in (({"gpus_per_worker": 1}, r"--gpus-per-worker 1: .* 2 CPUs and 0 GPUs.*--gpus-per-worker 0"),
+                            ({"cpus_per_worker": 3}, r"--cpus-per-worker 3: .* has 2 CPUs .*at most 2")):
+        started = time.perf_counter()
+        with pytest.raises(UsageError, match=expected):
+            extract_ray(tiny_bert, sentences(4), tmp_path / "store", progress=False, **asked)
+        assert time.perf_counter() - started < 10
+        assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.ray
+def test_unreachable_address_fails_within_seconds(tiny_bert, tmp_path):
+    """An address nothing answers at (Ray would retry for minutes), and `auto` with no cluster here: one line,
+    exit 1, within seconds, before Ray starts; no store folder."""
+    pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'bertology[ray]')")
+    import socket
+    import time
+
+    from bertology.errors import UsageError
+    from bertology.scale.cluster import check_reachable
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    started = time.perf_counter()
+    with pytest.raises(UsageError, match=rf"--address 127.0.0.1:{port}: no Ray cluster answers at .*:{port}"):
+        check_reachable(f"127.0.0.1:{port}")
+    with pytest.raises(UsageError, match="--address 'nonsense': expected auto or HOST:PORT"):
+        check_reachable("nonsense")  # no port
+    assert time.perf_counter() - started < 10
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a small test sentence\n")
+    tiny_bert.model.save_pretrained(tmp_path / "model")
+    tiny_bert.tokenizer.save_pretrained(tmp_path / "model")
+    code = f"""
+import sys
+sys.argv = ["bertology", "extract", "-m", {str(tmp_path / "model")!r}, "--data", {str(corpus)!r},
+            "--out", {str(tmp_path / "s")!r}, "--engine", "ray",
+            "--address", "127.0.0.1:{port}", "--no-progress"]
+from bertology.cli import main
+main()
+"""
+    started = time.perf_counter()
+    done = _python(code)
+    assert done.returncode == 1, done.stderr
+    assert f"--address 127.0.0.1:{port}: no Ray cluster answers" in done.stderr and "Traceback" not in done.stderr
+    assert time.perf_counter() - started < 60  # the interpreter, torch and the model; Ray alone retries for minutes
+    assert not (tmp_path / "s").exists()

@@ -152,6 +152,7 @@ def info(
     verify: bool = typer.Option(True, help="Check every shard's size and SHA-256."),
 ) -> None:
     """Show what a store holds and verify it."""
+    options.check_exists(store, "STORE")  # before torch loads
     from bertology.store import Store
 
     opened = Store.open(store, allow_incomplete=True)

@@ -18,8 +18,8 @@ from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
 from bertology.runtime import DEVICE_HELP, check_seed, resolve_device, seed_list
 
 __all__ = [
-    "check_cache_dir", "check_count", "check_positive", "check_seed", "default_out", "parse_heads", "parse_layers",
-    "resolve_device", "seed_list",
+    "check_cache_dir", "check_count", "check_exists", "check_positive", "check_seed", "default_out", "parse_heads",
+    "parse_layers", "resolve_device", "seed_list",
     "data_option", "device_option", "heads_option", "layers_option", "max_sentences_option", "model_option",
     "out_option", "progress_option", "seed_option", "seeds_option",
 ]
@@ -41,6 +41,21 @@ def check_positive(value: Optional[int], option: str, allow_none: bool = True) -
     if value is None or isinstance(value, bool) or value < 1:
         raise UsageError(f"{option} {value}: expected a whole number of at least 1")
     return int(value)
+
+
+def check_exists(path: Optional[Path], option: str, corpus: bool = False) -> Optional[Path]:
+    """An input the command reads (``--treebank``, a store folder...): one line now, before anything heavy
+    loads, when there is no such file or folder. ``corpus``: a packaged corpus name (``ewt-dev``) passes."""
+    if path is None:
+        return None
+    found = Path(path).exists()
+    if not found and corpus:
+        from bertology.data.corpus import resolve_corpus
+
+        found = resolve_corpus(path).exists()
+    if not found:
+        raise UsageError(f"{option} {path}: no such file or folder")
+    return path
 
 
 def check_count(value: Optional[int], option: str) -> Optional[int]:

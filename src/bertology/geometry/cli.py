@@ -59,6 +59,7 @@ def contextuality_command(
     max_pairs_value(max_pairs)  # these checked before anything heavy loads
     options.parse_layers(layers)
     options.check_cache_dir(cache_dir)
+    options.check_exists(data, "--data", corpus=True)
     options.resolve_device(device)
     from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table
 

@@ -103,6 +103,9 @@ def mlm_probe_command(
                                                      help="Use only the first N held-out sentences."),
     dropout: float = typer.Option(0.9, "--dropout", help="Dropout rate on the frozen model's word-embedding "
                                   "lookup (the report's 'highly dropouted embeddings'); 0 = clean input."),
+    corrupt: str = typer.Option("target", "--corrupt", help="target: drop out only the predicted token's "
+                                "embedding (a copy of the sentence per token, the context clean, as [MASK] "
+                                "would); all: every token's embedding, the context included."),
     epochs: Optional[int] = typer.Option(None, "--epochs", help="Passes over the training text (default 2; 1 "
                                          "with --quick)."),
     batch_size: int = typer.Option(128, "--batch-size", help="Tokens per step."),
@@ -134,12 +137,12 @@ def mlm_probe_command(
     chosen_seeds = seed_list(seeds, seed)
     out = out or options.default_out("knowledge/mlm-probe", Path(model).name, _data_name(data, "ewt"))
     result = mlm_probe(model, data, eval_data, seeds=chosen_seeds, layers=layers, untrained=untrained,
-                       dropout=dropout, epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder,
+                       dropout=dropout, corrupt=corrupt, epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder,
                        max_sentences=max_sentences, max_eval_sentences=max_eval_sentences, autocast=bf16,
                        device=device, cache_dir=cache_dir, progress=progress)
     result.figures["mlm_probe"] = plot_mlm_probe(result["summary"], result["baselines"], Path(out) / "mlm_probe.png",
                                                  title=f"{result.meta['model']['name']}: MLM probe per layer "
-                                                 f"(input dropout {dropout:g})")
+                                                 f"(input dropout {dropout:g}, {corrupt})")
     result.save(out)
     summary = result["summary"]
     view = Table(title=f"MLM probe, {result.meta['model']['name']}: held-out accuracy (%) and perplexity, mean "

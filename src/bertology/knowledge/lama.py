@@ -169,6 +169,23 @@ def _find(folder: Path, stem: str) -> Path | None:
     return None
 
 
+def check_lama_relations(folder: str | os.PathLike | None = None, corpora=None,
+                         relations: Sequence[str] | None = None) -> tuple[Path, list[str], dict, set[str] | None]:
+    """The LAMA folder, the chosen corpora, the T-REx templates and the relations asked for (None: all);
+    a relation the chosen corpora do not have is refused, listing the ones the folder holds."""
+    folder = external_folder("lama", folder)
+    if folder is None:
+        raise missing_data("lama")
+    if not folder.is_dir():
+        raise DataError(f"{folder}: not a LAMA data folder; expected relations.jsonl, TREx/, Google_RE/, Squad/")
+    wanted = {name.strip() for name in relations if name.strip()} if relations else None
+    chosen_corpora = corpus_names(corpora)
+    templates = read_relation_templates(folder / "relations.jsonl") if "T-REx" in chosen_corpora else {}
+    if wanted:
+        _check_relation_names(folder, chosen_corpora, wanted, templates)
+    return folder, chosen_corpora, templates, wanted
+
+
 def _check_relation_names(folder: Path, corpora: list[str], wanted: set[str], templates: dict) -> None:
     """Refuse relation names the chosen corpora do not have, listing the ones the data folder holds."""
     known = {"T-REx": set(LAMA_TREX) | set(templates), "Google-RE": set(GOOGLE_RE_TEMPLATES), "SQuAD": {"squad"}}
@@ -195,16 +212,7 @@ def load_lama(folder: str | os.PathLike | None = None, corpora=None, relations: 
               max_facts: int | None = None) -> tuple[list[Relation], pd.DataFrame]:
     """The relations of a LAMA data folder (``relations.jsonl``, ``Google_RE/``, ``TREx/``, ``Squad/``) and a
     table of the ones it lacks (T-REx relations of the paper without a data file)."""
-    folder = external_folder("lama", folder)
-    if folder is None:
-        raise missing_data("lama")
-    if not folder.is_dir():
-        raise DataError(f"{folder}: not a LAMA data folder; expected relations.jsonl, TREx/, Google_RE/, Squad/")
-    wanted = {name.strip() for name in relations if name.strip()} if relations else None
-    chosen_corpora = corpus_names(corpora)
-    templates = read_relation_templates(folder / "relations.jsonl") if "T-REx" in chosen_corpora else {}
-    if wanted:
-        _check_relation_names(folder, chosen_corpora, wanted, templates)
+    folder, chosen_corpora, templates, wanted = check_lama_relations(folder, corpora, relations)
     out, missing = [], []
     for corpus in chosen_corpora:
         if corpus == "T-REx":
@@ -444,17 +452,20 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
     (unweighted means over relations), ``facts`` (the model's prediction and rank per fact) and ``missing``.
     """
     run_device = resolve_device(device)
-    if data is not None and Path(data).is_file():  # the data first: a bad relation or file before the model loads
-        if relations:
-            raise UsageError(f"--relations {','.join(relations)}: applies to a LAMA folder; --data {data} is one "
-                             "relation's file")
+    single = data is not None and Path(data).is_file()
+    if single and relations:
+        raise UsageError(f"--relations {','.join(relations)}: applies to a LAMA folder; --data {data} is one "
+                         "relation's file")
+    if not single and template is not None:
+        raise UsageError("--template applies to a single relation file given with --data, not to a LAMA folder")
+    if not single and relations:
+        check_lama_relations(data, corpora, relations)  # the names, before the model loads
+    network, tokenizer, name = masked_lm(model, loaded, run_device)
+    if single:
         relation = read_facts(data, "custom", Path(data).name.split(".")[0], template, "", max_facts)
         chosen, missing = [relation], pd.DataFrame(columns=["corpus", "relation", "label", "reason"])
     else:
-        if template is not None:
-            raise UsageError("--template applies to a single relation file given with --data, not to a LAMA folder")
         chosen, missing = load_lama(data, corpora, relations, max_facts)
-    network, tokenizer, name = masked_lm(model, loaded, run_device)
     candidates, vocabulary = common_vocabulary(tokenizer, vocab)
     num_layers = int(getattr(network.config, "num_hidden_layers", 0) or getattr(network.config, "n_layers", 0))
     from bertology.numbering import parse_layers

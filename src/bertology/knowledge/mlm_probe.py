@@ -8,7 +8,10 @@ inverted dropout at rate ``dropout``, before position/segment embeddings and Lay
 own identity reaches its position only through a random ``1 - dropout`` share of its embedding's
 coordinates; a head on layer ``l`` must recover the token from that degraded trace plus what layer ``l``
 gathered from the context. A clean input would make the task trivial (the token is its own answer); a
-``[MASK]`` would change the input distribution the layers were trained on.
+``[MASK]`` would change the input distribution the layers were trained on. By default only the predicted
+token is dropped out (``corrupt="target"``: one copy of the sentence per token, the context clean, as the
+report's crossed-out ``[MASK]`` and "without masking" both keep it); ``corrupt="all"`` drops out every
+token's embedding, the context included.
 
 Per layer the head is BERT's ``BertLMPredictionHead``: dense (d x d) + GELU + LayerNorm + a decoder
 over the model's whole vocabulary (untied, with a bias). All layers' heads are one module whose weights
@@ -39,6 +42,7 @@ from bertology.errors import DataError, UsageError
 from bertology.geometry.stores import as_encoder, cached_store, load_sentences
 from bertology.knowledge.static import store_token_ids
 from bertology.models import Encoder
+from bertology.models.encoders import ForwardOutput
 from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -51,38 +55,104 @@ TOP_K = 10
 #: ``tied``: the decoder is the model's own frozen input-embedding matrix plus a trained bias per layer
 #: (BERT's arrangement); ``untied``: a trained ``dim x vocab`` decoder per layer.
 DECODERS = ("tied", "untied")
+#: What the input dropout corrupts: ``target``, only the predicted token (its own copy of the sentence, the
+#: context clean, as ``[MASK]`` does); ``all``, every token's embedding, the context included.
+CORRUPT = ("target", "all")
+#: Padded tokens per forward pass of the target mode's copies.
+TARGET_COPY_TOKENS = 4096
 
 
 @contextlib.contextmanager
-def input_dropout(encoder: Encoder, rate: float, seed: int):
+def input_dropout(encoder: Encoder, rate: float, seed: int, corrupt: str = "target"):
     """Inverted dropout at ``rate`` on the output of ``encoder``'s word-embedding lookup, drawn from a
-    generator seeded with ``seed``, for the duration of the block (the model itself stays in eval mode)."""
+    generator seeded with ``seed``, for the duration of the block (the model itself stays in eval mode).
+
+    ``corrupt="target"`` (the default): only the predicted token is corrupted, as ``[MASK]`` would be. For
+    the block, :meth:`Encoder.forward` runs each input once clean and then once per content token (not a
+    special token, not padding) in a copy where only that token's embedding is dropped out; each content
+    position's hidden states (every layer) come from its own copy, every other position's from the clean
+    pass. Only hidden states can be asked for. A direct call of the embedding lookup stays clean.
+    ``corrupt="all"``: every position of every input (the context too) in one ordinary pass; a direct
+    call of the lookup is dropped out as well.
+    """
     if not 0.0 <= rate < 1.0:
         raise UsageError(f"--dropout {rate}: expected a rate in [0, 1)")
+    if corrupt not in CORRUPT:
+        raise UsageError(f"--corrupt {corrupt!r}: expected one of {', '.join(CORRUPT)}")
     if rate == 0.0:
         yield
         return
     generators: dict[str, torch.Generator] = {}
+    where: list[torch.Tensor | None] = [None]  # target mode: [copies, tokens] bool, the positions to corrupt
 
     def hook(module, inputs, output):
+        if corrupt == "target" and where[0] is None:
+            return None
         key = str(output.device)
         if key not in generators:
             generators[key] = torch.Generator(device=output.device).manual_seed(derive_seed(seed, "input-dropout"))
         keep = torch.rand(output.shape, generator=generators[key], device=output.device) >= rate
-        return output * keep.to(output.dtype) / (1.0 - rate)
+        dropped = output * keep.to(output.dtype) / (1.0 - rate)
+        if corrupt == "all":
+            return dropped
+        return torch.where(where[0].to(output.device)[..., None], dropped, output)
 
     handle = encoder.model.get_input_embeddings().register_forward_hook(hook)
+    patched = False
+    if corrupt == "target":
+        encoder.forward = _target_forward(encoder, encoder.forward, where)
+        patched = True
     try:
         yield
     finally:
         handle.remove()
+        if patched:
+            del encoder.forward  # the class's method again
 
 
-def dropout_store(encoder: Encoder, sentences, rate: float, seed: int, *, cache_dir=None, input_path=None,
-                  device=None, progress: bool = False):
-    """A ``tokens`` store of ``encoder`` run with input-embedding dropout (cached per rate and seed)."""
-    tag = f"input-dropout{rate:g}-seed{seed}" if rate > 0 else ""
-    hook = (lambda: input_dropout(encoder, rate, seed)) if rate > 0 else None
+def _target_forward(encoder: Encoder, original, where: list):
+    """:meth:`Encoder.forward` with one copy per content token in which only that token is corrupted."""
+    specials = torch.tensor(sorted(set(encoder.tokenizer.all_special_ids)), dtype=torch.long)
+
+    def forward(inputs, *, hidden_states: bool = True, attentions: bool = False, logits: bool = False,
+                grad: bool = False, model=None):
+        if attentions or logits or grad or not hidden_states:
+            raise ValueError("target-token input dropout gives hidden states only")
+        ids = inputs["input_ids"]
+        mask = inputs.get("attention_mask")
+        mask = torch.ones_like(ids) if mask is None else mask
+        content = mask.bool() & ~torch.isin(ids, specials.to(ids.device))
+        clean = original(inputs, hidden_states=True, model=model).hidden_states
+        rows, cols = content.nonzero(as_tuple=True)
+        width = ids.shape[1]
+        per_call = max(1, TARGET_COPY_TOKENS // width)
+        with torch.inference_mode():
+            merged = [h.clone() for h in clean]
+            for start in range(0, len(rows), per_call):
+                r, c = rows[start:start + per_call], cols[start:start + per_call]
+                chosen = torch.zeros(len(r), width, dtype=torch.bool, device=ids.device)
+                chosen[torch.arange(len(r), device=ids.device), c] = True
+                copies = {key: value[r] if torch.is_tensor(value) and value.shape[:1] == ids.shape[:1] else value
+                          for key, value in inputs.items()}
+                where[0] = chosen
+                try:
+                    states = original(copies, hidden_states=True, model=model).hidden_states
+                finally:
+                    where[0] = None
+                index = torch.arange(len(r), device=states[0].device)
+                for layer, state in enumerate(states):
+                    merged[layer][r.to(state.device), c.to(state.device)] = state[index, c.to(state.device)]
+        return ForwardOutput(hidden_states=tuple(merged))
+
+    return forward
+
+
+def dropout_store(encoder: Encoder, sentences, rate: float, seed: int, *, corrupt: str = "target", cache_dir=None,
+                  input_path=None, device=None, progress: bool = False):
+    """A ``tokens`` store of ``encoder`` run with input-embedding dropout (cached per rate, mode and seed)."""
+    prefix = "target-dropout" if corrupt == "target" else "input-dropout"
+    tag = f"{prefix}{rate:g}-seed{seed}" if rate > 0 else ""
+    hook = (lambda: input_dropout(encoder, rate, seed, corrupt)) if rate > 0 else None
     return cached_store(encoder, sentences, pool="tokens", cache_dir=cache_dir, input_path=input_path, tag=tag,
                         device=device, progress=progress, hook=hook)
 
@@ -319,7 +389,8 @@ def heldout_split(n_sentences: int, every: int = 5) -> np.ndarray:
 
 def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.PathLike | None = None,
               eval_data: str | os.PathLike | None = None, *, seeds: Sequence[int] = (0, 1, 2), layers=None,
-              untrained: bool = True, dropout: float = DEFAULTS["dropout"], epochs: int = DEFAULTS["epochs"],
+              untrained: bool = True, dropout: float = DEFAULTS["dropout"], corrupt: str = "target",
+              epochs: int = DEFAULTS["epochs"],
               batch_size: int = DEFAULTS["batch_size"], lr: float = DEFAULTS["lr"],
               decoder: str = "tied", max_sentences: int | None = None, max_eval_sentences: int | None = None,
               autocast: bool = False, device: str | None = "auto", cache_dir: str | os.PathLike | None = None,
@@ -329,7 +400,9 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
     ``data``: training text (default the packaged UD English EWT train); ``eval_data``: held-out text
     (default the packaged EWT dev). With ``data`` given and no ``eval_data``, every fifth sentence of
     ``data`` is held out. Each seed draws its own input-embedding dropout, head initialisation and batch
-    order, and initialises its own twin.
+    order, and initialises its own twin. ``corrupt``: ``"target"`` (default) drops out only the predicted
+    token's embedding, in a copy of the sentence per token with the context clean; ``"all"`` drops out every
+    token's embedding, context included (see :func:`input_dropout`).
 
     Tables: ``layers`` (encoder, seed, layer, tokens, top1, top10, cross_entropy, perplexity, train_loss),
     ``summary`` (mean and std over seeds), ``baselines`` (the unigram model) and ``training`` (loss per
@@ -347,6 +420,8 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
         raise UsageError(f"--dropout {dropout}: expected a rate in [0, 1)")
     if decoder not in DECODERS:
         raise UsageError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
+    if corrupt not in CORRUPT:
+        raise UsageError(f"--corrupt {corrupt!r}: expected one of {', '.join(CORRUPT)}")
     if data is None and eval_data is None:
         data, eval_data = default_corpus("ewt-train"), default_corpus("ewt-dev")
     train_sentences, train_path = load_sentences(data, max_sentences)
@@ -367,15 +442,15 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
     kinds = [("trained", lambda seed: encoder)]
     if untrained:
         kinds.append(("untrained", lambda seed: _twin(encoder, seed, run_device)))
-    settings = {"dropout": dropout, "epochs": epochs, "batch_size": batch_size, "lr": lr, "decoder": decoder,
+    settings = {"dropout": dropout, "corrupt": corrupt, "epochs": epochs, "batch_size": batch_size, "lr": lr, "decoder": decoder,
                 "autocast": autocast}
     for seed in seeds:
         for kind, make in kinds:
             current = make(seed)
-            train_store = dropout_store(current, train_sentences, dropout, seed, cache_dir=cache_dir,
+            train_store = dropout_store(current, train_sentences, dropout, seed, corrupt=corrupt, cache_dir=cache_dir,
                                         input_path=train_path, device=str(run_device), progress=progress)
             if held is None:
-                eval_store = dropout_store(current, eval_sentences, dropout, seed, cache_dir=cache_dir,
+                eval_store = dropout_store(current, eval_sentences, dropout, seed, corrupt=corrupt, cache_dir=cache_dir,
                                            input_path=eval_path, device=str(run_device), progress=progress)
                 train_rows = token_rows(train_store, encoder.tokenizer)
                 eval_rows = token_rows(eval_store, encoder.tokenizer)
@@ -408,8 +483,10 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
         "train_sentences": int(len(train_sentences) - (held.sum() if held is not None else 0)),
         "eval_sentences": int(held.sum()) if held is not None else len(eval_sentences),
         "seeds": list(seeds), "layers": chosen, "vocab_size": vocab_size, "settings": settings,
-        "reading": "inverted element-wise dropout on the word-embedding lookup of the frozen model; no [MASK]; "
-                   "a fresh BERT MLM head (dense+GELU+LayerNorm+decoder over the vocabulary) per layer",
+        "reading": ("inverted element-wise dropout on the word-embedding lookup of the frozen model, "
+                    + ("of the predicted token only (one copy of the sentence per token, the context clean)"
+                       if corrupt == "target" else "of every token, the context included")
+                    + "; no [MASK]; a fresh BERT MLM head (dense+GELU+LayerNorm+decoder over the vocabulary) per layer"),
         "numbering": "layer l = hidden_states[l]; 0 = embeddings",
     }
     return Result("mlm-probe", tables={"layers": table, "summary": summary, "baselines": pd.DataFrame(baselines),

@@ -78,6 +78,7 @@ def probe(
     seed_values = options.seed_list(seeds, seed)
     options.parse_layers(layers)  # syntax now; the range is checked once the model's depth is known
     options.check_cache_dir(cache_dir)
+    options.check_exists(treebank, "--treebank")
     out = out if out is not None else options.default_out(
         "probe", Path(model).name or model, tasks, treebank.name if treebank is not None else None)
     options.resolve_device(device)

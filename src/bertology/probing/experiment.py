@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.errors import DataError
+from bertology.errors import DataError, MissingData
 from bertology.tasks.cache import built_tasks, cache_root, treebank_hash  # noqa: F401 (treebank_hash: public here too)
 from bertology.numbering import parse_layers
 from bertology.probing.datasets import (
@@ -134,7 +134,11 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
     registered = [t for t in tasks if is_registered(t)]
     sources = list(dict.fromkeys([get_task(t).source for t in registered] + (["ud"] if STRUCTURAL in tasks else [])))
     for source in sources:
-        folder = _source_folder(source, treebank if source == "ud" else wnut if source == "wnut17" else None)
+        try:
+            folder = _source_folder(source, treebank if source == "ud" else wnut if source == "wnut17" else None)
+        except MissingData as error:  # its data is not at hand: its tasks are absent, the others still run
+            absent.extend((t, str(error)) for t in registered if get_task(t).source == source)
+            continue
         pools = SOURCES[source].load(folder, max_sentences)
         members = []
         for name in tasks:

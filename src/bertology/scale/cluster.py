@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,6 +13,8 @@ from bertology.errors import BertologyError, UsageError
 
 ENGINES = ("local", "ray")
 INSTALL_HINT = "pip install 'bertology[ray]'"
+#: Seconds to wait for a cluster's address to answer before giving up (Ray itself retries for many minutes).
+CONNECT_TIMEOUT_S = 5.0
 
 
 def check_engine(engine: str) -> str:
@@ -41,6 +44,7 @@ def connect(address: str | None = None, num_cpus: int | None = None, progress: b
         settings = {"include_dashboard": False, "logging_level": logging.WARNING, "log_to_driver": True}
         env = {key: os.environ[key] for key in ("PYTHONPATH", "HF_HOME", "HF_HUB_OFFLINE") if key in os.environ}
         if address:
+            check_reachable(address)  # an address nothing answers at: one line now, not minutes of Ray's retries
             ray.init(address=address, runtime_env={"env_vars": env} if env else None, **settings)
         else:
             ray.init(num_cpus=num_cpus, **settings)
@@ -54,6 +58,67 @@ def cluster_resources() -> dict:
     import ray
 
     return dict(ray.cluster_resources())
+
+
+def _bootstrap(address: str) -> tuple[str, int] | None:
+    """(host, port) Ray would connect to for ``address`` (``auto``: the cluster `ray start` runs here), or
+    None where that cannot be told without Ray's own connection."""
+    if address.startswith("ray://"):  # Ray Client: its own port, 10001 by default
+        target = address[len("ray://"):].split("/", 1)[0]
+        host, sep, port = target.rpartition(":")
+        return (host, int(port)) if sep and port.isdigit() else (target, 10001)
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:  # a Ray without it: leave the address to ray.init
+        return None
+    try:
+        target = canonicalize_bootstrap_address(address)
+    except ConnectionError as error:  # "auto" and no cluster runs here
+        raise UsageError(f"--address {address}: {' '.join(str(error).split())} (`ray start --head` starts one; "
+                         "without --address a local instance is started)") from None
+    except ValueError:
+        raise UsageError(f"--address {address!r}: expected auto or HOST:PORT (e.g. 10.0.0.5:6379)") from None
+    if target is None:
+        return None
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"--address {address!r}: expected auto or HOST:PORT (e.g. 10.0.0.5:6379)")
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Refuse, within ``timeout`` seconds, an ``address`` where nothing accepts a connection: ``ray.init``
+    would retry for many minutes without a word."""
+    target = _bootstrap(address)
+    if target is None:
+        return
+    host, port = target
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as error:
+        reason = (f"no answer in {timeout:g} s" if isinstance(error, TimeoutError)
+                  else (error.strerror or str(error)).lower())
+        raise UsageError(f"--address {address}: no Ray cluster answers at {host}:{port} ({reason}); check the address "
+                         f"(`ray status` on the head node prints it), start one there with `ray start --head`, or "
+                         "leave --address out to start a local instance") from None
+
+
+def check_resources(cpus_per_worker: float, gpus_per_worker: float) -> dict:
+    """Refuse, in one line, a worker the connected cluster has no room for: Ray would wait for such a worker
+    forever (its autoscaler waits for a node that never comes). Returns the cluster's resources."""
+    resources = cluster_resources()
+    cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
+    has = f"the Ray cluster has {cpus:g} CPU{'s' if cpus != 1 else ''} and {gpus:g} GPU{'s' if gpus != 1 else ''}"
+    if gpus_per_worker > gpus:
+        hint = ("use --gpus-per-worker 0 to run the workers on CPUs" if not gpus
+                else f"ask for at most {gpus:g} (fractions share one)")
+        raise UsageError(f"--gpus-per-worker {gpus_per_worker:g}: each worker asks for {gpus_per_worker:g} GPU(s) but "
+                         f"{has} (an autoscaling cluster: start its GPU nodes first); {hint}")
+    if cpus_per_worker > cpus:
+        raise UsageError(f"--cpus-per-worker {cpus_per_worker:g}: each worker asks for {cpus_per_worker:g} CPUs but "
+                         f"{has}; ask for at most {cpus:g}")
+    return resources
 
 
 def default_workers(cpus_per_worker: float, gpus_per_worker: float) -> int:

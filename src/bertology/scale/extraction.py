@@ -30,7 +30,7 @@ from bertology.extraction.pipeline import (
 )
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
-from bertology.scale.cluster import connect, default_workers, plain_error, user_error
+from bertology.scale.cluster import check_resources, connect, default_workers, plain_error, user_error
 from bertology.store.store import INDEX_NAME, Store, write_shard_atomic
 
 #: A test hook: ``{"shard": k, "mode": "raise" | "exit", "marker": path}`` makes the actor given shard ``k``
@@ -140,6 +140,12 @@ def extract_ray(
     ``cpus_per_worker`` CPUs (its torch threads) and ``gpus_per_worker`` GPUs (then it runs on ``cuda``).
     ``out`` must be a folder every node sees. Other arguments as :func:`~bertology.extraction.extract`.
     """
+    started = time.perf_counter()
+    # The cluster first: workers it has no room for are refused in one line (Ray would wait for them forever)
+    # before the plan writes the store's index into ``out``.
+    ray = connect(address, progress=progress)
+    check_resources(cpus_per_worker, gpus_per_worker)
+    connected = time.perf_counter()
     plan = plan_extraction(encoder, sentences, out, layers=layers, pool=pool, attentions=attentions, dtype=dtype,
                            autocast=autocast, batch_tokens=batch_tokens, max_batch=max_batch,
                            long_policy=long_policy, input_path=input_path, overwrite=overwrite,
@@ -147,9 +153,6 @@ def extract_ray(
                            max_unknown_fraction=max_unknown_fraction)
     if plan.complete:
         return Store.open(plan.out)
-    started = time.perf_counter()
-    ray = connect(address, progress=progress)
-    connected = time.perf_counter()
     todo = plan.todo
     workers = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(todo))
     rows = []

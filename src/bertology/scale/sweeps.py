@@ -14,7 +14,7 @@ from typing import Sequence
 from bertology.finetune.train import FinetuneConfig, finetune, finished_run
 from bertology.models.encoders import Encoder
 from bertology.results import Result
-from bertology.scale.cluster import connect, default_workers, run_tasks
+from bertology.scale.cluster import check_resources, connect, default_workers, run_tasks
 from bertology.scale.extraction import pack_encoder, unpack_encoder
 
 
@@ -64,6 +64,7 @@ def finetune_sweep_ray(
     if not runs:
         return []
     ray = connect(address, progress=False)
+    check_resources(cpus_per_worker, gpus_per_worker)  # one line, not an endless wait
     workers = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(runs))
     remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_one_run)
     shipped = None if load is not None else ray.put(pack_encoder(encoder))
@@ -123,6 +124,7 @@ def single_head_ablation_ray(
     from bertology.intervention.importance import summarize_single_head
 
     ray = connect(address, progress=False)
+    check_resources(cpus_per_worker, gpus_per_worker)  # one line, not an endless wait
     remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_ablate_layer)
     units = [(str(Path(c).resolve()), int(s), layer) for c, s in zip(checkpoints, seeds)
              for layer in range(1, num_layers + 1)]
@@ -158,6 +160,7 @@ def glue_heads_runner(*, address: str | None = None, workers: int | None = None,
 
     def runner(jobs, train_folder: str, dev_folder: str, context: dict) -> list[list[dict]]:
         ray = connect(address, progress=False)
+        check_resources(cpus_per_worker, gpus_per_worker)  # one line, not an endless wait
         remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_head_job)
         limit = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(jobs))
         device = "cuda" if gpus_per_worker else "cpu"

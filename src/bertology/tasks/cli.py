@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bertology.errors import UsageError
-from bertology.options import default_out, out_option, progress_option, seed_list, seed_option
+from bertology.options import check_exists, default_out, out_option, progress_option, seed_list, seed_option
 from bertology.tasks.catalog import SPLIT_CHOICES, TASKS, resolve_task_name
 
 app = typer.Typer(help="SentEval probing tasks (Conneau et al., 2018): build from a treebank, list.",
@@ -44,6 +44,8 @@ def build_command(
         raise UsageError(f"--split {split!r}: expected {' or '.join(SPLIT_CHOICES)}")
     for name in _split_names(tasks) or ():
         resolve_task_name(name)  # an unknown name is one line before anything loads
+    for path in treebank or ():
+        check_exists(path, "--treebank")
     if not treebank:
         from bertology.data import packaged_treebank
 
@@ -79,6 +81,7 @@ def list_command(
             table.add_row(info.name, info.column, info.category, info.file_name, info.description)
         console.print(table)
         return
+    check_exists(directory, "DIRECTORY")  # before pandas loads
     from bertology.tasks.load import list_tasks
 
     frame = list_tasks(directory)
