@@ -170,6 +170,28 @@ def test_ctrl_c_while_the_model_stack_loads_is_one_line_and_exit_130(monkeypatch
     assert code == 130 and err.strip().splitlines() == [INTERRUPTED]
 
 
+def test_ctrl_c_while_the_command_line_imports_is_one_line_and_exit_130():
+    code = (
+        "import importlib.abc, os, signal, sys\n"
+        "class Interrupt(importlib.abc.MetaPathFinder):  # Ctrl-C just as typer starts to import\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'typer':\n"
+        "            sys.meta_path.remove(self)\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from bertology.cli import main\n"
+        "print('imported')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130 and done.stderr.strip().splitlines() == [INTERRUPTED], done.stderr
+    assert "imported" not in done.stdout
+
+
+def test_importing_the_cli_leaves_ctrl_c_as_it_was():
+    out = _python("import signal\nimport bertology.cli\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    assert out.strip() == "True"
+
+
 def test_user_errors_stay_one_line_without_the_debug_hint(monkeypatch, capsys):
     code, err = _run_main(["probe", "--tasks", "nope"], monkeypatch, capsys)
     assert code == 1 and err.startswith("error: unknown task 'nope'") and "--debug" not in err

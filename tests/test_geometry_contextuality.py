@@ -83,6 +83,47 @@ def test_max_explainable_variance_matches_truncated_svd_and_the_grouped_version(
             assert single == pytest.approx(svd.explained_variance_ratio_[0], abs=1e-8)
 
 
+def test_the_three_mev_definitions_by_hand():
+    # X = [[2, 1], [2, -1], [2, 0]]: X^T X = diag(12, 2), singular values^2 12 and 2.
+    vectors = np.array([[2.0, 1.0], [2.0, -1.0], [2.0, 0.0]])
+    assert measures.MEV_DEFINITIONS == ("released", "paper", "centred_pca")
+    # released (TruncatedSVD ratio): every vector projects to 2 on v1 = (1, 0): no variance explained
+    assert measures.max_explainable_variance(vectors, "released") == pytest.approx(0.0, abs=1e-12)
+    # paper: s1^2 / sum s^2 = 12 / 14
+    assert measures.max_explainable_variance(vectors, "paper") == pytest.approx(12 / 14)
+    # centred PCA: centred X = [[0, 1], [0, -1], [0, 0]] lies on one line: 1
+    assert measures.max_explainable_variance(vectors, "centred_pca") == pytest.approx(1.0)
+    # X = [[1, 1], [3, 0], [0, 2]]: X^T X = [[10, 1], [1, 5]], eigenvalues (15 +- sqrt(29)) / 2
+    vectors = np.array([[1.0, 1.0], [3.0, 0.0], [0.0, 2.0]])
+    top = (15 + math.sqrt(29)) / 2
+    assert measures.max_explainable_variance(vectors, "paper") == pytest.approx(top / 15)
+    # centred: [[-1/3, 0], [5/3, -1], [-4/3, 1]]; C^T C = [[42/9, -3], [-3, 2]], top eigenvalue by the quadratic formula
+    trace, det = 42 / 9 + 2, 42 / 9 * 2 - 9
+    centred_top = (trace + math.sqrt(trace**2 - 4 * det)) / 2
+    assert measures.max_explainable_variance(vectors, "centred_pca") == pytest.approx(centred_top / trace)
+    # released: v1 = the top eigenvector of X^T X; var(X v1) over var(col 0) + var(col 1) = 14/9 + 2/3
+    v1 = np.array([1.0, top - 10.0])
+    v1 /= np.linalg.norm(v1)
+    projections = vectors @ v1
+    assert measures.max_explainable_variance(vectors, "released") == pytest.approx(projections.var() / (14 / 9 + 2 / 3))
+    with pytest.raises(ValueError, match="MEV definition 'pca'"):
+        measures.max_explainable_variance(vectors, "pca")
+
+
+@pytest.mark.parametrize("definition", ["released", "paper", "centred_pca"])
+def test_grouped_mev_equals_one_group_at_a_time_for_every_definition(definition):
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(30, 4)) + 1.0
+    offsets = np.array([0, 1, 4, 9, 30])
+    grouped = measures.max_explainable_variance_grouped(vectors, offsets, definition)
+    assert math.isnan(grouped[0])
+    for k in range(1, 4):
+        single = measures.max_explainable_variance(vectors[offsets[k]:offsets[k + 1]], definition)
+        assert grouped[k] == pytest.approx(single, abs=1e-10)
+    assert measures.random_words_explained_variance(vectors, definition) == \
+        pytest.approx(measures.max_explainable_variance(vectors, definition))
+
+
 def test_anisotropy_is_the_mean_cosine_of_the_pairs():
     units = measures.unit_rows(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))
     assert measures.mean_pair_cosine(units, (np.array([0, 0]), np.array([1, 2]))) == pytest.approx(SQRT_HALF / 2)

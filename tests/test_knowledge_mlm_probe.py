@@ -194,6 +194,7 @@ def _embedding_calls(tiny, ids, mask, corrupt):
     return seen, out
 
 
+@torch.inference_mode()  # the lookups compared with are made as Encoder.forward makes them
 def test_target_dropout_corrupts_only_the_predicted_token_and_all_corrupts_every_token(tiny):
     ids = torch.tensor([[2, 10, 11, 12, 3], [2, 13, 14, 3, 0]])
     mask = (ids != 0).long()
@@ -220,7 +221,7 @@ def test_target_dropout_corrupts_only_the_predicted_token_and_all_corrupts_every
     # the option: one pass, every position's embedding dropped out, context included
     seen, _ = _embedding_calls(tiny, ids, mask, corrupt="all")
     assert len(seen) == 1
-    assert (seen[0][1] != lookup(ids)).any(-1).all()
+    assert (seen[0][1] != lookup(ids)).any(-1)[mask.bool()].all()  # [CLS] and [SEP] too (padding's row is 0)
 
     with pytest.raises(UsageError, match="--corrupt"):
         with input_dropout(tiny, 0.9, seed=0, corrupt="context"):
@@ -240,3 +241,11 @@ def test_target_dropout_store_differs_from_all_and_is_cached_apart(tiny, corpus,
     assert result.meta["settings"]["corrupt"] == "target" and "predicted token only" in result.meta["reading"]
     with pytest.raises(UsageError, match="--corrupt"):
         mlm_probe(tiny, corpus, corrupt="none", device="cpu", cache_dir=tmp_path)
+
+
+def test_command_corrupt_option_is_checked_in_one_line(tmp_path, corpus):
+    from bertology.cli import app
+
+    run = CliRunner().invoke(app, ["knowledge", "mlm-probe", "-m", "tiny", "-d", str(corpus), "-o", str(tmp_path / "o"),
+                                   "--corrupt", "context", "--no-progress"])
+    assert run.exit_code == 1 and "--corrupt 'context': expected one of target, all" in str(run.exception)

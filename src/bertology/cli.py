@@ -3,19 +3,39 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
-import time
-from enum import Enum
-from pathlib import Path
-from typing import Optional
 
-import typer
-from rich.console import Console
-from rich.table import Table
+INTERRUPTED = "interrupted; rerun the same command to resume"
 
-from bertology import __version__, options
-from bertology.errors import BertologyError
-from bertology.options import (
+
+def _interrupted_while_starting(signum, frame) -> None:
+    sys.stderr.write(INTERRUPTED + "\n")
+    sys.exit(130)
+
+
+# Ctrl-C while this module (typer, rich, the commands) is still being imported: the same one line and exit
+# code as later (main() handles it from then on). Only where Ctrl-C would raise KeyboardInterrupt, and put
+# back at the end of the module.
+_sigint = signal.getsignal(signal.SIGINT)
+if _sigint is signal.default_int_handler:
+    try:
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
+    except ValueError:  # imported outside the main thread: nothing to do
+        _sigint = None
+
+import time  # noqa: E402
+from enum import Enum  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Optional  # noqa: E402
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from bertology import __version__, options  # noqa: E402
+from bertology.errors import BertologyError  # noqa: E402
+from bertology.options import (  # noqa: E402
     check_positive, data_option, default_out, device_option, layers_option, max_sentences_option, model_option,
     out_option, parse_layers, progress_option, resolve_device,
 )
@@ -362,7 +382,7 @@ def main() -> None:
             import traceback
 
             traceback.print_exception(error)
-        console.print("interrupted; rerun the same command to resume", highlight=False, soft_wrap=True)
+        console.print(INTERRUPTED, highlight=False, soft_wrap=True)
         sys.exit(130)
     except Exception as error:
         if _debugging():
@@ -372,6 +392,9 @@ def main() -> None:
                       "(rerun with --debug for the traceback)", highlight=False, soft_wrap=True)
         sys.exit(1)
 
+
+if _sigint is signal.default_int_handler:  # the module is imported: main() handles Ctrl-C from here on
+    signal.signal(signal.SIGINT, _sigint)
 
 if __name__ == "__main__":
     main()

@@ -7,13 +7,13 @@ __getattr__ = lazy_exports(__name__, {
     "contextuality": ("KAWINE_BERT_BASE_CASED", "MEASURES", "ContextualitySample", "LayerMeasures", "contextuality",
                       "measure_layer", "plan_sample", "plot_contextuality", "reference_table",
                       "store_contextuality", "summarize"),
-    "measures": ("intra_sentence_similarity", "max_explainable_variance", "mean_pair_cosine",
+    "measures": ("MEV_DEFINITIONS", "intra_sentence_similarity", "max_explainable_variance", "mean_pair_cosine",
                  "random_words_explained_variance", "sample_pairs", "self_similarity", "unit_rows"),
     "stores": ("cache_root", "cached_store", "load_sentences"),
 })
 
 __all__ = [
-    "KAWINE_BERT_BASE_CASED", "MEASURES", "ContextualitySample", "LayerMeasures", "cache_root", "cached_store",
+    "KAWINE_BERT_BASE_CASED", "MEASURES", "MEV_DEFINITIONS", "ContextualitySample", "LayerMeasures", "cache_root", "cached_store",
     "contextuality", "intra_sentence_similarity", "load_sentences", "max_explainable_variance", "measure_layer",
     "mean_pair_cosine", "plan_sample", "plot_contextuality", "random_words_explained_variance", "reference_table",
     "sample_pairs", "self_similarity", "store_contextuality", "summarize", "unit_rows",

@@ -123,7 +123,8 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
         base = result["baselines"].iloc[0]
         section.notes.append(
             f"MLM probe: {result.meta['train_sentences']} training and {result.meta['eval_sentences']} held-out "
-            f"sentences, {mlm_probe_epochs} epoch(s), input-embedding dropout {result.meta['settings']['dropout']:g}; "
+            f"sentences, {mlm_probe_epochs} epoch(s), input-embedding dropout {result.meta['settings']['dropout']:g} "
+            f"({'the predicted token only' if result.meta['settings'].get('corrupt') == 'target' else 'every token'}); "
             f"unigram baseline top-1 {percent(base['top1'])}%, perplexity {base['perplexity']:.0f}.")
         section.seconds["mlm_probe"] = time.perf_counter() - started
 
