@@ -427,3 +427,18 @@ def test_a_model_folder_with_damaged_weights(tmp_path, tiny_bert, monkeypatch, c
     code, message = _extract(["--data", str(path), "--out", str(tmp_path / "s")], folder, monkeypatch, capsys)
     assert code == 1 and "Traceback" not in message and "SafetensorError" not in message, message
     assert f"{folder}: cannot load the model weights in model.safetensors" in message and "damaged" in message
+
+
+def test_damaged_checkpoint_weights_are_one_line_naming_the_file(tmp_path, tiny_bert):
+    from bertology.errors import ModelError
+    from bertology.intervention.pruning import load_pruned
+    from bertology.models.encoders import load_weights_file
+
+    folder = tmp_path / "checkpoint"
+    tiny_bert.model.save_pretrained(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # cut short, as a full disk leaves it
+    with pytest.raises(ModelError, match=r"model.safetensors.*damaged or cut short|damaged or cut short"):
+        load_pruned(folder)
+    with pytest.raises(ModelError, match=r"model\.safetensors: cannot read these weights .*damaged or cut short"):
+        load_weights_file(weights)

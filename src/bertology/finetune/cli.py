@@ -64,6 +64,10 @@ def finetune_command(
     each); OUT and the GLUE data must be paths every node sees.
     """
     chosen_seeds = seed_list(seeds, seed)
+    from bertology.data.glue import glue_task
+
+    for name in _split(task):
+        glue_task(name)  # an unknown task is one line before torch loads
     for value, option in ((batch_size, "--batch-size"), (max_length, "--max-length"), (max_train, "--max-train"),
                           (max_steps, "--max-steps"), (threads, "--threads")):
         check_positive(value, option)

@@ -11,13 +11,14 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 from transformers import AutoTokenizer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from bertology.errors import ModelError
 from bertology.files import atomic_dir, write_json
+from bertology.models.encoders import load_weights_file
 from bertology.finetune.variants import Variant, layer_list, parse_variant
 from bertology.runtime import resolve_device
 
@@ -168,7 +169,7 @@ def load_finetuned(path: str | Path, expected_base_fingerprint: str | None = Non
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = GlueModel(backbone, int(meta["num_labels"]), meta.get("variant", "baseline"),
                       objective_layers=[int(x) for x in meta["objective_layers"]])
-    state = load_file(str(path / HEADS_FILE))
+    state = load_weights_file(path / HEADS_FILE)
     missing, unexpected = model.heads.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise ModelError(f"{path / HEADS_FILE}: heads do not match the model (missing {missing}, unexpected {unexpected})")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import nn
 
 from bertology.errors import DataError, ModelError
@@ -36,7 +36,7 @@ from bertology.finetune.batching import training_batches
 from bertology.finetune.loop import Optimisation, train_steps
 from bertology.files import atomic_path, ensure_dir, write_json
 from bertology.heads.qa import QAWindows, score_spans
-from bertology.models.encoders import load_encoder
+from bertology.models.encoders import load_encoder, load_weights_file
 from bertology.runtime import derive_seed, resolve_device
 
 QA_META = "finetune-qa.json"
@@ -293,5 +293,5 @@ def load_qa_model(path: str | Path) -> QAModel:
     checkpoint_meta(path)
     encoder = load_encoder(path)
     model = QAModel(encoder.model, encoder.hidden_size)
-    model.qa_outputs.load_state_dict(load_file(Path(path) / "qa_head.safetensors"))
+    model.qa_outputs.load_state_dict(load_weights_file(Path(path) / "qa_head.safetensors"))
     return model.eval()

@@ -197,8 +197,10 @@ def _model_class(config):
 
 def load_pruned(path: str | os.PathLike, attn_implementation: str = "sdpa") -> nn.Module:
     """Load a model saved by :func:`save_pruned` (or any ``save_pretrained`` folder), pruned shapes rebuilt."""
-    from safetensors.torch import load_file
+    from safetensors import SafetensorError
     from transformers import AutoConfig
+
+    from bertology.models.encoders import load_weights_file
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # as bertology.models does: no tqdm bar per checkpoint
@@ -210,7 +212,12 @@ def load_pruned(path: str | os.PathLike, attn_implementation: str = "sdpa") -> n
     record_pruned_heads(config, {})
     cls = _model_class(config)
     if not pruned:
-        return cls.from_pretrained(path, attn_implementation=attn_implementation).eval()
+        try:
+            return cls.from_pretrained(path, attn_implementation=attn_implementation).eval()
+        except SafetensorError as error:
+            reason = (str(error).splitlines() or [type(error).__name__])[0]
+            raise ModelError(f"{path}: cannot read the model weights ({reason}); the file is damaged or cut short: "
+                             "save or copy the checkpoint again") from None
     config._attn_implementation = attn_implementation
     model = cls._from_config(config) if hasattr(cls, "_from_config") else cls.from_config(config)
     prune_heads(model, pruned)
@@ -220,7 +227,7 @@ def load_pruned(path: str | os.PathLike, attn_implementation: str = "sdpa") -> n
     for name in files:
         if not (path / name).is_file():
             raise ModelError(f"{path / name}: missing weights file")
-        state.update(load_file(str(path / name)))
+        state.update(load_weights_file(path / name))
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or [])
     if unexpected or set(missing) - tied:

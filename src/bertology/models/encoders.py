@@ -97,6 +97,19 @@ def _from_pretrained(factory, source: str, display: str, **kwargs):
         raise ModelError(_not_found_message(display, error, local)) from None
 
 
+def load_weights_file(file: str | Path) -> dict:
+    """The tensors of one ``.safetensors`` file; :class:`ModelError` naming it when it is damaged or cut short."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(file))
+    except (SafetensorError, OSError) as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        raise ModelError(f"{file}: cannot read these weights ({reason}); the file is damaged or cut short: save or "
+                         "copy the checkpoint again") from None
+
+
 def _damaged_weights_message(source: str, display: str, error: Exception, local: bool) -> str:
     """One line for weights that safetensors cannot read: the folder, the file, what is wrong with it."""
     reason = (str(error).splitlines() or [type(error).__name__])[0]
