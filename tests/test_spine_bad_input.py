@@ -442,3 +442,13 @@ def test_damaged_checkpoint_weights_are_one_line_naming_the_file(tmp_path, tiny_
         load_pruned(folder)
     with pytest.raises(ModelError, match=r"model\.safetensors: cannot read these weights .*damaged or cut short"):
         load_weights_file(weights)
+
+
+def test_a_squad_file_that_is_not_gzip_is_one_line(tmp_path):
+    from bertology.data import read_squad
+    from bertology.errors import DataError
+
+    path = tmp_path / "dev-v2.0.json.gz"
+    path.write_text('{"version": "v2.0", "data": []}')
+    with pytest.raises(DataError, match=r"dev-v2.0.json.gz: not a gzip file"):
+        read_squad(path)

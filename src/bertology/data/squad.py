@@ -15,7 +15,6 @@ set (16 articles). :func:`split_by_article` divides it into train and evaluation
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import math
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from bertology.data.corpus import open_text
 from bertology.data.paths import EXTERNAL, external_folder, missing_data
 from bertology.errors import DataError
 
@@ -93,9 +93,8 @@ def _load_json(path: Path):
         raise DataError(f"{path}: file not found; expected SQuAD v2.0 JSON")
     if path.is_dir():
         raise DataError(f"{path}: is a directory; expected a SQuAD v2.0 JSON file")
-    opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
+        with open_text(path) as handle:  # a damaged or cut-short .gz is one line naming the file
             return json.load(handle)
     except json.JSONDecodeError as error:
         raise DataError(f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
