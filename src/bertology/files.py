@@ -169,15 +169,11 @@ FOLDER_MODE = 0o755
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike, replace: bool = True) -> Iterator[Path]:
-    """Yield a temporary folder beside ``path``; on success it replaces ``path`` (a whole folder appears
-    or nothing does), on failure it is removed. With ``replace=False`` an existing non-empty ``path`` is
-    an error instead of being replaced."""
+def _staged(path: Path, finish) -> Iterator[Path]:
+    """A temporary folder beside ``path`` for the body to write into; ``finish(tmp, path)`` puts it in place on
+    success (renames on one file system), and it is removed on failure, leaving ``path`` as it was."""
     import shutil
 
-    path = Path(path)
-    if not replace and path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise OutputError(f"cannot write {path}: it exists and is not empty; choose a new output folder")
     ensure_dir(path.parent)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -186,9 +182,7 @@ def atomic_dir(path: str | os.PathLike, replace: bool = True) -> Iterator[Path]:
     try:
         yield tmp
         os.chmod(tmp, FOLDER_MODE)
-        if path.is_dir():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        finish(tmp, path)
     except OutputError:
         raise
     except OSError as error:
@@ -198,37 +192,41 @@ def atomic_dir(path: str | os.PathLike, replace: bool = True) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def staged_dir(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_dir(path: str | os.PathLike, replace: bool = True) -> contextlib.AbstractContextManager[Path]:
+    """Yield a temporary folder beside ``path``; on success it replaces ``path`` (a whole folder appears
+    or nothing does), on failure it is removed. With ``replace=False`` an existing non-empty ``path`` is
+    an error instead of being replaced."""
+    path = Path(path)
+    if not replace and path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise OutputError(f"cannot write {path}: it exists and is not empty; choose a new output folder")
+
+    def replace_folder(tmp: Path, target: Path) -> None:
+        import shutil
+
+        if target.is_dir():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+
+    return _staged(path, replace_folder)
+
+
+def staged_dir(path: str | os.PathLike) -> contextlib.AbstractContextManager[Path]:
     """Yield a temporary folder beside ``path`` to write a whole result into (tables, figures, meta); on
     success its files are moved into ``path`` (created when missing; files of the same names replaced, any
     other file kept), on failure it is removed and ``path`` is left as it was. Every move is a rename on the
     same file system, so a full disk stops the writes into the temporary folder, never the moves: a result
     appears whole or not at all, also in a folder that already holds other files."""
-    import shutil
-
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"cannot write into {path}: it is a file, not a folder; choose another --out")
-    ensure_dir(path.parent)
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    except OSError as error:
-        raise describe_os_error(error, path) from None
-    try:
-        yield tmp
-        os.chmod(tmp, FOLDER_MODE)
-        if path.is_dir():
-            _move_into(tmp, path)
+
+    def move_files(tmp: Path, target: Path) -> None:
+        if target.is_dir():
+            _move_into(tmp, target)
         else:
-            os.replace(tmp, path)
-    except OutputError:
-        raise
-    except OSError as error:
-        raise describe_os_error(error, path) from None
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+            os.replace(tmp, target)
+
+    return _staged(path, move_files)
 
 
 def _move_into(source: Path, target: Path) -> None:
