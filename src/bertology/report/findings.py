@@ -408,7 +408,9 @@ def intervention_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
         row = summary.iloc[0]
         random = runs.loc[runs["condition"] == "random", "delta"].to_numpy(dtype=float)
         low, high = (np.percentile(random, [2.5, 97.5]) if len(random) else (np.nan, np.nan))
-        task = str(row.get("task", "the task"))
+        from bertology.report.interventions import TASK_NAMES
+
+        task = TASK_NAMES.get(str(row.get("task")), str(row.get("task", "the task"))).split(" (")[0]
         verdict = ("more than random heads (empirical p = {:.3f})" if row["p_random_as_harmful"] < 0.05
                    else "no more than random heads do (empirical p = {:.3f})").format(row["p_random_as_harmful"])
         text = (f"Masking the {int(row['n_masked'])} heads flagged as parsers changes {task} {row.get('metric', 'accuracy')} by "
