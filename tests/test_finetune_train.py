@@ -238,3 +238,14 @@ def test_cli_seeds_are_a_count_and_bad_seeds_are_one_line_errors(tmp_path):
         assert message in str(result.exception)
     result = CliRunner().invoke(app, ["finetune", "--task", "sst2", "--seeds", "0,1,2"])
     assert result.exit_code == 2 and "--seeds" in result.output  # not a count: typer says so
+
+
+def test_the_variants_table_takes_the_packaged_task():
+    from bertology.finetune.table import variants_table
+
+    rows = [{"model": "m", "base_fingerprint": "f", "task": "bshift", "variant": "baseline", "seed": seed,
+             "metric": "accuracy", "value": value, "split": "dev", "n_train": 10, "n_dev": 4, "epochs": 1.0,
+             "lr": 1e-4, "checkpoint": None} for seed, value in ((0, 0.75), (1, 0.85))]
+    table = variants_table(pd.DataFrame(rows)).iloc[0]
+    assert table["bshift"] == pytest.approx(0.80) and table["average"] == pytest.approx(0.80)
+    assert table["n_seeds"] == 2

@@ -256,7 +256,7 @@ def report(
         return
     outcome = run_report(model, out=out, fresh=fresh, seeds=seed_values, max_sentences=max_sentences,
                          sections=chosen, device=device, progress=progress)
-    out_console.print(f"report written to {outcome.path} ({time.perf_counter() - started:.0f} s)")
+    out_console.print(f"report written to {outcome.path} ({time.perf_counter() - started:.0f} s)", soft_wrap=True)
     for section_id, why in outcome.skipped.items():
         console.print(f"skipped section {section_id}: {escape(why)}", highlight=False, soft_wrap=True)
     for section_id, why in outcome.failed.items():
