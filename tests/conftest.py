@@ -51,6 +51,18 @@ def tiny_bert():
     return tiny_encoder("bert")
 
 
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    """A tiny random BERT saved as a model folder (what commands take as --model)."""
+    from bertology.models.tiny import tiny_encoder
+
+    encoder = tiny_encoder("bert")
+    folder = tmp_path_factory.mktemp("tiny") / "tiny-bert"
+    encoder.model.save_pretrained(folder)
+    encoder.tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def tiny_report(tmp_path_factory):
     """One quick report on a tiny random BERT, shared by the report tests: (index.html, encoder, out)."""

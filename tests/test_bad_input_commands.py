@@ -154,17 +154,6 @@ def test_cls_pooling_of_a_decoder_is_refused(gpt2_dir, tmp_path, monkeypatch, ca
 # -- 3. dropped silently ---------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from bertology.models.tiny import tiny_encoder
-
-    encoder = tiny_encoder("bert")
-    folder = tmp_path_factory.mktemp("tiny") / "tiny-bert"
-    encoder.model.save_pretrained(folder)
-    encoder.tokenizer.save_pretrained(folder)
-    return folder
-
-
 def test_lama_refuses_unknown_relations_listing_the_known_ones(tiny_dir, tmp_path, monkeypatch, capsys):
     lama = tmp_path / "lama"
     (lama / "TREx").mkdir(parents=True)

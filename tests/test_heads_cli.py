@@ -16,17 +16,6 @@ runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from bertology.models.tiny import tiny_encoder
-
-    encoder = tiny_encoder("bert")
-    folder = tmp_path_factory.mktemp("tiny") / "tiny-bert"
-    encoder.model.save_pretrained(folder)
-    encoder.tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
 def toy_data(tmp_path_factory):
     from heads_toy import toy_squad
 
