@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from bertology.data import missing_data
-from bertology.report.context import SECTION_TITLES
+from bertology.report.names import SECTION_TITLES
 
 
 def test_the_report_needs_nothing_beside_the_package(tiny_report):
@@ -21,7 +21,7 @@ def test_the_report_needs_nothing_beside_the_package(tiny_report):
 
 
 def test_the_interventions_section_says_whether_the_model_learned(tiny_report):
-    from bertology.report.interventions import learning_text
+    from bertology.report.findings import learning_text
 
     path, _, _ = tiny_report
     check = next(path.parent.glob("results/interventions-*/check.parquet"))

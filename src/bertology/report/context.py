@@ -19,12 +19,6 @@ from bertology.report.cache import ResultCache
 CORPUS_NOTE = ("UD English EWT r2.16 dev and test (CC BY-SA 4.0, Silveira et al. 2014; "
                "shipped inside bertology, see resources/ATTRIBUTION.md)")
 
-#: Section id -> its title, in reading order (the builders and the boxes that stand in for them use these).
-SECTION_TITLES = {
-    "tokenization": "Tokenization", "probing": "Probing", "attention": "Attention",
-    "interventions": "Whether it uses it: interventions", "knowledge": "Knowledge and geometry",
-}
-
 
 @dataclass
 class ReportContext:

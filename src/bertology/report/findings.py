@@ -386,11 +386,28 @@ def pattern_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
 # Interventions and contextuality
 
 
+def learning_text(check: pd.Series) -> str:
+    """The sentence a report prints about :func:`learning_check`: what the model reaches against its baseline."""
+    task = FINETUNE_TASK_NAMES.get(check["task"], check["task"])
+    numbers = (f"{100 * check['value']:.1f}% vs {check['baseline_name']} {100 * check['baseline']:.1f}% "
+               f"(95% CI {100 * check['ci_low']:.1f}–{100 * check['ci_high']:.1f} on {int(check['n'])} examples)")
+    if check["metric"] != "accuracy":
+        numbers = (f"{check['metric']} {check['value']:.3f} vs {check['baseline']:.1f} (95% CI "
+                   f"{check['ci_low']:.3f}–{check['ci_high']:.3f} on {int(check['n'])} examples)")
+    if bool(check["learned"]):
+        return f"Fine-tuning learned {task}: {numbers}."
+    return (f"Fine-tuning did not learn {task}: {numbers}. Nothing is read from a model at chance: no head "
+            "importance ranking, pruning curve or masking test is interpreted.")
+
+
+#: Fine-tuning task id -> the name a reader knows it by.
+FINETUNE_TASK_NAMES = {"sst2": "SST-2", "bshift": "BShift (bigram shift, from UD English EWT)", "rte": "RTE", "cola": "CoLA",
+              "mrpc": "MRPC", "stsb": "STS-B"}
+
+
 def intervention_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
     """Whether fine-tuning learned the task; then (only if it did) what masking the flagged heads costs
     against random heads of the same number, and the pruning curve."""
-    from bertology.report.interventions import learning_text
-
     out = []
     check = tables.get("check")
     if check is not None and not check.empty:
@@ -408,9 +425,7 @@ def intervention_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
         row = summary.iloc[0]
         random = runs.loc[runs["condition"] == "random", "delta"].to_numpy(dtype=float)
         low, high = (np.percentile(random, [2.5, 97.5]) if len(random) else (np.nan, np.nan))
-        from bertology.report.interventions import TASK_NAMES
-
-        task = TASK_NAMES.get(str(row.get("task")), str(row.get("task", "the task"))).split(" (")[0]
+        task = FINETUNE_TASK_NAMES.get(str(row.get("task")), str(row.get("task", "the task"))).split(" (")[0]
         verdict = ("more than random heads (empirical p = {:.3f})" if row["p_random_as_harmful"] < 0.05
                    else "no more than random heads do (empirical p = {:.3f})").format(row["p_random_as_harmful"])
         text = (f"Masking the {int(row['n_masked'])} heads flagged as parsers changes {task} {row.get('metric', 'accuracy')} by "

@@ -19,8 +19,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bertology.report.context import SECTION_TITLES, ReportContext
+from bertology.report.context import ReportContext
 from bertology.report.document import Figure, Section, Table, Text
+from bertology.report.findings import FINETUNE_TASK_NAMES, learning_text
+from bertology.report.names import SECTION_TITLES
 
 
 @dataclass(frozen=True)
@@ -123,25 +125,6 @@ def learning_check(model, evaluator) -> pd.DataFrame:
                           "learned": bool(low > baseline)}])
 
 
-def learning_text(check: pd.Series) -> str:
-    """The sentence a report prints about :func:`learning_check`: what the model reaches against its baseline."""
-    task = TASK_NAMES.get(check["task"], check["task"])
-    numbers = (f"{100 * check['value']:.1f}% vs {check['baseline_name']} {100 * check['baseline']:.1f}% "
-               f"(95% CI {100 * check['ci_low']:.1f}–{100 * check['ci_high']:.1f} on {int(check['n'])} examples)")
-    if check["metric"] != "accuracy":
-        numbers = (f"{check['metric']} {check['value']:.3f} vs {check['baseline']:.1f} (95% CI "
-                   f"{check['ci_low']:.3f}–{check['ci_high']:.3f} on {int(check['n'])} examples)")
-    if bool(check["learned"]):
-        return f"Fine-tuning learned {task}: {numbers}."
-    return (f"Fine-tuning did not learn {task}: {numbers}. Nothing is read from a model at chance: no head "
-            "importance ranking, pruning curve or masking test is interpreted.")
-
-
-#: Task id -> the name a reader knows it by.
-TASK_NAMES = {"sst2": "SST-2", "bshift": "BShift (bigram shift, from UD English EWT)", "rte": "RTE", "cola": "CoLA",
-              "mrpc": "MRPC", "stsb": "STS-B"}
-
-
 def compute_interventions(context: ReportContext, settings: InterventionSettings,
                           flagged: list[tuple[int, int]]) -> dict[str, pd.DataFrame]:
     """Importance, pruning curve and flagged-vs-random tables (fractions) for the report."""
@@ -187,7 +170,7 @@ def interventions(context: ReportContext) -> Section:
                                                                                                 flagged))
     context.results["interventions"] = tables
     setup = tables["setup"].iloc[0]
-    task_name = TASK_NAMES.get(setup["task"], setup["task"]).split(" (")[0]
+    task_name = FINETUNE_TASK_NAMES.get(setup["task"], setup["task"]).split(" (")[0]
     section = Section("interventions", SECTION_TITLES["interventions"],
                       note=f"On {setup['model']}. The metric is {task_name} {setup['metric']} on a seeded subset of "
                            f"{int(setup['eval_examples'])} {setup['split']} examples; head importance (Michel et al. "

@@ -7,8 +7,13 @@ from collections.abc import Sequence
 
 from bertology.errors import UsageError
 
-#: Section ids in reading order; each is the name of its builder in :mod:`bertology.report.sections`.
-SECTION_NAMES: tuple[str, ...] = ("tokenization", "probing", "attention", "interventions", "knowledge")
+#: Section id -> its title, in reading order; each id is the name of its builder in
+#: :mod:`bertology.report.sections` (the builders and the boxes that stand in for them use these titles).
+SECTION_TITLES = {
+    "tokenization": "Tokenization", "probing": "Probing", "attention": "Attention",
+    "interventions": "Whether it uses it: interventions", "knowledge": "Knowledge and geometry",
+}
+SECTION_NAMES: tuple[str, ...] = tuple(SECTION_TITLES)
 
 
 def check_sections(sections: Sequence[str] | None, valid: Sequence[str] = SECTION_NAMES) -> list[str] | None:

@@ -18,7 +18,8 @@ from bertology.models import Encoder, load_encoder
 from bertology.report import names
 from bertology.report import sections as report_sections
 from bertology.report.cache import ResultCache
-from bertology.report.context import CORPUS_NOTE, SECTION_TITLES, ReportContext, SectionBuilder, safe_name, setup_notes
+from bertology.report.names import SECTION_TITLES
+from bertology.report.context import CORPUS_NOTE, ReportContext, SectionBuilder, safe_name, setup_notes
 from bertology.report.document import Section, Text, render
 from bertology.runtime import resolve_device
 

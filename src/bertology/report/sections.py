@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.extraction import encode_sentences
-from bertology.report.context import SECTION_TITLES, ReportContext
+from bertology.report.context import ReportContext
+from bertology.report.names import SECTION_TITLES
 from bertology.report.document import Figure, Image, Link, Section, Table, Text
 from bertology.report.findings import best_layer, probing_scores
 from bertology.report.names import SECTION_NAMES
