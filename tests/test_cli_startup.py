@@ -55,6 +55,13 @@ def test_usage_errors_are_one_line_before_anything_heavy_loads(tmp_path):
         (["heads", "glue", "--task", "rte", "--heads", "nope"], "--heads 'nope': unknown head"),
         (["extract", "--data", "x.txt", "--pool", "nope"], "'--pool'"),  # a typer choice
         (["probe", "--seeds", "many"], "'--seeds'"),  # not an integer
+        (["probe", "--model", str(tmp_path / "no-model")], "no such folder, and not an alias"),
+        (["ablate", "heads", "--model", str(tmp_path / "no-checkpoint"), "--heads", "L1H0"], "no such folder"),
+        (["knowledge", "static", "-m", "runs/sst2/baseline/seed-0"], "no such folder"),
+        (["finetune-table", str(tmp_path / "no-runs")], "no such folder"),
+        (["finetune-table", str(tmp_path)], "no fine-tuning checkpoints"),
+        (["knowledge", "mlm-probe", "--seeds", "0"], "--seeds 0"),
+        (["knowledge", "mlm-probe", "--corrupt", "some"], "--corrupt 'some'"),
     ]
     code = (
         "import contextlib, io, json, sys\n"

@@ -91,8 +91,20 @@ def check_fraction(value: Optional[float], option: str, low: float = 0.0, high: 
 # Shared options: same flags, defaults and help everywhere.
 
 
+def check_model_source(value):
+    """Refuse a ``--model`` that is no alias, existing model folder or hub id before torch loads (one value or
+    a list of them)."""
+    from bertology.models.sources import resolve_model_source
+
+    for one in value if isinstance(value, (list, tuple)) else [value]:
+        if one is not None:
+            resolve_model_source(one)
+    return value
+
+
 def model_option(default: str = "minilm"):
-    return typer.Option(default, "--model", "-m", help="Encoder: alias (minilm), local model folder or hub id.")
+    return typer.Option(default, "--model", "-m", help="Encoder: alias (minilm), local model folder or hub id.",
+                        callback=check_model_source)
 
 
 def data_option(default=None, help: str = "Corpus: .conllu[.gz], .txt (one sentence a line), SentEval .txt/.tsv, "

@@ -133,6 +133,12 @@ def table_command(
     out: Path = typer.Argument(..., help="A folder written by `bertology finetune`."),
 ) -> None:
     """Rebuild the variants table (Convexity Table 1) from every checkpoint under OUT."""
+    from bertology.finetune.names import CHECKPOINT_META
+
+    if not out.is_dir():
+        raise DataError(f"{out}: no such folder; expected one written by `bertology finetune`")
+    if next(out.rglob(CHECKPOINT_META), None) is None:
+        raise DataError(f"{out}: no fine-tuning checkpoints ({CHECKPOINT_META}) found")
     from bertology.finetune.table import render_table, variants_result
     from bertology.finetune.train import collect_results
 

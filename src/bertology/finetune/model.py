@@ -19,11 +19,10 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from bertology.errors import ModelError
 from bertology.files import atomic_dir, write_json
 from bertology.models.encoders import load_weights_file
+from bertology.finetune.names import CHECKPOINT_META
 from bertology.finetune.variants import Variant, layer_list, parse_variant
 from bertology.runtime import resolve_device
 
-#: Written beside the weights of every checkpoint; its presence marks a finished one.
-CHECKPOINT_META = "finetune.json"
 HEADS_FILE = "heads.safetensors"
 
 

@@ -122,8 +122,7 @@ def mlm_probe_command(
     """The Convexity report's MLM probe: a BERT MLM head trained on every layer (all layers in one pass)
     on input with heavily dropped-out word embeddings; top-1/top-10 accuracy and perplexity on held-out
     text, model vs untrained twin, over seeds."""
-    from bertology.knowledge.mlm_probe import DEFAULTS, QUICK, mlm_probe, plot_mlm_probe
-    from bertology.results import percent
+    from bertology.knowledge.mlm_settings import DEFAULTS, QUICK, check_mlm_probe_settings
     from bertology.runtime import seed_list
 
     preset = QUICK if quick else {}
@@ -135,6 +134,10 @@ def mlm_probe_command(
     options.check_positive(max_eval_sentences, "--max-eval-sentences")
     options.check_cache_dir(cache_dir)
     chosen_seeds = seed_list(seeds, seed)
+    check_mlm_probe_settings(chosen_seeds, epochs, batch_size, lr, dropout, decoder, corrupt)
+    from bertology.knowledge.mlm_probe import mlm_probe, plot_mlm_probe
+    from bertology.results import percent
+
     out = out or options.default_out("knowledge/mlm-probe", Path(model).name, _data_name(data, "ewt"))
     result = mlm_probe(model, data, eval_data, seeds=chosen_seeds, layers=layers, untrained=untrained,
                        dropout=dropout, corrupt=corrupt, epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder,

@@ -40,6 +40,7 @@ from torch import nn
 from bertology.data import default_corpus
 from bertology.errors import DataError, UsageError
 from bertology.geometry.stores import as_encoder, cached_store, load_sentences
+from bertology.knowledge.mlm_settings import CORRUPT, DECODERS, DEFAULTS, QUICK, check_mlm_probe_settings
 from bertology.knowledge.static import store_token_ids
 from bertology.models import Encoder
 from bertology.models.encoders import ForwardOutput
@@ -48,16 +49,7 @@ from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
 
-#: Publishable defaults and the ``--quick`` ones.
-DEFAULTS = {"epochs": 2, "batch_size": 128, "lr": 2e-3, "dropout": 0.9, "seeds": 3}
-QUICK = {"epochs": 1, "max_sentences": 400, "max_eval_sentences": 100, "seeds": 1}
 TOP_K = 10
-#: ``tied``: the decoder is the model's own frozen input-embedding matrix plus a trained bias per layer
-#: (BERT's arrangement); ``untied``: a trained ``dim x vocab`` decoder per layer.
-DECODERS = ("tied", "untied")
-#: What the input dropout corrupts: ``target``, only the predicted token (its own copy of the sentence, the
-#: context clean, as ``[MASK]`` does); ``all``, every token's embedding, the context included.
-CORRUPT = ("target", "all")
 #: Padded tokens per forward pass of the target mode's copies.
 TARGET_COPY_TOKENS = 4096
 
@@ -408,20 +400,7 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
     ``summary`` (mean and std over seeds), ``baselines`` (the unigram model) and ``training`` (loss per
     epoch and layer).
     """
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise DataError("no seeds given; expected at least one")
-    for value, option in ((epochs, "--epochs"), (batch_size, "--batch-size")):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise UsageError(f"{option} {value}: expected a whole number of at least 1")
-    if not lr > 0:
-        raise UsageError(f"--lr {lr}: expected a positive learning rate")
-    if not 0.0 <= dropout < 1.0:
-        raise UsageError(f"--dropout {dropout}: expected a rate in [0, 1)")
-    if decoder not in DECODERS:
-        raise UsageError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
-    if corrupt not in CORRUPT:
-        raise UsageError(f"--corrupt {corrupt!r}: expected one of {', '.join(CORRUPT)}")
+    seeds = check_mlm_probe_settings(seeds, epochs, batch_size, lr, dropout, decoder, corrupt)
     if data is None and eval_data is None:
         data, eval_data = default_corpus("ewt-train"), default_corpus("ewt-dev")
     train_sentences, train_path = load_sentences(data, max_sentences)

