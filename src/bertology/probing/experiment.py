@@ -63,13 +63,12 @@ from bertology.probing.tasks import (  # resolve_tasks: public here too
     resolve_tasks,
     senteval_names,
 )
+from bertology.probing.names import SCALAR_MIX
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
 
 COLUMNS = ["model", "task", "probe", "component", "layer", "seed", "metric", "value", "baseline", "split"]
-#: The ``component`` of scalar-mix rows (rows of one layer have <NA>).
-SCALAR_MIX = "scalar-mix"
 
 #: Default sizes, in examples (words for UPOS/XPOS, arcs for deprel, spans for NER, sentences for
 #: SentEval tasks); ``None`` = every example of the split. Dev and test are used whole, so a typical 95%

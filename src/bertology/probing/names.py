@@ -5,3 +5,9 @@
 LEVELS = ("token", "edge", "span", "sentence")
 #: The probes (:class:`~bertology.probing.probes.LayerwiseProbe` ``kind``, ``bertology probe --probe``).
 PROBE_KINDS = ("linear", "mlp")
+#: The component name of the probe on Tenney et al.'s scalar mix of all layers (a row beside the layers).
+SCALAR_MIX = "scalar-mix"
+#: A structural probe's headline metric by its kind (``distance``, ``depth``).
+PRIMARY_METRIC = {"distance": "uuas", "depth": "root_acc"}
+#: The widest 95% half-width (a fraction) a probing result may have to be called powered.
+POWER_HALF_WIDTH = 0.015

@@ -17,13 +17,12 @@ import pandas as pd
 
 from bertology.errors import DataError
 from bertology.files import save_figure
+from bertology.probing.names import PRIMARY_METRIC as STRUCTURAL_METRIC, SCALAR_MIX
 from bertology.results import Result, percent
 
-#: The metric a task's Table 2 cell shows; classification tasks show accuracy.
-PRIMARY_METRIC = {"structural-distance": "uuas", "structural-depth": "root_acc"}
+#: A task's headline metric: the structural probes' by kind, accuracy for every other task.
+PRIMARY_METRIC = {f"structural-{kind}": metric for kind, metric in STRUCTURAL_METRIC.items()}
 GROUP = ["model", "task", "probe", "component", "baseline", "split", "metric", "layer"]
-#: The ``component`` value of scalar-mix rows (see :mod:`bertology.probing.experiment`).
-SCALAR_MIX = "scalar-mix"
 
 
 def _results(results) -> pd.DataFrame:

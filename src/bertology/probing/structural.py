@@ -40,6 +40,7 @@ from sklearn.utils.validation import check_is_fitted
 from bertology.data import Sentence
 from bertology.data.treebank import describe_sentence, tree_depths, tree_distances
 from bertology.errors import DataError, StoreError
+from bertology.probing.names import PRIMARY_METRIC
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -376,7 +377,6 @@ def _labels(sentences: Sequence[Sentence], kind: str) -> _Labels:
 # --------------------------------------------------------------------------------------------------
 
 #: The metric :meth:`StructuralProbe.score` returns, per probe kind.
-PRIMARY_METRIC = {"distance": "uuas", "depth": "root_acc"}
 
 
 class StructuralProbe(BaseEstimator):

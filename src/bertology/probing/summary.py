@@ -21,9 +21,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.errors import DataError
+from bertology.probing.names import POWER_HALF_WIDTH
 
-#: A powered interval is at most +/- this (a fraction: 1.5 points).
-POWER_HALF_WIDTH = 0.015
 #: Splits with fewer examples than this are flagged in every table.
 MIN_SPLIT = 200
 #: Bootstrap resamples per (task, split).

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from bertology.probing.names import POWER_HALF_WIDTH
 from bertology.results import percent
 
 Z95 = 1.96
-#: The power rule of the probing defaults: a 95% interval wider than +/- this is underpowered.
-POWER_HALF_WIDTH = 0.015
 
 #: Conneau et al.'s (2018) grouping of the SentEval tasks; the treebank tasks are syntactic.
 GROUPS = {
