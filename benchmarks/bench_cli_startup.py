@@ -7,7 +7,7 @@ old ``import bertology.cli`` loaded (checked: 3,807 modules, none missing). Ours
 runs ``--repeats`` times per side, interleaved so a busy phase of a shared machine hits both alike; the
 median wall time and the peak memory (max RSS) of the process are printed, with the ratio.
 
-    .venv/bin/python benchmarks/bench_cli_startup.py [--repeats 5] [--json benchmarks/results/cli_startup_cpu.json]
+    .venv/bin/python benchmarks/bench_cli_startup.py [--repeats 5] [--store cli_startup_cpu]
 
 ``--old-src DIR`` also times an old checkout's own command line (``git archive 49dbb35 src | tar -x -C DIR``,
 then ``--old-src DIR/src``), as a check that the baseline is what users waited for.
@@ -16,8 +16,6 @@ then ``--old-src DIR/src``), as a check that the baseline is what users waited f
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import platform
 import statistics
@@ -27,6 +25,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 #: The packages the command line imported in full before (their ``cli.py`` reached each ``__init__``).
 PACKAGES = ("tasks", "probing", "finetune", "compare", "intervention", "geometry", "knowledge", "heads")
 BASELINE_PRELOAD = ("import torch, transformers, sklearn, pandas\n"
@@ -67,10 +66,23 @@ def commit() -> str:
         return "unknown"
 
 
+def startup_table(rows: dict) -> dict:
+    """The published table: median wall time per side, the ratio and the peak memory of each command."""
+    from stored import table
+
+    def command(label: str) -> str:
+        return f"`{label}`" + (" (one-line error, exit 1)" if rows[label]["ours"]["exit_status"] == 1 else "")
+
+    return table(["command", "baseline", "ours", "ratio", "memory, baseline -> ours"],
+                 [[command(label), f"{row['baseline']['seconds']:.2f} s", f"**{row['ours']['seconds']:.2f} s**",
+                   f"{row['ratio']:.1f}x", f"{row['baseline']['max_rss_mib']:.0f} -> {row['ours']['max_rss_mib']:.0f} MiB"]
+                  for label, row in rows.items()])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--json", type=Path, help="also write the numbers and the printed output here")
+    parser.add_argument("--store", help="save the run as benchmarks/results/<STORE>.json (benchmarks/stored.py)")
     parser.add_argument("--old-src", type=Path, help="also time the command line of an old checkout's src folder")
     args = parser.parse_args()
     lines: list[str] = []
@@ -111,15 +123,12 @@ def main() -> None:
         for label, row in rows.items():
             old = row["old checkout"]
             say(f"  {label:30s} {old['seconds']:8.2f} s {old['max_rss_mib']:6.0f} MiB  exit {old['exit_status']}")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "command": " ".join([Path(sys.executable).name, "benchmarks/bench_cli_startup.py", *sys.argv[1:]]),
-            "commit": commit(), "machine": machine,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "baseline_preload": BASELINE_PRELOAD, "results": rows, "output": "\n".join(lines),
-        }, indent=1) + "\n")
-        say(f"wrote {args.json}")
+    if args.store:
+        from stored import save_run
+
+        save_run(args.store, raw={"machine_at_start": machine, "baseline_preload": BASELINE_PRELOAD, "results": rows,
+                                  "output": "\n".join(lines)},
+                 tables={"startup": startup_table(rows)})
 
 
 if __name__ == "__main__":

@@ -8,15 +8,14 @@ reference: scikit-learn's logistic regression on MiniLM's frozen mean-pooled las
           sentences (what a linear read-out of the untouched model reaches).
 
 Each is scored on the whole dev split (1,016 sentences, majority 50%) with a Wilson 95% interval. Results go to
-benchmarks/results/interventions_recipe_minilm_cpu.json. Usage: python benchmarks/bench_interventions_recipe.py
+benchmarks/results/interventions_recipe_minilm_cpu.json (benchmarks/stored.py's format; its table "recipes" is
+the one BENCHMARKS.md shows). Usage: python benchmarks/bench_interventions_recipe.py
 """
 
 from __future__ import annotations
 
-import json
 import os
-import platform
-import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +26,8 @@ from bertology.finetune import FinetuneConfig, finetune, read_examples
 from bertology.models import load_encoder
 from bertology.report.interventions import InterventionSettings
 
-OUT = Path(__file__).resolve().parent / "results" / "interventions_recipe_minilm_cpu.json"
+NAME = "interventions_recipe_minilm_cpu"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def wilson(p: float, n: int) -> tuple[float, float]:
@@ -73,6 +73,35 @@ def frozen_logistic(encoder) -> dict:
             "n_dev": len(dev)}
 
 
+def short_exponent(value: float) -> str:
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def recipe_table(runs: list[dict], majority: float) -> dict:
+    """The published table: one row per recipe, accuracy with its Wilson interval; the best recipe in bold."""
+    from stored import table
+
+    labels = {"baseline": "baseline: the report's recipe before", "ours": "**ours** (`InterventionSettings.default()`)",
+              "logistic": "reference: scikit-learn logistic regression on frozen mean-pooled last layer"}
+    rows = []
+    for run_record in runs:
+        kind = next(key for key in labels if run_record["recipe"].startswith(key))
+        low, high = run_record["ci95"]
+        accuracy = f"{100 * run_record['dev_accuracy']:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+        if kind == "ours":
+            accuracy = f"**{accuracy}**"
+        if len(run_record.get("per_epoch", [])) > 1:
+            accuracy += f" ({100 * run_record['per_epoch'][0]['value']:.1f}% after epoch 1)"
+        if kind == "baseline" and high >= majority >= low:
+            accuracy += " (the majority class: it learned nothing)" if run_record["dev_accuracy"] == majority else \
+                " (its interval holds the majority class)"
+        epochs = run_record.get("epochs")
+        rows.append([labels[kind], f"{run_record['train_sentences']:,}", f"{epochs:g}" if epochs else "-",
+                     short_exponent(run_record["lr"]) if run_record.get("lr") else "-", accuracy])
+    return table(["recipe", "training sentences", "epochs", "lr", "dev accuracy [95% CI]"], rows)
+
+
 def main() -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     encoder = load_encoder("minilm")
@@ -85,12 +114,9 @@ def main() -> None:
               f"{100 * r['ci95'][1]:.1f}]  ({r.get('seconds', 0):.0f} s)")
     print(f"ratio of dev accuracy over the majority class (50%): baseline {runs[0]['dev_accuracy'] / 0.5:.2f}x, "
           f"ours {runs[1]['dev_accuracy'] / 0.5:.2f}x")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    OUT.write_text(json.dumps({"command": "python benchmarks/bench_interventions_recipe.py", "commit": commit,
-                               "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                                          f"torch {torch.__version__}",
-                               "date": time.strftime("%Y-%m-%d"), "majority": 0.5, "runs": runs}, indent=2) + "\n")
-    print(f"stored {OUT}")
+    from stored import save_run
+
+    save_run(NAME, raw={"majority": 0.5, "runs": runs}, tables={"recipes": recipe_table(runs, 0.5)})
 
 
 if __name__ == "__main__":

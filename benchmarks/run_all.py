@@ -4,8 +4,10 @@
     python benchmarks/run_all.py --list     # what would run
     python benchmarks/run_all.py extract probes   # only bench_extract.py and bench_probes.py
 
-Each benchmark prints its machine, the baseline, ours and the ratio; results go in BENCHMARKS.md by hand,
-with the machine they were measured on. Exit status: the number of benchmarks that failed.
+Each benchmark prints its machine, the baseline, ours and the ratio. A number goes in README.md, BENCHMARKS.md
+or docs/ only from a stored run (``benchmarks/stored.py``: a benchmark's ``--store NAME``, or its fixed result
+name, writes ``benchmarks/results/NAME.json`` with the command, commit, machine, date, raw output and the
+published tables); this runner stores nothing itself. Exit status: the number of benchmarks that failed.
 """
 
 from __future__ import annotations

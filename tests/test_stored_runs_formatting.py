@@ -1,0 +1,58 @@
+"""The published tables of the scale-out, demo, recipe and start-up runs are what their formatting code makes of
+the stored raw output: editing a number in a stored table by hand (page and record alike) is caught here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+@pytest.fixture(scope="module")
+def benchmarks_on_path():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    yield
+    sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def stored_tables(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))["tables"]
+
+
+def test_earlier_runs_tables_follow_from_their_raw_output(benchmarks_on_path):
+    import store_earlier_runs
+
+    for convert in store_earlier_runs.CONVERSIONS:
+        name, fields, _, tables, sources = convert()
+        assert stored_tables(name) == tables, f"{name}: the stored tables differ from its raw output's formatting"
+        assert {"command", "commit", "machine", "date"} <= set(fields) and sources
+
+
+def test_scale_tables_follow_from_the_measurements(benchmarks_on_path):
+    from bench_scale import scale_tables
+
+    raw = json.loads((RESULTS / "scale_ewt_dev_cpu.json").read_text(encoding="utf-8"))["raw"]["scale"]
+    args = SimpleNamespace(workers=sorted(int(n) for n in raw["local_threads"]),
+                           cpus_per_worker=raw["cpus_per_worker"], gpus_per_worker=raw["gpus_per_worker"])
+    assert scale_tables(raw, args) == stored_tables("scale_ewt_dev_cpu")
+    # and the medians in those tables are the measurements' own
+    full = [m["seconds"] for m in raw["measurements"] if (m["engine"], m["n"], m["size"]) == ("local", 1, "full")]
+    assert sorted(full)[1] == pytest.approx(raw["summary"]["local1"]["seconds"]["median"])
+
+
+def test_a_changed_raw_number_changes_the_table(benchmarks_on_path, monkeypatch):
+    """The comparison above is sensitive: one second more in the raw output is a different published table."""
+    import store_earlier_runs
+
+    fields, raw = store_earlier_runs.earlier("make_demo_fresh_minilm_cpu")
+    raw["section_seconds"]["probing"] += 1
+    monkeypatch.setattr(store_earlier_runs, "earlier", lambda name: (fields, raw))
+    _, _, _, tables, _ = store_earlier_runs.make_demo()
+    assert tables != stored_tables("make_demo_fresh_minilm_cpu")
+    assert tables["sections"]["rows"][1] == ["probing", str(raw["section_seconds"]["probing"])]
