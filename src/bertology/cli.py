@@ -228,11 +228,15 @@ def report(
     max_sentences: Optional[int] = options.max_sentences_option(),
     sections: Optional[str] = typer.Option(None, "--sections", "--section",
                                            help="Comma-separated sections to run (default: all): "
-                                                "tokenization, probing, attention, interventions, knowledge."),
+                                                "tokenization, probing, attention, interventions, knowledge, "
+                                                "languages; compression only when named here."),
     device: str = options.device_option(),
     progress: bool = options.progress_option(),
     compare: Optional[tuple[str, str]] = typer.Option(
         None, "--compare", help="Two models side by side: --compare A B (B may be 'untrained' for A's twin)."),
+    languages: Optional[list[Path]] = typer.Option(
+        None, "--languages", help="CoNLL-U treebanks of several languages (files or folders, repeatable) for the "
+                                  "Languages section (docs/languages.md); without them it only says how to add it."),
 ) -> None:
     """Run the battery on a model and write one self-contained HTML report.
 
@@ -247,6 +251,8 @@ def report(
     seed_values = options.seed_list(seeds, seed)
     chosen = check_sections(sections.split(",")) if sections is not None else None
     options.resolve_device(device)
+    for path in languages or ():
+        options.check_exists(path, "--languages")
     from bertology.report import build_comparison, run_report
 
     if compare:
@@ -255,7 +261,7 @@ def report(
         out_console.print(f"report written to {path} ({time.perf_counter() - started:.0f} s)")
         return
     outcome = run_report(model, out=out, fresh=fresh, seeds=seed_values, max_sentences=max_sentences,
-                         sections=chosen, device=device, progress=progress)
+                         sections=chosen, device=device, progress=progress, languages=languages)
     out_console.print(f"report written to {outcome.path} ({time.perf_counter() - started:.0f} s)", soft_wrap=True)
     for section_id, why in outcome.skipped.items():
         console.print(f"skipped section {section_id}: {escape(why)}", highlight=False, soft_wrap=True)
@@ -271,7 +277,7 @@ def demo(
 ) -> None:
     """The main job on the embedded default: `bertology report --model minilm`."""
     report(model="minilm", out=out, fresh=False, seeds=3, seed=0, max_sentences=None, sections=None, device="auto",
-           progress=True, compare=None)
+           progress=True, compare=None, languages=None)
 
 
 def _register_subcommands() -> None:
@@ -309,6 +315,15 @@ def _register_subcommands() -> None:
     from bertology.heads.cli import app as heads_app
 
     app.add_typer(heads_app, name="heads", help="Frozen-feature heads (BERT Vision): SQuAD 2.0 and GLUE.")
+    from bertology.languages.cli import languages_command
+
+    app.command("languages", help="Several languages' treebanks: language identity, centroids, parallel sentence "
+                "retrieval and zero-shot transfer of English probes, per layer, model vs untrained twin.")(
+        languages_command)
+    from bertology.compression.cli import compress_command
+
+    app.command("compress", help="Quantize, prune heads or weights, drop layers; measure size, speed-up and what "
+                "the model still knows (the Primer's Table 1).")(compress_command)
 
 
 _register_subcommands()

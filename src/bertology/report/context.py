@@ -50,6 +50,10 @@ class ReportContext:
     #: section id -> why it did not run: ``failed`` (an error) and ``skipped`` (by design: data not at hand)
     failed: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: treebanks of several languages (files or folders) for the languages section; None leaves it out
+    languages: list[Path] | None = None
+    #: the section ids asked for (``--sections``; None: the default report), for sections run only when asked
+    sections: list[str] | None = None
 
     @property
     def model_key(self) -> dict:

@@ -12,6 +12,7 @@ from bertology.errors import UsageError
 SECTION_TITLES = {
     "tokenization": "Tokenization", "probing": "Probing", "attention": "Attention",
     "interventions": "Whether it uses it: interventions", "knowledge": "Knowledge and geometry",
+    "languages": "Languages", "compression": "Compression",
 }
 SECTION_NAMES: tuple[str, ...] = tuple(SECTION_TITLES)
 

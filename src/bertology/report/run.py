@@ -93,6 +93,7 @@ def run_sections(context: ReportContext, sections: Sequence[str] | None = None) 
     command that runs it (``context.skipped`` when its data is not at hand, ``context.failed`` otherwise),
     and the others still run. Finished sections are cached first, so a rerun computes only what is missing."""
     sections = check_sections(sections)
+    context.sections = sections
     built: list[Section] = []
     for section_id, builder in default_sections():
         if sections and section_id not in sections:
@@ -167,6 +168,7 @@ def run_report(
     device: str | None = None,
     encoder: Encoder | None = None,
     finetuned: str | Path | None = None,
+    languages: Sequence[str | Path] | None = None,
 ) -> ReportOutcome:
     """Run every available section on ``model`` and write ``<out>/<model>/index.html``; return where it is
     and which sections failed or were skipped (:class:`ReportOutcome`).
@@ -174,7 +176,8 @@ def run_report(
     ``seeds``: the probe seeds (``bertology report --seeds N --seed S`` gives S..S+N-1); ``sections``: ids
     from :func:`section_names` (default all); ``device``: ``"auto"``, ``"cpu"``, ``"cuda"``. The
     interventions section fine-tunes ``model`` briefly unless ``finetuned`` names a checkpoint written by
-    ``bertology finetune`` (or ``model`` is one).
+    ``bertology finetune`` (or ``model`` is one). ``languages``: CoNLL-U treebanks of several languages (files
+    or folders) for the languages section, which otherwise only says how to add it.
     """
     sections = check_sections(sections)
     started = time.perf_counter()
@@ -182,6 +185,7 @@ def run_report(
     encoder, name = _resolve(model, encoder, device)
     context = make_context(encoder, name, out, fresh, seeds, max_sentences, progress, device)
     context.finetuned = finetuned_checkpoint(model if encoder_given is None else None, finetuned)
+    context.languages = [Path(p) for p in languages] if languages else None
     built = run_sections(context, sections)
     header = {
         **model_header(context),

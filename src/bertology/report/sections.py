@@ -433,6 +433,20 @@ def interventions(context: ReportContext) -> Section:
     return build(context)
 
 
+def languages(context: ReportContext) -> Section:
+    """Several languages, when the report is given treebanks: :func:`bertology.report.languages.languages`."""
+    from bertology.report.languages import languages as build
+
+    return build(context)
+
+
+def compression(context: ReportContext) -> Section:
+    """Compression, only when asked (``--sections compression``): :func:`bertology.report.compression.compression`."""
+    from bertology.report.compression import compression as build
+
+    return build(context)
+
+
 #: ``(id, builder)`` in reading order: the ids are :data:`bertology.report.names.SECTION_NAMES` (light, for the
 #: command line), each the name of its builder above.
 SECTIONS = [(name, globals()[name]) for name in SECTION_NAMES]

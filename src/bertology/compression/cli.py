@@ -1,0 +1,69 @@
+"""``bertology compress``: a thin typer layer over :func:`bertology.compression.run.run_compression`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bertology.compression.names import DEFAULT_METHODS, parse_methods
+from bertology.options import check_model_source, check_positive, default_out, model_option, out_option, \
+    progress_option, seed_option
+
+console = Console()
+
+
+def compress_command(
+    model: str = model_option(),
+    methods: str = typer.Option("default", "--methods", help="Comma-separated: int8-dynamic, int8-static, fp16, "
+                                "bf16, magnitude:S, magnitude-layer:S (sparsity in [0, 1)), heads-importance:F, "
+                                f"heads-random:F (fraction of heads), drop-top:K. default: {DEFAULT_METHODS}"),
+    teacher: Optional[str] = typer.Option(None, "--teacher", callback=check_model_source,
+                                          help="Measure --model (a student, e.g. a distilled model) against this "
+                                               "teacher instead of against itself."),
+    out: Optional[Path] = out_option("compress"),
+    max_train: int = typer.Option(500, "--max-train", help="EWT train sentences the probes learn from."),
+    max_dev: int = typer.Option(200, "--max-dev", help="EWT dev sentences that choose layers, L2 and heads."),
+    max_test: int = typer.Option(300, "--max-test", help="EWT test sentences scored and timed."),
+    rounds: int = typer.Option(3, "--rounds", help="Timed rounds of extract per model (after one warm-up)."),
+    calibration: int = typer.Option(64, "--calibration", help="Train sentences that calibrate int8-static."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="PyTorch quantized engine (x86, fbgemm, onednn, "
+                                         "qnnpack; default: the machine's)."),
+    structural_epochs: int = typer.Option(10, "--structural-epochs", help="Epochs of the structural probe."),
+    seed: int = seed_option(),
+    progress: bool = progress_option(),
+) -> None:
+    """Compress a model by each method, write loadable checkpoints, and measure size, speed-up and retention
+    (UPOS, structural UUAS, heads as parsers, anisotropy) beside the original, in one run."""
+    chosen = parse_methods(methods)
+    for value, option in ((max_train, "--max-train"), (max_dev, "--max-dev"), (max_test, "--max-test"),
+                          (rounds, "--rounds"), (calibration, "--calibration"),
+                          (structural_epochs, "--structural-epochs")):
+        check_positive(value, option, allow_none=False)
+    from bertology.compression.measure import packaged_sets
+    from bertology.compression.run import run_compression
+    from bertology.results import percent
+
+    out = out if out is not None else default_out("compress", Path(model).name)
+    result = run_compression(model, chosen, out, teacher=teacher, rounds=rounds, seed=seed, engine=engine,
+                             sets=packaged_sets(max_train, max_dev, max_test), calibration_sentences=calibration,
+                             structural_epochs=structural_epochs, progress=progress)
+    table = Table(title=f"compression of {result.meta['model']['name']} ({result.meta['measured_on']})")
+    for column in ("method", "size MB", "x smaller", "x faster", "UPOS kept", "UUAS kept", "parser heads kept"):
+        table.add_column(column)
+    for row in result["summary"].itertuples():
+        def kept(measure: str) -> str:
+            value = getattr(row, f"{measure}_retention")
+            low, high = getattr(row, f"{measure}_ci_low"), getattr(row, f"{measure}_ci_high")
+            if low != low:  # the original: no interval
+                return percent(value)
+            return f"{percent(value)} [{percent(low)}, {percent(high)}]"
+
+        table.add_row(row.variant, f"{row.parameter_bytes / 1e6:.1f}", f"{row.compression:.2f}",
+                      f"{row.speedup:.2f} [{row.speedup_min:.2f}-{row.speedup_max:.2f}]", kept("upos"), kept("uuas"),
+                      kept("parser_heads"))
+    console.print(table)
+    console.print(f"tables, figure and checkpoints in {out}")

@@ -1,0 +1,251 @@
+"""``bertology compress``: compress a model by each method, write the checkpoints, and measure every variant beside
+the original in one run (the Primer's Table 1 layout: x smaller, % of the original's score kept, x faster)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from bertology.compression.measure import (EvalSets, Measures, baselines, machine_load, measure_encoder,
+                                           offset_baseline, packaged_sets, probe_importance, retention, speedups,
+                                           throughput)
+from bertology.compression.methods import (Variant, compress, file_bytes, nonzero_parameters, save_checkpoint,
+                                           stored_bytes)
+from bertology.compression.names import Method, parse_methods
+from bertology.errors import UsageError
+from bertology.models import Encoder, load_encoder
+from bertology.progress import progress_bar
+from bertology.results import Result
+
+REFERENCE = "original"
+
+
+def _as_encoder(model: str | os.PathLike | Encoder) -> Encoder:
+    return model if isinstance(model, Encoder) else load_encoder(model)
+
+
+def _calibration(encoder: Encoder, sentences, batch_size: int = 16) -> list[dict]:
+    batches = []
+    for start in range(0, len(sentences), batch_size):
+        chunk = sentences[start:start + batch_size]
+        batches.append(dict(encoder.tokenizer([list(s.words) for s in chunk], is_split_into_words=True,
+                                              padding=True, truncation=True, max_length=encoder.max_length,
+                                              return_tensors="pt")))
+    return batches
+
+
+def _size_row(label: str, model, folder: str | Path | None) -> dict:
+    nonzero, total = nonzero_parameters(model)
+    on_disk = file_bytes(folder) if folder is not None and Path(folder).is_dir() else np.nan
+    return {"variant": label, "parameter_bytes": stored_bytes(model), "file_bytes": on_disk,
+            "values": total, "nonzero_fraction": nonzero / total}
+
+
+def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str | Sequence[Method] | None = None,
+                    out: str | os.PathLike | None = None, *, teacher: str | os.PathLike | Encoder | None = None,
+                    sets: EvalSets | None = None, rounds: int = 3, seed: int = 0, engine: str | None = None,
+                    calibration_sentences: int = 64, importance_sentences: int = 200, structural_rank: int = 64,
+                    structural_epochs: int = 10, min_relation_count: int = 30, n_boot: int = 1000,
+                    progress: bool = True) -> Result:
+    """Compress ``model`` by each of ``methods`` (``"int8-dynamic,fp16,drop-top:2"`` or parsed
+    :class:`Method` objects; ``None``: the default set), write each as a checkpoint under
+    ``out/checkpoints/<variant>`` (reloaded through ``load_encoder`` before it is measured) and measure all of
+    them beside the original on ``sets`` (default: the packaged EWT, :func:`packaged_sets`).
+
+    With ``teacher``, the reference is the teacher and ``model`` (the student, e.g. a distilled model) is
+    measured as the variant ``student`` beside the compressed versions of itself.
+
+    Returns a :class:`Result` named ``compression`` with tables ``summary`` (one row per variant: sizes,
+    compression, speed-up, retention of UPOS, UUAS and parser heads with 95% paired bootstrap intervals),
+    ``retention`` (long form), ``layers`` (UPOS, UUAS, anisotropy, self-similarity per variant and layer),
+    ``parser_heads`` (the head chosen per relation), ``throughput`` (every timed round), ``sizes`` and
+    ``baselines``.
+    """
+    chosen = parse_methods(methods) if methods is None or isinstance(methods, str) else list(methods)
+    if rounds < 1:
+        raise UsageError(f"--rounds {rounds}: expected at least 1")
+    out = Path(out) if out is not None else None
+    base = _as_encoder(model)
+    reference = _as_encoder(teacher) if teacher is not None else base
+    sets = sets or packaged_sets()
+    work = out / "_work" if out is not None else Path(tempfile.mkdtemp(prefix="bertology-compress-"))
+    variants: list[Variant] = []
+    if teacher is not None:
+        variants.append(Variant(label="student", encoder=base, details={"student": base.name}))
+    importance = None
+    calibration = _calibration(base, sets.train[:calibration_sentences])
+    # The originals saved the way the variants are, so file sizes compare like with like.
+    folders: dict[str, Path | None] = {REFERENCE: save_checkpoint(Variant(REFERENCE, reference), work / REFERENCE)}
+    if teacher is not None:
+        folders["student"] = save_checkpoint(Variant("student", base), work / "student")
+    sizes = [_size_row(REFERENCE, reference.model, folders[REFERENCE])]
+    if teacher is not None:
+        sizes.append(_size_row("student", base.model, folders["student"]))
+    for folder in folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    with progress_bar(progress) as bar:
+        task = bar.add_task("compress", total=len(chosen))
+        for method in chosen:
+            bar.update(task, description=f"compress: {method.label}")
+            if method.name == "heads-importance" and importance is None:
+                importance = probe_importance(base, sets.train[:importance_sentences], seed=seed)
+            variant = compress(base, method, calibration=calibration, importance=importance, seed=seed,
+                               engine=engine)
+            if out is not None:
+                folder = save_checkpoint(variant, out / "checkpoints" / variant.label)
+                int8 = variant.method.name.startswith("int8")  # PyTorch's int8 kernels are CPU-only
+                reloaded = load_encoder(folder, device=None if int8 else str(base.device))
+                reloaded.name = f"{base.name} ({variant.label})"
+                variant.encoder = reloaded  # what a user of the checkpoint gets
+                folders[variant.label] = folder
+            sizes.append(_size_row(variant.label, variant.encoder.model, folders.get(variant.label)))
+            variants.append(variant)
+            bar.advance(task)
+
+        load_before = machine_load()
+        timed = throughput({REFERENCE: reference, **{v.label: v.encoder for v in variants}}, sets.test,
+                           work / "throughput", rounds=rounds)
+        load_after = machine_load()
+
+        task = bar.add_task("measure", total=len(variants) + 1)
+        original = measure_encoder(reference, sets, work / REFERENCE, label=REFERENCE, seed=seed,
+                                   structural_rank=structural_rank, structural_epochs=structural_epochs,
+                                   min_relation_count=min_relation_count)
+        bar.advance(task)
+        measured: dict[str, Measures] = {}
+        for variant in variants:
+            bar.update(task, description=f"measure: {variant.label}")
+            extra = {}
+            if variant.pruned_heads:
+                from bertology.intervention.hooks import mask_heads
+
+                extra = dict(attention_encoder=base, attention_context=mask_heads(base.model, variant.pruned_heads),
+                             excluded_heads=variant.pruned_heads)
+            measured[variant.label] = measure_encoder(
+                variant.encoder, sets, work / variant.label, label=variant.label, seed=seed,
+                structural_rank=structural_rank, structural_epochs=structural_epochs,
+                min_relation_count=min_relation_count, **extra)
+            bar.advance(task)
+    try:
+        work.rmdir()
+    except OSError:
+        pass
+    return _result(reference, base, variants, original, measured, sizes, timed, sets, chosen, teacher,
+                   dict(seed=seed, rounds=rounds, engine=engine, calibration_sentences=calibration_sentences,
+                        importance_sentences=importance_sentences, structural_rank=structural_rank,
+                        structural_epochs=structural_epochs, min_relation_count=min_relation_count, n_boot=n_boot),
+                   load_before, load_after, out)
+
+
+def _result(reference, base, variants, original, measured, sizes, timed, sets, chosen, teacher, settings,
+            load_before, load_after, out) -> Result:
+    n_boot, seed = settings["n_boot"], settings["seed"]
+    size_table = pd.DataFrame(sizes)
+    speed = speedups(timed, REFERENCE)
+    kept = []
+    for variant in variants:
+        frame = retention(original, measured[variant.label], n_boot=n_boot, seed=seed)
+        frame.insert(0, "variant", variant.label)
+        kept.append(frame)
+    retention_table = pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
+    ref_size = size_table.set_index("variant").loc[REFERENCE]
+    rows = []
+    for variant in [None, *variants]:
+        label = REFERENCE if variant is None else variant.label
+        size = size_table.set_index("variant").loc[label]
+        pace = speed.set_index("variant").loc[label]
+        row = {"variant": label, "method": "none" if variant is None else
+               (variant.method.name if variant.method else "student"),
+               "value": np.nan if variant is None or variant.method is None or variant.method.value is None
+               else float(variant.method.value),
+               "parameter_bytes": int(size["parameter_bytes"]), "file_bytes": size["file_bytes"],
+               "compression": ref_size["parameter_bytes"] / size["parameter_bytes"],
+               "file_compression": ref_size["file_bytes"] / size["file_bytes"],
+               "nonzero_fraction": size["nonzero_fraction"],
+               "tokens_per_second": pace["tokens_per_second"], "speedup": pace["speedup"],
+               "speedup_min": pace["speedup_min"], "speedup_max": pace["speedup_max"]}
+        for measure in ("upos", "uuas", "parser_heads"):
+            if variant is None:
+                row.update({f"{measure}": np.nan, f"{measure}_retention": 1.0, f"{measure}_ci_low": np.nan,
+                            f"{measure}_ci_high": np.nan})
+                continue
+            match = retention_table[(retention_table["variant"] == label) & (retention_table["measure"] == measure)]
+            if len(match):
+                found = match.iloc[0]
+                row.update({measure: found["compressed"], f"{measure}_retention": found["retention"],
+                            f"{measure}_ci_low": found["ci_low"], f"{measure}_ci_high": found["ci_high"]})
+        rows.append(row)
+    summary = pd.DataFrame(rows)
+    if len(retention_table):
+        first = retention_table.drop_duplicates("measure").set_index("measure")["original"]
+        for measure in ("upos", "uuas", "parser_heads"):
+            if measure in first.index:
+                summary.loc[summary["variant"] == REFERENCE, measure] = first[measure]
+    layers = pd.concat([original.per_layer(), *[measured[v.label].per_layer() for v in variants]], ignore_index=True)
+    layers["layer"] = layers["layer"].astype("Int64")
+    parser = pd.concat([original.parser.assign(variant=REFERENCE),
+                        *[measured[v.label].parser.assign(variant=v.label) for v in variants]], ignore_index=True)
+    base_values = baselines(sets)
+    base_values["parser_heads_offset"] = offset_baseline(sets, list(original.parser_hits))
+    baseline_table = pd.DataFrame([{"measure": k, "value": v} for k, v in base_values.items()])
+    details = {v.label: {k: (list(map(str, x)) if isinstance(x, (list, tuple)) else x) for k, x in v.details.items()}
+               for v in variants}
+    meta = {"model": base.describe(), "reference": reference.describe(), "teacher": teacher is not None,
+            "methods": [m.label for m in chosen], "details": details, "sets": sets.describe(),
+            "measured_on": measured_on(sets), "settings": settings,
+            "machine": {"before_throughput": load_before, "after_throughput": load_after},
+            "checkpoints": {k: str(v) for k, v in ({} if out is None else
+                                                   {v.label: out / "checkpoints" / v.label for v in variants
+                                                    if v.method is not None}).items()}}
+    result = Result("compression", tables={"summary": summary, "retention": retention_table, "layers": layers,
+                                           "parser_heads": parser, "throughput": timed, "sizes": size_table,
+                                           "baselines": baseline_table}, meta=meta)
+    if out is not None:
+        result.save(out)
+        plot_layers(layers, Path(out) / "layers.png", title=f"{reference.name}: original vs compressed")
+    return result
+
+
+def measured_on(sets: EvalSets) -> str:
+    """What the retention columns were measured on, in words."""
+    described = sets.describe()
+    return (f"UD EWT: probes trained on {described['train']['sentences']} sentences, chosen on "
+            f"{described['dev']['sentences']}, scored on {described['test']['sentences']} "
+            f"({described['test']['words']} words)")
+
+
+def plot_layers(layers: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:
+    """Per-layer curves (UPOS, UUAS, anisotropy), the original in black and each variant beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bertology.files import save_figure
+
+    measures = [m for m in ("upos", "uuas", "anisotropy", "self_similarity") if m in layers.columns]
+    figure, axes = plt.subplots(1, len(measures), figsize=(4.2 * len(measures), 3.6), squeeze=False)
+    palette = plt.get_cmap("tab20").colors  # 20 distinct colours: one per variant of the default set and more
+    for axis, measure in zip(axes[0], measures):
+        for index, (label, group) in enumerate(layers.groupby("variant", sort=False)):
+            style = (dict(color="black", linewidth=2.2, zorder=5) if label == REFERENCE else
+                     dict(color=palette[(index - 1) % len(palette)], linewidth=1, alpha=0.85))
+            values = group[measure] * (100 if measure in ("upos", "uuas") else 1)
+            axis.plot(group["layer"].astype(int), values, marker="o", markersize=3, label=label, **style)
+        axis.set_xlabel("layer (0 = embeddings)")
+        axis.set_title({"upos": "UPOS probe accuracy (%)", "uuas": "structural probe UUAS (%)",
+                        "anisotropy": "anisotropy (mean cosine)",
+                        "self_similarity": "self-similarity"}[measure], fontsize=10)
+    axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # beside the curves, not on them
+    if title:
+        figure.suptitle(title, fontsize=11)
+    figure.tight_layout()
+    path = save_figure(figure, path)
+    plt.close(figure)
+    return path
