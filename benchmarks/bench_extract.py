@@ -6,7 +6,12 @@ into the store. Also: the machine's matmul ceiling (fp32 and bf16) and the share
 (MiniLM costs about 21.2 MFLOP per token), bf16-autocast fidelity, and peak RSS for the corpus and
 the corpus repeated 10 times (each in a fresh subprocess).
 
-    python benchmarks/bench_extract.py [--sentences N] [--model minilm] [--device cpu|cuda]
+    python benchmarks/bench_extract.py [--sentences N] [--model minilm] [--device cpu|cuda] [--name NAME]
+
+The run is stored as ``benchmarks/results/<NAME>.json`` (default ``extract_<corpus>_<device>``; see
+benchmarks/stored.py) with the tables BENCHMARKS.md publishes and the load average before and after.
+``--format-stored FILE`` only formats those tables from an older run's raw numbers kept in FILE (the
+``--json`` output of this script) into a stored run that names FILE; nothing is measured.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ import torch
 from bertology.data import default_corpus, read_conllu
 from bertology.extraction import extract
 from bertology.models import load_encoder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import ROOT, save_run, table  # noqa: E402
 
 FLOP_PER_TOKEN = {"minilm": 21.2e6}
 
@@ -132,6 +140,60 @@ def gemm_share(encoder, device, tokens=4096, repeats=20) -> float:
     return flop * repeats / (time.perf_counter() - start)
 
 
+ROWS = (("naive", "naive loop (fp32)"), ("ours", "ours, fp32"), ("ours_bf16", "ours, bf16 autocast"),
+        ("compile_first_run", "ours, bf16, `--compile`, first run"),
+        ("ours_bf16_compiled", "ours, bf16, `--compile`, later runs"),
+        ("bare_forward_bf16", "bare MiniLM forward over our batches, bf16 (no pooling, no store)"))
+
+
+def published_tables(results: dict, heading: str) -> dict[str, dict]:
+    """BENCHMARKS.md's tables of one run: throughput beside the naive loop and the bf16 matmul ceiling, and
+    the fidelity of bf16 autocast and float16 storage, the ceilings and the peak memory."""
+    naive = results.get("naive_tokens_per_s")
+    rows = []
+    for key, label in ROWS:
+        if f"{key}_tokens_per_s" not in results:
+            continue
+        speed = results[f"{key}_tokens_per_s"]
+        if key == "compile_first_run":
+            label += f" ({results['compile_first_run_seconds']:.1f} s of compiling)"
+        ratio = "1x" if key == "naive" else (f"{speed / naive:.2f}x" if naive else "–")
+        share = results.get(f"{key}_share_of_bf16_ceiling")
+        shown = "–" if share is None else f"{100 * share:.0f}%"
+        if key == "ours" and "share_of_fp32_ceiling" in results:
+            shown += f" ({100 * results['share_of_fp32_ceiling']:.0f}% of the fp32 ceiling)"
+        rows.append([label, f"{speed:,.0f}", ratio, shown])
+    tables = {"throughput": table([heading, "tokens/s", "vs naive", "share of the bf16 ceiling"], rows)}
+    checks = [["bf16 autocast vs fp32: max abs difference per layer (0..L)",
+               " / ".join(f"{d:.3f}" for d in results["bf16_max_abs_diff_per_layer"])],
+              ["float16 vs float32 storage: max abs difference", f"{results['fp16_storage_max_abs_diff']:.3f}"]]
+    if "bf16_probe" in results:
+        probe = results["bf16_probe"]
+        checks.append(["UPOS probe on layer 3, fp32 -> bf16 features (70/30 split of the words)",
+                       f"{100 * probe['fp32']:.2f}% -> {100 * probe['bf16']:.2f}% "
+                       f"({probe['change_points']:+.3f} points)"])
+    if "bare_forward_bf16_tokens_per_s" in results:
+        checks.append(["ours bf16 / bare forward bf16 (the pipeline's share of the model's own speed)",
+                       f"{100 * results['ours_bf16_tokens_per_s'] / results['bare_forward_bf16_tokens_per_s']:.0f}%"])
+    if "ours_bf16_compiled_tokens_per_s" in results:
+        checks.append(["ours bf16, `--compile` later runs / eager",
+                       f"{results['ours_bf16_compiled_tokens_per_s'] / results['ours_bf16_tokens_per_s']:.2f}x"])
+    ceilings = results["matmul_bf16_flops_runs"]
+    checks.append(["bf16 matmul ceiling (2048^3; best of a measurement before and one after)",
+                   f"{results['matmul_bf16_flops'] / 1e9:.0f} GFLOP/s "
+                   f"({' and '.join(f'{c / 1e9:.0f}' for c in ceilings)})"])
+    checks.append(["fp32 matmul ceiling", f"{results['matmul_fp32_flops'] / 1e9:.0f} GFLOP/s"])
+    checks.append(["MiniLM's matrix products alone, bf16, 4,096 tokens",
+                   f"{results['minilm_gemm_bf16_flops'] / 1e9:.0f} GFLOP/s "
+                   f"({100 * results['minilm_gemm_bf16_flops'] / results['matmul_bf16_flops']:.0f}% of the ceiling)"])
+    if "peak_rss_mib" in results:
+        rss = results["peak_rss_mib"]
+        checks.append([f"peak RSS, {rss['sentences']} sentences -> the same x10 (fresh process each)",
+                       f"{rss['corpus']:,.0f} MiB -> {rss['corpus_x10']:,.0f} MiB ({rss['growth']:.2f}x)"])
+    tables["checks"] = table(["check", "value"], checks)
+    return tables
+
+
 def best_of(repeats, fn):
     return max(fn() for _ in range(repeats))
 
@@ -147,9 +209,22 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="also time the torch.compile path")
     parser.add_argument("--rss-sentences", type=int, default=400)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--name", help="stored run's name (default extract_<corpus>_<device>)")
+    parser.add_argument("--heading", help="the throughput table's first header cell (default: device and load)")
+    parser.add_argument("--format-stored", type=Path, metavar="FILE",
+                        help="format the tables from an older run's raw numbers in FILE; measure nothing")
     parser.add_argument("--untrained-seed", type=int, default=None,
                         help="time a randomly initialised twin (same shapes and FLOPs) where the weights are absent")
     args = parser.parse_args()
+    if args.format_stored:
+        results = json.loads(args.format_stored.read_text(encoding="utf-8"))
+        source = args.format_stored.resolve()
+        save_run(args.name or f"{args.format_stored.stem}_tables", raw=results,
+                 tables=published_tables(results, args.heading or "ours vs naive"),
+                 formatted_from=str(source.relative_to(ROOT) if source.is_relative_to(ROOT) else source),
+                 note="tables formatted from an older run's raw numbers (that file); nothing re-measured")
+        return
+    load_before = os.getloadavg()
 
     corpus = default_corpus(args.corpus)  # the same files as ../shared/data/ud_english_ewt/
     sentences = read_conllu(corpus)[: args.sentences]
@@ -246,6 +321,11 @@ def main() -> None:
               f"{rss['corpus_x10']:.0f} MiB (x10), growth {rss['growth']:.2f}x")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    results["load_average_before"], results["load_average_after"] = load_before, os.getloadavg()
+    results["torch_threads"] = torch.get_num_threads()
+    heading = args.heading or f"{args.device.upper()}, load {load_before[0]:.1f} -> {os.getloadavg()[0]:.1f}"
+    save_run(args.name or f"extract_{args.corpus.replace('-', '_')}_{args.device}", raw=results,
+             tables=published_tables(results, heading))
 
 
 def count_tokens(encoder, sentences) -> int:

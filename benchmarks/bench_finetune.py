@@ -7,6 +7,9 @@ ours:  fp32, dynamic padding (each batch padded to its own longest example) + le
 
 Both run the same model, optimizer (AdamW), loss and examples; only the batching differs. Timed steps
 exclude one warm-up step per arm. Usage: python benchmarks/bench_finetune.py [--steps 6] [--tasks sst2,rte]
+
+The run is stored as ``benchmarks/results/finetune_throughput_minilm_cpu.json`` (``--name``) with the load
+average before and after.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import copy
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,6 +30,11 @@ from bertology.data.glue import glue_task, read_glue
 from bertology.finetune.batching import collate, encode_examples, seeded_subset, training_batches
 from bertology.finetune.model import build_glue_model
 from bertology.models import load_encoder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import save_run, table  # noqa: E402
+
+TASK_NAMES = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA", "mrpc": "MRPC", "stsb": "STS-B"}
 
 
 def run_arm(encoder, data, num_labels: int, steps: int, batch_size: int, dynamic: bool, seed: int = 0) -> dict:
@@ -59,7 +69,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--tasks", default="sst2,rte")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--name", default="finetune_throughput_minilm_cpu", help="stored run's name")
     args = parser.parse_args()
+    load_before = os.getloadavg()
+    rows, raw = [], {}
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs (load avg {os.getloadavg()[0]:.1f}), "
@@ -84,6 +97,19 @@ def main() -> None:
         print(f"  ours (dynamic + length-grouped):   {ours:8.1f} examples/s, "
               f"{statistics.mean(r['padded_tokens_per_example'] for r in results['ours']):.1f} padded tokens/example")
         print(f"  speed-up: {ours / naive:.2f}x")
+        ours_padded = statistics.mean(r["padded_tokens_per_example"] for r in results["ours"])
+        rows.append([TASK_NAMES.get(task, task), f"{data.lengths.mean():.1f}", f"{naive:.1f}", f"{ours:.1f}",
+                     f"{results['naive'][0]['padded_tokens_per_example']:.0f} → {ours_padded:.1f}",
+                     f"**{ours / naive:.1f}x**"])
+        raw[task] = {"runs": results, "mean_length": float(data.lengths.mean()), "naive_median": naive,
+                     "ours_median": ours}
+    load_after = os.getloadavg()
+    print(f"load average (1 min) before {load_before[0]:.1f}, after {load_after[0]:.1f}")
+    save_run(args.name, raw={"tasks": raw, "steps": args.steps, "repeats": args.repeats,
+                             "batch_size": args.batch_size, "torch_threads": torch.get_num_threads(),
+                             "load_average_before": load_before, "load_average_after": load_after},
+             tables={"throughput": table(["task", "mean length (tokens)", "naive (examples/s)", "ours (examples/s)",
+                                          "padded tokens/example naive → ours", "speed-up"], rows)})
 
 
 if __name__ == "__main__":

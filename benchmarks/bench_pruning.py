@@ -5,6 +5,9 @@ that load on a shared machine hits all three alike. Masking (hooks) is shown too
 effect but not their cost. Prints the machine, each latency, the ratio and the parameter counts.
 
     .venv/bin/python benchmarks/bench_pruning.py [--fraction 0.5] [--sentences 64] [--repeats 15]
+
+The run is stored as ``benchmarks/results/pruning_minilm_cpu.json`` (``--name``) with the load average
+before and after, since absolute latencies on a shared machine mean little beside the ratios.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ import copy
 import os
 import platform
 import statistics
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,6 +28,9 @@ import torch
 from bertology.data import default_corpus, read_conllu
 from bertology.intervention import attention_parameters, count_parameters, mask_heads, model_layout, prune_heads
 from bertology.models import load_encoder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import save_run, table  # noqa: E402
 
 warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 
@@ -33,7 +41,9 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--name", default="pruning_minilm_cpu", help="stored run's name")
     args = parser.parse_args()
+    load_before = os.getloadavg()
 
     encoder = load_encoder("minilm")
     model = encoder.model.eval()
@@ -95,6 +105,27 @@ def main() -> None:
           f"(masked vs full: {median['full'] / median['masked']:.2f}x); "
           f"parameters {count_parameters(pruned) / count_parameters(model):.1%} of full, "
           f"attention parameters {attention_parameters(pruned) / attention_parameters(model):.1%}")
+    load_after = os.getloadavg()
+    print(f"load average (1 min) before {load_before[0]:.1f}, after {load_after[0]:.1f}")
+    models = (("full", "full", model), ("masked", "masked (hooks)", model),
+              ("pruned", f"pruned {args.fraction:.0%}".replace("%", " %"), pruned))
+    latency = table(["model", "median ms / batch", "min ms", "parameters", "attention (q/k/v/o) parameters"],
+                    [[label, f"{median[name] * 1000:.1f}", f"{min(times[name]) * 1000:.1f}",
+                      f"{count_parameters(m):,d}", f"{attention_parameters(m):,d}"] for name, label, m in models])
+    ratios = table(["ratio (same process, interleaved runs)", "value"], [
+        ["speed-up pruned vs full (medians)", f"**{median['full'] / median['pruned']:.2f}x**"],
+        ["speed-up pruned vs full (minima)", f"{min(times['full']) / min(times['pruned']):.2f}x"],
+        ["masked vs full (medians)", f"{median['full'] / median['masked']:.2f}x"],
+        ["parameters, pruned / full", f"{count_parameters(pruned) / count_parameters(model):.1%}"],
+        ["attention parameters, pruned / full", f"{attention_parameters(pruned) / attention_parameters(model):.1%}"],
+        ["heads pruned per layer (1..L)", str(per_layer)],
+        ["max abs(masked - pruned) on real tokens", f"{max_diff:.1e}"]])
+    save_run(args.name, raw={
+        "times_s": times, "median_s": median, "per_layer": per_layer, "max_diff": max_diff,
+        "heads": [str(head) for head in chosen], "fraction": args.fraction, "sentences": len(sentences),
+        "padded_tokens": int(batch["input_ids"].shape[1]), "torch_threads": torch.get_num_threads(),
+        "attention": model.config._attn_implementation, "load_average_before": load_before,
+        "load_average_after": load_after}, tables={"latency": latency, "ratios": ratios})
 
 
 if __name__ == "__main__":

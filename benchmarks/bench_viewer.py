@@ -14,6 +14,9 @@ the next paint otherwise). Hover and scroll redraw in the next animation frame: 
 that draw (``document.body.dataset.drawMs``) + the read-back, not the wait for the frame.
 
     .venv/bin/python benchmarks/bench_viewer.py [--tokens 512] [--heads 12] [--repeats 5]
+
+The run is stored as ``benchmarks/results/viewer_controls_cpu.json`` (``--name``) with the load average before
+and after: timings on a shared machine vary with load, the ratios within one run much less.
 """
 
 from __future__ import annotations
@@ -22,12 +25,23 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from bertology.attention.viewer import render_attention_html, write_html
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stored import save_run, table  # noqa: E402
+
+#: The published row label of each control.
+LABELS = {"threshold -> 0": "threshold slider -> 0", "threshold -> 0.01": "threshold slider -> 0.01",
+          "layer select": "layer select (layer already sorted)",
+          "layer select, first visit": "layer select, first visit (one sample)",
+          "head chip click": "head chip click", "head chip double-click": "head chip double-click (one head)",
+          "hover a token": "hover a token", "scroll (rows in view)": "scroll (rows in view redrawn)"}
 
 #: In-page, synchronous controls: the handler, then the read-back.
 TIMED = """([selector, value, kind]) => {
@@ -104,7 +118,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--ours-only", action="store_true", help="only the viewport canvas")
     parser.add_argument("--uncapped", action="store_true", help="also every line (?maxlines=0; can take minutes)")
+    parser.add_argument("--name", default="viewer_controls_cpu", help="stored run's name")
     args = parser.parse_args()
+    load_before = os.getloadavg()
     from playwright.sync_api import sync_playwright
 
     rng = np.random.default_rng(0)
@@ -141,6 +157,27 @@ def main() -> None:
         lines = (f"{before.get(name + ' lines', float('nan')):,.0f} / {ours[name + ' lines']:,.0f}"
                  if name + " lines" in ours else "")
         print(f"{name:26s} {cells} {before[name] / max(ours[name], 1e-3):6.1f}x   {lines}")
+    load_after = os.getloadavg()
+    print(f"load average (1 min) before {load_before[0]:.1f}, after {load_after[0]:.1f}")
+    if args.ours_only or args.uncapped:
+        return  # the published table compares exactly the three pages
+    before, viewport = rows["full-height canvas (before)"], rows["viewport canvas, 1.2 px"]
+
+    def shown(value: float) -> str:
+        return "not redrawn" if value != value else f"{value:.1f} ms"
+
+    def lines(row: dict, name: str) -> str:
+        value = row.get(f"{name} lines")
+        return "–" if value is None or value != value else f"{value:,.0f}"
+
+    published = [[LABELS[name], shown(before[name]), shown(viewport[name]), f"**{shown(ours[name])}**",
+                  "–" if before[name] != before[name] else f"{before[name] / ours[name]:.0f}x",
+                  f"{lines(before, name)} / {lines(ours, name)}"]
+                 for name in LABELS]
+    save_run(args.name, raw={"ms": rows, "tokens": n, "heads": args.heads, "repeats": args.repeats,
+                             "load_average_before": load_before, "load_average_after": load_after},
+             tables={"controls": table(["control", "before", "viewport, 1.2 px", "**ours**", "ratio",
+                                        "lines drawn, before / ours"], published)})
 
 
 if __name__ == "__main__":
