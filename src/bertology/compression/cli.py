@@ -33,6 +33,8 @@ def compress_command(
     engine: Optional[str] = typer.Option(None, "--engine", help="PyTorch quantized engine (x86, fbgemm, onednn, "
                                          "qnnpack; default: the machine's)."),
     structural_epochs: int = typer.Option(10, "--structural-epochs", help="Epochs of the structural probe."),
+    min_relation_count: int = typer.Option(30, "--min-relation-count", help="Dev words a relation needs for its "
+                                           "best parser head to be chosen and scored."),
     seed: int = seed_option(),
     progress: bool = progress_option(),
 ) -> None:
@@ -41,7 +43,7 @@ def compress_command(
     chosen = parse_methods(methods)
     for value, option in ((max_train, "--max-train"), (max_dev, "--max-dev"), (max_test, "--max-test"),
                           (rounds, "--rounds"), (calibration, "--calibration"),
-                          (structural_epochs, "--structural-epochs")):
+                          (structural_epochs, "--structural-epochs"), (min_relation_count, "--min-relation-count")):
         check_positive(value, option, allow_none=False)
     from bertology.compression.measure import packaged_sets
     from bertology.compression.run import run_compression
@@ -50,7 +52,8 @@ def compress_command(
     out = out if out is not None else default_out("compress", Path(model).name)
     result = run_compression(model, chosen, out, teacher=teacher, rounds=rounds, seed=seed, engine=engine,
                              sets=packaged_sets(max_train, max_dev, max_test), calibration_sentences=calibration,
-                             structural_epochs=structural_epochs, progress=progress)
+                             structural_epochs=structural_epochs, min_relation_count=min_relation_count,
+                             progress=progress)
     table = Table(title=f"compression of {result.meta['model']['name']} ({result.meta['measured_on']})")
     for column in ("method", "size MB", "x smaller", "x faster", "UPOS kept", "UUAS kept", "parser heads kept"):
         table.add_column(column)

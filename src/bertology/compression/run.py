@@ -187,6 +187,8 @@ def _result(reference, base, variants, original, measured, sizes, timed, sets, c
         for measure in ("upos", "uuas", "parser_heads"):
             if measure in first.index:
                 summary.loc[summary["variant"] == REFERENCE, measure] = first[measure]
+            else:  # not measured (e.g. no relation with enough dev words): no 100% for the original either
+                summary.loc[summary["variant"] == REFERENCE, f"{measure}_retention"] = np.nan
     layers = pd.concat([original.per_layer(), *[measured[v.label].per_layer() for v in variants]], ignore_index=True)
     layers["layer"] = layers["layer"].astype("Int64")
     parser = pd.concat([original.parser.assign(variant=REFERENCE),
