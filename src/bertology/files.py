@@ -140,12 +140,17 @@ def finish_layer_figure(figure, axes, path: str | os.PathLike, title: str | None
     return finish_figure(figure, path)
 
 
-def finish_figure(figure, path: str | os.PathLike) -> Path:
-    """Lay out, save with :func:`save_figure` and close (figures are many in a report run). A ``.png`` gets
-    ``.svg`` and ``.pdf`` siblings (vector versions for papers; the report offers them as downloads)."""
+def finish_figure(figure, path: str | os.PathLike, layout: dict | None = None) -> Path:
+    """Lay out (``tight_layout``, or ``figure.subplots_adjust(**layout)`` where tight_layout cannot, e.g. a
+    colorbar shared by several axes), save with :func:`save_figure` and close (figures are many in a report
+    run). A ``.png`` gets ``.svg`` and ``.pdf`` siblings (vector versions for papers; the report offers them as
+    downloads)."""
     import matplotlib.pyplot as plt
 
-    figure.tight_layout()
+    if layout is None:
+        figure.tight_layout()
+    else:
+        figure.subplots_adjust(**layout)
     saved = save_figure(figure, path)
     if saved.suffix == ".png":
         for suffix in (".svg", ".pdf"):

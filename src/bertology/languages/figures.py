@@ -133,18 +133,8 @@ def plot_retrieval_matrix(result: Result, path: str | os.PathLike, encoder: str 
 
 def _finish_with_colorbar(figure, path) -> Path:
     # tight_layout does not know about a colorbar shared by several axes; the layout is fixed by hand.
-    figure.subplots_adjust(left=0.06, right=0.82, top=0.88, bottom=0.12, wspace=0.3)
-    import matplotlib.pyplot as plt
-
-    from bertology.files import save_figure
-
-    saved = save_figure(figure, path)
-    if saved.suffix == ".png":
-        for suffix in (".svg", ".pdf"):
-            save_figure(figure, saved.with_suffix(suffix), metadata={"Date": None} if suffix == ".svg"
-                        else {"CreationDate": None})
-    plt.close(figure)
-    return saved
+    return finish_figure(figure, path, layout={"left": 0.06, "right": 0.82, "top": 0.88, "bottom": 0.12,
+                                               "wspace": 0.3})
 
 
 def plot_transfer(result: Result, path: str | os.PathLike, task: str = "upos", title: str = "") -> Path:
