@@ -78,6 +78,17 @@ def tables_of(summary, layers, baselines, speed=None) -> dict:
     }
 
 
+def task_table(task) -> str:
+    """The --finetune table: each model's dev metric, how it was scored, and retention [95% CI]."""
+    rows = []
+    for _, row in task.iterrows():
+        kept = "" if row["retention"] != row["retention"] else _kept(
+            {"x_retention": row["retention"], "x_ci_low": row["ci_low"], "x_ci_high": row["ci_high"]}, "x")
+        rows.append([row["variant"], row["scoring"], f"{100 * row['value']:.1f}", kept, row["note"] or ""])
+    return table(["method", "scored as", f"{task['task'].iloc[0]} dev {task['metric'].iloc[0]} %", "kept % [95% CI]",
+                  "note"], rows)
+
+
 def reformat(name: str, speed_from: str | None = None) -> None:
     """Re-save the stored run ``name`` with its tables rebuilt from its own raw output, the speed-ups taken from the
     stored run ``speed_from`` when given (both raw outputs are in the repo; nothing is re-measured)."""
@@ -110,6 +121,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--structural-epochs", type=int, default=10)
     parser.add_argument("--device", default=None, help="cuda to measure a GPU (int8 is CPU-only)")
+    parser.add_argument("--finetune", default=None, help="a finetune task (bshift, sst2...): dev-metric retention")
+    parser.add_argument("--finetune-max-train", type=int, default=None, help="default: all (the report's recipe)")
+    parser.add_argument("--finetune-epochs", type=float, default=2.0)
     parser.add_argument("--out", default="/tmp/compress/minilm")
     parser.add_argument("--name", default="compression_minilm_cpu")
     parser.add_argument("--reformat", action="store_true",
@@ -132,11 +146,19 @@ def main() -> None:
     started = time.perf_counter()
     encoder = load_encoder(args.model, device=args.device)
     sets = packaged_sets(args.max_train, args.max_dev, args.max_test)
+    config = None
+    if args.finetune:
+        from bertology.compression.finetuned import default_config
+
+        config = default_config(max_train=args.finetune_max_train, epochs=args.finetune_epochs)
     result = run_compression(encoder, args.methods, args.out, sets=sets, rounds=args.rounds,
-                             structural_epochs=args.structural_epochs, progress=True)
+                             structural_epochs=args.structural_epochs, finetune_task=args.finetune,
+                             finetune_config=config, progress=True)
     seconds = time.perf_counter() - started
     summary, layers, parser_heads = result["summary"], result["layers"], result["parser_heads"]
     tables = tables_of(summary, layers, result["baselines"])
+    if "task" in result.tables:
+        tables["task"] = task_table(result["task"])
     raw = {"summary": json.loads(summary.to_json(orient="records")),
            "retention": json.loads(result["retention"].to_json(orient="records")),
            "layers": json.loads(layers.to_json(orient="records")),
@@ -148,6 +170,8 @@ def main() -> None:
            "quantized_engines": list(torch.backends.quantized.supported_engines),
            "engine": torch.backends.quantized.engine, "threads": args.threads,
            "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+    if "task" in result.tables:
+        raw["task"] = json.loads(result["task"].to_json(orient="records"))
     save_run(args.name, raw=raw, tables=tables)
 
 

@@ -12,9 +12,10 @@ __getattr__ = lazy_exports(__name__, {
     "measure": ("EvalSets", "Measures", "measure_encoder", "packaged_sets", "probe_importance", "retention",
                 "speedups", "throughput"),
     "run": ("plot_layers", "run_compression"),
+    "finetuned": ("task_retention",),
 })
 
 __all__ = ["DEFAULT_METHODS", "METHODS", "EvalSets", "Measures", "Method", "Variant", "choose_heads", "compress",
            "file_bytes", "measure_encoder", "nonzero_parameters", "packaged_sets", "parse_method", "parse_methods",
            "plot_layers", "probe_importance", "retention", "run_compression", "save_checkpoint", "speedups",
-           "stored_bytes", "throughput"]
+           "stored_bytes", "task_retention", "throughput"]

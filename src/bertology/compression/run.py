@@ -52,7 +52,7 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
                     sets: EvalSets | None = None, rounds: int = 3, seed: int = 0, engine: str | None = None,
                     calibration_sentences: int = 64, importance_sentences: int = 200, structural_rank: int = 64,
                     structural_epochs: int = 10, min_relation_count: int = 30, n_boot: int = 1000,
-                    progress: bool = True) -> Result:
+                    finetune_task: str | None = None, finetune_config=None, progress: bool = True) -> Result:
     """Compress ``model`` by each of ``methods`` (``"int8-dynamic,fp16,drop-top:2"`` or parsed
     :class:`Method` objects; ``None``: the default set), write each as a checkpoint under
     ``out/checkpoints/<variant>`` (reloaded through ``load_encoder`` before it is measured) and measure all of
@@ -66,8 +66,19 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
     ``retention`` (long form), ``layers`` (UPOS, UUAS, anisotropy, self-similarity per variant and layer),
     ``parser_heads`` (the head chosen per relation), ``throughput`` (every timed round), ``sizes`` and
     ``baselines``.
+
+    With ``finetune_task`` (any ``bertology finetune`` task: a GLUE name or ``bshift``), the original and every
+    variant are also fine-tuned on it with ``finetune_config`` (a :class:`~bertology.finetune.FinetuneConfig`;
+    default: the report's BShift recipe, :func:`bertology.compression.finetuned.default_config`) and ``seed``, and
+    scored on its dev split (table ``task``; ``task*`` columns in ``summary``): see
+    :mod:`bertology.compression.finetuned` for the int8/fp16/bf16 variants (fine-tuned original, then compressed)
+    and the learning check.
     """
     chosen = parse_methods(methods) if methods is None or isinstance(methods, str) else list(methods)
+    if finetune_task is not None:
+        from bertology.data.glue import glue_task
+
+        finetune_task = glue_task(finetune_task).name  # an unknown task fails before any work
     if rounds < 1:
         raise UsageError(f"--rounds {rounds}: expected at least 1")
     out = Path(out) if out is not None else None
@@ -132,6 +143,22 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
                 structural_rank=structural_rank, structural_epochs=structural_epochs,
                 min_relation_count=min_relation_count, **extra)
             bar.advance(task)
+    task = None
+    if finetune_task is not None:
+        from bertology.compression.finetuned import default_config, task_retention
+
+        config = finetune_config if finetune_config is not None else default_config(progress=progress)
+        table, check = task_retention(reference, variants, finetune_task, config,
+                                      (out if out is not None else work) / "finetune",
+                                      source_label="student" if teacher is not None else None,
+                                      calibration=calibration, engine=engine, seed=seed, n_boot=n_boot)
+        if out is None:
+            shutil.rmtree(work / "finetune", ignore_errors=True)
+        from dataclasses import asdict
+
+        task = (table, {"task": finetune_task, "seed": seed, "recipe": {k: v for k, v in asdict(config).items()
+                                                                         if k not in ("progress", "save")},
+                        "learning_check": check})
     try:
         work.rmdir()
     except OSError:
@@ -140,11 +167,11 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
                    dict(seed=seed, rounds=rounds, engine=engine, calibration_sentences=calibration_sentences,
                         importance_sentences=importance_sentences, structural_rank=structural_rank,
                         structural_epochs=structural_epochs, min_relation_count=min_relation_count, n_boot=n_boot),
-                   load_before, load_after, out)
+                   load_before, load_after, out, task)
 
 
 def _result(reference, base, variants, original, measured, sizes, timed, sets, chosen, teacher, settings,
-            load_before, load_after, out) -> Result:
+            load_before, load_after, out, task=None) -> Result:
     n_boot, seed = settings["n_boot"], settings["seed"]
     size_table = pd.DataFrame(sizes)
     speed = speedups(timed, REFERENCE)
@@ -189,6 +216,11 @@ def _result(reference, base, variants, original, measured, sizes, timed, sets, c
                 summary.loc[summary["variant"] == REFERENCE, measure] = first[measure]
             else:  # not measured (e.g. no relation with enough dev words): no 100% for the original either
                 summary.loc[summary["variant"] == REFERENCE, f"{measure}_retention"] = np.nan
+    if task is not None:
+        found = task[0].set_index("variant")
+        for column, source in (("task", "value"), ("task_retention", "retention"), ("task_ci_low", "ci_low"),
+                               ("task_ci_high", "ci_high"), ("task_scoring", "scoring")):
+            summary[column] = summary["variant"].map(found[source])
     layers = pd.concat([original.per_layer(), *[measured[v.label].per_layer() for v in variants]], ignore_index=True)
     layers["layer"] = layers["layer"].astype("Int64")
     parser = pd.concat([original.parser.assign(variant=REFERENCE),
@@ -205,9 +237,12 @@ def _result(reference, base, variants, original, measured, sizes, timed, sets, c
             "checkpoints": {k: str(v) for k, v in ({} if out is None else
                                                    {v.label: out / "checkpoints" / v.label for v in variants
                                                     if v.method is not None}).items()}}
-    result = Result("compression", tables={"summary": summary, "retention": retention_table, "layers": layers,
-                                           "parser_heads": parser, "throughput": timed, "sizes": size_table,
-                                           "baselines": baseline_table}, meta=meta)
+    tables = {"summary": summary, "retention": retention_table, "layers": layers, "parser_heads": parser,
+              "throughput": timed, "sizes": size_table, "baselines": baseline_table}
+    if task is not None:
+        tables["task"] = task[0]
+        meta["finetune"] = task[1]
+    result = Result("compression", tables=tables, meta=meta)
     if out is not None:
         result.save(out)
         plot_layers(layers, Path(out) / "layers.png", title=f"{reference.name}: original vs compressed")
