@@ -11,6 +11,10 @@
 
     PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py mlm --model minilm --sentences 200
     PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py pairs --model minilm --sentences 200
+    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py page --threads 1
+
+``page`` runs the four settings docs/knowledge.md and BENCHMARKS.md publish and writes them as the stored
+run ``benchmarks/results/knowledge_bench_cpu.json`` (table ``bench``).
 """
 
 from __future__ import annotations
@@ -18,14 +22,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import tempfile
 import time
 
 import numpy as np
 import torch
+from stored import save_run, table
 
 
-def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder: str, repeats: int) -> None:
+def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder: str, repeats: int) -> dict:
     from bertology.data import default_corpus, read_corpus
     from bertology.geometry.stores import as_encoder
     from bertology.knowledge.mlm_probe import dropout_store, evaluate_heads, token_rows, train_heads
@@ -64,9 +70,14 @@ def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder:
         print(f"  all layers     : {ours:8.2f} s  ({tokens / ours:,.0f} token-layers/s)")
         print(f"  ratio          : {loop / ours:.2f}x   (best of {repeats}; largest difference: top-1 {diff_top1:.2e}, "
               f"cross-entropy {diff_ce:.2e} nats)")
+        return {"model": encoder.name, "layers": len(layers), "vocab": vocab, "tokens": int(rows.n_targets),
+                "sentences": len(text), "epochs": epochs, "batch_size": batch_size, "decoder": decoder,
+                "repeats": repeats, "loop_seconds": loop_times, "batched_seconds": batched_times,
+                "loop": loop, "ours": ours, "ratio": loop / ours, "max_difference_top1": diff_top1,
+                "max_difference_cross_entropy": diff_ce}
 
 
-def bench_pairs(model: str, sentences: int, batch_tokens: int, repeats: int, chunk: int) -> None:
+def bench_pairs(model: str, sentences: int, batch_tokens: int, repeats: int, chunk: int) -> dict | None:
     from transformers import AutoConfig, AutoTokenizer, BertForMaskedLM
 
     from bertology.data import default_corpus, read_corpus
@@ -78,8 +89,7 @@ def bench_pairs(model: str, sentences: int, batch_tokens: int, repeats: int, chu
         from minicons import scorer
     except ImportError:
         print("pairs: minicons is not installed (pip install --no-deps minicons wonderwords); skipped")
-        return
-    import sys
+        return None
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
     from knowledge_models import save_tiny_mlm
@@ -117,11 +127,49 @@ def bench_pairs(model: str, sentences: int, batch_tokens: int, repeats: int, chu
         print(f"  ours (batches of {batch_tokens} padded tokens)      : {o:7.2f} s  "
               f"({len(texts) / o:,.1f} sentences/s)")
         print(f"  ratio : {t / o:.2f}x   (best of {repeats}; largest PLL difference {diff:.2e} nats)")
+        return {"model": model, "sentences": len(texts), "tokens": int(tokens), "chunk": chunk,
+                "batch_tokens": batch_tokens, "repeats": repeats, "ours_seconds": ours_times,
+                "minicons_seconds": theirs_times, "ours_rate": len(texts) / o, "minicons_rate": len(texts) / t,
+                "ratio": t / o, "max_difference_nats": diff}
+
+
+def page(args) -> None:
+    """The four settings the pages publish, one stored run."""
+    runs = {"mlm_minilm": bench_mlm("minilm", 200, 1, 64, "tied", 1),
+            "mlm_tiny": bench_mlm("tiny", 400, 2, 64, "tied", 2),
+            "pairs_minilm": bench_pairs("minilm", 100, args.batch_tokens, 1, args.chunk),
+            "pairs_tiny": bench_pairs("tiny", 100, args.batch_tokens, 2, args.chunk)}
+
+    def repeats(run: dict) -> str:
+        return f", best of {run['repeats']}" if run["repeats"] > 1 else ""
+
+    def difference(value: float) -> str:
+        return "difference exactly 0" if value == 0 else f"largest difference {value:.1e}"
+
+    rows = []
+    for key, label in (("mlm_minilm", "MiniLM"), ("mlm_tiny", "tiny BERT")):
+        run = runs[key]
+        rows.append([f"MLM-probe heads, {label} ({run['layers']} layers, vocab {run['vocab']:,}, {run['decoder']}), "
+                     f"{run['tokens']:,} EWT dev tokens, {run['epochs']} epoch(s), batch {run['batch_size']}{repeats(run)}",
+                     f"per-layer loop {run['loop']:.2f} s", f"all layers in one pass {run['ours']:.2f} s",
+                     f"{run['ratio']:.2f}x",
+                     f"top-1: {difference(run['max_difference_top1'])}; cross-entropy: "
+                     f"{difference(run['max_difference_cross_entropy'])}"])
+    for key, label in (("pairs_minilm", "random masked LM of MiniLM's shape"), ("pairs_tiny", "tiny BERT MLM")):
+        run = runs[key]
+        if run is None:
+            continue
+        rows.append([f"PLL scoring, {label}, {run['sentences']} EWT dev sentences ({run['tokens']:,} tokens){repeats(run)}",
+                     f"minicons, {run['chunk']} sentences a call: {run['minicons_rate']:.1f} sentences/s",
+                     f"{run['ours_rate']:.1f} sentences/s", f"{run['ratio']:.2f}x",
+                     f"largest PLL difference {run['max_difference_nats']:.1e} nats"])
+    save_run("knowledge_bench_cpu", argv=sys.argv, raw=runs,
+             tables={"bench": table(["what", "baseline", "ours", "ratio", "agreement"], rows)})
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["mlm", "pairs"])
+    parser.add_argument("what", choices=["mlm", "pairs", "page"])
     parser.add_argument("--model", default="tiny", help="tiny (built in code) or an encoder (minilm)")
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--epochs", type=int, default=1)
@@ -135,7 +183,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}")
-    if args.what == "mlm":
+    if args.what == "page":
+        page(args)
+    elif args.what == "mlm":
         bench_mlm(args.model, args.sentences, args.epochs, args.batch_size, args.decoder, args.repeats)
     else:
         bench_pairs(args.model, args.sentences, args.batch_tokens, args.repeats, args.chunk)

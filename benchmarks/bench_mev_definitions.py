@@ -2,30 +2,25 @@
 
 Mean over the word types of EWT dev that contextuality keeps (>= 5 occurrences, not punctuation) of each
 type's maximum explainable variance per layer, under ``released`` (kawine's TruncatedSVD ratio, the
-contextuality tables' definition), ``paper`` (s1^2 / sum s^2) and ``centred_pca``; stored as one JSON.
+contextuality tables' definition), ``paper`` (s1^2 / sum s^2) and ``centred_pca``; a stored run
+(benchmarks/stored.py) whose table docs/knowledge.md publishes.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/bench_mev_definitions.py \\
-        --out benchmarks/results/mev_definitions_minilm_cpu.json
+    OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/bench_mev_definitions.py
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
+from stored import save_run, table
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="minilm")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--name", default="mev_definitions_minilm_cpu", help="stored run (benchmarks/results/NAME.json)")
     args = parser.parse_args()
     import torch
 
@@ -35,7 +30,6 @@ def main() -> None:
     from bertology.geometry.stores import cached_store, load_sentences
     from bertology.models import load_encoder
 
-    root = Path(__file__).resolve().parents[1]
     encoder = load_encoder(args.model, device="cpu")
     sentences, path = load_sentences(None)
     plan = plan_sample([s.words for s in sentences], 0)
@@ -46,18 +40,14 @@ def main() -> None:
         values[layer] = {d: float(np.nanmean(measures.max_explainable_variance_grouped(x, plan.type_offsets, d)))
                          for d in measures.MEV_DEFINITIONS}
         print(layer, {d: round(v, 4) for d, v in values[layer].items()}, flush=True)
-    record = {
-        "command": "OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                                 text=True).stdout.strip(),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "torch": torch.__version__},
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "model": encoder.describe()["name"], "fingerprint": encoder.fingerprint,
-        "data": f"packaged UD English EWT dev ({len(sentences)} sentences)",
-        "word_types": int(len(plan.type_offsets) - 1),
-        "mean_mev_over_types": {str(k): v for k, v in values.items()},
-    }
-    args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    types = int(len(plan.type_offsets) - 1)
+    header = ["layer", *(f"`{d}`" for d in measures.MEV_DEFINITIONS)]
+    rows = [[layer, *(f"{values[layer][d]:.3f}" for d in measures.MEV_DEFINITIONS)] for layer in store.layers]
+    save_run(args.name, argv=sys.argv, raw={"model": encoder.describe()["name"], "fingerprint": encoder.fingerprint,
+                                             "data": f"packaged UD English EWT dev ({len(sentences)} sentences)",
+                                             "word_types": types,
+                                             "mean_mev_over_types": {str(k): v for k, v in values.items()}},
+             tables={"mev": table(header, rows)})
 
 
 if __name__ == "__main__":

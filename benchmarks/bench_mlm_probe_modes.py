@@ -6,8 +6,10 @@ the raw per-seed, per-layer rows, the summaries, the unigram baseline and the ti
 with the command, the commit, the machine and the date (docs/knowledge.md's MLM-probe tables).
 
     OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/bench_mlm_probe_modes.py \\
-        --max-sentences 800 --seeds 1 --epochs 1 --batch-size 64 \\
-        --out benchmarks/results/mlm_probe_modes_minilm_cpu.json
+        --max-sentences 800 --seeds 1 --epochs 1 --batch-size 64
+
+writes the stored run benchmarks/results/knowledge_mlm_probe_modes_minilm_cpu.json (the per-mode tables; the
+page's stored run of 2026-11-24 was formatted from the older raw record by format_stored_tables.py mlm-modes).
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ import sys
 import time
 from pathlib import Path
 
+from format_stored_tables import mlm_mode_table
+from stored import save_run
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -34,7 +39,9 @@ def main() -> None:
     parser.add_argument("--dropout", type=float, default=0.9)
     parser.add_argument("--modes", default="target,all")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=None, help="also write the raw record (the older format) here")
+    parser.add_argument("--name", default="knowledge_mlm_probe_modes_minilm_cpu",
+                        help="stored run benchmarks/results/NAME.json with docs/knowledge.md's tables")
     args = parser.parse_args()
 
     import torch
@@ -69,8 +76,11 @@ def main() -> None:
         }
         print(f"{mode}: {seconds:.0f} s", flush=True)
         print(result["summary"][["encoder", "layer", "top1", "top10", "perplexity"]].to_string(index=False), flush=True)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
+    tables = {mode: mlm_mode_table(record["modes"][mode]["summary"]) for mode in record["modes"]}
+    save_run(args.name, argv=sys.argv, raw=json.loads(json.dumps(record["modes"], default=str)), tables=tables)
 
 
 if __name__ == "__main__":

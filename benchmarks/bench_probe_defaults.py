@@ -9,7 +9,10 @@
 3. SentLen's trained-minus-untrained deltas at the default size (all training sentences) and at half of
    it: the default is the doubled size of the half run, so the signs must agree.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_probe_defaults.py [--seeds 3] [--cache DIR] [--out FILE]
+    nice -n 10 .venv/bin/python benchmarks/bench_probe_defaults.py [--seeds 3] [--cache DIR] [--name NAME]
+
+writes the stored run ``benchmarks/results/NAME.json`` (default ``probe_defaults_<split>_minilm_cpu``) with
+BENCHMARKS.md's "Probing defaults" tables (``bshift``, ``sentlen``) and the raw numbers.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ import argparse
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 import warnings
 
 import numpy as np
+from format_stored_tables import points, sign_cell
+from stored import save_run, table
 
 
 def sklearn_per_layer(X: dict, y: dict, grid) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +129,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--cache", default=None, help="cache folder (default: a temporary one)")
-    parser.add_argument("--out", default=None, help="write the numbers as JSON here")
+    parser.add_argument("--out", default=None, help="also write the raw numbers as JSON here")
+    parser.add_argument("--name", default=None, help="stored run benchmarks/results/NAME.json "
+                        "(default probe_defaults_<split>_minilm_cpu; 'none' stores nothing)")
     parser.add_argument("--sentlen-only", action="store_true", help="only the SentLen sign check")
     parser.add_argument("--senteval-split", default="pooled", choices=("treebank", "pooled"),
                         help="how the SentEval tasks are split (run_probing's senteval_split)")
@@ -158,9 +166,9 @@ def main() -> None:
                          scalar_mix=False, cache_dir=cache, progress=False, device="cpu",
                          senteval_split=args.senteval_split)
     seconds = time.perf_counter() - started
-    table = table2_frame(result)
+    frame = table2_frame(result)
     sizes = result["datasets"].set_index("task")
-    verdict = best_layer(table, "bigram_shift")
+    verdict = best_layer(frame, "bigram_shift")
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; run_probing (BShift + SentLen, {len(seeds)} seeds): {seconds:.0f} s")
     for task in ("bigram_shift", "sentence_length"):
@@ -181,7 +189,7 @@ def main() -> None:
     started = time.perf_counter()
     sk_test, _ = sklearn_per_layer({s: X["bigram_shift", s] for s in SPLITS}, y, DEFAULT_L2)
     sk_seconds = time.perf_counter() - started
-    bshift = table[(table.task == "bigram_shift") & table.layer.notna()].sort_values("layer")
+    bshift = frame[(frame.task == "bigram_shift") & frame.layer.notna()].sort_values("layer")
     print("BShift test accuracy per layer (%):")
     print("  layer   ours [95% CI]            sklearn   diff")
     for row, sk in zip(bshift.itertuples(), sk_test):
@@ -214,6 +222,29 @@ def main() -> None:
         with open(args.out, "w") as handle:
             json.dump(json.loads(json.dumps(record, default=lambda v: v.item() if hasattr(v, "item") else str(v))),
                       handle, indent=2)
+    name = args.name or f"probe_defaults_{args.senteval_split}_minilm_cpu"
+    if name != "none":
+        ours = [f"{100 * row.mean:.1f} [{100 * row.ci_low:.1f}, {100 * row.ci_high:.1f}]"
+                + (" (chosen on dev)" if int(row.layer) == chosen else "") for row in bshift.itertuples()]
+        bshift_table = table(["layer", *layers], [["ours", *ours], ["scikit-learn", *(f"{100 * v:.1f}" for v in sk_test)]])
+        rows = [[f"{sentlen[size]:,}", *(sign_cell(sentlen["layers"][layer][part]) for layer in sentlen["layers"])]
+                for size, part in (("n_half", "half"), ("n_full", "full"))]
+        for size in (sentlen["n_half"], sentlen["n_full"]):
+            accuracy = sentlen["sklearn"][size]
+            rows.append([f"scikit-learn {size:,}", *(points(a - b) for a, b in zip(accuracy["trained"], accuracy["untrained"]))])
+        raw = {"seconds": seconds, "sklearn_seconds": sk_seconds, "seeds": len(seeds), "senteval_split": args.senteval_split,
+               "sizes": sizes[["n_train", "n_dev", "n_test"]].astype(int).to_dict("index"),
+               "bshift": {"layer": chosen, "marked": verdict.marked, "layers": list(verdict.layers),
+                          "majority": verdict.majority, "per_layer": bshift[["layer", "mean", "ci_low", "ci_high", "dev_mean"]]
+                          .astype(float).to_dict("records"), "sklearn_per_layer": sk_test.tolist(),
+                          "chosen_minus_sklearn": (verdict.accuracy - float(sk_test[layers.index(chosen)])),
+                          "max_abs_difference": float(np.max(np.abs(bshift["mean"].to_numpy() - sk_test)))},
+               "sentlen_delta": sentlen,
+               "selectivity_rows": int((selectivity.metric == "selectivity").sum()), "negative_selectivity_rows": len(negative),
+               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+                          f"{torch.get_num_threads()} threads"}
+        save_run(name, argv=sys.argv, raw=json.loads(json.dumps(raw, default=lambda v: v.item() if hasattr(v, "item") else str(v))),
+                 tables={"bshift": bshift_table, "sentlen": table(["layer", *layers], rows)})
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ Task: UPOS on MiniLM word vectors of UD English EWT (train capped at --max-train
 --max-eval), all 7 layers (embeddings + 6). Both sides get the same standardised features, the same L2
 grid (sklearn's C = 1 / (l2 * n_train)) and choose the L2 per layer on dev; both are scored on test.
 
-    .venv/bin/python benchmarks/bench_probes.py [--max-train 4000] [--max-eval 1000] [--repeats 1]
+    .venv/bin/python benchmarks/bench_probes.py [--max-train 4000] [--max-eval 1000] [--repeats 1] [--name NAME]
+
+writes the stored run benchmarks/results/NAME.json (default probes_upos_minilm_cpu) with the tables
+docs/benchmarks_probes.md and BENCHMARKS.md publish (``speed``, ``accuracy``).
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import sys
 import tempfile
 import time
 import warnings
 
 import numpy as np
 import torch
+from stored import save_run, table
 
 
 def features(max_train: int, max_eval: int, cache: str):
@@ -89,6 +94,7 @@ def main() -> None:
     parser.add_argument("--max-eval", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--cache", default=None, help="folder for the extracted stores (default: a temp dir)")
+    parser.add_argument("--name", default="probes_upos_minilm_cpu", help="stored run name ('none': store nothing)")
     args = parser.parse_args()
     grid = DEFAULT_L2
     cache = args.cache or tempfile.mkdtemp(prefix="bench-probes-")
@@ -106,6 +112,11 @@ def main() -> None:
     sk_scores = sk[0][1]
     print(f"sklearn LogisticRegression (lbfgs, per layer x L2): {sk_time:7.2f} s  test acc per layer "
           f"{np.round(100 * sk_scores, 1).tolist()}  ({sk[0][2]} of {len(grid) * len(sk_scores)} fits hit max_iter)")
+    speed_rows, raw = [], {"sklearn_seconds": [r[0] for r in sk], "sklearn_accuracy": sk_scores.tolist(),
+                           "sklearn_unconverged_fits": sk[0][2], "fits": len(grid) * len(sk_scores),
+                           "repeats": args.repeats, "sizes": {s: int(data[s][0].shape[1]) for s in data},
+                           "threads": torch.get_num_threads(), "ours": {}}
+    accuracy_rows = [[layer, f"{100 * s:.1f}"] for layer, s in enumerate(sk_scores)]
     for device, runs in results.items():
         seconds = min(r[0] for r in runs)
         scores = runs[0][1]
@@ -114,6 +125,20 @@ def main() -> None:
               f"{np.round(100 * scores.astype(float), 1).tolist()}")
         print(f"  speed-up {sk_time / seconds:.1f}x; |acc difference| max {diff.max():.2f} points, "
               f"mean {diff.mean():.2f}; best layer acc: ours {100 * scores.max():.1f}, sklearn {100 * sk_scores.max():.1f}")
+        raw["ours"][device] = {"seconds": [r[0] for r in runs], "accuracy": scores.astype(float).tolist()}
+        where = (f"CPU, {os.cpu_count()} cores shared, {torch.get_num_threads()} torch threads" if device == "cpu"
+                 else torch.cuda.get_device_name(0))
+        speed_rows.append([where, f"{sk_time:.2f} s", f"{seconds:.2f} s", f"{sk_time / seconds:.1f}x",
+                           f"{diff.mean():.2f} / {diff.max():.2f} points",
+                           f"{100 * scores.max():.1f} vs {100 * sk_scores.max():.1f}"])
+        for row, score in zip(accuracy_rows, scores):
+            row.append(f"{100 * float(score):.1f}")
+    if args.name != "none":
+        save_run(args.name, argv=sys.argv, raw=raw, tables={
+            "speed": table(["machine", "scikit-learn", "ours", "speed-up",
+                            "accuracy difference (mean / max over layers)", "best layer, ours vs scikit-learn"],
+                           speed_rows),
+            "accuracy": table(["layer", "scikit-learn", *(f"ours ({d})" for d in results)], accuracy_rows)})
 
 
 if __name__ == "__main__":

@@ -6,17 +6,22 @@ slice of one batched model, packed projection and Gram-matrix distances. Same se
 same batch size (20), same number of epochs, early stopping off, so both do the same optimisation steps.
 Word vectors are random with MiniLM's shape (7 layers x 384): training time depends on shapes only.
 
-usage: python benchmarks/bench_structural.py [--sentences 2000] [--epochs 2] [--rank 128] [--device cpu]
+usage: python benchmarks/bench_structural.py [--sentences 2000] [--epochs 2] [--rank 128] [--device cpu] [--name NAME]
+
+writes the stored run benchmarks/results/NAME.json (default structural_bench_<device>) with the table
+docs/benchmarks_structural.md publishes (``speed``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
 import torch
+from stored import save_run, table
 
 from bertology.data import default_corpus, read_conllu
 from bertology.probing.structural import StructuralProbe, tree_depths, tree_distances
@@ -70,6 +75,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--name", default=None, help="stored run name (default structural_bench_<device>)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -90,6 +96,13 @@ def main() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    if device.type == "cuda":
+        machine = f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    else:
+        machine = f"{os.cpu_count()} CPUs (shared), torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
+    data = f"{len(sentences):,} sentences ({offsets[-1]:,} words), {args.epochs} epoch(s)"
+    rows, raw = [], {"sentences": len(sentences), "words": int(offsets[-1]), "epochs": args.epochs, "rank": args.rank,
+                     "layers": args.layers, "dim": args.dim, "device": str(device), "seconds": {}}
     for kind in ("distance", "depth"):
         gold = [torch.as_tensor((tree_distances if kind == "distance" else tree_depths)(s.heads),
                                 dtype=torch.float32, device=device) for s in sentences]
@@ -107,6 +120,11 @@ def main() -> None:
         ours = time.perf_counter() - start
         print(f"{kind:8s}  per-layer baseline {baseline:7.2f}s   batched layers (ours) {ours:7.2f}s   "
               f"speed-up x{baseline / ours:.2f}")
+        raw["seconds"][kind] = {"baseline": baseline, "ours": ours}
+        rows.append([machine if not rows else "same", data if not rows else "same", kind, f"{baseline:.2f} s",
+                     f"{ours:.2f} s", f"x{baseline / ours:.1f}"])
+    save_run(args.name or f"structural_bench_{device.type}", argv=sys.argv, raw=raw,
+             tables={"speed": table(["machine", "data", "probe", "baseline", "ours", "speed-up"], rows)})
 
 
 if __name__ == "__main__":
