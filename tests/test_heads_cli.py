@@ -59,7 +59,7 @@ def test_squad_end_to_end_writes_the_table_and_resumes(tmp_path, tiny_dir, toy_d
     assert lp_weights.groupby("checkpoint")["weight"].sum().round(6).eq(1).all()
     assert (out / "lp_layer_weights.png").stat().st_size > 1000
     assert set(result["curve"]["fraction"]) == {0.25, 0.5, 1.0}
-    assert set(result["windows"]["split"]) == {"train", "eval"}
+    assert set(result["windows"]["split"]) == {"train", "heldout", "eval"}
     meta = json.loads((out / "meta.json").read_text())["meta"]
     assert not set(meta["train_articles"]) & set(meta["eval_articles"])
     # a second run reuses every finished part and gives the same table
@@ -85,6 +85,22 @@ def test_squad_bad_input_is_one_clear_error(tmp_path, tiny_dir):
                     "-o", tmp_path / "o", ok=False)
     assert isinstance(result.exception, UsageError) and "takes at most 128 tokens" in str(result.exception)
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.safetensors"))
+    result = invoke("squad", "-m", tiny_dir, "--checkpoints", "0,1", "--head-checkpoints", "0.5", ok=False)
+    assert isinstance(result.exception, UsageError) and "--head-checkpoints '0.5'" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--mode", "squad1", ok=False)
+    assert isinstance(result.exception, UsageError) and "--mode 'squad1'" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--eval-share", "1.5", ok=False)
+    assert isinstance(result.exception, UsageError) and "--eval-share 1.5" in str(result.exception)
+
+
+def test_squad_checkpoint_zero_alone_fine_tunes_nothing(tmp_path, tiny_dir, toy_data):
+    out = tmp_path / "squad"
+    invoke("squad", "-m", tiny_dir, "--data", toy_data, "-o", out, "--quick", "--checkpoints", "0", "--mode",
+           "answerable", "--no-progress", "--device", "cpu")
+    scores = Result.load(out)["scores"]
+    assert set(scores["checkpoint"]) == {0.0} and set(scores["component"]) == {"lp", "ap"}
+    assert set(scores["task"]) == {"span"}  # no answerable-or-not framing when every question has an answer
+    assert not (out / "finetune").exists() and (out / "activations" / "epoch-0" / "heldout").is_dir()
 
 
 def test_glue_frozen_heads_beside_fine_tuning(tmp_path, tiny_dir, shared_data):
@@ -100,7 +116,10 @@ def test_glue_frozen_heads_beside_fine_tuning(tmp_path, tiny_dir, shared_data):
     scores = Result.load(out)["scores"]
     heads = scores[scores["component"].isin(["lp", "ap"])]
     assert set(heads["seed"]) == {0, 1} and set(heads["metric"]) == {"accuracy"}
-    assert heads["value"].between(0, 1).all() and (heads["n_train"] == 200).all() and (heads["n_dev"] == 100).all()
+    assert heads["value"].between(0, 1).all() and (heads["n_train"] == 180).all() and (heads["n_dev"] == 100).all()
+    assert (heads["n_heldout"] == 20).all()  # early stopping on 10% of the 200 training examples
+    references = scores[scores["component"].str.startswith("sklearn")]
+    assert len(references) == 3 and references["value"].between(0, 1).all()
     finetuned = scores[scores["component"].str.startswith("fine-tuned")]
     assert len(finetuned) == 1 and finetuned["param_share"].iloc[0] == 1.0
     assert Result.load(out).meta["task"] == "rte"

@@ -31,7 +31,9 @@ def tables_on(text: str) -> list[dict]:
         while number < len(lines) and lines[number].lstrip().startswith("|"):
             number += 1
         block = [split_row(line) for line in lines[start:number]]
-        rows = [row for row in block[1:] if not all(re.fullmatch(r":?-+:?", cell) for cell in row)]
+        if len(block) < 2 or not all(re.fullmatch(r":?-+:?", cell) for cell in block[1]):
+            continue  # a line that starts with "|" in prose ("|x - y|"), not a table
+        rows = block[2:]
         before = start - 1
         while before >= 0 and not lines[before].strip():
             before -= 1
@@ -79,6 +81,7 @@ def test_a_number_edited_by_hand_is_caught(tmp_path):
     assert differences(edited, stored) == ["row 2: ['2', '81.2'] != stored ['2', '81.0']"]
     (unmarked,) = tables_on(page.split("\n", 1)[1])
     assert unmarked["marker"] is None
+    assert tables_on("- the largest\n  |NeuroX - ours| was 0.002\n") == []  # prose, not a table
 
 
 def test_the_stored_format_round_trips(tmp_path):
@@ -97,3 +100,10 @@ def test_the_stored_format_round_trips(tmp_path):
     assert not differences(published, record["tables"]["t"])
     with pytest.raises(ValueError, match="row 1 has 1 cells, the header 2"):
         table(["a", "b"], [["x"]])
+
+
+def test_every_table_is_a_stored_run_or_says_why_not():
+    unmarked = [f"{page.relative_to(ROOT)}:{found['line']}" for page in PAGES
+                for found in tables_on(page.read_text(encoding="utf-8")) if not found["marker"]]
+    assert not unmarked, ("tables with neither <!-- stored: benchmarks/results/<run>.json#<table> --> nor "
+                          f"<!-- not-a-result: why --> before them: {unmarked}")

@@ -31,16 +31,42 @@ class FinalLayer(nn.Module):
         return x[:, -1]
 
 
-class HeadModel(nn.Module):
-    """``body`` (layers -> one ``[batch, tokens, hidden]``) then ``output`` (span or class logits)."""
+class FeatureScaler(nn.Module):
+    """Per-layer, per-dimension standardisation ``(x - mean) / std`` of the frozen activations.
 
-    def __init__(self, name: str, body: nn.Module, output: nn.Module, task: str):
+    The statistics are buffers (saved with the head, applied when it scores); they start as the identity
+    and :func:`bertology.heads.train.train_head` sets them from the training activations when asked.
+    Padded positions are set to 0 after scaling, as they were before it."""
+
+    def __init__(self, num_layers: int, hidden: int):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(num_layers, hidden))
+        self.register_buffer("std", torch.ones(num_layers, hidden))
+
+    def set(self, mean, std) -> None:
+        self.mean.copy_(torch.as_tensor(mean, dtype=self.mean.dtype))
+        self.std.copy_(torch.as_tensor(std, dtype=self.std.dtype))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        # x: [batch, layers, tokens, hidden]
+        scaled = (x - self.mean[None, :, None, :]) / self.std[None, :, None, :]
+        if mask is not None:
+            scaled = scaled * mask[:, None, :, None].to(scaled.dtype)
+        return scaled
+
+
+class HeadModel(nn.Module):
+    """``scaler`` (identity unless standardised) then ``body`` (layers -> one ``[batch, tokens, hidden]``)
+    then ``output`` (span or class logits)."""
+
+    def __init__(self, name: str, body: nn.Module, output: nn.Module, task: str, num_layers: int, hidden: int):
         super().__init__()
         self.name, self.task = name, task
+        self.scaler = FeatureScaler(num_layers, hidden)
         self.body, self.output = body, output
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None):
-        return self.output(self.body(x, mask), mask)
+        return self.output(self.body(self.scaler(x, mask), mask), mask)
 
     @property
     def num_parameters(self) -> int:
@@ -90,4 +116,4 @@ def build_head(name: str, num_layers: int, hidden: int, task: str = "span", num_
         output = SpanOutput(hidden) if task == "span" else ClassOutput(hidden, num_labels)
     finally:
         torch.random.set_rng_state(state)
-    return HeadModel(check_head_name(name), body, output, task)
+    return HeadModel(check_head_name(name), body, output, task, num_layers, hidden)

@@ -27,12 +27,14 @@ SQUAD_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386",
                "adapter-independent-64", "stack", "cnn", "last")
 SQUAD_DEFAULTS = {"--max-length": 384, "--stride": 128, "--batch-size": 16, "--finetune-batch-size": 16,
                   "--max-train-questions": None, "--max-eval-questions": None, "--heads": ",".join(SQUAD_HEADS),
-                  "--classify-heads": "lp"}
+                  "--classify-heads": "lp", "--head-epochs": 10, "--patience": 2}
 SQUAD_QUICK = {**SQUAD_DEFAULTS, "--max-length": 128, "--stride": 32, "--batch-size": 8, "--finetune-batch-size": 8,
-               "--max-train-questions": 64, "--max-eval-questions": 32, "--heads": ",".join(SQUAD_HEADS[:2])}
+               "--max-train-questions": 64, "--max-eval-questions": 32, "--heads": ",".join(SQUAD_HEADS[:2]),
+               "--head-epochs": 2, "--patience": 1}
 GLUE_HEADS = "lp,ap,last,adapter-shared-64,adapter-shared-386-skip,cnn"
-GLUE_DEFAULTS = {"--max-train": None, "--max-dev": None, "--epochs": 3, "--heads": GLUE_HEADS}
-GLUE_QUICK = {"--max-train": 200, "--max-dev": 100, "--epochs": 1, "--heads": ",".join(GLUE_HEADS.split(",")[:2])}
+GLUE_DEFAULTS = {"--max-train": None, "--max-dev": None, "--epochs": 50, "--patience": 5, "--heads": GLUE_HEADS}
+GLUE_QUICK = {"--max-train": 200, "--max-dev": 100, "--epochs": 1, "--patience": 1,
+              "--heads": ",".join(GLUE_HEADS.split(",")[:2])}
 
 
 def _sizes(given: dict, presets: dict) -> dict:
@@ -56,13 +58,14 @@ def _names(text: str, option: str) -> tuple[str, ...]:
     return names
 
 
-def _fractions(text: str, option: str) -> tuple[float, ...]:
+def _fractions(text: str, option: str, allow_zero: bool = False) -> tuple[float, ...]:
     try:
         values = tuple(float(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise UsageError(f"{option} {text!r}: expected fractions of an epoch separated by commas, e.g. 0.3,1") from None
-    if not values or min(values) <= 0:
-        raise UsageError(f"{option} {text!r}: expected fractions of an epoch above 0, e.g. 0.3,1")
+    if not values or min(values) < 0 or (not allow_zero and min(values) == 0):
+        least = "0 (the pretrained encoder) or above" if allow_zero else "above 0"
+        raise UsageError(f"{option} {text!r}: expected fractions of an epoch {least}, e.g. 0.3,1")
     return values
 
 
@@ -91,7 +94,18 @@ def squad_command(
                                              "the first two with --quick)."),
     classify_heads: Optional[str] = typer.Option(None, "--classify-heads", show_default=False,
                                                  help="Heads for the answerable-or-not framing ('' for none; default lp)."),
-    checkpoints: str = typer.Option("0.3,1", "--checkpoints", help="Fine-tuning fractions of an epoch to train heads on."),
+    checkpoints: str = typer.Option("0,0.3,1", "--checkpoints",
+                                    help="Checkpoints: 0 = the pretrained encoder, frozen and never fine-tuned; others "
+                                         "are fractions of a fine-tuning epoch."),
+    head_checkpoints: str = typer.Option("", "--head-checkpoints",
+                                         help="The checkpoints heads train on (default: every one of --checkpoints)."),
+    mode: str = typer.Option("squad2", "--mode", help="squad2: every question, no-answer included; answerable: only "
+                                                      "questions with an answer (SQuAD 1.1-style), training windows "
+                                                      "without the answer dropped."),
+    eval_share: float = typer.Option(0.25, "--eval-share", help="Share of the articles held for evaluation."),
+    heldout_share: float = typer.Option(0.2, "--heldout-share",
+                                        help="Share of the training articles held out for early stopping and the "
+                                             "no-answer threshold."),
     curve: str = typer.Option("", "--curve", help="Extra fractions to score the encoder at (Figure 1), e.g. 0.1,0.2,...,1."),
     seeds: int = seeds_option(default=1, help="How many head seeds (from --seed)."),
     seed: int = seed_option(),
@@ -106,7 +120,14 @@ def squad_command(
     max_eval_questions: Optional[int] = typer.Option(None, "--max-eval-questions",
                                                      help="A seeded subset of the evaluation questions (32 with "
                                                           "--quick)."),
-    head_epochs: int = typer.Option(1, "--head-epochs", help="Epochs per head (the seed: 1)."),
+    head_epochs: Optional[int] = typer.Option(None, "--head-epochs", show_default=False,
+                                              help="Most epochs per head (default 10, 2 with --quick; the seed: 1)."),
+    patience: Optional[int] = typer.Option(None, "--patience", show_default=False,
+                                           help="Stop a head after this many epochs without a better held-out F1 "
+                                                "(default 2, 1 with --quick; 0: no early stopping)."),
+    standardise: bool = typer.Option(True, "--standardise/--no-standardise",
+                                     help="Standardise each layer's features with the training activations' "
+                                          "mean/std (stored with the head)."),
     head_lr: float = typer.Option(1e-3, "--head-lr", help="Head learning rate (AdamW, warm-up then linear decay)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", show_default=False,
                                              help="Windows per head training batch (default 16, 8 with --quick)."),
@@ -127,11 +148,15 @@ def squad_command(
     _threads(threads)
     given = {"--max-length": max_length, "--stride": stride, "--batch-size": batch_size,
              "--finetune-batch-size": finetune_batch_size, "--max-train-questions": max_train_questions,
-             "--max-eval-questions": max_eval_questions, "--heads": heads, "--classify-heads": classify_heads}
+             "--max-eval-questions": max_eval_questions, "--heads": heads, "--classify-heads": classify_heads,
+             "--head-epochs": head_epochs, "--patience": patience}
     sizes = _sizes(given, SQUAD_QUICK if quick else SQUAD_DEFAULTS)
     max_length, stride, batch_size = sizes["--max-length"], sizes["--stride"], sizes["--batch-size"]
     finetune_batch_size, heads, classify_heads = sizes["--finetune-batch-size"], sizes["--heads"], sizes["--classify-heads"]
     max_train_questions, max_eval_questions = sizes["--max-train-questions"], sizes["--max-eval-questions"]
+    head_epochs, patience = sizes["--head-epochs"], sizes["--patience"]
+    if patience < 0:
+        raise UsageError(f"--patience {patience}: expected a whole number of at least 0 (0: no early stopping)")
     for value, option in ((max_length, "--max-length"), (head_epochs, "--head-epochs"), (batch_size, "--batch-size"),
                           (finetune_batch_size, "--finetune-batch-size")):
         check_positive(value, option, allow_none=False)
@@ -144,7 +169,11 @@ def squad_command(
             raise UsageError(f"{option} {value}: expected a positive learning rate")
     span_heads = _names(heads, "--heads")
     classify = _names(classify_heads, "--classify-heads") if classify_heads.strip() else ()
-    fractions = _fractions(checkpoints, "--checkpoints")
+    fractions = _fractions(checkpoints, "--checkpoints", allow_zero=True)
+    on_heads = _fractions(head_checkpoints, "--head-checkpoints", allow_zero=True) if head_checkpoints.strip() else None
+    if on_heads is not None and not set(on_heads) <= set(fractions):
+        raise UsageError(f"--head-checkpoints {head_checkpoints!r}: expected some of --checkpoints {checkpoints!r}")
+    tuned_fractions = tuple(f for f in fractions if f > 0)
     curve_points = _fractions(curve, "--curve") if curve.strip() else ()
     run_device = _device(device)
     if quick:
@@ -156,10 +185,13 @@ def squad_command(
 
     config = SquadHeadsConfig(
         heads=span_heads, classify_heads=classify, seeds=seed_list(seeds, seed), max_length=max_length, stride=stride,
-        max_train_questions=max_train_questions, max_eval_questions=max_eval_questions,
-        finetune=QAFinetuneConfig(checkpoints=fractions, evaluate_at=curve_points, lr=finetune_lr,
-                                  batch_size=finetune_batch_size, seed=seed, device=run_device, progress=progress),
-        head=HeadTrainConfig(epochs=head_epochs, lr=head_lr, batch_size=batch_size), device=run_device,
+        max_train_questions=max_train_questions, max_eval_questions=max_eval_questions, mode=mode,
+        eval_share=eval_share, heldout_share=heldout_share, pretrained=0 in fractions, head_checkpoints=on_heads,
+        finetune=QAFinetuneConfig(checkpoints=tuned_fractions, evaluate_at=curve_points, lr=finetune_lr,
+                                  batch_size=finetune_batch_size, seed=seed, device=run_device, progress=progress)
+        if tuned_fractions else None,
+        head=HeadTrainConfig(epochs=head_epochs, lr=head_lr, batch_size=batch_size, patience=patience or None,
+                             standardise=standardise), device=run_device,
         progress=progress)
     out = out or default_out("heads-squad", model, "quick" if quick else None)
     result = run_squad_heads(model, out, config, data=data, train_path=train_file, eval_path=eval_file)
@@ -187,7 +219,18 @@ def glue_command(
                                                  "--max-train`; 200 with --quick)."),
     max_dev: Optional[int] = typer.Option(None, "--max-dev", help="Use only the first N dev examples (100 with --quick)."),
     epochs: Optional[int] = typer.Option(None, "--epochs", show_default=False,
-                                         help="Epochs per head (default 3, 1 with --quick)."),
+                                         help="Most epochs per head (default 50, 1 with --quick)."),
+    patience: Optional[int] = typer.Option(None, "--patience", show_default=False,
+                                           help="Stop a head after this many epochs without a lower held-out loss "
+                                                "(default 5, 1 with --quick; 0: no early stopping)."),
+    heldout_share: float = typer.Option(0.1, "--heldout-share",
+                                        help="Share of the training examples held out (seeded) for early stopping; "
+                                             "0: none."),
+    standardise: bool = typer.Option(True, "--standardise/--no-standardise",
+                                     help="Standardise each layer's features with the training mean/std."),
+    references: bool = typer.Option(True, "--references/--no-references",
+                                    help="Add scikit-learn logistic regressions (C by cross-validation) on the same "
+                                         "features: the last layer, the mean of layers, all layers."),
     lr: float = typer.Option(1e-3, "--lr", help="Head learning rate."),
     batch_size: int = typer.Option(32, "--batch-size", help="Examples per batch."),
     finetune_dir: Optional[Path] = typer.Option(None, "--finetune-dir",
@@ -222,9 +265,13 @@ def glue_command(
         runner = glue_heads_runner(address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                                    gpus_per_worker=gpus_per_worker)
     spec = glue_task(task)
-    given = {"--max-train": max_train, "--max-dev": max_dev, "--epochs": epochs, "--heads": heads}
+    given = {"--max-train": max_train, "--max-dev": max_dev, "--epochs": epochs, "--patience": patience,
+             "--heads": heads}
     sizes = _sizes(given, GLUE_QUICK if quick else GLUE_DEFAULTS)
     max_train, max_dev, epochs, heads = sizes["--max-train"], sizes["--max-dev"], sizes["--epochs"], sizes["--heads"]
+    patience = sizes["--patience"]
+    if patience < 0:
+        raise UsageError(f"--patience {patience}: expected a whole number of at least 0 (0: no early stopping)")
     for value, option in ((epochs, "--epochs"), (batch_size, "--batch-size")):
         check_positive(value, option, allow_none=False)
     check_positive(max_train, "--max-train")
@@ -244,8 +291,10 @@ def glue_command(
     from bertology.heads.train import HeadTrainConfig
 
     config = GlueHeadsConfig(heads=names, seeds=seed_list(seeds, seed), pool=pool, max_train=max_train, max_dev=max_dev,
-                             data_dir=str(data_dir) if data_dir else None,
-                             head=HeadTrainConfig(epochs=epochs, lr=lr, batch_size=batch_size), device=run_device,
+                             data_dir=str(data_dir) if data_dir else None, heldout_share=heldout_share,
+                             references=references,
+                             head=HeadTrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience or None,
+                                                  standardise=standardise), device=run_device,
                              progress=progress)
     out = out or default_out("heads-glue", model, spec.name, pool, "quick" if quick else None)
     result = run_glue_heads(model, spec.name, out, config, finetune_dir=finetune_dir, runner=runner)

@@ -118,6 +118,7 @@ class QAFinetuneResult:
     checkpoints: list[QACheckpoint]
     curve: list[dict] = field(default_factory=list)  # one row per evaluated fraction
     steps_per_epoch: int = 0
+    losses: list[dict] = field(default_factory=list)  # mean training loss per epoch: {"epoch", "step", "loss"}
 
 
 def _inputs(batch: dict, device: torch.device) -> dict:
@@ -200,9 +201,12 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
             done[fraction] = QACheckpoint(fraction, meta["step"], folder, meta["metrics"], meta["train_seconds"])
     curve_path = out / "curve.json" if out is not None else None
     curve = json.loads(curve_path.read_text(encoding="utf-8")) if curve_path is not None and curve_path.is_file() else []
+    losses_path = out / "losses.json" if out is not None else None
+    epoch_losses = (json.loads(losses_path.read_text(encoding="utf-8"))
+                    if losses_path is not None and losses_path.is_file() else [])
     if len(done) == len(config.checkpoints) and all(any(abs(r["fraction"] - f) < 1e-9 for r in curve)
                                                    for f in config.evaluate_at if evaluation is not None):
-        return QAFinetuneResult([done[f] for f in config.checkpoints], curve, steps_per_epoch)
+        return QAFinetuneResult([done[f] for f in config.checkpoints], curve, steps_per_epoch, epoch_losses)
 
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(derive_seed(config.seed, "squad-head-init"))
@@ -271,14 +275,24 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
                 record(fraction, step)
         save_state(step)
 
+    def on_epoch_end(epoch: int, step: int, losses: list[float]) -> None:
+        # the convergence record: a resumed epoch counts only its resumed part
+        if not losses:
+            return
+        epoch_losses[:] = [r for r in epoch_losses if r["epoch"] != epoch] + [
+            {"epoch": epoch, "step": step, "loss": float(np.mean(losses)), "last_50": float(np.mean(losses[-50:]))}]
+        if losses_path is not None:
+            write_json(losses_path, epoch_losses)
+
     step, loop_total, _ = train_steps(optimisation, batch_loss, epoch_batches, steps_per_epoch, total,
-                                      start_step=step, on_step=on_step, dropout_seed=config.seed,
-                                      description=f"squad fine-tune {encoder.name}", progress=config.progress)
+                                      start_step=step, on_step=on_step, on_epoch_end=on_epoch_end,
+                                      dropout_seed=config.seed, description=f"squad fine-tune {encoder.name}",
+                                      progress=config.progress)
     seconds = resumed_seconds + loop_total
     for fraction in config.checkpoints:
         if fraction not in done:  # max_steps stopped the run before this fraction: save what there is
             finish(fraction, step)
-    return QAFinetuneResult([done[f] for f in config.checkpoints], curve, steps_per_epoch)
+    return QAFinetuneResult([done[f] for f in config.checkpoints], curve, steps_per_epoch, epoch_losses)
 
 
 def checkpoint_meta(path: str | Path) -> dict:

@@ -12,7 +12,9 @@ run with the same settings (``finetune_dir``, or ``run_finetune=True``) sit in t
 
 from __future__ import annotations
 
+import json
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import pandas as pd
 from bertology.data.glue import glue_task, read_glue
 from bertology.errors import DataError, UsageError
 from bertology.extraction.alignment import check_pool
-from bertology.files import ensure_dir
+from bertology.files import ensure_dir, write_json
 from bertology.finetune.batching import encode_examples
 from bertology.finetune.metrics import glue_metric
 from bertology.heads.activations import read_labels, write_activations
@@ -35,7 +37,12 @@ from bertology.store.store import Store
 
 DEFAULT_GLUE_HEADS = ("lp", "ap", "last", "adapter-shared-64", "adapter-shared-386-skip", "cnn")
 GLUE_COLUMNS = ["model", "task", "component", "pool", "seed", "trainable_params", "param_share", "metric", "value",
-                "train_seconds", "io_share", "n_train", "n_dev"]
+                "epochs_run", "best_epoch", "train_seconds", "io_share", "n_train", "n_heldout", "n_dev"]
+#: The scikit-learn references: a converged logistic regression (C by cross-validation on the training rows)
+#: on the features a linear head sees - the last layer (``last``), the mean of the standardised layers
+#: (``ap``) and all layers side by side (a superset of ``lp``'s weighted sum).
+REFERENCES = {"last": "sklearn logreg (last layer)", "ap": "sklearn logreg (mean of layers)",
+              "lp": "sklearn logreg (all layers)"}
 
 
 @dataclass
@@ -48,7 +55,11 @@ class GlueHeadsConfig:
     max_length: int = 128
     data_seed: int = 0
     data_dir: str | None = None
-    head: HeadTrainConfig = field(default_factory=lambda: HeadTrainConfig(epochs=3, batch_size=32))
+    # Held out of the training examples (seeded) for early stopping; 0: train on all, fixed epochs.
+    heldout_share: float = 0.1
+    references: bool = True  # the scikit-learn logistic regressions beside the heads
+    head: HeadTrainConfig = field(default_factory=lambda: HeadTrainConfig(epochs=50, batch_size=32, patience=5,
+                                                                          standardise=True))
     device: str = "cpu"
     progress: bool = True
 
@@ -58,6 +69,19 @@ class GlueHeadsConfig:
             raise DataError(f"pool {self.pool!r}: expected cls or mean")
         if not self.seeds:
             raise DataError("no seeds; expected at least one")
+        if not 0 <= self.heldout_share < 1:
+            raise UsageError(f"--heldout-share {self.heldout_share}: expected a fraction in [0, 1)")
+
+
+def split_heldout(train: list, share: float, seed: int = 0) -> tuple[list, list]:
+    """(train, held-out): a seeded ``share`` of the training examples held out for early stopping."""
+    if not share:
+        return train, []
+    n = max(1, round(share * len(train)))
+    if n >= len(train):
+        raise DataError(f"{len(train)} training examples: too few to hold {share:g} of them out")
+    chosen = set(np.random.default_rng(derive_seed(seed, "glue-heldout")).choice(len(train), n, replace=False).tolist())
+    return [e for i, e in enumerate(train) if i not in chosen], [e for i, e in enumerate(train) if i in chosen]
 
 
 def _examples(task: str, config: GlueHeadsConfig):
@@ -110,27 +134,114 @@ def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list
     return rows
 
 
+def heldout_validator(store: Store, regression: bool):
+    """``validate(head)``: minus the mean held-out loss (cross-entropy, or squared error for regression) -
+    smoother than accuracy on a few hundred examples, so early stopping follows convergence."""
+    import torch
+
+    labels = np.asarray(read_labels(store)["labels"]["label"])
+
+    def validate(head) -> float:
+        logits = torch.as_tensor(predict_head(head, store))
+        if regression:
+            return -float(torch.mean((logits[:, 0] - torch.as_tensor(labels, dtype=torch.float32)) ** 2))
+        return -float(torch.nn.functional.cross_entropy(logits, torch.as_tensor(labels, dtype=torch.long)))
+
+    return validate
+
+
 def head_rows(name: str, seed: int, train_store: Store | str, dev_store: Store | str, *, task: str,
-              config: GlueHeadsConfig, model_name: str, model_parameters: int, out: str) -> list[dict]:
-    """Train head ``name`` with ``seed`` on the train store's vectors, score it on dev: its table rows.
-    The stores may be given as folders (a worker on another process opens them itself)."""
+              config: GlueHeadsConfig, model_name: str, model_parameters: int, out: str,
+              heldout_store: Store | str | None = None) -> list[dict]:
+    """Train head ``name`` with ``seed`` on the train store's vectors (early stopping on ``heldout_store``
+    when the recipe has a patience), score it on dev: its table rows. The stores may be given as folders
+    (a worker on another process opens them itself)."""
     spec = glue_task(task)
     train_store = train_store if isinstance(train_store, Store) else Store.open(train_store)
     dev_store = dev_store if isinstance(dev_store, Store) else Store.open(dev_store)
+    if heldout_store is not None and not isinstance(heldout_store, Store):
+        heldout_store = Store.open(heldout_store)
     dev_labels = np.asarray(read_labels(dev_store)["labels"]["label"])
     head = build_head(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
                       seed=derive_seed(seed, "glue-head-init", spec.name, name))
     head_config = HeadTrainConfig(**{**asdict(config.head), "seed": seed, "device": config.device,
                                      "progress": config.progress})
+    if heldout_store is None:
+        head_config.patience = None
     folder = ensure_dir(Path(out) / "heads" / f"{name}" / f"seed-{seed}")
-    stats = train_head(head, train_store, head_config, checkpoint=folder / "checkpoint.pt")
+    validate = heldout_validator(heldout_store, spec.is_regression) if heldout_store is not None else None
+    stats = train_head(head, train_store, head_config, checkpoint=folder / "checkpoint.pt", validate=validate)
     logits = predict_head(head, dev_store)
     predictions = logits[:, 0] if spec.is_regression else logits.argmax(-1)
+    np.save(folder / "dev_predictions.npy", predictions)  # per example: what a bootstrap over dev resamples
     return [{"model": model_name, "task": spec.name, "component": name, "pool": config.pool, "seed": seed,
              "trainable_params": head.num_parameters, "param_share": head.parameter_share(model_parameters),
-             "metric": metric, "value": float(value), "train_seconds": stats.seconds, "io_share": stats.io_share,
-             "n_train": train_store.n_sentences, "n_dev": dev_store.n_sentences}
+             "metric": metric, "value": float(value), "epochs_run": stats.epochs_run, "best_epoch": stats.best_epoch,
+             "train_seconds": stats.seconds, "io_share": stats.io_share, "n_train": train_store.n_sentences,
+             "n_heldout": heldout_store.n_sentences if heldout_store is not None else 0,
+             "n_dev": dev_store.n_sentences}
             for metric, value in glue_metric(spec.name, predictions, dev_labels).items()]
+
+
+def layer_features(store: Store, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    """``[examples, layers, hidden]`` standardised with the training statistics (as the heads see them)."""
+    stacked = np.stack([store.layer(layer).astype(np.float32) for layer in store.layers], axis=1)
+    return (stacked - mean[None]) / std[None]
+
+
+def _fit_reference(regression: bool, train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray):
+    """(fitted model, dev predictions, chosen regularisation) of one scikit-learn reference."""
+    from sklearn.linear_model import LogisticRegressionCV, RidgeCV
+
+    if regression:
+        fitted = RidgeCV(alphas=np.logspace(-2, 4, 13)).fit(train_x, train_y)
+        return fitted, fitted.predict(dev_x), float(fitted.alpha_)
+    fitted = LogisticRegressionCV(Cs=np.logspace(-4, 2, 13), cv=5, max_iter=5000, scoring="accuracy").fit(train_x,
+                                                                                                      train_y)
+    return fitted, fitted.predict(dev_x), float(np.ravel(fitted.C_)[0])
+
+
+def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: GlueHeadsConfig, model_name: str,
+                   out: str | Path) -> list[dict]:
+    """The scikit-learn references (:data:`REFERENCES`) on the heads' training rows, scored on dev.
+
+    Classification: ``LogisticRegressionCV`` (C from 13 values, 1e-4..1e2, by 5-fold cross-validation on
+    the training rows only; lbfgs to convergence); regression (STS-B): ``RidgeCV`` likewise."""
+    from bertology.heads.train import feature_stats
+
+    spec = glue_task(task)
+    mean, std = feature_stats(train_store)
+    train_x, dev_x = layer_features(train_store, mean, std), layer_features(dev_store, mean, std)
+    train_y = np.asarray(read_labels(train_store)["labels"]["label"])
+    dev_y = np.asarray(read_labels(dev_store)["labels"]["label"])
+    views = {"last": lambda x: x[:, -1], "ap": lambda x: x.mean(1), "lp": lambda x: x.reshape(len(x), -1)}
+    rows = []
+    key = {"train": train_store.index["input"]["hash"], "dev": dev_store.index["input"]["hash"],
+           "fingerprint": train_store.index["model"]["fingerprint"]}
+    for head_name, view in views.items():
+        folder = Path(out) / "references" / head_name
+        saved = folder / "reference.json"
+        if saved.is_file():  # a finished fit on the same stores is reused (a rerun adds fine-tuning rows)
+            record = json.loads(saved.read_text(encoding="utf-8"))
+            if record.get("key") == key:
+                rows += record["rows"]
+                continue
+        started = time.perf_counter()
+        with warnings.catch_warnings():  # scikit-learn 1.8's notices of future defaults, not problems of the fit
+            warnings.simplefilter("ignore", FutureWarning)
+            fitted, predictions, chosen = _fit_reference(spec.is_regression, view(train_x), train_y, view(dev_x))
+        folder = ensure_dir(folder)
+        np.save(folder / "dev_predictions.npy", predictions)
+        seconds = time.perf_counter() - started
+        fitted_rows = [{"model": model_name, "task": spec.name, "component": REFERENCES[head_name], "pool": config.pool,
+                  "seed": None, "trainable_params": int(np.size(fitted.coef_) + np.size(fitted.intercept_)),
+                  "param_share": None, "metric": metric, "value": float(value), "epochs_run": None,
+                  "best_epoch": None, "train_seconds": seconds, "io_share": None, "n_train": len(train_y),
+                  "n_heldout": 0, "n_dev": len(dev_y), "regularisation": chosen}
+                       for metric, value in glue_metric(spec.name, predictions, dev_y).items()]
+        write_json(saved, {"key": key, "rows": fitted_rows})
+        rows += fitted_rows
+    return rows
 
 
 def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: GlueHeadsConfig | None = None, *,
@@ -143,6 +254,7 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     # Every input is read and checked before the output folder is created: the data files, the model, the
     # pooling it allows and the fine-tuning folder (whose rows are collected now, added at the end).
     train, dev = _examples(spec.name, config)
+    train, heldout = split_heldout(train, config.heldout_share, config.data_seed)
     encoder = model if isinstance(model, Encoder) else load_encoder(model)
     check_pool(encoder.tokenizer, config.pool, encoder.name)
     finetuned = finetune_rows(finetune_dir, encoder, spec.name) if finetune_dir is not None else []
@@ -150,15 +262,21 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     started = time.perf_counter()
     train_store = sentence_store(encoder, train, spec.name, out / "activations" / "train", config)
     dev_store = sentence_store(encoder, dev, spec.name, out / "activations" / "dev", config)
+    heldout_store = (sentence_store(encoder, heldout, spec.name, out / "activations" / "heldout", config)
+                     if heldout else None)
     jobs = [(name, seed) for name in config.heads for seed in config.seeds]
     context = {"task": spec.name, "config": config, "model_name": encoder.name,
-               "model_parameters": encoder.num_parameters, "out": str(out)}
+               "model_parameters": encoder.num_parameters, "out": str(out),
+               "heldout_store": str(heldout_store.path) if heldout_store is not None else None}
     if runner is None:
         rows = [row for name, seed in jobs for row in head_rows(name, seed, train_store, dev_store, **context)]
     else:  # e.g. bertology.scale: one Ray task per head x seed, each opening the stores by path
         rows = [row for part in runner(jobs, str(train_store.path), str(dev_store.path), context) for row in part]
+    if config.references:
+        rows += reference_rows(train_store, dev_store, task=spec.name, config=config, model_name=encoder.name,
+                               out=out)
     rows += finetuned
-    scores = pd.DataFrame(rows).reindex(columns=GLUE_COLUMNS)
+    scores = pd.DataFrame(rows).reindex(columns=GLUE_COLUMNS + ["regularisation"])
     meta = {"model": encoder.describe(), "task": spec.name, "config": asdict(config),
             "finetune_dir": str(finetune_dir) if finetune_dir else None, "seconds": time.perf_counter() - started}
     result = Result("heads-glue", tables={"scores": scores}, meta=meta)

@@ -83,6 +83,33 @@ class QAWindows:
             digest.update(f"|{self.question_index[w]}|{self.start_positions[w]}|{self.end_positions[w]}|".encode())
         return digest.hexdigest()[:16]
 
+    def select(self, keep: np.ndarray) -> "QAWindows":
+        """The windows where ``keep`` is true, and only the questions that still have one (in order).
+
+        Used for SQuAD 1.1-style training: the windows of a long context that do not hold the answer are
+        dropped, so every training label is a span. ``stats`` keeps the original counts and adds
+        ``kept_windows``/``dropped_windows``.
+        """
+        keep = np.asarray(keep, dtype=bool)
+        if keep.shape != (len(self),):
+            raise DataError(f"window selection of shape {keep.shape}: expected ({len(self)},)")
+        if not keep.any():
+            raise DataError("no SQuAD windows left after the selection")
+        kept_questions = np.unique(self.question_index[keep])
+        renumber = np.full(len(self.questions), -1, dtype=np.int64)
+        renumber[kept_questions] = np.arange(len(kept_questions))
+        chosen = np.flatnonzero(keep)
+        stats = {**self.stats, "kept_windows": int(keep.sum()), "dropped_windows": int((~keep).sum()),
+                 "kept_questions": int(len(kept_questions))}
+        return QAWindows(
+            questions=[self.questions[int(q)] for q in kept_questions],
+            input_ids=[self.input_ids[w] for w in chosen],
+            token_type_ids=None if self.token_type_ids is None else [self.token_type_ids[w] for w in chosen],
+            question_index=renumber[self.question_index[chosen]], start_positions=self.start_positions[chosen],
+            end_positions=self.end_positions[chosen], offsets=[self.offsets[w] for w in chosen],
+            max_length=self.max_length, stride=self.stride, stats=stats,
+        )
+
     def batch(self, indices: Sequence[int], pad_id: int) -> dict:
         """Padded model inputs for the windows ``indices`` (plus ``start_positions``/``end_positions``)."""
         import torch
@@ -265,3 +292,36 @@ def question_answerable(windows: QAWindows, answerable_probability: Sequence[flo
         q = int(windows.question_index[w])
         best[q] = max(best[q], float(p))
     return {question.id: bool(best[q] > 0.5) for q, question in enumerate(windows.questions)}
+
+
+def choose_null_margin(windows: QAWindows, start_logits: Sequence[np.ndarray], end_logits: Sequence[np.ndarray],
+                       max_answer_length: int = MAX_ANSWER_LENGTH) -> float:
+    """The no-answer margin (see :func:`decode_spans`) that maximises F1 on ``windows``' questions.
+
+    The official script's ``best_f1`` sweep: questions sorted by ``null score - best span score``,
+    answering those up to each cut in turn. Call it on **held-out training** questions and decode the
+    evaluation questions with the result; choosing it on the evaluation questions would select on them.
+    Ties go to the cut that answers fewer questions.
+    """
+    from bertology.heads.squad_eval import question_scores
+
+    predictions = decode_spans(windows, start_logits, end_logits, max_answer_length)
+    gaps, gain = [], []
+    baseline = 0.0
+    for question in windows.questions:
+        answered = question_scores(question.answer_texts, predictions.spans[question.id])[1]
+        abstained = question_scores(question.answer_texts, "")[1]
+        baseline += abstained
+        gap = predictions.null_score[question.id] - predictions.span_score[question.id]
+        if np.isfinite(gap):
+            gaps.append(gap)
+            gain.append(answered - abstained)
+    if not gaps:
+        return 0.0
+    order = np.argsort(gaps, kind="stable")
+    sorted_gaps = np.asarray(gaps)[order]
+    totals = baseline + np.cumsum(np.asarray(gain)[order])
+    best = int(np.argmax(totals))
+    if totals[best] <= baseline:
+        return float(sorted_gaps[0] - 1.0)  # answering nothing is best
+    return float(sorted_gaps[best])

@@ -30,14 +30,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.data.squad import SquadQuestion, read_squad, split_by_article
+from bertology.data.squad import EVAL_ARTICLE_SHARE, SquadQuestion, read_squad, split_by_article
 from bertology.errors import DataError, UsageError
 from bertology.files import ensure_dir, save_figure
-from bertology.heads.finetune_qa import QAFinetuneConfig, evaluate_qa, finetune_qa, load_qa_model
+from bertology.heads.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model, qa_logits
 from bertology.heads.activations import write_activations
 from bertology.heads.catalog import HeadModel, build_head, check_head_name
-from bertology.heads.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, encode_windows, question_answerable, \
-    score_spans
+from bertology.heads.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, choose_null_margin, decode_spans, \
+    encode_windows, question_answerable, score_spans
+from bertology.heads.squad_eval import score_predictions, summarize_scores
 from bertology.heads.train import HeadTrainConfig, check_store_model, predict_head, train_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
@@ -51,9 +52,14 @@ SPAN_METRICS = ("exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forc
 DEFAULT_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
                  "adapter-independent-64", "stack", "cnn", "last")
 
+#: ``squad2``: every question, the no-answer decision included; ``answerable``: only questions with an answer
+#: (SQuAD 1.1-style), training windows without the answer dropped, a span always predicted.
+MODES = ("squad2", "answerable")
+
 SCORE_COLUMNS = ["model", "checkpoint", "eval_checkpoint", "component", "task", "seed", "trainable_params",
-                 "param_share", *SPAN_METRICS, "answerable_accuracy", "train_seconds", "io_share",
-                 "n_train_questions", "n_eval_questions"]
+                 "param_share", *SPAN_METRICS, "answerable_accuracy", "null_margin", "heldout_f1", "epochs_run",
+                 "best_epoch", "train_seconds", "io_share", "n_train_questions", "n_eval_questions"]
+QUESTION_COLUMNS = ["checkpoint", "eval_checkpoint", "component", "task", "seed", "id", "has_answer", "exact", "f1"]
 
 
 @dataclass
@@ -66,7 +72,13 @@ class SquadHeadsConfig:
     max_answer_length: int = MAX_ANSWER_LENGTH
     max_train_questions: int | None = None
     max_eval_questions: int | None = None
-    finetune: QAFinetuneConfig = field(default_factory=QAFinetuneConfig)
+    max_heldout_questions: int | None = None
+    mode: str = "squad2"
+    eval_share: float = EVAL_ARTICLE_SHARE   # of the articles, for evaluation
+    heldout_share: float = 0.2               # of the training articles, for early stopping and the threshold
+    pretrained: bool = True                  # checkpoint 0: heads on the encoder as it is, no fine-tuning
+    head_checkpoints: tuple[float, ...] | None = None  # the checkpoints heads train on (None: every one)
+    finetune: QAFinetuneConfig | None = field(default_factory=QAFinetuneConfig)
     head: HeadTrainConfig = field(default_factory=HeadTrainConfig)
     batch_tokens: int = 8192
     device: str = "cpu"
@@ -77,6 +89,13 @@ class SquadHeadsConfig:
         self.classify_heads = tuple(check_head_name(h) for h in self.classify_heads)
         if not self.seeds:
             raise DataError("no seeds; expected at least one")
+        if self.mode not in MODES:
+            raise UsageError(f"--mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        for value, option in ((self.eval_share, "--eval-share"), (self.heldout_share, "--heldout-share")):
+            if not 0 < value < 1:
+                raise UsageError(f"{option} {value}: expected a fraction of the articles strictly between 0 and 1")
+        if not self.pretrained and self.finetune is None:
+            raise UsageError("no checkpoints: expected 0 (the pretrained encoder) and/or fractions of an epoch")
 
 
 def _subset(questions: list[SquadQuestion], limit: int | None, purpose: str) -> list[SquadQuestion]:
@@ -96,7 +115,8 @@ def check_file_pair(train_path: str | Path | None, eval_path: str | Path | None)
 
 
 def load_questions(data: str | Path | None = None, train_path: str | Path | None = None,
-                   eval_path: str | Path | None = None) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
+                   eval_path: str | Path | None = None, eval_share: float = EVAL_ARTICLE_SHARE,
+                   ) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
     """(train, eval) questions: two files as given, or one file (default: the shared subset) split by article."""
     check_file_pair(train_path, eval_path)
     if train_path is not None:
@@ -105,7 +125,48 @@ def load_questions(data: str | Path | None = None, train_path: str | Path | None
         if shared:
             raise DataError(f"articles in both train and evaluation files: {', '.join(sorted(shared)[:3])}")
         return train, evaluation
-    return split_by_article(read_squad(data))
+    return split_by_article(read_squad(data), eval_share)
+
+
+def split_heldout(train: list[SquadQuestion], heldout_share: float) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
+    """(train, held-out): the first ``ceil(heldout_share x articles)`` training articles in
+    :func:`~bertology.data.squad.article_order` are held out (early stopping, the no-answer threshold); the
+    evaluation articles are never among them."""
+    titles = {q.title for q in train}
+    if len(titles) < 2:
+        raise DataError(f"{len(titles)} training article(s): holding articles out for early stopping needs at least 2; "
+                        "give more articles or a smaller --eval-share")
+    return split_by_article(train, heldout_share)
+
+
+def select_mode(questions: list[SquadQuestion], mode: str) -> list[SquadQuestion]:
+    """All questions (``squad2``) or only those with an answer (``answerable``, SQuAD 1.1-style)."""
+    if mode not in MODES:
+        raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
+    return questions if mode == "squad2" else [q for q in questions if q.answers]
+
+
+def prepare_windows(tokenizer, config: "SquadHeadsConfig", data: str | Path | None = None,
+                    train_path: str | Path | None = None, eval_path: str | Path | None = None) -> dict[str, QAWindows]:
+    """``{"train", "heldout", "eval"}`` windows of the experiment, as ``config`` asks.
+
+    Articles are split three ways (evaluation, held-out, train; no article in two), the mode's questions
+    kept, the seeded subsets drawn, and in ``answerable`` mode the training windows without the answer
+    dropped (SQuAD 1.1's training windows: every label is a span; held-out and evaluation keep every
+    window, since decoding looks at all of them)."""
+    train_questions, eval_questions = load_questions(data, train_path, eval_path, config.eval_share)
+    train_questions, heldout_questions = split_heldout(train_questions, config.heldout_share)
+    train_questions = _subset(select_mode(train_questions, config.mode), config.max_train_questions, "train")
+    heldout_questions = _subset(select_mode(heldout_questions, config.mode), config.max_heldout_questions, "heldout")
+    eval_questions = _subset(select_mode(eval_questions, config.mode), config.max_eval_questions, "eval")
+    for name, part in (("train", train_questions), ("held-out", heldout_questions), ("evaluation", eval_questions)):
+        if not part:
+            raise DataError(f"no {name} questions left in --mode {config.mode}")
+    windows = {name: encode_windows(tokenizer, part, config.max_length, config.stride)
+               for name, part in (("train", train_questions), ("heldout", heldout_questions), ("eval", eval_questions))}
+    if config.mode == "answerable":
+        windows["train"] = windows["train"].select(windows["train"].start_positions > 0)
+    return windows
 
 
 def window_store(encoder: Encoder, windows: QAWindows, out: Path, config: SquadHeadsConfig) -> Store:
@@ -159,15 +220,52 @@ def lp_weights_figure(weights: pd.DataFrame):
     return figure
 
 
+def score_logits(windows: QAWindows, starts, ends, mode: str, max_answer_length: int = MAX_ANSWER_LENGTH,
+                 null_margin: float = 0.0) -> tuple[dict, pd.DataFrame]:
+    """Scores (fractions) of per-window logits and one row per question (``id``, ``has_answer``,
+    ``exact``, ``f1``). ``answerable`` mode always gives the best span (SQuAD 1.1); ``squad2`` abstains when
+    the no-answer score beats the best span by more than ``null_margin`` (chosen on held-out articles)."""
+    predictions = decode_spans(windows, starts, ends, max_answer_length, null_margin)
+    answers = predictions.spans if mode == "answerable" else predictions.answers
+    per_question = score_predictions(windows.questions, answers)
+    summary = summarize_scores(per_question)
+    answerable = [question for question in windows.questions if question.answers]
+    forced = summarize_scores(score_predictions(answerable, predictions.spans))["f1"] if answerable else float("nan")
+    metrics = {"exact": summary["exact"], "f1": summary["f1"], "has_ans_f1": summary["has_ans_f1"],
+               "no_ans_accuracy": summary["no_ans_accuracy"], "has_ans_f1_forced": forced,
+               "null_margin": null_margin if mode == "squad2" else None}
+    return metrics, per_question[["id", "has_answer", "exact", "f1"]]
+
+
+def heldout_choice(windows: QAWindows, starts, ends, mode: str, max_answer_length: int) -> tuple[float, float]:
+    """(F1, no-answer margin) on held-out questions: the margin chosen there (``squad2``; 0 otherwise)."""
+    margin = choose_null_margin(windows, starts, ends, max_answer_length) if mode == "squad2" else 0.0
+    return score_logits(windows, starts, ends, mode, max_answer_length, margin)[0]["f1"], margin
+
+
+def classify_accuracy(head: HeadModel, store: Store, windows: QAWindows) -> float:
+    logits = torch.as_tensor(predict_head(head, store))
+    probability = torch.softmax(logits, dim=-1)[:, 1].numpy()
+    predicted = question_answerable(windows, probability)
+    return float(np.mean([predicted[q.id] == bool(q.answers) for q in windows.questions]))
+
+
 def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsConfig | None = None, *,
                     data: str | Path | None = None, train_path: str | Path | None = None,
                     eval_path: str | Path | None = None) -> Result:
     """The whole experiment into ``out`` (see the module docstring); returns and saves the Result.
 
+    Checkpoint 0 is the pretrained encoder, frozen and never fine-tuned (``config.pretrained``); the
+    others are fractions of a fine-tuning epoch. Heads train with early stopping on held-out training
+    articles (``config.head.patience``) and, in ``squad2`` mode, every system's no-answer margin is
+    chosen on those held-out articles; the evaluation articles are only scored.
+
     Tables: ``scores`` (one row per checkpoint x evaluated checkpoint x head x task x seed, the head's name
-    in ``component``, plus the fine-tuned encoders themselves as component ``fine-tuned``), ``curve`` (the encoder's scores at each
-    evaluated fraction of the epoch), ``layer_weights`` (learned softmax weights of LP/adapters/stack) and
-    ``windows`` (window counts).
+    in ``component``, plus the fine-tuned encoders themselves as component ``fine-tuned``), ``questions``
+    (per-question EM/F1 of every span row: what the paired bootstrap resamples), ``curve`` (the encoder's
+    scores at each evaluated fraction of the epoch), ``layer_weights`` (learned softmax weights of
+    LP/adapters/stack), ``history`` (per head epoch: training loss and held-out score), ``finetune_losses``
+    and ``windows`` (window counts).
     """
     config = config or SquadHeadsConfig()
     check_file_pair(train_path, eval_path)  # before the model loads
@@ -175,38 +273,57 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     if config.max_length > encoder.max_length:
         raise UsageError(f"--max-length {config.max_length}: {encoder.name} takes at most {encoder.max_length} tokens")
     started = time.perf_counter()
-    train_questions, eval_questions = load_questions(data, train_path, eval_path)
-    train_questions = _subset(train_questions, config.max_train_questions, "train")
-    eval_questions = _subset(eval_questions, config.max_eval_questions, "eval")
-    train_windows = encode_windows(encoder.tokenizer, train_questions, config.max_length, config.stride)
-    eval_windows = encode_windows(encoder.tokenizer, eval_questions, config.max_length, config.stride)
-    n_train, n_eval = len(train_questions), len(eval_questions)
+    windows = prepare_windows(encoder.tokenizer, config, data, train_path, eval_path)
+    train_windows, heldout_windows, eval_windows = windows["train"], windows["heldout"], windows["eval"]
+    n_train, n_eval = len(train_windows.questions), len(eval_windows.questions)
     out = ensure_dir(out)  # only now: every input above is read and checked, so bad input leaves no folder
-
-    tuned = finetune_qa(encoder, train_windows, eval_windows, out / "finetune", config.finetune)
     base = {"model": encoder.name, "n_train_questions": n_train, "n_eval_questions": n_eval}
-    rows = []
-    for checkpoint in tuned.checkpoints:
-        if any(key not in checkpoint.metrics for key in SPAN_METRICS):  # saved before a metric was added
-            checkpoint.metrics = evaluate_qa(load_qa_model(checkpoint.path), eval_windows, encoder.tokenizer.pad_token_id,
-                                             config.finetune.eval_batch_tokens, config.max_answer_length)
-        rows.append({**base, "checkpoint": checkpoint.fraction, "eval_checkpoint": checkpoint.fraction,
-                     "component": "fine-tuned", "task": "span", "seed": config.finetune.seed,
-                     "trainable_params": encoder.num_parameters + 2 * encoder.hidden_size + 2,
-                     "param_share": 1.0, **{k: checkpoint.metrics.get(k) for k in SPAN_METRICS},
-                     "train_seconds": checkpoint.train_seconds, "io_share": None})
+    mode, max_answer = config.mode, config.max_answer_length
+    rows, question_rows = [], []
 
-    stores: dict[float, tuple[Store, Store]] = {}
-    for checkpoint in tuned.checkpoints:
-        tuned_encoder = load_encoder(checkpoint.path)
-        folder = out / "activations" / f"epoch-{checkpoint.fraction:g}"
-        stores[checkpoint.fraction] = (window_store(tuned_encoder, train_windows, folder / "train", config),
-                                       window_store(tuned_encoder, eval_windows, folder / "eval", config))
-        del tuned_encoder
+    def add_question_rows(frame: pd.DataFrame, **keys) -> None:
+        question_rows.append(frame.assign(**keys))
 
-    weights = []
-    jobs = [(name, "span") for name in config.heads] + [(name, "classify") for name in config.classify_heads]
-    for fraction, (train_store, _) in stores.items():
+    tuned = None
+    if config.finetune is not None:
+        tuned = finetune_qa(encoder, train_windows, eval_windows if config.finetune.evaluate_at else None,
+                            out / "finetune", config.finetune)
+        pad_id = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
+        for checkpoint in tuned.checkpoints:
+            qa_model = load_qa_model(checkpoint.path)
+            heldout_f1, margin = None, 0.0
+            if mode == "squad2":  # the threshold; in answerable mode there is none and nothing stops early
+                h_starts, h_ends = qa_logits(qa_model, heldout_windows, pad_id, config.finetune.eval_batch_tokens)
+                heldout_f1, margin = heldout_choice(heldout_windows, h_starts, h_ends, mode, max_answer)
+            e_starts, e_ends = qa_logits(qa_model, eval_windows, pad_id, config.finetune.eval_batch_tokens)
+            metrics, per_question = score_logits(eval_windows, e_starts, e_ends, mode, max_answer, margin)
+            del qa_model
+            keys = {"checkpoint": checkpoint.fraction, "eval_checkpoint": checkpoint.fraction,
+                    "component": "fine-tuned", "task": "span", "seed": config.finetune.seed}
+            rows.append({**base, **keys, "trainable_params": encoder.num_parameters + 2 * encoder.hidden_size + 2,
+                         "param_share": 1.0, **metrics, "heldout_f1": heldout_f1,
+                         "train_seconds": checkpoint.train_seconds, "io_share": None})
+            add_question_rows(per_question, **keys)
+
+    sources: list[tuple[float, Encoder | Path]] = [(0.0, encoder)] if config.pretrained else []
+    if tuned is not None:
+        sources += [(c.fraction, c.path) for c in tuned.checkpoints]
+    head_fractions = set(config.head_checkpoints) if config.head_checkpoints is not None else None
+    stores: dict[float, dict[str, Store]] = {}
+    for fraction, source in sources:
+        if head_fractions is not None and not any(abs(fraction - f) < 1e-9 for f in head_fractions):
+            continue
+        source_encoder = source if isinstance(source, Encoder) else load_encoder(source)
+        folder = out / "activations" / f"epoch-{fraction:g}"
+        stores[fraction] = {part: window_store(source_encoder, windows[part], folder / part, config)
+                            for part in ("train", "heldout", "eval")}
+        del source_encoder
+
+    weights, histories = [], []
+    classify = config.classify_heads if mode == "squad2" else ()  # every question is answerable otherwise
+    jobs = [(name, "span") for name in config.heads] + [(name, "classify") for name in classify]
+    for fraction, parts in stores.items():
+        train_store, heldout_store = parts["train"], parts["heldout"]
         n_layers, hidden = len(train_store.layers), train_store.dim
         for name, task in jobs:
             for seed in config.seeds:
@@ -214,33 +331,67 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
                 head_config = HeadTrainConfig(**{**asdict(config.head), "seed": seed, "device": config.device,
                                                  "progress": config.progress})
                 folder = out / "heads" / f"epoch-{fraction:g}" / f"{name}-{task}" / f"seed-{seed}"
-                stats = train_head(head, train_store, head_config, checkpoint=ensure_dir(folder) / "checkpoint.pt")
-                for eval_fraction, (_, eval_store) in stores.items():
+                if task == "span":
+                    def validate(trained, store=heldout_store):
+                        return heldout_choice(heldout_windows, *predict_head(trained, store), mode, max_answer)[0]
+                else:
+                    def validate(trained, store=heldout_store):
+                        return classify_accuracy(trained, store, heldout_windows)
+                stats = train_head(head, train_store, head_config, checkpoint=ensure_dir(folder) / "checkpoint.pt",
+                                   validate=validate)
+                histories += [{"checkpoint": fraction, "component": name, "task": task, "seed": seed, **row}
+                              for row in stats.history]
+                margin, heldout_score = 0.0, None
+                if task == "span":
+                    heldout_score, margin = heldout_choice(heldout_windows, *predict_head(head, heldout_store), mode,
+                                                           max_answer)
+                for eval_fraction, eval_parts in stores.items():
+                    eval_store = eval_parts["eval"]
                     if eval_fraction == fraction:  # other checkpoints' activations are the seed's 4.4, on purpose
                         check_store_model(eval_store, train_store.index["model"]["fingerprint"])
-                    scores = score_head(head, eval_store, eval_windows, config.max_answer_length)
-                    rows.append({**base, "checkpoint": fraction, "eval_checkpoint": eval_fraction, "component": name,
-                                 "task": task, "seed": seed, "trainable_params": head.num_parameters,
+                    if eval_store.n_sentences != len(eval_windows):
+                        raise DataError(f"{eval_store.path}: {eval_store.n_sentences} windows stored, "
+                                        f"{len(eval_windows)} expected")
+                    keys = {"checkpoint": fraction, "eval_checkpoint": eval_fraction, "component": name,
+                            "task": task, "seed": seed}
+                    if task == "span":
+                        scores, per_question = score_logits(eval_windows, *predict_head(head, eval_store), mode,
+                                                            max_answer, margin)
+                        add_question_rows(per_question, **keys)
+                    else:
+                        scores = {"answerable_accuracy": classify_accuracy(head, eval_store, eval_windows)}
+                    rows.append({**base, **keys, "trainable_params": head.num_parameters,
                                  "param_share": head.parameter_share(encoder.num_parameters), **scores,
-                                 "train_seconds": stats.seconds, "io_share": stats.io_share})
+                                 "heldout_f1": heldout_score, "epochs_run": stats.epochs_run,
+                                 "best_epoch": stats.best_epoch, "train_seconds": stats.seconds,
+                                 "io_share": stats.io_share})
                 mix = head.layer_weights()
                 if mix is not None:
                     weights += [{"checkpoint": fraction, "component": name, "task": task, "seed": seed,
                                  "layer": layer, "weight": float(w)} for layer, w in zip(train_store.layers, mix)]
     scores = pd.DataFrame(rows).reindex(columns=SCORE_COLUMNS)
+    questions = (pd.concat(question_rows, ignore_index=True) if question_rows
+                 else pd.DataFrame(columns=QUESTION_COLUMNS)).reindex(columns=QUESTION_COLUMNS)
     weights_frame = pd.DataFrame(weights, columns=["checkpoint", "component", "task", "seed", "layer", "weight"])
-    curve = pd.DataFrame(tuned.curve)
-    windows = pd.DataFrame([{"split": "train", **train_windows.stats}, {"split": "eval", **eval_windows.stats}])
+    history = pd.DataFrame(histories, columns=["checkpoint", "component", "task", "seed", "epoch", "step", "loss",
+                                               "score"])
+    curve = pd.DataFrame(tuned.curve if tuned is not None else [])
+    finetune_losses = pd.DataFrame(tuned.losses if tuned is not None else [],
+                                   columns=["epoch", "step", "loss", "last_50"])
+    window_counts = pd.DataFrame([{"split": part, **windows[part].stats} for part in ("train", "heldout", "eval")])
     figures = {}
     if (weights_frame["component"] == "lp").any():
         figures["lp_layer_weights"] = save_figure(lp_weights_figure(weights_frame), out / "lp_layer_weights.png")
     meta = {"model": encoder.describe(), "config": asdict(config), "seconds": time.perf_counter() - started,
-            "steps_per_epoch": tuned.steps_per_epoch,
-            "train_articles": sorted({q.title for q in train_questions}),
-            "eval_articles": sorted({q.title for q in eval_questions}),
+            "steps_per_epoch": tuned.steps_per_epoch if tuned is not None else None,
+            "train_articles": sorted({q.title for q in train_windows.questions}),
+            "heldout_articles": sorted({q.title for q in heldout_windows.questions}),
+            "eval_articles": sorted({q.title for q in eval_windows.questions}),
             "note": "scores on a subset of SQuAD 2.0 dev split by article: not comparable to official SQuAD numbers"}
-    result = Result("heads-squad", tables={"scores": scores, "curve": curve, "layer_weights": weights_frame,
-                                           "windows": windows}, meta=meta, figures=figures)
+    result = Result("heads-squad", tables={"scores": scores, "questions": questions, "curve": curve,
+                                           "layer_weights": weights_frame, "history": history,
+                                           "finetune_losses": finetune_losses, "windows": window_counts},
+                    meta=meta, figures=figures)
     result.save(out)
     return result
 

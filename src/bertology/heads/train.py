@@ -51,11 +51,18 @@ class HeadTrainConfig:
     device: str = "cpu"
     progress: bool = True
     prefetch: bool = True  # False: read on the training thread (the benchmark's baseline)
+    # Early stopping: with a ``validate`` callable, score after every epoch and stop after ``patience``
+    # epochs without improvement; ``epochs`` is then the most epochs. The best epoch's head is kept.
+    patience: int | None = None
+    standardise: bool = False  # per-layer, per-dimension mean/std of the training activations
 
     def recipe(self) -> dict:
         keys = ("epochs", "lr", "batch_size", "weight_decay", "warmup_ratio", "max_grad_norm", "seed",
                 "buffer_shards", "max_steps")
-        return {key: getattr(self, key) for key in keys}
+        recipe = {key: getattr(self, key) for key in keys}
+        if self.patience is not None or self.standardise:  # older checkpoints keep their key
+            recipe.update(patience=self.patience, standardise=self.standardise)
+        return recipe
 
 
 @dataclass
@@ -67,6 +74,12 @@ class TrainStats:
     resumed_from: int = 0
     reused: bool = False
     losses: list[float] = field(default_factory=list)
+    history: list[dict] = field(default_factory=list)  # per epoch: {"epoch", "step", "loss", "score"}
+    best_epoch: int | None = None
+
+    @property
+    def epochs_run(self) -> int:
+        return len(self.history)
 
     @property
     def io_share(self) -> float:
@@ -98,23 +111,73 @@ def head_loss(head: HeadModel, outputs, targets: dict[str, torch.Tensor]) -> tor
     return torch.nn.functional.cross_entropy(outputs, targets["label"])
 
 
+_STATS: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def feature_stats(store: Store) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation ``[layers, hidden]`` of every stored row (float64 sums, shard by shard);
+    a dimension with no spread gets std 1. Cached per store for the process (every head of a run shares
+    the training store's statistics)."""
+    key = (str(store.path), store.index["input"]["hash"])
+    if key not in _STATS:
+        means, stds = [], []
+        for layer in store.layers:
+            total, squares, count = np.zeros(store.dim), np.zeros(store.dim), 0
+            for _, rows in store.iter_layer(layer):
+                rows = np.asarray(rows, dtype=np.float64)
+                total += rows.sum(0)
+                squares += np.square(rows).sum(0)
+                count += len(rows)
+            if not count:
+                raise StoreError(f"{store.path}: no rows to standardise with")
+            mean = total / count
+            std = np.sqrt(np.maximum(squares / count - np.square(mean), 0.0))
+            means.append(mean)
+            stds.append(np.where(std > 1e-6, std, 1.0))
+        _STATS[key] = (np.stack(means).astype(np.float32), np.stack(stds).astype(np.float32))
+    return _STATS[key]
+
+
 def _save(path: Path, payload: dict) -> None:
     with atomic_path(path) as tmp:
         torch.save(payload, tmp)
 
 
 def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = None,
-               checkpoint: str | Path | None = None) -> TrainStats:
-    """Train ``head`` in place on every example of ``store`` for ``config.epochs`` epochs."""
+               checkpoint: str | Path | None = None, validate=None) -> TrainStats:
+    """Train ``head`` in place on every example of ``store`` for ``config.epochs`` epochs.
+
+    ``validate(head) -> float`` (higher is better; e.g. F1 or accuracy on held-out training articles)
+    is called after every epoch; with ``config.patience`` training stops after that many epochs without
+    a better score, and the head ends with the weights of its best epoch. With ``config.standardise`` the
+    head's scaler is set from :func:`feature_stats` of ``store`` before the first step."""
     config = config or HeadTrainConfig()
+    if config.patience is not None and validate is None:
+        raise ModelError("early stopping (patience) needs a validate function: a score on held-out data")
     targets = _targets(store, head.task)
     fingerprint = store.index["model"]["fingerprint"]
     device = torch.device(config.device)
     reader = StreamingReader(store, config.batch_size, shuffle=True, seed=derive_seed(config.seed, "heads", head.name),
                              buffer_shards=config.buffer_shards, queue_depth=config.queue_depth,
                              pin_memory=device.type == "cuda", prefetch=config.prefetch)
-    per_epoch = len(reader)
-    total = per_epoch * config.epochs
+    # Epochs differ a little in length (their shard groups, hence their last partial batches, differ), so
+    # positions are located from each epoch's own batch count, not from the first epoch's.
+    sizes: dict[int, int] = {}
+
+    def epoch_size(epoch: int) -> int:
+        if epoch not in sizes:
+            sizes[epoch] = sum(len(group.batches) for group in reader.plan(epoch))
+        return sizes[epoch]
+
+    def locate(position: int) -> tuple[int, int, int]:
+        """(epoch, batch within it, the epoch's first step) of global step ``position``."""
+        epoch, first_step = 0, 0
+        while position >= first_step + epoch_size(epoch):
+            first_step += epoch_size(epoch)
+            epoch += 1
+        return epoch, position - first_step, first_step
+
+    total = sum(epoch_size(epoch) for epoch in range(config.epochs))
     if config.max_steps is not None:
         total = min(total, config.max_steps)
     head.to(device)
@@ -122,6 +185,10 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
                                 warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm,
                                 total_steps=total, device=device)
     step, seconds, waited, losses = 0, 0.0, 0.0, []
+    history: list[dict] = []
+    best: dict = {"score": -np.inf, "epoch": None, "state": None}
+    if config.standardise:
+        head.scaler.set(*feature_stats(store))
     checkpoint = Path(checkpoint) if checkpoint is not None else None
     state_key = {"head": head.name, "task": head.task, "fingerprint": fingerprint,
                  "store_input": store.index["input"]["hash"], "recipe": config.recipe(),
@@ -137,26 +204,45 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
         head.load_state_dict(saved["head_state"])
         optimisation.load_state_dict(saved)
         step, seconds, waited, losses = saved["step"], saved["seconds"], saved["wait_seconds"], saved["losses"]
+        history = saved.get("history", [])
+        best = saved.get("best", best)
         if saved.get("done"):
-            return TrainStats(step, seconds, waited, losses[-1] if losses else float("nan"), step, True, losses)
+            return TrainStats(step, seconds, waited, losses[-1] if losses else float("nan"), step, True, losses,
+                              history, best["epoch"])
     resumed_from = step
 
     def save(done: bool) -> None:
         if checkpoint is None:
             return
         _save(checkpoint, {"key": state_key, "head_state": head.state_dict(), **optimisation.state_dict(),
-                           "step": step, "seconds": seconds,
+                           "step": step, "seconds": seconds, "history": history, "best": best,
                            "wait_seconds": waited, "losses": losses, "done": done, "config": asdict(config)})
+
+    def end_of_epoch(epoch: int, epoch_losses: list[float]) -> bool:
+        """Record the epoch, validate, keep the best state; True when training should stop."""
+        row = {"epoch": epoch, "step": step, "loss": float(np.mean(epoch_losses)) if epoch_losses else float("nan")}
+        if validate is not None:
+            head.eval()
+            row["score"] = float(validate(head))
+            head.train()
+            if row["score"] > best["score"]:
+                best.update(score=row["score"], epoch=epoch,
+                            state={k: v.detach().clone() for k, v in head.state_dict().items()})
+        history.append(row)
+        return (config.patience is not None and best["epoch"] is not None
+                and epoch - best["epoch"] >= config.patience)
 
     with torch.random.fork_rng(devices=[]):  # dropout draws from a seeded stream; the caller's is untouched
         torch.manual_seed(derive_seed(config.seed, "heads-dropout", head.name, step))
         head.train()
         with progress_bar(config.progress) as bar:
             task = bar.add_task(f"head {head.name}", total=total, completed=step)
-            while step < total:
-                epoch, first = divmod(step, per_epoch)
+            stopped = False
+            while step < total and not stopped:
+                epoch, first, epoch_start = locate(step)
                 reader.wait_seconds = 0.0
                 started = time.perf_counter()
+                epoch_losses_start = len(losses)
                 for batch in reader.epoch(epoch, start_batch=first):
                     x = batch.x.to(device, non_blocking=True)
                     mask = batch.mask.to(device, non_blocking=True)
@@ -177,10 +263,16 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
                         save(False)
                 seconds += time.perf_counter() - started
                 waited += reader.wait_seconds
+                if step == epoch_start + epoch_size(epoch) or step >= total:
+                    stopped = end_of_epoch(epoch + 1, losses[epoch_losses_start:])
+                    if not stopped and step < total:
+                        save(False)
+    if best["state"] is not None:
+        head.load_state_dict(best["state"])
     head.eval()
     save(True)
     return TrainStats(step, seconds, waited, float(np.mean(losses[-20:])) if losses else float("nan"),
-                      resumed_from, False, losses)
+                      resumed_from, False, losses, history, best["epoch"])
 
 
 def check_store_model(store: Store, fingerprint: str, what: str = "the head") -> None:
