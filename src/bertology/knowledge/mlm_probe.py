@@ -40,7 +40,7 @@ from torch import nn
 from bertology.data import default_corpus
 from bertology.errors import DataError, UsageError
 from bertology.geometry.stores import as_encoder, cached_store, load_sentences
-from bertology.knowledge.mlm_settings import CORRUPT, DECODERS, DEFAULTS, QUICK, check_mlm_probe_settings
+from bertology.knowledge.mlm_settings import CORRUPT, DEFAULTS, check_mlm_probe_settings
 from bertology.knowledge.static import store_token_ids
 from bertology.models import Encoder
 from bertology.models.encoders import ForwardOutput
