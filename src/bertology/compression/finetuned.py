@@ -11,7 +11,7 @@ split; retention = compressed / original with a paired bootstrap over the dev ex
   models are deployed: the fine-tuned original (the student, with ``--teacher``) compressed by the method
   afterwards. The ``scoring`` column says which of the two each row is.
 * A fine-tuned original that does not beat its baseline (the majority class; a correlation of 0) is not read:
-  :func:`bertology.report.interventions.learning_check`, and every task retention of the run is left empty.
+  :func:`bertology.finetune.evaluation.learning_check`, and every task retention of the run is left empty.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def task_retention(reference: Encoder, variants: Sequence[Variant], task: str, c
     from bertology.compression.measure import ratio_interval
     from bertology.data.glue import glue_task
     from bertology.finetune import TaskEvaluator
-    from bertology.report.interventions import learning_check
+    from bertology.finetune.evaluation import learning_check
 
     spec = glue_task(task)
     config = dataclasses.replace(config, seeds=(seed,))

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from bertology.finetune.evaluation import learning_check  # noqa: F401 (public here too)
 from bertology.report.context import ReportContext
 from bertology.report.document import Figure, Section, Table, Text
 from bertology.report.findings import FINETUNE_TASK_NAMES, learning_text
@@ -97,32 +98,6 @@ def _finetuned_model(context: ReportContext, settings: InterventionSettings):
                                     f"{meta.get('n_train', settings.train_examples):,} {settings.task} training "
                                     f"sentences (seed {settings.seed}, learning rate {settings.lr:g}; Devlin et "
                                     "al.'s recipe otherwise)")
-
-
-def learning_check(model, evaluator) -> pd.DataFrame:
-    """Whether the fine-tuned ``model`` learned its task: its metric on the evaluator's examples with a 95%
-    interval (Wilson for accuracy, Fisher's z for a correlation) against the baseline a model that learned
-    nothing reaches (the majority class's share; a correlation of 0). ``learned`` is True only when the
-    interval lies above the baseline; nothing is read from a model for which it is False."""
-    from scipy import stats
-
-    value, n = float(evaluator(model)), len(evaluator.data)
-    labels = np.asarray(evaluator.data.labels)
-    z = stats.norm.ppf(0.975)
-    if evaluator.spec.is_regression or evaluator.metric != "accuracy":
-        baseline, baseline_name = 0.0, "no correlation"
-        if evaluator.metric == "accuracy":
-            baseline, baseline_name = float(np.bincount(labels.astype(int)).max() / n), "majority class"
-        centre, half = np.arctanh(np.clip(value, -0.999999, 0.999999)), z / np.sqrt(max(n - 3, 1))
-        low, high = float(np.tanh(centre - half)), float(np.tanh(centre + half))
-    else:
-        baseline, baseline_name = float(np.bincount(labels.astype(int)).max() / n), "majority class"
-        centre = (value + z * z / (2 * n)) / (1 + z * z / n)
-        half = z * np.sqrt(value * (1 - value) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-        low, high = float(centre - half), float(centre + half)
-    return pd.DataFrame([{"task": evaluator.task, "metric": evaluator.metric, "value": value, "ci_low": low,
-                          "ci_high": high, "n": n, "baseline": baseline, "baseline_name": baseline_name,
-                          "learned": bool(low > baseline)}])
 
 
 def compute_interventions(context: ReportContext, settings: InterventionSettings,

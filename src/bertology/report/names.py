@@ -15,6 +15,8 @@ SECTION_TITLES = {
     "languages": "Languages", "compression": "Compression",
 }
 SECTION_NAMES: tuple[str, ...] = tuple(SECTION_TITLES)
+#: Sections the default report only describes (how to add them), computed when asked by these options.
+ON_REQUEST = {"languages": "--languages DIR", "compression": "--sections compression"}
 
 
 def check_sections(sections: Sequence[str] | None, valid: Sequence[str] = SECTION_NAMES) -> list[str] | None:
