@@ -2,7 +2,7 @@
 
 ``progress_bar()`` returns an object with rich's ``Progress`` interface (``add_task``, ``advance``,
 ``update``, used as a context manager). When stderr is not a terminal (``nohup``, cluster jobs, CI) a
-live bar would print nothing until the end, so a line such as ``extract minilm: 1200/2002 (60%), 14 s``
+live bar would print nothing until the end, so a line such as ``extract minilm: 1200/2001 (60%), 14 s``
 is logged instead, at most every ``interval`` seconds per task, and once when a task completes.
 """
 

@@ -137,7 +137,7 @@ def offset_predictions(n_words: int, offset: int) -> np.ndarray:
     return np.where((predicted >= 1) & (predicted <= n_words), predicted, -1)
 
 
-def _scoring_positions(sentence: Sentence, possessive_rule: bool) -> np.ndarray:
+def scoring_positions(sentence: Sentence, possessive_rule: bool) -> np.ndarray:
     """Whose prediction scores each word: itself, or (Clark's poss rule) the possessive clitic after it."""
     n = len(sentence)
     source = np.arange(n)
@@ -190,7 +190,7 @@ def heads_as_parsers(
             predictions = head_predictions(attention, len(sentence))
         except DataError as exc:
             raise DataError(f"sentence {index} ({sentence.id}): {exc}") from None
-        predictions = predictions[..., _scoring_positions(sentence, possessive_rule)]
+        predictions = predictions[..., scoring_positions(sentence, possessive_rule)]
         hits = predictions == np.asarray(sentence.heads)  # [2, L, H, n]
         for relation in set(sentence.deprels):
             mask = np.fromiter((d == relation for d in sentence.deprels), bool, len(sentence))
@@ -237,7 +237,7 @@ def offset_baselines(
     for index, sentence in enumerate(sentences):
         _check_tree(sentence, index)
         gold = np.asarray(sentence.heads)
-        source = _scoring_positions(sentence, possessive_rule)
+        source = scoring_positions(sentence, possessive_rule)
         deprels = np.asarray(sentence.deprels)
         for relation in set(sentence.deprels):
             counts[relation] += int((deprels == relation).sum())

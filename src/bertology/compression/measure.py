@@ -202,7 +202,7 @@ def _uuas(stores: dict, sets: EvalSets, seed: int, rank: int, epochs: int, lr: f
 
 
 def _parser(dev_store, test_store, sets: EvalSets, excluded_heads: Sequence[tuple[int, int]], min_count: int):
-    from bertology.attention.parsing import (ALL_RELATIONS, DIRECTIONS, _scoring_positions, head_predictions,
+    from bertology.attention.parsing import (ALL_RELATIONS, DIRECTIONS, scoring_positions, head_predictions,
                                              heads_as_parsers)
 
     dev = heads_as_parsers((dev_store.attention(i) for i in range(len(sets.dev))), sets.dev,
@@ -229,7 +229,7 @@ def _parser(dev_store, test_store, sets: EvalSets, excluded_heads: Sequence[tupl
              for row in chosen.itertuples()]
     for index, sentence in enumerate(sets.test):
         predictions = head_predictions(np.asarray(test_store.attention(index)), len(sentence))
-        predictions = predictions[..., _scoring_positions(sentence, True)]
+        predictions = predictions[..., scoring_positions(sentence, True)]
         gold, deprels = np.asarray(sentence.heads), np.asarray(sentence.deprels)
         for relation, direction, layer, head in picks:
             mask = deprels == relation
