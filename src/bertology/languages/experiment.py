@@ -70,11 +70,9 @@ def check_settings(tasks: Sequence[str], seeds: Sequence[int], train_fraction: f
     unknown = [t for t in tasks if t not in TRANSFER_TASKS]
     if unknown:
         raise DataError(f"transfer task {', '.join(unknown)}: expected any of {', '.join(TRANSFER_TASKS)}")
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
-    if not 0 < train_fraction <= 1:
-        raise DataError(f"train_fraction {train_fraction}; expected a number in (0, 1]")
+    from bertology.probing.experiment import check_probe_settings
+
+    seeds = check_probe_settings("linear", seeds, train_fraction)
     for name, value in (("max_train", max_train), ("max_dev", max_dev)):
         if value is not None and value < 2:
             raise DataError(f"{name} {value}; expected at least 2 examples (or None for all)")
