@@ -2,7 +2,6 @@
 
 from bertology.data.corpus import (
     Corpus,
-    Sentence,
     detect_format,
     numbered_lines,
     open_text,
@@ -12,6 +11,7 @@ from bertology.data.corpus import (
     read_text,
     sentences_from_strings,
 )
+from bertology.data.sentence import Sentence
 from bertology.data.glue import GLUE_TASKS, GlueExample, GlueTask, glue_path, glue_task, read_glue, read_glue_file
 from bertology.data.paths import (EXTERNAL, PACKAGED_CORPORA, default_corpus, external_folder, missing_data,
                                    packaged_treebank, shared_data_dir)

@@ -15,40 +15,14 @@ import io
 import re
 import warnings
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from bertology.data.sentence import Sentence
 from bertology.data.treebank import tree_problem
 from bertology.errors import BertologyWarning, DataError
 
 FORMATS = ("conllu", "text", "senteval")
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """One sentence as a sequence of words, with whatever annotation its source carried.
-
-    ``heads`` are 1-based indices into ``words`` (0 = root), as in CoNLL-U. Multiword-token ranges
-    (``1-2``) are resolved to their syntactic words; empty nodes (``8.1``) are dropped.
-    """
-
-    words: tuple[str, ...]
-    id: str
-    text: str | None = None
-    lemmas: tuple[str, ...] | None = None
-    upos: tuple[str, ...] | None = None
-    xpos: tuple[str, ...] | None = None
-    feats: tuple[dict[str, str], ...] | None = None
-    heads: tuple[int, ...] | None = None
-    deprels: tuple[str, ...] | None = None
-    label: str | None = None
-    split: str | None = None
-    source_line: int | None = None
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
-
-    def __len__(self) -> int:
-        return len(self.words)
 
 
 class Corpus(list):

@@ -24,14 +24,12 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from bertology.data.sentence import Sentence
 from bertology.errors import DataError
-
-if TYPE_CHECKING:  # corpus.py imports this module; a runtime import back would be a cycle
-    from bertology.data.corpus import Sentence
 
 SPLITS = ("train", "dev", "test")
 CONLLU_SUFFIXES = (".conllu", ".conllu.gz")
@@ -180,7 +178,7 @@ def tree_distances(heads: Sequence[int], *, where: str = "tree") -> np.ndarray:
     return depth[:, None] + depth[None, :] - 2 * (on_path @ on_path.T)
 
 
-def describe_sentence(sentence: "Sentence") -> str:
+def describe_sentence(sentence: Sentence) -> str:
     """``sentence 'id', line 12``: how errors name a sentence."""
     line = f", line {sentence.source_line}" if sentence.source_line is not None else ""
     return f"sentence {sentence.id!r}{line}"
@@ -207,7 +205,7 @@ class Tree:
                 raise DataError(f"{self.where}: {len(self.relations)} relations for {len(self.heads)} words")
 
     @classmethod
-    def of(cls, sentence: "Sentence") -> "Tree":
+    def of(cls, sentence: Sentence) -> "Tree":
         """The tree of a sentence read from CoNLL-U; :class:`DataError` naming it when it has none."""
         if sentence.heads is None:
             raise DataError(f"{describe_sentence(sentence)}: no dependency heads; expected a CoNLL-U treebank "
@@ -271,7 +269,7 @@ class Tree:
         return sorted(out)
 
 
-def tree_or_none(sentence: "Sentence") -> Tree | None:
+def tree_or_none(sentence: Sentence) -> Tree | None:
     """The sentence's tree, or None when it has no heads or they are not a tree (for code that skips
     such sentences and counts them, like the task builders)."""
     if sentence.heads is None or any(h < 0 for h in sentence.heads) or tree_problem(sentence.heads) is not None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bertology.data.corpus import Sentence, numbered_lines
+from bertology.data.corpus import numbered_lines
+from bertology.data.sentence import Sentence
 from bertology.errors import DataError
 
 #: The six WNUT-17 entity types.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertology.data.corpus import Sentence
+from bertology.data.sentence import Sentence
 from bertology.errors import DataError, UsageError
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bertology.data import default_corpus, read_corpus
-from bertology.data.corpus import Sentence
+from bertology.data.sentence import Sentence
 from bertology.errors import DataError
 from bertology.extraction import corpus_hash, extract
 from bertology.models import Encoder, load_encoder

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bertology.data.corpus import Sentence
+from bertology.data.sentence import Sentence
 from bertology.extraction import encode_sentences
 
 COLUMNS = ["language", "sentences", "words", "subwords", "fertility", "unk_token_share", "unk_word_share",

@@ -25,7 +25,8 @@ from typing import Sequence
 
 import numpy as np
 
-from bertology.data.corpus import Sentence, read_conllu
+from bertology.data.corpus import read_conllu
+from bertology.data.sentence import Sentence
 from bertology.data.treebank import base_relation, is_conllu
 from bertology.errors import DataError
 from bertology.runtime import derive_seed
