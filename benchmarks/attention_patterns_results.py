@@ -22,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from bertology.attention.patterns import PATTERN_TYPES, pattern_analysis, pattern_inputs
+from bertology.attention.pattern_classifiers import PATTERN_TYPES
+from bertology.attention.patterns import pattern_analysis, pattern_inputs
 from bertology.models import load_encoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -103,11 +103,14 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def bare_forward(encoder, sentences, autocast: bool) -> float:
     """Tokens/s of the model alone over our batches: no pooling, no store (the best the pipeline can do)."""
     from bertology.extraction.alignment import encode_sentences
-    from bertology.extraction.pipeline import _batches, _fast_attention, _pad
+    from bertology.extraction.pipeline import _fast_attention
+    from bertology.models.batching import pad_batch, token_budget_batches
 
     encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length)
     segments = [segment for sentence in encoded for segment in sentence.segments]
-    batches = [_pad(batch, 0) for batch in _batches(segments, 4096, 128)]
+    lengths = [len(segment.input_ids) for segment in segments]
+    padded = [pad_batch([segments[i].input_ids for i in chosen], 0) for chosen in token_budget_batches(lengths, 4096, 128)]
+    batches = [(inputs["input_ids"], inputs["attention_mask"]) for inputs in padded]
     tokens = sum(int(mask.sum()) for _, mask in batches)
     device = next(encoder.model.parameters()).device
     context = torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast)

@@ -38,40 +38,29 @@ LAYERS, HIDDEN = 7, 384
 
 def synthetic_store(path: Path, windows: int, seed: int = 0, shard_bytes: int = 48 << 20) -> Path:
     """A complete store of ``windows`` random MiniLM-shaped windows with span labels (written once)."""
-    from bertology.files import write_json
-    from bertology.store.store import FORMAT_VERSION, INDEX_NAME, SENTENCES_NAME, write_json_atomic, \
-        write_shard_atomic
+    from bertology.store.names import INDEX_NAME
+    from bertology.store.writer import StoreWriter, plan_shards
 
     if (path / INDEX_NAME).is_file():
         return path
-    path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     lengths = np.clip(rng.normal(186, 50, windows).astype(int), 40, 384)
     block = torch.from_numpy(rng.standard_normal((LAYERS, 8192, HIDDEN)).astype(np.float16))
-    bytes_per_row = LAYERS * HIDDEN * 2
-    shards, start, size = [], 0, 0
-    for i, n in enumerate(lengths):
-        if i > start and size + n * bytes_per_row > shard_bytes:
-            shards.append((start, i))
-            start, size = i, 0
-        size += int(n) * bytes_per_row
-    shards.append((start, windows))
-    entries = []
+    starts = [int(rng.integers(0, n)) for n in lengths]
+    key = {"model": {"name": "synthetic-minilm-shape", "fingerprint": "synthetic", "hidden_size": HIDDEN,
+                     "num_heads": 12},
+           "layers": list(range(LAYERS)), "pool": "tokens", "attentions": False, "dtype": "float16",
+           "long_policy": "error", "autocast": None}
+    writer = StoreWriter(path, key, f"synthetic-{windows}-{seed}")
+    shards = plan_shards(lengths, LAYERS * HIDDEN * 2, shard_bytes)
+    writer.start([{"id": f"w{i}", "words": []} for i in range(windows)], lengths, shards, {"path": None},
+                 files={"labels.json": {"kind": "synthetic", "labels": {"start": starts, "end": starts}}})
     for k, (a, b) in enumerate(shards):
         rows = int(lengths[a:b].sum())
         offset = (k * 997) % (8192 - rows) if rows < 8192 else 0
         tensor = block[:, offset: offset + rows] if rows <= 8192 else block.repeat(1, rows // 8192 + 1, 1)[:, :rows]
-        entry = write_shard_atomic(path / f"shard-{k:05d}.safetensors",
-                                   {f"layer.{l}": tensor[l] for l in range(LAYERS)}, {"format_version": "1"})
-        entries.append({"start": a, "stop": b, **entry})
-    write_json_atomic(path / SENTENCES_NAME, [{"id": f"w{i}", "words": []} for i in range(windows)])
-    starts = [int(rng.integers(0, n)) for n in lengths]
-    write_json(path / "labels.json", {"kind": "synthetic", "labels": {"start": starts, "end": starts}})
-    index = {"format_version": FORMAT_VERSION, "model": {"name": "synthetic-minilm-shape", "fingerprint": "synthetic",
-                                                         "hidden_size": HIDDEN, "num_heads": 12},
-             "layers": list(range(LAYERS)), "pool": "tokens", "attentions": False, "dtype": "float16",
-             "input": {"hash": f"synthetic-{windows}-{seed}"}, "row_counts": lengths.tolist(), "shards": entries}
-    write_json_atomic(path / INDEX_NAME, index)
+        writer.record(k, writer.write(k, {f"layer.{l}": tensor[l] for l in range(LAYERS)}))
+    writer.finish({})
     return path
 
 

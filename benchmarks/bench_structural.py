@@ -24,7 +24,8 @@ import torch
 from stored import save_run, table
 
 from bertology.data import default_corpus, read_conllu
-from bertology.probing.structural import StructuralProbe, tree_depths, tree_distances
+from bertology.data.treebank import tree_depths, tree_distances
+from bertology.probing.structural_probe import StructuralProbe
 
 
 def per_layer_baseline(X, offsets, gold, kind, rank, epochs, batch_size, device, seed=0):

@@ -37,12 +37,26 @@ from stored import save_run, table  # noqa: E402
 
 NAMES = {"lp": "LP", "ap": "AP", "last": "last layer only", "adapter-shared-64": "adapter shared 64",
          "adapter-shared-386-skip": "adapter shared 386 + skip", "adapter-independent-64": "adapter independent 64",
-         "cnn": "CNN", "stack": "stack", "fine-tuned": "fine-tuned MiniLM (1 epoch)",
+         "cnn": "CNN", "stack": "stack", "fine-tuned": "fine-tuned MiniLM",
          "untrained": "untrained LP head (chance)"}
 
 
 def pct(value: float) -> str:
     return f"{100 * value:.1f}"
+
+
+def share_text(fraction: float) -> str:
+    percent = 100 * fraction
+    return f"{percent:.0f}%" if percent >= 10 else f"{percent:.2g}%"
+
+
+def system_name(system: str) -> str:
+    """``lp@0`` -> ``LP``; ``fine-tuned@2`` -> ``fine-tuned MiniLM (2 epochs)``."""
+    name, checkpoint = system.split("@")
+    if name != "fine-tuned":
+        return NAMES.get(name, name)
+    epochs = float(checkpoint)
+    return f"{NAMES[name]} ({epochs:g} epoch{'' if epochs == 1 else 's'})"
 
 
 def main() -> None:
@@ -51,12 +65,15 @@ def main() -> None:
     parser.add_argument("--heads", default="lp,ap,last,adapter-shared-64,cnn")
     parser.add_argument("--finetune", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--name", default="heads_squad_answerable_minilm_cpu")
+    parser.add_argument("--finetune-checkpoints", default="1",
+                        help="epochs at which the fine-tuned encoder is saved and scored (the schedule runs to the last)")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(1)
     heads = tuple(args.heads.split(","))
-    finetune = QAFinetuneConfig(checkpoints=(1.0,), lr=2e-4, batch_size=16, seed=0, device="cpu", progress=False)
+    checkpoints = tuple(float(epoch) for epoch in args.finetune_checkpoints.split(","))
+    finetune = QAFinetuneConfig(checkpoints=checkpoints, lr=2e-4, batch_size=16, seed=0, device="cpu", progress=False)
     config = SquadHeadsConfig(heads=heads, classify_heads=(), seeds=(0,), mode="answerable", eval_share=0.4,
                               heldout_share=0.2, max_train_questions=1000, pretrained=True, head_checkpoints=(0.0,),
                               finetune=finetune if args.finetune else None,
@@ -88,7 +105,7 @@ def main() -> None:
     boot = PairedBootstrap(systems, n_boot=1000, seed=0)
     frozen = [f"{name}@0" for name in heads if f"{name}@0" in systems]
     tuned = [name for name in systems if name.startswith("fine-tuned@")]
-    pairs = [(name, "untrained@0") for name in frozen]
+    pairs = [(name, "untrained@0") for name in tuned + frozen]
     pairs += [(name, tuned[-1]) for name in frozen] if tuned else []
     pairs += [(a, b) for a, b in (("lp@0", "ap@0"), ("lp@0", "last@0"), ("adapter-shared-64@0", "lp@0"),
                                   ("cnn@0", "lp@0"), ("adapter-shared-386-skip@0", "adapter-shared-64@0"))
@@ -107,20 +124,20 @@ def main() -> None:
         stats = boot.system(system)
         interval = f"{pct(stats['mean'])} [{pct(stats['low'])}, {pct(stats['high'])}]"
         if name == "untrained":
-            share = f"{100 * untrained.parameter_share(result.meta['model']['num_parameters']):.2g}%"
+            share = share_text(untrained.parameter_share(result.meta['model']['num_parameters']))
             rows.append([NAMES[name], "0 (pretrained, frozen)", f"{untrained.num_parameters:,} ({share})", interval,
                          pct(chance["exact"]), "–", "–", "–"])
             continue
         row = own[(own["component"] == name) & (own["checkpoint"] == float(checkpoint))].iloc[0]
-        where = "0 (pretrained, frozen)" if float(checkpoint) == 0 else f"{float(checkpoint):g} epoch fine-tuned"
-        share = f"{100 * row['param_share']:.2g}%"
+        where = "0 (pretrained, frozen)" if float(checkpoint) == 0 else system_name(system).split("(")[1].rstrip(")") + " fine-tuned"
+        share = share_text(row['param_share'])
         epochs = "–" if name == "fine-tuned" else f"{int(row['best_epoch'])} of {int(row['epochs_run'])}"
-        rows.append([NAMES.get(name, name), where, f"{int(row['trainable_params']):,} ({share})", interval,
+        rows.append([system_name(system), where, f"{int(row['trainable_params']):,} ({share})", interval,
                      pct(row["exact"]), "–" if row["heldout_f1"] is None or np.isnan(row["heldout_f1"])
                      else pct(row["heldout_f1"]), epochs, f"{row['train_seconds']:.0f}"])
     header = ["system", "checkpoint", "trainable params (% of encoder)", "F1 [95% CI]", "EM", "held-out F1",
               "best epoch of run", "train s"]
-    difference_rows = [[f"{NAMES.get(a.split('@')[0], a)} − {NAMES.get(b.split('@')[0], b)}",
+    difference_rows = [[f"{system_name(a)} − {system_name(b)}",
                         f"{100 * d:+.1f}", f"[{100 * lo:+.1f}, {100 * hi:+.1f}]", "yes" if est else "no"]
                        for a, b, d, lo, hi, est in differences[["a", "b", "difference", "low", "high",
                                                                 "established"]].itertuples(index=False)]

@@ -6,24 +6,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bertology.attention.patterns import (
-    FEATURE_NAMES,
+from bertology.attention.figures import plot_pattern_proportions
+from bertology.attention.pattern_classifiers import (
     PATTERN_TYPES,
-    AttentionSample,
     CNNPatternClassifier,
     FeaturePatternClassifier,
     RulePatternClassifier,
-    attention_features,
-    classifier_evaluation,
+)
+from bertology.attention.pattern_features import FEATURE_NAMES, attention_features
+from bertology.attention.pattern_maps import AttentionSample, resize_map, token_attention_maps
+from bertology.attention.pattern_resources import classifier_evaluation, load_labelled_maps, load_pattern_classifier
+from bertology.attention.patterns import (
     compare_pattern_proportions,
-    load_labelled_maps,
-    load_pattern_classifier,
     pattern_analysis,
     pattern_proportions,
     pattern_types,
-    plot_pattern_proportions,
-    resize_map,
-    token_attention_maps,
 )
 from bertology.errors import DataError, UsageError
 

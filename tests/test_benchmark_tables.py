@@ -19,7 +19,7 @@ def benchmarks_on_path():
 
 def test_confusion_rows_are_true_labels_and_columns_predictions(benchmarks_on_path):
     from attention_patterns_results import classifier_tables
-    from bertology.attention.patterns import PATTERN_TYPES
+    from bertology.attention.pattern_classifiers import PATTERN_TYPES
 
     # evaluation.json keeps confusion_test[classifier][predicted][true]
     confusion = {predicted: {true: 0 for true in PATTERN_TYPES} for predicted in PATTERN_TYPES}

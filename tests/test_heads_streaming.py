@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from bertology.errors import ModelError, StoreError
-from bertology.heads import activations as activations_module
 from bertology.heads.activations import read_labels, write_activations
 from bertology.heads.catalog import build_head
 from bertology.heads.streaming import StreamingReader
 from bertology.heads.train import HeadTrainConfig, check_store_model, train_head
 from bertology.store import Store
+from bertology.store import writer as store_writer
 
 N_INPUTS = 40
 
@@ -167,7 +167,7 @@ def test_head_training_resumes_after_an_interruption(tmp_path, store_and_ids, mo
 
 def test_store_writing_resumes_after_an_interruption(tmp_path, tiny_bert, monkeypatch):
     clean, _ = _store(tmp_path, tiny_bert, name="clean")
-    real_write, calls = activations_module.write_shard_atomic, {"n": 0}
+    real_write, calls = store_writer.write_shard_atomic, {"n": 0}
 
     def failing_write(*args, **kwargs):
         calls["n"] += 1
@@ -175,10 +175,10 @@ def test_store_writing_resumes_after_an_interruption(tmp_path, tiny_bert, monkey
             raise OSError("disk went away")
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(activations_module, "write_shard_atomic", failing_write)
+    monkeypatch.setattr(store_writer, "write_shard_atomic", failing_write)
     with pytest.raises(OSError):
         _store(tmp_path, tiny_bert, name="resumed")
-    monkeypatch.setattr(activations_module, "write_shard_atomic", real_write)
+    monkeypatch.setattr(store_writer, "write_shard_atomic", real_write)
     with pytest.raises(StoreError, match="incomplete"):
         Store.open(tmp_path / "resumed")
     written = {s["file"] for s in Store.open(tmp_path / "resumed", allow_incomplete=True).index["shards"]

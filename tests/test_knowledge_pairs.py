@@ -44,8 +44,8 @@ def test_pll_equals_minicons_masked_lm_scorer(tiny_mlm):
     scorer = pytest.importorskip("minicons.scorer")
     from transformers import AutoTokenizer
 
-    model, tokenizer = load_masked_lm(tiny_mlm)
-    ours = pseudo_log_likelihoods(model, tokenizer, SENTENCES, batch_tokens=600)  # several passes
+    model = load_masked_lm(tiny_mlm)
+    ours = pseudo_log_likelihoods(model, SENTENCES, batch_tokens=600)  # several passes
     their_tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
     # minicons 0.3.39 calls batch_encode_plus, which transformers 5 removed; the call is the same thing
     their_tokenizer.batch_encode_plus = their_tokenizer.__call__
@@ -55,7 +55,8 @@ def test_pll_equals_minicons_masked_lm_scorer(tiny_mlm):
 
 
 def test_pll_and_whole_word_masking_by_hand(tiny_mlm):
-    model, tokenizer = load_masked_lm(tiny_mlm)
+    model = load_masked_lm(tiny_mlm)
+    tokenizer = model.tokenizer
     sentence = "Quizzical zebras juxtapose xylophones ."
     token_level = masked_copies(tokenizer, sentence)
     whole = masked_copies(tokenizer, sentence, whole_word=True)
@@ -66,16 +67,16 @@ def test_pll_and_whole_word_masking_by_hand(tiny_mlm):
             for group in plan.groups:
                 ids = torch.tensor([plan.input_ids])
                 ids[0, group] = tokenizer.mask_token_id
-                log_probs = torch.log_softmax(model(input_ids=ids).logits[0], dim=-1)
+                log_probs = torch.log_softmax(model.forward({"input_ids": ids}, logits=True).logits[0], dim=-1)
                 hand += sum(float(log_probs[p, plan.input_ids[p]]) for p in group)
-        ours = pseudo_log_likelihoods(model, tokenizer, [sentence, "Mice eat ."], whole_word=flag)[0]
+        ours = pseudo_log_likelihoods(model, [sentence, "Mice eat ."], whole_word=flag)[0]
         assert ours == pytest.approx(hand, abs=1e-4)
 
 
 def test_per_layer_scores_end_at_the_models_output(tiny_mlm):
-    model, tokenizer = load_masked_lm(tiny_mlm)
-    per_layer = pseudo_log_likelihoods(model, tokenizer, SENTENCES[:3], layers=[0, 1, 2])
-    assert np.allclose(per_layer[2], pseudo_log_likelihoods(model, tokenizer, SENTENCES[:3]), atol=1e-4)
+    model = load_masked_lm(tiny_mlm)
+    per_layer = pseudo_log_likelihoods(model, SENTENCES[:3], layers=[0, 1, 2])
+    assert np.allclose(per_layer[2], pseudo_log_likelihoods(model, SENTENCES[:3]), atol=1e-4)
     assert not np.allclose(per_layer[0], per_layer[2])
 
 

@@ -30,11 +30,28 @@ def test_section_on_a_tiny_masked_lm(tmp_path):
     section = knowledge_section(str(model), tmp_path / "out", data=corpus, max_sentences=32, mlm_probe_sentences=32,
                                 lama_data=lama_folder, pairs_data=pairs, device="cpu", cache_dir=tmp_path / "cache")
     assert set(section.results) == {"contextuality", "static", "mlm_probe", "lama", "pairs"}
-    assert len(section.tables) == 5 and all(len(t) for t in section.tables.values())
-    assert all(Path(p).is_file() for p in section.figures.values()) and len(section.figures) == 3
     assert (tmp_path / "out" / "lama" / "corpora.parquet").is_file()
-    contextuality = next(t for k, t in section.tables.items() if k.startswith("Contextuality"))
+    # What the report shows is built in bertology.report.knowledge, from the Results alone, also after the
+    # report cache's round trip through one bundled Result.
+    from bertology.report.knowledge import bundle, display_notes, display_tables, draw_figures, unbundle
+    from bertology.results import Result
+
+    cached = Result.load(bundle(section.results, section.notes, section.settings).save(tmp_path / "cached"))
+    results = unbundle(cached)
+    assert list(results) == list(section.results)
+    assert results["lama"].meta == section.results["lama"].meta
+    tables = display_tables(results, cached.meta["settings"])
+    assert len(tables) == 5 and all(len(t) for t in tables.values())
+    fresh = display_tables(section.results, section.settings)
+    assert list(tables) == list(fresh) and all(tables[k].equals(fresh[k]) for k in fresh), "the same after caching"
+    assert any(k.startswith("LAMA (50 facts") for k in tables)
+    contextuality = next(t for k, t in tables.items() if k.startswith("Contextuality"))
     assert list(contextuality["layer"]) == [0, 1, 2]
+    assert all(cell.count(".") == 1 for cell in contextuality["anisotropy"]), "formatted for display"
+    figures = draw_figures(results, tmp_path / "figures", "tiny")
+    assert all(Path(p).is_file() for p in figures.values()) and len(figures) == 3
+    notes = display_notes(results, cached.meta["settings"], cached.meta["notes"])
+    assert notes[0].startswith("Static similarity (a)") and notes[1].startswith("MLM probe: ")
 
 
 @pytest.mark.integration

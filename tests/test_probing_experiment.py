@@ -8,7 +8,16 @@ import pytest
 
 from bertology.data import default_corpus
 from bertology.probing.experiment import COLUMNS, load_datasets, run_probing
-from bertology.probing.report import plot_layer_curves, summarize, table2, table2_frame, table2_rich
+from bertology.probing.report import (
+    best_layer_table,
+    best_layer_verdicts,
+    plot_layer_curves,
+    summarize,
+    table2,
+    table2_frame,
+    table2_rich,
+)
+from bertology.probing.spec import ProbingSpec
 from bertology.options import default_out
 from bertology.results import Result
 
@@ -41,13 +50,15 @@ def small_treebank(tmp_path_factory):
 @pytest.fixture(scope="module")
 def results(tiny_model, small_treebank, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
-    return run_probing(str(tiny_model), ["upos", "deprel"], treebank=small_treebank, seeds=(0, 1),
-                       max_train=400, max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False), cache
+    spec = ProbingSpec(tasks=("upos", "deprel"), treebank=small_treebank, seeds=(0, 1), max_train=400, max_eval=200,
+                       l2=(1e-3, 1e-2))
+    return run_probing(str(tiny_model), spec, cache_dir=cache, progress=False), cache
 
 
 def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
     result, _ = results
-    assert isinstance(result, Result) and set(result.tables) == {"results", "summary", "table2", "datasets"}
+    assert isinstance(result, Result) and set(result.tables) == {"results", "summary", "table2", "table2_dev",
+                                                                 "best_layer", "datasets"}
     frame = result["results"]
     assert list(frame.columns) == COLUMNS
     for column in ("layer", "seed"):
@@ -127,11 +138,53 @@ def test_seeds_differ_and_reruns_reproduce_from_the_cache(results, tiny_model, s
     twins = twins.pivot_table(index=["task", "layer", "split"], columns="seed", values="value")
     assert not np.allclose(twins[0], twins[1])
     stores = sorted(p.name for p in (cache / "stores").iterdir())
+    # The deprecated keyword form builds the same spec.
     again = run_probing(str(tiny_model), ["upos", "deprel"], treebank=small_treebank, seeds=(1,),
                         max_train=400, max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False)
     assert sorted(p.name for p in (cache / "stores").iterdir()) == stores  # stores reused, none added
     expected = frame[frame.seed == 1].reset_index(drop=True)
     pd.testing.assert_frame_equal(again["results"], expected)
+
+
+def test_the_result_carries_table2_and_the_best_layer_computed_once(results, tmp_path):
+    """table2, table2_dev and best_layer are the tables every view draws; they equal what the functions
+    compute from the result's tables, and survive a save and load."""
+    result, _ = results
+    pd.testing.assert_frame_equal(result["table2"], Result("t", {"x": table2_frame(result.tables)})["x"])
+    pd.testing.assert_frame_equal(result["table2_dev"], Result("t", {"x": table2_frame(result.tables, "dev")})["x"])
+    assert set(result["table2_dev"]["split"]) == {"dev"} and set(result["table2"]["split"]) == {"test"}
+    loaded = Result.load(result.save(tmp_path / "saved"))
+    from bertology.probing.summary import best_layers
+
+    assert best_layer_verdicts(loaded["best_layer"]) == best_layers(result["table2"])
+    best = loaded["best_layer"]
+    assert best.groupby("task")["chosen"].sum().eq(1).all(), "one layer chosen on dev per task"
+    assert table2(loaded["table2"], best).equals(table2(result["table2"], result["best_layer"]))
+
+
+def test_a_spec_is_checked_once_and_names_the_setting():
+    from bertology.errors import DataError
+    from bertology.probing.spec import SettingError
+
+    spec = ProbingSpec(tasks="upos,BShift", seeds=[3, 4], layers=[0, 2], l2=[1e-3])
+    assert spec.tasks == ("upos", "bigram_shift") and spec.seeds == (3, 4) and spec.layers == (0, 2)
+    assert spec.l2 == (1e-3,)
+    with pytest.raises(AttributeError):
+        spec.seeds = (0,)  # frozen
+    for settings, named in (({"train_fraction": 0}, "train_fraction 0"), ({"probe": "svm"}, "probe 'svm'"),
+                            ({"seeds": ()}, "seeds"), ({"control": "spans"}, "control 'spans'"),
+                            ({"control_types": "upper"}, "control_types 'upper'"),
+                            ({"max_train": 0}, "max_train 0"), ({"senteval_split": "random"}, "senteval_split")):
+        with pytest.raises(SettingError, match=named) as caught:
+            ProbingSpec(**settings)
+        option = "--" + caught.value.setting.replace("_", "-")
+        assert str(caught.value.as_option()).startswith(option)
+    with pytest.raises(DataError, match="unknown task"):
+        ProbingSpec(tasks=("nonsense",))
+    with pytest.raises(DataError, match="unknown probing setting"):
+        ProbingSpec.from_keywords(tasks=("upos",), l3=0.1)
+    with pytest.raises(DataError, match="belong in the spec"):
+        run_probing("minilm", spec, seeds=(0,))
 
 
 def test_a_repeated_seed_probes_its_own_untrained_twin(tiny_model, small_treebank, results):
@@ -155,11 +208,12 @@ def row_sign(numbers, layer: int) -> str:
 
 def test_table2_layout_and_plot(results, tmp_path):
     frame = results[0]["results"]
-    table = table2(frame)
+    numbers = table2_frame(frame)  # a bare results frame: no intervals
+    table = table2(numbers, best_layer_table(numbers))
     assert list(table.index[:3]) == [0, 1, 2]
     assert {"mix", "majority", "best layer (dev)"} <= set(table.index)
+    assert "best layer (dev)" not in table2(numbers).index, "no best_layer table, no best-layer row"
     assert list(table.columns) == ["upos", "deprel"]
-    numbers = table2_frame(frame)
     row = numbers[(numbers.task == "upos") & (numbers.layer == 1)].iloc[0]
     s = summarize(frame)
     mean = s[(s.task == "upos") & (s.layer == 1) & (s.baseline == "none") & (s.metric == "accuracy")
@@ -171,13 +225,13 @@ def test_table2_layout_and_plot(results, tmp_path):
     delta = f"{'+' if mean > twin else ''}{100 * (mean - twin):.1f}"
     assert table.loc[1, "upos"] == f"{100 * mean:.1f} ({delta})"  # a bare frame: no interval
     assert row_sign(table2_frame(frame), 1) == ""  # ... and no established sign
-    with_ci = table2(results[0])
-    sign = row_sign(table2_frame(results[0]), 1)
+    with_ci = table2(results[0]["table2"], results[0]["best_layer"])
+    sign = row_sign(results[0]["table2"], 1)
     assert sign in ("+", "-", "0")
     assert with_ci.loc[1, "upos*"] == (f"{100 * mean:.1f} [{100 * row_ci(results[0], 1)[0]:.1f}, "
                                        f"{100 * row_ci(results[0], 1)[1]:.1f}] ({delta}{' ns' if sign == '0' else ''})")
     assert with_ci.loc["n train/dev/test", "upos*"] == "400/200/200"
-    word_identity = numbers_with_ci = table2_frame(results[0])
+    word_identity = numbers_with_ci = results[0]["table2"]
     word_identity = numbers_with_ci[numbers_with_ci.task == "upos"]["word_identity"].iloc[0]
     assert with_ci.loc["word identity", "upos*"] == f"{100 * word_identity:.1f}"
     assert with_ci.loc["word identity", "deprel*"] != ""  # arcs: the dependent's word identity
@@ -187,8 +241,8 @@ def test_table2_layout_and_plot(results, tmp_path):
     chosen = int(dev.loc[dev["mean"].idxmax(), "layer"])
     assert table.loc["best layer (dev)", "upos"].startswith(("0-2 (tied)",))
     assert int(numbers[numbers.best_on_dev & (numbers.task == "upos")].layer.iloc[0]) == chosen
-    assert table2_rich(frame).row_count == len(table)
-    plot_layer_curves(frame, tmp_path / "curves.png")
+    assert table2_rich(numbers, best_layer_table(numbers)).row_count == len(table)
+    plot_layer_curves(numbers, tmp_path / "curves.png", model="tiny")
     assert (tmp_path / "curves.png").stat().st_size > 1000
     assert (tmp_path / "curves.svg").read_text().lstrip().startswith("<?xml")
 
@@ -214,7 +268,7 @@ def test_cli_writes_results(tiny_model, small_treebank, tmp_path, monkeypatch):
     assert set(frame.seed) == {2}, "--seeds is a count, --seed the first"
     assert set(frame.layer.dropna()) == {1, 2}, "--layers takes what tables print (L1-2)"
     assert pd.read_csv(out / "results.csv").shape[0] == len(frame)
-    for table in ("summary", "table2", "datasets"):
+    for table in ("summary", "table2", "table2_dev", "best_layer", "datasets"):
         assert (out / f"{table}.parquet").is_file() and (out / f"{table}.csv").is_file()
     assert not (out / "datasets.json").exists()
     assert (out / "layer_curves.png").exists() and (out / "layer_curves.svg").exists()
@@ -230,6 +284,9 @@ def test_cli_writes_results(tiny_model, small_treebank, tmp_path, monkeypatch):
     (["--device", "tpu"], "--device"),
     (["--senteval-split", "random"], "--senteval-split 'random'"),
     (["--sentence-control", "words"], "--sentence-control 'words'"),
+    (["--train-fraction", "1.5"], "--train-fraction 1.5"),
+    (["--control-types", "upper"], "--control-types 'upper'"),
+    (["--probe", "svm"], "--probe 'svm'"),
 ])
 def test_cli_bad_input_is_one_bertology_error(tmp_path, args, message):
     from typer.testing import CliRunner
@@ -264,8 +321,9 @@ def test_a_task_registered_in_one_call_runs_in_the_api_and_the_cli(capitalised_t
     from bertology.probing.cli import app
 
     _, cache = results
-    result = run_probing(str(tiny_model), [capitalised_task], treebank=small_treebank, seeds=(0,), max_train=300,
-                         max_eval=150, l2=(1e-2,), cache_dir=cache, progress=False, scalar_mix=False)
+    spec = ProbingSpec(tasks=(capitalised_task,), treebank=small_treebank, seeds=(0,), max_train=300, max_eval=150,
+                       l2=(1e-2,), scalar_mix=False)
+    result = run_probing(str(tiny_model), spec, cache_dir=cache, progress=False)
     frame = result["results"]
     assert set(frame.task) == {"capitalised"}
     assert set(frame.baseline) == {"none", "untrained", "control", "majority", "word-identity"}
@@ -304,14 +362,15 @@ def test_registering_a_taken_name_or_a_bad_level_is_refused(capitalised_task):
 
 def test_structural_probes_get_intervals_and_the_linear_chain_beside_them(tiny_model, small_treebank, results):
     _, cache = results
-    result = run_probing(str(tiny_model), ["structural"], treebank=small_treebank, seeds=(0,), max_train=400,
-                         max_eval=300, cache_dir=cache, progress=False, structural_kwargs={"epochs": 2, "rank": 8})
+    spec = ProbingSpec(tasks=("structural",), treebank=small_treebank, seeds=(0,), max_train=400, max_eval=300,
+                       structural_options={"epochs": 2, "rank": 8})
+    result = run_probing(str(tiny_model), spec, cache_dir=cache, progress=False)
     table = result["table2"]
     uuas = table[table.task == "structural-distance"]
     assert set(uuas.metric) == {"uuas"} and uuas["ci_low"].notna().all()
     assert ((uuas["ci_low"] <= uuas["mean"] + 1e-9) & (uuas["mean"] <= uuas["ci_high"] + 1e-9)).all()
     assert uuas["linear_chain"].notna().all() and uuas["n_test"].notna().all()
-    shown = table2(result)
+    shown = table2(result["table2"], result["best_layer"])
     assert shown.loc["linear chain (right-branching)"].ne("").all()
 
 

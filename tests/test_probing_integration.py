@@ -3,7 +3,7 @@
 import pytest
 
 from bertology.probing.experiment import run_probing
-from bertology.probing.report import table2_frame
+from bertology.probing.spec import ProbingSpec
 
 pytestmark = pytest.mark.integration
 
@@ -21,13 +21,13 @@ def minilm_results(tmp_path_factory):
         pytest.skip("UD English EWT not in the shared data")
     # 1,500 training / 800 test examples: with 600/300 the mean BShift delta over layers 1-6 is within
     # noise of the 3-point bar (2.8 on the pooled split's first 600 sentences; 8.4 at these sizes).
-    return run_probing("minilm", ["upos", "bigram_shift"], treebank=treebank, seeds=(0,), max_train=1500,
-                       max_eval=800, l2=(1e-3, 1e-2), scalar_mix=False, control=False,
-                       cache_dir=tmp_path_factory.mktemp("cache"), progress=False)["results"]
+    spec = ProbingSpec(tasks=("upos", "bigram_shift"), treebank=treebank, seeds=(0,), max_train=1500, max_eval=800,
+                       l2=(1e-3, 1e-2), scalar_mix=False, control=False)
+    return run_probing("minilm", spec, cache_dir=tmp_path_factory.mktemp("cache"), progress=False)["table2"]
 
 
 def test_upos_best_layer_is_far_above_the_majority_baseline(minilm_results):
-    numbers = table2_frame(minilm_results)
+    numbers = minilm_results
     upos = numbers[numbers.task == "upos"]
     best = upos[upos.best_on_dev].iloc[0]  # the layer chosen on dev, scored on test
     assert best["mean"] > best["majority"] + 0.40  # accuracies are fractions
@@ -35,7 +35,7 @@ def test_upos_best_layer_is_far_above_the_majority_baseline(minilm_results):
 
 
 def test_trained_minilm_beats_its_untrained_twin_on_bshift(minilm_results):
-    numbers = table2_frame(minilm_results)
+    numbers = minilm_results
     bshift = numbers[(numbers.task == "bigram_shift") & numbers.layer.notna()]
     # No layer chosen on test: the whole curve of the contextual layers (1..6) against the twin's.
     contextual = bshift[bshift.layer >= 1]

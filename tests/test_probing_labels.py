@@ -38,7 +38,8 @@ def test_probe_labels_on_a_store_with_every_baseline(stores):
     # Nouns against everything else; punctuation is left out (None).
     labels = [None if tag == "PUNCT" else tag == "NOUN" for s in sentences for tag in s.upos]
     result = probe_labels(store, labels, seeds=(0, 1), untrained=twin, l2=(1e-2,), device="cpu")
-    assert isinstance(result, Result) and set(result.tables) == {"results", "summary", "table2", "datasets"}
+    assert isinstance(result, Result) and set(result.tables) == {"results", "summary", "table2", "table2_dev",
+                                                                 "best_layer", "datasets"}
     frame = result["results"]
     assert set(frame.baseline) == {"none", "majority", "control", "untrained"}
     assert set(frame.layer) == set(store.layers) and set(frame.seed) == {0, 1}

@@ -10,9 +10,11 @@ from scipy.stats import spearmanr
 from sklearn.exceptions import NotFittedError
 
 from bertology.data import Sentence
+from bertology.data.treebank import tree_depths, tree_distances
 from bertology.errors import DataError, StoreError
-from bertology.probing.structural import (
-    StructuralProbe,
+from bertology.probing.structural import run_structural, summarize_structural
+from bertology.probing.structural_probe import StructuralProbe
+from bertology.probing.tree_metrics import (
     depth_spearman,
     distance_spearman,
     linear_chain_depths,
@@ -20,10 +22,6 @@ from bertology.probing.structural import (
     mst_edges,
     punctuation_mask,
     root_accuracy,
-    run_structural,
-    summarize_structural,
-    tree_depths,
-    tree_distances,
     uuas,
 )
 

@@ -190,7 +190,7 @@ def test_senteval_tasks_are_cached_by_content_not_path(tiny_treebank, tmp_path):
 def test_console_table_never_truncates_on_a_narrow_terminal():
     from rich.console import Console
 
-    from bertology.probing.report import print_table2
+    from bertology.probing.report import best_layer_table, print_table2, table2_frame
 
     rows = []
     for task in ("bigram_shift", "odd_man_out", "coordination_inversion", "tree_depth", "top_constituents"):
@@ -201,15 +201,17 @@ def test_console_table_never_truncates_on_a_narrow_terminal():
                                  "component": None, "layer": layer, "seed": 0, "metric": "accuracy",
                                  "value": value, "baseline": baseline, "split": split})
     frame = pd.DataFrame(rows).astype({"layer": "Int64", "seed": "Int64"})
+    numbers = table2_frame(frame)
+    best = best_layer_table(numbers)
     for width in (60, 250):
         buffer = io.StringIO()
-        print_table2(frame, Console(file=buffer, width=width, force_terminal=False))
+        print_table2(numbers, best, Console(file=buffer, width=width, force_terminal=False))
         text = buffer.getvalue()
         assert "…" not in text and "..." not in text
         assert max(len(line) for line in text.splitlines()) <= width
         assert text.count("64.0") >= 5  # layer 4 of every task is shown in full
     narrow = io.StringIO()
-    print_table2(frame, Console(file=narrow, width=60, force_terminal=False))
+    print_table2(numbers, best, Console(file=narrow, width=60, force_terminal=False))
     assert "BShift (accuracy, test, %)" in narrow.getvalue()  # the vertical layout, one table per task
 
 
@@ -276,6 +278,7 @@ def test_sentence_only_pools_keep_sentence_means_not_word_stores(tmp_path):
         run_probing,
         sentence_only_sources,
     )
+    from bertology.probing.spec import ProbingSpec
 
     sys.path.insert(0, str(Path(__file__).parent))
     from tasks_treebank import write_treebank
@@ -295,18 +298,16 @@ def test_sentence_only_pools_keep_sentence_means_not_word_stores(tmp_path):
     kept = sorted(p.name for p in (tmp_path / "means" / "stores").iterdir() if p.name.startswith("senteval"))
     assert kept and all(name.endswith(("-sentence-means.npy", "-sentence-means.json")) for name in kept)
     # run_probing keeps the means and reuses them: a rerun extracts nothing and gives the same numbers.
-    first = run_probing(encoder, ["bigram_shift"], treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False,
-                        cache_dir=tmp_path / "run", progress=False, device="cpu")
+    spec = ProbingSpec(tasks=("bigram_shift",), treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False)
+    first = run_probing(encoder, spec, cache_dir=tmp_path / "run", progress=False, device="cpu")
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "run" / "stores").iterdir()}
     assert files and all(p.suffix in (".npy", ".json") for p in files), sorted(p.name for p in files)
-    again = run_probing(encoder, ["bigram_shift"], treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False,
-                        cache_dir=tmp_path / "run", progress=False, device="cpu")
+    again = run_probing(encoder, spec, cache_dir=tmp_path / "run", progress=False, device="cpu")
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "run" / "stores").iterdir()} == files
     pd.testing.assert_frame_equal(first["results"], again["results"])
     # A damaged means file is computed again, not read as numbers.
     damaged = next(p for p in files if p.suffix == ".npy")
     damaged.write_bytes(b"not a numpy file")
-    third = run_probing(encoder, ["bigram_shift"], treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False,
-                        cache_dir=tmp_path / "run", progress=False, device="cpu")
+    third = run_probing(encoder, spec, cache_dir=tmp_path / "run", progress=False, device="cpu")
     pd.testing.assert_frame_equal(first["results"], third["results"])
     assert np.load(damaged).ndim == 3

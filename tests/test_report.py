@@ -191,3 +191,38 @@ def test_report_on_minilm(minilm, tmp_path):
         assert f"<h2>{heading}</h2>" in html
     assert "SentLen" in html and "BShift" in html and "upos" in html
     assert "attention-only probe" in html
+
+
+def test_the_cache_stores_results_and_recomputes_an_entry_from_before_results(tmp_path):
+    """get_or_compute saves and loads a Result (types as saved, list cells as lists, meta kept); a folder an
+    older cache wrote (key.json and bare Parquet tables, no meta.json) is computed again, not read."""
+    import pandas as pd
+
+    from bertology.report.cache import ResultCache
+    from bertology.results import Result
+
+    cache = ResultCache(tmp_path)
+    key = {"model": "m", "seeds": [0, 1]}
+    made = Result("probing", {"table2": pd.DataFrame({"task": ["upos"], "layer": [2], "mean": [0.912345678901]}),
+                              "datasets": pd.DataFrame({"task": ["upos"], "notes": [["a note", "another"]]})},
+                  meta={"model": "m"})
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return made
+
+    first = cache.get_or_compute("probing", key, compute)
+    again = cache.get_or_compute("probing", key, compute)
+    assert calls == [1] and cache.misses == ["probing"] and cache.hits == ["probing"]
+    for result in (first, again):
+        assert isinstance(result, Result) and result.meta == {"model": "m"}
+        pd.testing.assert_frame_equal(result["table2"], made["table2"])
+        assert list(result["datasets"]["notes"].iloc[0]) == ["a note", "another"]
+    old = cache.path("probing", key)
+    (old / "meta.json").unlink()  # what an older cache left: key.json and the tables only
+    assert (old / "key.json").is_file()
+    assert cache.get_or_compute("probing", key, compute)["table2"]["mean"].iloc[0] == 0.912345678901
+    assert calls == [1, 1], "an entry without meta.json is recomputed"
+    with pytest.raises(TypeError, match="expected a Result"):
+        cache.get_or_compute("other", key, lambda: {"table": made["table2"]})

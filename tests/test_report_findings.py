@@ -185,8 +185,10 @@ def test_table2_bolds_only_a_best_layer_that_may_be_marked():
     from bertology.report.document import table_html
     from bertology.report.sections import _marked_table2
 
+    from bertology.probing.report import table2_frame
+
     tables, _ = _synthetic_results()
-    table = _marked_table2(tables, probing_scores(tables), "caption", "probing-senteval")
+    table = _marked_table2(table2_frame(tables), probing_scores(tables), "caption", "probing-senteval")
     html = table_html(table, "probing-senteval")
     assert html.count("<strong class='best'>") == 1 and "<strong class='best'>85.0 (+55.0)</strong>" in html
     assert "1–3 (indistinguishable)" in html and "(at chance)" in html

@@ -277,7 +277,7 @@ def test_disk_full_during_extract_leaves_no_partial_shard(tmp_path, tiny_model_d
         return real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", full_for_the_second_shard)
-    monkeypatch.setattr("bertology.extraction.pipeline.SHARD_TARGET_BYTES", 4000)
+    monkeypatch.setattr("bertology.extraction.spec.SHARD_TARGET_BYTES", 4000)
     code, message = _extract(["--data", str(path), "--out", str(out)], tiny_model_dir, monkeypatch, capsys)
     assert code == 1 and "Traceback" not in message, message
     assert "no space left on the device" in message and "run the same command again to resume" in message

@@ -88,3 +88,98 @@ def test_a_new_family_is_one_registry_entry():
         assert not torch.allclose(plain, masked)
     finally:
         FAMILIES.pop("data2vec-text")
+
+
+# -- the one handle with a head: load_encoder(..., head=...) ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_mlm_dir(tmp_path_factory):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from knowledge_models import save_tiny_mlm
+
+    return save_tiny_mlm(tmp_path_factory.mktemp("handle") / "mlm")
+
+
+@pytest.fixture(scope="module")
+def bare_dir(tmp_path_factory, tiny_bert):
+    folder = tmp_path_factory.mktemp("handle") / "bare"
+    tiny_bert.model.save_pretrained(folder)
+    tiny_bert.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _batch(encoder, sentences=("The quick brown fox .", "Dogs chase cats ; cats chase mice .")):
+    return encoder.tokenizer(list(sentences), padding=True, return_tensors="pt")
+
+
+def test_masked_lm_handle_serves_logits_states_and_the_logit_lens(tiny_mlm_dir):
+    encoder = load_encoder(tiny_mlm_dir, head="masked-lm")
+    assert encoder.head == "masked-lm" and type(encoder.model).__name__ == "BertForMaskedLM"
+    assert type(encoder.body).__name__ == "BertModel" and encoder.num_layers == 2
+    batch = _batch(encoder)
+    out = encoder.forward(batch, logits=True)
+    assert out.logits.shape == (*batch["input_ids"].shape, len(encoder.tokenizer))
+    assert len(out.hidden_states) == 3
+    body = encoder.forward(batch, body=True)
+    assert torch.allclose(encoder.head_logits(body.hidden_states[-1]), out.logits, atol=1e-5)
+    twin, again = encoder.untrained(seed=1), encoder.untrained(seed=1)
+    assert twin.head == "masked-lm" and type(twin.model).__name__ == "BertForMaskedLM"
+    assert twin.fingerprint == again.fingerprint != encoder.fingerprint
+
+
+def test_masked_lm_head_is_refused_for_a_bare_encoder_in_one_line(bare_dir):
+    with pytest.raises(ModelError) as error:
+        load_encoder(bare_dir, head="masked-lm")
+    assert "no masked-LM head" in str(error.value) and "\n" not in str(error.value)
+
+
+def test_classification_and_qa_heads_train_and_score_through_forward(bare_dir):
+    from bertology.errors import UsageError
+
+    with pytest.raises(UsageError, match="num_labels"):
+        load_encoder(bare_dir, head="classification")
+    with pytest.raises(UsageError, match="head="):
+        load_encoder(bare_dir, head="tagging")
+    torch.manual_seed(0)
+    classifier = load_encoder(bare_dir, head="classification", num_labels=3)
+    batch = dict(_batch(classifier), labels=torch.tensor([0, 2]))
+    out = classifier.forward(batch, hidden_states=False, logits=True, grad=True)
+    assert out.logits.shape == (2, 3) and out.loss.requires_grad
+    out.loss.backward()
+    assert classifier.body.embeddings.word_embeddings.weight.grad is not None
+    with torch.no_grad():
+        assert not classifier.forward(batch, hidden_states=False).loss.requires_grad  # inference by default
+    qa = load_encoder(bare_dir, head="qa")
+    batch = _batch(qa)
+    assert qa.forward(batch, hidden_states=False, logits=True).logits.shape == (*batch["input_ids"].shape, 2)
+    # the bare body of every head is the same encoder as the bare handle
+    bare = load_encoder(bare_dir)
+    states = bare.forward(batch).hidden_states[-1]
+    assert torch.allclose(qa.forward(batch, body=True).hidden_states[-1], states, atol=1e-6)
+
+
+def test_a_handle_on_a_module_built_elsewhere_keeps_its_mode(bare_dir):
+    from torch import nn
+
+    from bertology.models import Encoder
+
+    class Wrapper(nn.Module):  # like the fine-tuning classifier: sets its own output switches
+        def __init__(self, backbone):
+            super().__init__()
+            self.backbone = backbone
+            self.out = nn.Linear(backbone.config.hidden_size, 2)
+
+        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None):
+            states = self.backbone(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=False)
+            return self.out(states.last_hidden_state[:, 0])
+
+    bare = load_encoder(bare_dir)
+    wrapper = Wrapper(bare.model).train()
+    handle = Encoder.of(wrapper)
+    assert Encoder.of(handle) is handle and handle.tokenizer is None and wrapper.training
+    logits = handle.forward(_batch(bare), hidden_states=False, logits=True).logits
+    assert logits.shape == (2, 2)

@@ -166,10 +166,11 @@ def test_layers_in_the_one_numbering(tmp_path, tiny_bert):
 _KILLER = textwrap.dedent("""
     import os, signal, sys
     import bertology.extraction.pipeline as ex
+    import bertology.store.writer as store_writer
     from bertology.data import read_conllu
     from bertology.models import load_encoder
     mode, model_dir, corpus, out = sys.argv[1:5]
-    original = ex.write_shard_atomic
+    original = store_writer.write_shard_atomic  # the one shard writer
     calls = []
     def dying(path, tensors, metadata):
         calls.append(path)
@@ -182,7 +183,7 @@ _KILLER = textwrap.dedent("""
                 os.kill(os.getpid(), signal.SIGKILL)
             return entry
         return original(path, tensors, metadata)
-    ex.write_shard_atomic = dying
+    store_writer.write_shard_atomic = dying
     encoder = load_encoder(model_dir, attentions=True)
     ex.extract(encoder, read_conllu(corpus)[:60], out, attentions=True, progress=False, shard_bytes=20000)
 """)

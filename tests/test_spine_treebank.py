@@ -88,7 +88,7 @@ def test_tree_depth_distance_and_base_relation():
 
 
 def test_depth_is_the_same_for_tasks_and_structural_probes(tmp_path):
-    from bertology.probing.structural import tree_depths as structural_depths
+    from bertology.probing.tree_metrics import tree_depths as structural_depths
     from bertology.tasks.builders import BUILDERS  # noqa: F401
 
     assert structural_depths is tree_depths

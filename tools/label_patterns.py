@@ -25,14 +25,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bertology.attention.patterns import (
-    FEATURE_NAMES,
-    PATTERN_TYPES,
-    RulePatternClassifier,
-    attention_features,
-    resize_map,
-    token_attention_maps,
-)
+from bertology.attention.pattern_classifiers import PATTERN_TYPES, RulePatternClassifier
+from bertology.attention.pattern_features import FEATURE_NAMES, attention_features
+from bertology.attention.pattern_maps import resize_map, token_attention_maps
 from bertology.data import default_corpus, read_conllu, shared_data_dir
 from bertology.files import atomic_path
 from bertology.models import load_encoder

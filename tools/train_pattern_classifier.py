@@ -17,18 +17,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.attention.patterns import (
-    FEATURE_NAMES,
+from bertology.attention.pattern_classifiers import (
     PATTERN_TYPES,
-    AttentionSample,
     CNNPatternClassifier,
     FeaturePatternClassifier,
     RulePatternClassifier,
-    attention_features,
-    load_labelled_maps,
-    resize_map,
-    synthetic_maps,
 )
+from bertology.attention.pattern_features import FEATURE_NAMES, attention_features
+from bertology.attention.pattern_maps import AttentionSample, resize_map
+from bertology.attention.pattern_resources import load_labelled_maps
+from bertology.attention.pattern_synthetic import synthetic_maps
 from bertology.files import write_json
 
 RESOURCE_DIR = Path(__file__).resolve().parents[1] / "src" / "bertology" / "resources" / "attention_patterns"
@@ -166,7 +164,7 @@ def main() -> None:
                         if use_synthetic else 0, "trained_on": "train+dev"},
         "machine": {"python": platform.python_version(), "torch": torch.__version__},
     }
-    # bertology.attention.patterns.classifier_evaluation() reads the "CNN (shipped ..." test row back.
+    # bertology.attention.pattern_resources.classifier_evaluation() reads the "CNN (shipped ..." test row back.
     write_json(RESOURCE_DIR / "evaluation.json", evaluation)
     print("\n## dev selection\n")
     print(_md(dev_table))

@@ -126,11 +126,16 @@ def extract(
     check_positive(max_attention_words, "--max-attention-words")
     options.check_seed(untrained_seed, "--untrained-seed")
     parse_layers(layers)  # the spelling, before the model loads; the range once its depth is known
+    from bertology.extraction import MAX_ATTENTION_WORDS, ExtractionSpec
+
+    spec = ExtractionSpec(layers=layers, pool=pool.value, attentions=attentions, dtype=dtype.value,
+                          autocast="bfloat16" if bf16 else None, long_policy=long_policy.value,
+                          batch_tokens=batch_tokens, max_attention_words=max_attention_words or MAX_ATTENTION_WORDS)
     from bertology.data import read_corpus
 
     sentences = read_corpus(data)  # a missing or malformed corpus is one line before torch loads
     run_device = resolve_device(device)
-    from bertology.extraction import MAX_ATTENTION_WORDS, check_output
+    from bertology.extraction import check_output
     from bertology.extraction import extract as run_extract
     from bertology.models import load_encoder
 
@@ -141,11 +146,9 @@ def extract(
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
     encoder = load_encoder(model, untrained_seed=untrained_seed, attentions=attentions, device=str(run_device))
+    parse_layers(layers, encoder.num_layers)  # the range, named as the option
     started = time.perf_counter()
-    settings = dict(layers=parse_layers(layers, encoder.num_layers), pool=pool.value, attentions=attentions,
-                    dtype=dtype.value, autocast="bfloat16" if bf16 else None, batch_tokens=batch_tokens,
-                    long_policy=long_policy.value, input_path=str(data), overwrite=overwrite,
-                    max_attention_words=max_attention_words or MAX_ATTENTION_WORDS, progress=progress)
+    run = dict(input_path=str(data), overwrite=overwrite, progress=progress)
     if engine == "ray":
         from bertology.scale import extract_ray
 
@@ -153,9 +156,9 @@ def extract(
         store = extract_ray(encoder, sentences, out, load={"name_or_path": source, "untrained_seed": untrained_seed,
                                                            "attentions": attentions},
                             address=address, workers=workers, cpus_per_worker=cpus_per_worker,
-                            gpus_per_worker=gpus_per_worker, **settings)
+                            gpus_per_worker=gpus_per_worker, spec=spec, **run)
     else:
-        store = run_extract(encoder, sentences, out, compile_model=compile_model, **settings)
+        store = run_extract(encoder, sentences, out, spec, compile_model=compile_model, **run)
     _print_store_summary(store, time.perf_counter() - started)
 
 

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -128,38 +129,6 @@ def write_table(frame, path: str | os.PathLike, formats: tuple[str, ...] = ("par
     return written
 
 
-def finish_layer_figure(figure, axes, path: str | os.PathLike, title: str | None = None, legend_size: int = 8) -> Path:
-    """The common end of a per-layer figure: x axis "layer (0 = embeddings)", a grid, one legend, the title;
-    then :func:`finish_figure`."""
-    for axis in axes:
-        axis.set_xlabel("layer (0 = embeddings)")
-        axis.grid(True, linewidth=0.3)
-    axes[0].legend(fontsize=legend_size)
-    if title:
-        figure.suptitle(title, fontsize=10)
-    return finish_figure(figure, path)
-
-
-def finish_figure(figure, path: str | os.PathLike, layout: dict | None = None) -> Path:
-    """Lay out (``tight_layout``, or ``figure.subplots_adjust(**layout)`` where tight_layout cannot, e.g. a
-    colorbar shared by several axes), save with :func:`save_figure` and close (figures are many in a report
-    run). A ``.png`` gets ``.svg`` and ``.pdf`` siblings (vector versions for papers; the report offers them as
-    downloads)."""
-    import matplotlib.pyplot as plt
-
-    if layout is None:
-        figure.tight_layout()
-    else:
-        figure.subplots_adjust(**layout)
-    saved = save_figure(figure, path)
-    if saved.suffix == ".png":
-        for suffix in (".svg", ".pdf"):
-            save_figure(figure, saved.with_suffix(suffix), metadata={"Date": None} if suffix == ".svg"
-                        else {"CreationDate": None})
-    plt.close(figure)
-    return saved
-
-
 def save_figure(figure, path: str | os.PathLike, **kwargs) -> Path:
     """``figure.savefig`` to a temporary file, then renamed; the format follows the suffix."""
     path = Path(path)
@@ -177,8 +146,6 @@ FOLDER_MODE = 0o755
 def _staged(path: Path, finish) -> Iterator[Path]:
     """A temporary folder beside ``path`` for the body to write into; ``finish(tmp, path)`` puts it in place on
     success (renames on one file system), and it is removed on failure, leaving ``path`` as it was."""
-    import shutil
-
     ensure_dir(path.parent)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
@@ -206,8 +173,6 @@ def atomic_dir(path: str | os.PathLike, replace: bool = True) -> contextlib.Abst
         raise OutputError(f"cannot write {path}: it exists and is not empty; choose a new output folder")
 
     def replace_folder(tmp: Path, target: Path) -> None:
-        import shutil
-
         if target.is_dir():
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -235,8 +200,6 @@ def staged_dir(path: str | os.PathLike) -> contextlib.AbstractContextManager[Pat
 
 
 def _move_into(source: Path, target: Path) -> None:
-    import shutil
-
     for entry in sorted(source.iterdir()):
         destination = target / entry.name
         if entry.is_dir() and destination.is_dir():

@@ -13,7 +13,9 @@ from typing import Optional
 
 import typer
 
+from bertology.data.paths import resolve_corpus
 from bertology.errors import UsageError
+from bertology.models.sources import resolve_model_source
 from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
 from bertology.runtime import DEVICE_HELP, check_seed, resolve_device, seed_list
 
@@ -50,8 +52,6 @@ def check_exists(path: Optional[Path], option: str, corpus: bool = False) -> Opt
         return None
     found = Path(path).exists()
     if not found and corpus:
-        from bertology.data.corpus import resolve_corpus
-
         found = resolve_corpus(path).exists()
     if not found:
         raise UsageError(f"{option} {path}: no such file or folder")
@@ -94,8 +94,6 @@ def check_fraction(value: Optional[float], option: str, low: float = 0.0, high: 
 def check_model_source(value):
     """Refuse a ``--model`` that is no alias, existing model folder or hub id before torch loads (one value or
     a list of them)."""
-    from bertology.models.sources import resolve_model_source
-
     for one in value if isinstance(value, (list, tuple)) else [value]:
         if one is not None:
             resolve_model_source(one)

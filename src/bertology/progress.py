@@ -12,6 +12,9 @@ import sys
 import time
 from typing import Iterable, Iterator, TypeVar
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
 T = TypeVar("T")
 
 #: Seconds between log lines when stderr is not a terminal.
@@ -85,10 +88,6 @@ def progress_bar(enabled: bool = True, *, transient: bool = False, interval: flo
     stream = stream or sys.stderr
     if not _interactive(stream):
         return LogProgress(interval=interval, stream=stream, disable=not enabled)
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
-
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     TimeRemainingColumn(), console=Console(file=stream), disable=not enabled, transient=transient)
 

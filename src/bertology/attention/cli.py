@@ -200,7 +200,8 @@ def patterns_command(
     if max_length < 8:
         raise UsageError(f"--max-length {max_length}: expected at least 8 tokens")
     twin_seeds = seed_list(seeds, seed) if untrained else ()
-    from bertology.attention.patterns import pattern_analysis, pattern_inputs, plot_pattern_proportions
+    from bertology.attention.figures import plot_pattern_proportions
+    from bertology.attention.patterns import pattern_analysis, pattern_inputs
 
     texts, ids, source = pattern_inputs(data, glue, max_sentences)
     encoder = _load(model, device)

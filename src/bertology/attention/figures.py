@@ -1,4 +1,5 @@
-"""Layers x heads heatmaps of head statistics and of heads-as-parsers accuracies (matplotlib, Agg).
+"""Layers x heads heatmaps of head statistics and of heads-as-parsers accuracies, and stacked bars of
+Kovaleva pattern-type shares per layer (matplotlib, Agg).
 
 Rows are labelled with the layers the table actually holds (a store extracted with ``layers=[3, 6]``
 gives rows 3 and 6), in the one numbering (:mod:`bertology.numbering`: layer = hidden_states layer,
@@ -18,6 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bertology.attention.pattern_classifiers import PATTERN_TYPES  # noqa: E402
+from bertology.attention.patterns import type_proportions  # noqa: E402
 from bertology.attention.stats import STATISTICS, statistic_matrix  # noqa: E402
 from bertology.errors import DataError  # noqa: E402
 from bertology.files import save_figure  # noqa: E402
@@ -155,3 +158,48 @@ def write_parse_figures(result: Result, out_dir: str | Path) -> list[Path]:
             paths += plot_head_statistics(stats[stats["model"] == model_name], folder, model_name=model_name,
                                           uniform_entropy=result.meta.get("uniform_entropy"))
     return paths
+
+
+PATTERN_COLOURS = {
+    "vertical": "#4c72b0",
+    "diagonal": "#dd8452",
+    "vertical+diagonal": "#8172b3",
+    "block": "#55a868",
+    "heterogeneous": "#c7c7c7",
+}
+
+
+def plot_pattern_proportions(tables: dict[str, pd.DataFrame] | pd.DataFrame, path: str | Path | None = None,
+                             title: str | None = None):
+    """Stacked bars of pattern shares per layer, one panel per model (as in the Dark Secrets post).
+
+    ``tables`` is ``{model: pattern_types(...)}`` or one types table with a ``model`` column (the ``types``
+    table of :func:`pattern_analysis`). Bars are labelled with the layers the tables hold. Returns the
+    matplotlib Figure; with ``path`` it is also saved (PNG/SVG/PDF by suffix).
+    """
+    if isinstance(tables, pd.DataFrame):
+        if "model" not in tables.columns:
+            tables = {"model": tables}
+        else:
+            tables = {str(name): frame for name, frame in tables.groupby("model", sort=False, observed=True)}
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables) + 1.6, 3.6), sharey=True, squeeze=False)
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        props = type_proportions(table, ["layer"]).pivot(index="layer", columns="type", values="proportion")
+        props = props.reindex(columns=list(PATTERN_TYPES)).fillna(0.0).sort_index()
+        bottom = np.zeros(len(props))
+        for kind in PATTERN_TYPES:
+            ax.bar([str(int(layer)) for layer in props.index], props[kind], bottom=bottom,
+                   color=PATTERN_COLOURS[kind], label=kind, edgecolor="white", linewidth=0.5)
+            bottom += props[kind].to_numpy()
+        ax.set_title(name)
+        ax.set_xlabel("layer")
+        ax.set_ylim(0, 1)
+    axes[0][0].set_ylabel("share of heads")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles[::-1], labels[::-1], loc="center right", frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 1))
+    if path is not None:
+        save_figure(fig, path, dpi=150)
+    return fig

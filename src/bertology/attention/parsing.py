@@ -27,20 +27,25 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+import tempfile
 
 import numpy as np
 import pandas as pd
 
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
+import torch
 
-from bertology.attention.stats import _layer_numbers, _zip_checked, check_attention
-from bertology.data import Sentence
+from bertology.attention.stats import _layer_numbers, _zip_checked, check_attention, head_statistics
+from bertology.data import Sentence, packaged_treebank, read_conllu
 from bertology.data.treebank import find_splits
 from bertology.errors import DataError
 from bertology.numbering import head_label
 from bertology.progress import track
 from bertology.results import Result, tidy
+from bertology.extraction import extract
+from bertology.models import Encoder, load_encoder
+from bertology.runtime import resolve_device
 
 DIRECTIONS: tuple[str, str] = ("dep->head", "head->dep")
 ALL_RELATIONS = "all"
@@ -377,8 +382,6 @@ def attachment_score(predictions: Sequence[np.ndarray], sentences: Sequence[Sent
 def _single_thread():
     """The probe runs thousands of small tensor ops, where intra-op threads cost more than they
     give (5x slower with two threads on a busy two-core machine); restore the setting afterwards."""
-    import torch
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -443,8 +446,6 @@ class AttentionOnlyProbe(BaseEstimator):
 
     # The probe is tiny (2 x heads weights); batches are padded to the longest sentence in them.
     def _batches(self, attentions, sentences, need_tree: bool):
-        import torch
-
         items = []
         n_features = None
         for index, (attention, sentence) in enumerate(_zip_checked(attentions, sentences)):
@@ -493,8 +494,6 @@ class AttentionOnlyProbe(BaseEstimator):
         return batches, n_features
 
     def _scores(self, x, valid):
-        import torch
-
         scores = x.float() @ self.weights_
         return scores.masked_fill(~valid, -torch.inf)
 
@@ -504,8 +503,6 @@ class AttentionOnlyProbe(BaseEstimator):
             return self._fit(attentions, sentences)
 
     def _fit(self, attentions, sentences) -> "AttentionOnlyProbe":
-        import torch
-
         prepared = self._prepared(attentions, sentences, need_tree=True)
         batches, n_features = prepared.batches, prepared.n_features
         generator = torch.Generator().manual_seed(self.seed)
@@ -537,8 +534,6 @@ class AttentionOnlyProbe(BaseEstimator):
     def predict(self, attentions: Iterable[np.ndarray] | ProbeBatches,
                 sentences: Iterable[Sentence] | None = None) -> list[np.ndarray]:
         """Predicted head (0 = root, 1..n) of every word, one array per sentence, in input order."""
-        import torch
-
         self._check_fitted()
         prepared = self._prepared(attentions, sentences, need_tree=False)
         batches, n_features = prepared.batches, prepared.n_features
@@ -575,8 +570,6 @@ class AttentionOnlyProbe(BaseEstimator):
 
 
 def _extract_split(encoder, sentences, work_dir: Path, name: str, layers, progress: bool):
-    from bertology.extraction import extract
-
     return extract(encoder, sentences, work_dir / f"{name}.store", layers=layers, attentions=True, progress=progress)
 
 
@@ -644,14 +637,6 @@ def run_attention_analysis(
     ``meta`` holds the models (name, fingerprint, untrained seed), the treebank files, the settings and
     ``uniform_entropy`` (of the dev sentences).
     """
-    import tempfile
-
-    from bertology.data import packaged_treebank, read_conllu
-    from bertology.models import Encoder, load_encoder
-    from bertology.runtime import resolve_device
-
-    from bertology.attention.stats import head_statistics
-
     encoder = model if isinstance(model, Encoder) else load_encoder(model, device=resolve_device(device))
     splits = find_splits(treebank if treebank is not None else packaged_treebank(),
                          required=("dev", "test"))

@@ -16,7 +16,9 @@ Numbering (:mod:`bertology.numbering`): ``layer`` is the hidden_states layer (1.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -24,9 +26,11 @@ import pandas as pd
 
 from bertology.data import Sentence
 from bertology.errors import DataError
+from bertology.extraction import MAX_ATTENTION_WORDS, extract
 from bertology.numbering import head_label
 from bertology.progress import track
 from bertology.results import Result
+from bertology.store import Store
 
 #: Statistic name -> one-line definition (also used as the heatmap title).
 STATISTICS: dict[str, str] = {
@@ -192,8 +196,6 @@ def head_statistics(
 
 def _from_store(attentions, sentences, layers, total):
     """A store stands for its attention maps, its sentences (words only) and its attention layers."""
-    from bertology.store import Store
-
     if not isinstance(attentions, Store):
         if sentences is None:
             raise DataError("no sentences given; pass the sentences that match the attention arrays")
@@ -264,11 +266,6 @@ def encoder_head_statistics(
     length) unless ``max_words`` is given: then sentences of more than ``max_words`` words are skipped and
     counted (``meta["skipped_sentences"]``). ``source`` (the corpus path) names where a refused one is.
     """
-    import tempfile
-    from pathlib import Path
-
-    from bertology.extraction import MAX_ATTENTION_WORDS, extract
-
     sentences = list(sentences)
     limit = MAX_ATTENTION_WORDS if max_words is None else int(max_words)
     longer = [sentence for sentence in sentences if len(sentence) > limit]

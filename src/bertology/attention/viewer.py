@@ -14,22 +14,26 @@ Numbering (:mod:`bertology.numbering`): layers are hidden_states layers (1..L; t
 from __future__ import annotations
 
 import base64
+import html
 import json
 import zlib
 from pathlib import Path
 from typing import Sequence
 
+import jinja2
 import numpy as np
+import torch
 
+from bertology.data import sentences_from_strings
 from bertology.errors import DataError, UsageError
+from bertology.extraction import encode_sentences, word_groups, word_level_attention
+from bertology.extraction.alignment import SentenceTooLong
 from bertology.files import write_text
 
 LEVELS = ("word", "subword")
 
 
 def _template():
-    import jinja2
-
     source = (Path(__file__).resolve().parent / "templates" / "attention_view.html.j2").read_text("utf-8")
     env = jinja2.Environment(autoescape=False, undefined=jinja2.StrictUndefined)
     return env.from_string(source)
@@ -91,8 +95,6 @@ def render_attention_html(
 
 
 def _html_escape(text: str) -> str:
-    import html
-
     return html.escape(text, quote=True)
 
 
@@ -107,12 +109,6 @@ def attention_for_text(encoder, text: str, level: str = "word",
     follows them. The model runs through :meth:`bertology.models.Encoder.forward` (``attentions=True``),
     so the encoder's attention implementation is left as it was.
     """
-    import torch
-
-    from bertology.data import sentences_from_strings
-    from bertology.extraction import encode_sentences, word_groups, word_level_attention
-    from bertology.extraction.alignment import SentenceTooLong
-
     if level not in LEVELS:
         raise DataError(f"level {level!r}; expected one of {', '.join(LEVELS)}")
     if not text or not text.split():

@@ -22,6 +22,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Mapping, Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -29,6 +31,9 @@ import torch
 from bertology.compare.cka import cka_matrix
 from bertology.errors import DataError, ModelError
 from bertology.files import ensure_dir, save_figure
+from bertology.finetune.batching import seeded_subset
+from bertology.intervention.hooks import model_layout
+from bertology.models import Encoder, load_encoder
 from bertology.numbering import head_label
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -41,8 +46,6 @@ SHARED_LAYERS = "shared layers"
 def _as_encoder(model, tokenizer=None, name: str = "model"):
     """An Encoder from an Encoder, an alias/path, or an in-memory model with its tokenizer. Its attention
     implementation is left as it is: attention weights are asked for per forward pass."""
-    from bertology.models import Encoder, load_encoder
-
     if isinstance(model, Encoder):
         return model
     if isinstance(model, torch.nn.Module):
@@ -73,8 +76,6 @@ def _parameter_places(model: torch.nn.Module, names: Sequence[str]) -> dict[str,
     """``{parameter name: (layer, component, parameter group)}``: embeddings are layer 0, a transformer
     block is its layer (found by :func:`~bertology.intervention.hooks.model_layout`, the one place that
     knows which module is which layer); anything else is a component (pooler, classifier) with no layer."""
-    from bertology.intervention.hooks import model_layout
-
     try:
         blocks = model_layout(model).block_layers()
     except ModelError:
@@ -160,8 +161,6 @@ def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_
     ``weights_by_layer`` (see the module doc). Layers are compared by number up to the shallower model's
     depth; parameters by name.
     """
-    from bertology.finetune.batching import seeded_subset
-
     before_enc = _as_encoder(before, tokenizer, "before")
     after_enc = _as_encoder(after, tokenizer, "after")
     texts, split = _texts(sentences)
@@ -258,11 +257,7 @@ def _layer_label(layer, component) -> str:
 def plot_comparison(results: Result | Mapping[str, pd.DataFrame], out_dir, title: str = "") -> list[Path]:
     """Three PNGs under ``out_dir``: CKA per layer, weight change per layer (and component), attention
     cosine per head. ``results`` is :func:`compare_models`'s result or its tables."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # on a machine with a display too: the figure goes to a file
     tables = _tables(results)
     out_dir = ensure_dir(out_dir)
     paths = []

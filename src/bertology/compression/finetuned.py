@@ -25,9 +25,24 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bertology.compression.measure import ratio_interval
 from bertology.compression.methods import Variant, compress, prunable_weights
 from bertology.compression.names import FINETUNE_EPOCHS, FINETUNE_LR, FINETUNE_MAX_TRAIN
+from bertology.data.glue import glue_task
+from bertology.finetune import (
+    FinetuneConfig,
+    GlueModel,
+    TaskEvaluator,
+    encode_examples,
+    evaluate,
+    finetune,
+    load_finetuned,
+    read_examples,
+)
+from bertology.finetune.evaluation import learning_check
+from bertology.finetune.metrics import glue_metric
 from bertology.models import Encoder
+from bertology.probing.summary import bootstrap_accuracies
 
 #: Methods applied after fine-tuning (to the fine-tuned original) rather than before it.
 POST_TRAINING = ("int8-dynamic", "int8-static", "fp16", "bf16")
@@ -40,8 +55,6 @@ TASK_COLUMNS = ["variant", "task", "metric", "value", "n_dev", "scoring", "reten
 def default_config(**overrides):
     """The recipe of the report's BShift fine-tuning (InterventionSettings: 2 epochs, lr 1e-4, all training
     sentences), one seed; ``overrides`` are :class:`~bertology.finetune.FinetuneConfig` fields."""
-    from bertology.finetune import FinetuneConfig
-
     settings = dict(seeds=(0,), epochs=FINETUNE_EPOCHS, lr=FINETUNE_LR, max_train=FINETUNE_MAX_TRAIN,
                     eval_each_epoch=False)
     settings.update(overrides)
@@ -76,9 +89,6 @@ def sparsity_kept(model: torch.nn.Module):
 
 def _scores(model, tokenizer, task: str, config) -> tuple[np.ndarray, np.ndarray, float]:
     """Dev predictions, labels and the headline metric (``evaluate``, the shared scorer)."""
-    from bertology.data.glue import glue_task
-    from bertology.finetune import encode_examples, evaluate, read_examples
-
     spec = glue_task(task)
     data = encode_examples(tokenizer, read_examples(spec.name, "dev", config.data_dir), config.max_length)
     scores = evaluate(model, tokenizer, data, metric=spec.name, batch_size=config.eval_batch_size, device="cpu",
@@ -89,8 +99,6 @@ def _scores(model, tokenizer, task: str, config) -> tuple[np.ndarray, np.ndarray
 def _finetuned(encoder: Encoder, task: str, config, folder: Path):
     """``encoder`` fine-tuned by :func:`~bertology.finetune.finetune` (a finished checkpoint in ``folder`` is
     reused), loaded on the CPU: ``(model, tokenizer, checkpoint)``."""
-    from bertology.finetune import finetune, load_finetuned
-
     result = finetune(encoder, task, config, out_dir=folder)
     checkpoint = result["runs"]["checkpoint"].iloc[0]
     model, tokenizer, _ = load_finetuned(checkpoint, device="cpu")
@@ -100,8 +108,6 @@ def _finetuned(encoder: Encoder, task: str, config, folder: Path):
 def _compressed_after(finetuned, tokenizer, variant: Variant, *, calibration, engine, seed):
     """The fine-tuned model with its backbone compressed by ``variant``'s method and its classifier heads as
     they were trained (cast to the backbone's dtype for fp16/bf16)."""
-    from bertology.finetune import GlueModel
-
     backbone = Encoder(model=finetuned.backbone, tokenizer=tokenizer, name="fine-tuned", source=None)
     compressed = compress(backbone, variant.method, calibration=calibration, seed=seed, engine=engine)
     model = GlueModel(compressed.encoder.model, finetuned.num_labels, finetuned.variant,
@@ -118,10 +124,6 @@ def paired_metric_boot(task: str, predictions: Sequence[np.ndarray], labels: np.
     of the dev examples: ``[models, n_boot]``. Accuracy goes through
     :func:`bertology.probing.summary.bootstrap_accuracies` (the helper the other retentions use); a metric that
     is not a mean over examples (Matthews, F1, correlations) is recomputed on each resample."""
-    from bertology.data.glue import glue_task
-    from bertology.finetune.metrics import glue_metric
-    from bertology.probing.summary import bootstrap_accuracies
-
     spec = glue_task(task)
     if spec.main_metric == "accuracy":
         correct = np.stack([np.asarray(p).astype(int) == labels.astype(int) for p in predictions])
@@ -145,11 +147,6 @@ def task_retention(reference: Encoder, variants: Sequence[Variant], task: str, c
 
     Post-training methods (:data:`POST_TRAINING`) compress the fine-tuned ``source`` (default: the fine-tuned
     ``reference``; with a teacher, the student, whose variant is labelled ``source_label``)."""
-    from bertology.compression.measure import ratio_interval
-    from bertology.data.glue import glue_task
-    from bertology.finetune import TaskEvaluator
-    from bertology.finetune.evaluation import learning_check
-
     spec = glue_task(task)
     config = dataclasses.replace(config, seeds=(seed,))
     folder = Path(folder)

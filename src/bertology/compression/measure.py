@@ -28,10 +28,19 @@ import pandas as pd
 import torch
 from torch import nn
 
-from bertology.data import Sentence
+from bertology.data import Sentence, default_corpus, read_conllu
 from bertology.errors import DataError
 from bertology.models import Encoder
 from bertology.probing.summary import bootstrap_accuracies
+from bertology.attention.parsing import (ALL_RELATIONS, DIRECTIONS, head_predictions, heads_as_parsers,
+                                         offset_baselines, scoring_positions)
+from bertology.extraction import extract
+from bertology.geometry.contextuality import plan_sample, store_contextuality
+from bertology.intervention.importance import head_importance
+from bertology.probing.labels import features_from_store
+from bertology.probing.probes import LayerwiseProbe
+from bertology.probing.structural_probe import StructuralProbe
+from bertology.probing.tree_metrics import linear_chain_distances, sentence_hits, uuas
 
 #: L2 strengths the UPOS probe chooses from on dev (per layer).
 UPOS_L2 = (1e-4, 1e-3)
@@ -56,8 +65,6 @@ class EvalSets:
 def packaged_sets(max_train: int = 500, max_dev: int = 200, max_test: int = 300, max_words: int = 60) -> EvalSets:
     """The first sentences (of at most ``max_words`` words) of the packaged UD English EWT train, dev and
     test files."""
-    from bertology.data import default_corpus, read_conllu
-
     def first(name: str, count: int) -> list[Sentence]:
         return [s for s in read_conllu(default_corpus(name)) if 1 < len(s) <= max_words][:count]
 
@@ -91,8 +98,6 @@ def probe_importance(encoder: Encoder, sentences: Sequence[Sentence], seed: int 
     """Head importance ``[layers, heads]`` (Michel et al. eq. 2, normalised per layer) of a bare encoder: the
     loss is the cross-entropy of a linear UPOS tagger on the top layer, trained first on the frozen top layer
     of the same ``sentences`` (``steps`` full-batch Adam steps, seeded)."""
-    from bertology.intervention.importance import head_importance
-
     tags = {tag: i for i, tag in enumerate(sorted({t for s in sentences for t in (s.upos or ())}))}
     if not tags:
         raise DataError("importance: the sentences carry no UPOS tags; give a CoNLL-U treebank")
@@ -117,8 +122,9 @@ def probe_importance(encoder: Encoder, sentences: Sequence[Sentence], seed: int 
     tagger.requires_grad_(False)
 
     def loss(model: nn.Module, batch: dict) -> torch.Tensor:
-        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        logits = tagger(out.last_hidden_state.float())
+        inputs = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]}
+        top = encoder.forward(inputs, grad=True).layer(encoder.num_layers)
+        logits = tagger(top.float())
         per_token = nn.functional.cross_entropy(logits.transpose(1, 2), batch["labels"], ignore_index=-100,
                                                 reduction="none")
         return per_token.sum(1) / (batch["labels"] != -100).sum(1).clamp(min=1)
@@ -171,17 +177,12 @@ class Measures:
 
 
 def _extract(encoder: Encoder, sentences: Sequence[Sentence], folder: Path, attentions: bool):
-    from bertology.extraction import extract
-
     if folder.exists():
         shutil.rmtree(folder)  # a fresh store: a masked model shares its fingerprint with the unmasked one
     return extract(encoder, sentences, folder, attentions=attentions, progress=False)
 
 
 def _upos(stores: dict, sets: EvalSets, seed: int, l2: Sequence[float] = UPOS_L2):
-    from bertology.probing.labels import features_from_store
-    from bertology.probing.probes import LayerwiseProbe
-
     y = {split: np.asarray([t for s in getattr(sets, split) for t in s.upos]) for split in ("train", "dev", "test")}
     X = {split: features_from_store(stores[split]) for split in ("train", "dev", "test")}
     probe = LayerwiseProbe(kind="linear", l2=tuple(l2), seed=seed, device="cpu").fit(X["train"], y["train"], X["dev"], y["dev"])
@@ -193,8 +194,6 @@ def _upos(stores: dict, sets: EvalSets, seed: int, l2: Sequence[float] = UPOS_L2
 
 
 def _uuas(stores: dict, sets: EvalSets, seed: int, rank: int, epochs: int, lr: float):
-    from bertology.probing.structural import StructuralProbe, sentence_hits
-
     probe = StructuralProbe(kind="distance", rank=rank, epochs=epochs, lr=lr, seed=seed, device="cpu")
     probe.fit(stores["train"], sets.train, stores["dev"], sets.dev)
     hits, totals = sentence_hits("distance", probe.predict(stores["test"], sets.test), sets.test)
@@ -202,9 +201,6 @@ def _uuas(stores: dict, sets: EvalSets, seed: int, rank: int, epochs: int, lr: f
 
 
 def _parser(dev_store, test_store, sets: EvalSets, excluded_heads: Sequence[tuple[int, int]], min_count: int):
-    from bertology.attention.parsing import (ALL_RELATIONS, DIRECTIONS, scoring_positions, head_predictions,
-                                             heads_as_parsers)
-
     dev = heads_as_parsers((dev_store.attention(i) for i in range(len(sets.dev))), sets.dev,
                            layers=dev_store.attention_layers)
     gone = set(excluded_heads)
@@ -239,8 +235,6 @@ def _parser(dev_store, test_store, sets: EvalSets, excluded_heads: Sequence[tupl
 
 
 def _geometry(store, sentences: Sequence[Sentence], seed: int) -> pd.DataFrame:
-    from bertology.geometry.contextuality import plan_sample, store_contextuality
-
     words = [s.words for s in sentences]
     try:
         sample = plan_sample(words, seed=seed, min_count=5, samples=min(1000, len(sentences)))
@@ -295,8 +289,6 @@ def measure_encoder(encoder: Encoder, sets: EvalSets, work: str | Path, *, label
 def baselines(sets: EvalSets) -> dict[str, float]:
     """What each measure scores without a model: the majority UPOS tag of train, the linear chain's UUAS (each
     word attached to the next) and the best fixed offset per relation (mean over relations, chosen on dev)."""
-    from bertology.probing.structural import linear_chain_distances, uuas
-
     train_tags = pd.Series([t for s in sets.train for t in s.upos])
     test_tags = np.asarray([t for s in sets.test for t in s.upos])
     chain = uuas([linear_chain_distances(len(s)) for s in sets.test], sets.test)
@@ -305,8 +297,6 @@ def baselines(sets: EvalSets) -> dict[str, float]:
 
 def offset_baseline(sets: EvalSets, relations: Sequence[str]) -> float:
     """Mean over ``relations`` of the test accuracy of the best fixed offset (chosen on dev)."""
-    from bertology.attention.parsing import offset_baselines
-
     dev, test = offset_baselines(sets.dev), offset_baselines(sets.test)
     values = []
     for relation in relations:
@@ -384,8 +374,6 @@ def throughput(encoders: Mapping[str, Encoder], sentences: Sequence[Sentence], w
     encoder later than the one before (round ``r`` runs them rotated by ``r``), so none always runs first. Rows:
     ``variant, round, position, tokens, seconds, tokens_per_second`` (extract's own clock: the batches, not the
     planning)."""
-    from bertology.extraction import extract
-
     if rounds < 1:
         raise DataError(f"rounds {rounds}: expected at least 1")
     work = Path(work)

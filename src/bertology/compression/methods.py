@@ -23,14 +23,19 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch import nn
+from safetensors.torch import save_file
+from torch.ao.quantization import (DeQuantStub, QuantStub, convert, get_default_qconfig, per_channel_dynamic_qconfig,
+                                   prepare, quantize_dynamic)
 
 from bertology.compression.names import Method
 from bertology.errors import ModelError, UsageError
 from bertology.files import atomic_dir
 from bertology.models import Encoder
-from bertology.models.checkpoints import QUANTIZATION_KEY, checkpoint_state, is_int8_module, state_fingerprint
+from bertology.models.checkpoints import (QUANTIZATION_KEY, StaticInt8Linear, checkpoint_state, is_int8_module,
+                                          set_submodule, state_fingerprint)
 from bertology.models.encoders import fingerprint_tokenizer
 from bertology.numbering import head_label
+from bertology.intervention.pruning import prune_heads
 
 
 @dataclass
@@ -106,8 +111,6 @@ def int8_dynamic(encoder: Encoder, method: Method, engine: str | None = None) ->
     quantized per batch on the fly; everything else stays float32."""
     names = check_quantizable(encoder.model)
     engine = quantization_engine(engine)
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
     ctx = _quiet()
     try:
         model = quantize_dynamic(_copy(encoder), {nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
@@ -126,33 +129,30 @@ def int8_static(encoder: Encoder, method: Method, calibration: Sequence[dict], e
     """Static int8: each ``nn.Linear`` quantized with the engine's default qconfig (histogram observer on
     activations, per-channel weights), its input and output grids calibrated on ``calibration`` (tokenized
     batches: ``input_ids``, ``attention_mask``)."""
-    from bertology.models.checkpoints import StaticInt8Linear
-
     names = check_quantizable(encoder.model)
     if not calibration:
         raise UsageError("int8-static: no calibration batches; give --calibration sentences")
     engine = quantization_engine(engine)
-    from torch.ao.quantization import DeQuantStub, QuantStub, convert, get_default_qconfig, prepare
-
     model = _copy(encoder)
     qconfig = get_default_qconfig(engine)
     for name in names:
         linear = model.get_submodule(name)
         stubbed = _Stubbed(QuantStub(), linear, DeQuantStub())
         stubbed.qconfig = qconfig
-        _set_submodule(model, name, stubbed)
+        set_submodule(model, name, stubbed)
     ctx = _quiet()
     try:
         prepare(model, inplace=True)
-        with torch.inference_mode():
-            for batch in calibration:
-                model(**{k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")})
+        observed = Encoder.of(model)
+        for batch in calibration:
+            observed.forward({k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")},
+                             hidden_states=False)
         convert(model, inplace=True)
     finally:
         ctx.__exit__(None, None, None)
     for name in names:
         quantize, linear, _ = model.get_submodule(name)
-        _set_submodule(model, name, StaticInt8Linear(linear, float(quantize.scale), int(quantize.zero_point)))
+        set_submodule(model, name, StaticInt8Linear(linear, float(quantize.scale), int(quantize.zero_point)))
     model.config.update({QUANTIZATION_KEY: {"scheme": "static", "engine": engine, "modules": names}})
     return _wrap(encoder, model, method, engine=engine, quantized_layers=len(names),
                  scheme="static int8 (weights per channel, activations per tensor, calibrated)",
@@ -179,11 +179,6 @@ def layer_list(model: nn.Module) -> nn.ModuleList:
             return module
     raise ModelError(f"{config.model_type}: no list of {count} transformer layers found (layers shared, as in "
                      "ALBERT?); dropping layers or pruning per layer needs one module per layer")
-
-
-def _set_submodule(root: nn.Module, name: str, module: nn.Module) -> None:
-    parent, _, attr = name.rpartition(".")
-    setattr(root.get_submodule(parent) if parent else root, attr, module)
 
 
 def prunable_weights(model: nn.Module) -> dict[str, nn.Parameter]:
@@ -257,8 +252,6 @@ def choose_heads(num_layers: int, num_heads: int, fraction: float, order: str,
 
 def heads(encoder: Encoder, method: Method, importance: np.ndarray | None = None, seed: int = 0) -> Variant:
     """Remove a fraction of heads (by importance or at random) with :func:`bertology.intervention.prune_heads`."""
-    from bertology.intervention.pruning import prune_heads
-
     order = "importance" if method.name == "heads-importance" else "random"
     chosen = choose_heads(encoder.num_layers, encoder.num_heads, float(method.value), order, importance, seed)
     model = _copy(encoder)
@@ -321,8 +314,6 @@ def save_checkpoint(variant: Variant, out: str | Path) -> Path:
     """Write ``variant`` as a model folder (``config.json``, ``model.safetensors``, the tokenizer) that
     :func:`bertology.models.load_encoder` reloads; float variants load with ``transformers`` too (int8 and
     pruned-head ones only through ``load_encoder``: :mod:`bertology.models.checkpoints`)."""
-    from safetensors.torch import save_file
-
     model, tokenizer = variant.encoder.model, variant.encoder.tokenizer
     out = Path(out)
     with atomic_dir(out) as tmp:

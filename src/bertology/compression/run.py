@@ -8,7 +8,10 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Sequence
+from dataclasses import asdict
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -19,9 +22,13 @@ from bertology.compression.methods import (Variant, compress, file_bytes, nonzer
                                            stored_bytes)
 from bertology.compression.names import Method, parse_methods
 from bertology.errors import UsageError
+from bertology.files import save_figure
 from bertology.models import Encoder, load_encoder
 from bertology.progress import progress_bar
 from bertology.results import Result
+from bertology.compression.finetuned import default_config, task_retention
+from bertology.data.glue import glue_task
+from bertology.intervention.hooks import mask_heads
 
 REFERENCE = "original"
 
@@ -76,8 +83,6 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
     """
     chosen = parse_methods(methods) if methods is None or isinstance(methods, str) else list(methods)
     if finetune_task is not None:
-        from bertology.data.glue import glue_task
-
         finetune_task = glue_task(finetune_task).name  # an unknown task fails before any work
     if rounds < 1:
         raise UsageError(f"--rounds {rounds}: expected at least 1")
@@ -134,8 +139,6 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
             bar.update(task, description=f"measure: {variant.label}")
             extra = {}
             if variant.pruned_heads:
-                from bertology.intervention.hooks import mask_heads
-
                 extra = dict(attention_encoder=base, attention_context=mask_heads(base.model, variant.pruned_heads),
                              excluded_heads=variant.pruned_heads)
             measured[variant.label] = measure_encoder(
@@ -145,8 +148,6 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
             bar.advance(task)
     task = None
     if finetune_task is not None:
-        from bertology.compression.finetuned import default_config, task_retention
-
         config = finetune_config if finetune_config is not None else default_config(progress=progress)
         table, check = task_retention(reference, variants, finetune_task, config,
                                       (out if out is not None else work) / "finetune",
@@ -154,8 +155,6 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
                                       calibration=calibration, engine=engine, seed=seed, n_boot=n_boot)
         if out is None:
             shutil.rmtree(work / "finetune", ignore_errors=True)
-        from dataclasses import asdict
-
         task = (table, {"task": finetune_task, "seed": seed, "recipe": {k: v for k, v in asdict(config).items()
                                                                          if k not in ("progress", "save")},
                         "learning_check": check})
@@ -259,13 +258,7 @@ def measured_on(sets: EvalSets) -> str:
 
 def plot_layers(layers: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:
     """Per-layer curves (UPOS, UUAS, anisotropy), the original in black and each variant beside it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertology.files import save_figure
-
+    matplotlib.use("Agg")  # on a machine with a display too: the figure goes to a file
     measures = [m for m in ("upos", "uuas", "anisotropy", "self_similarity") if m in layers.columns]
     figure, axes = plt.subplots(1, len(measures), figsize=(4.2 * len(measures), 3.6), squeeze=False)
     palette = plt.get_cmap("tab20").colors  # 20 distinct colours: one per variant of the default set and more

@@ -1,23 +1,19 @@
 """Data loaders, all in one place."""
 
-from bertology.data.corpus import (
-    Corpus,
-    detect_format,
-    numbered_lines,
-    open_text,
-    read_conllu,
-    read_corpus,
-    read_senteval,
-    read_text,
-    sentences_from_strings,
-)
-from bertology.data.sentence import Sentence
-from bertology.data.glue import GLUE_TASKS, GlueExample, GlueTask, glue_path, glue_task, read_glue, read_glue_file
-from bertology.data.paths import (EXTERNAL, PACKAGED_CORPORA, default_corpus, external_folder, missing_data,
-                                   packaged_treebank, shared_data_dir)
-from bertology.data.squad import SquadAnswer, SquadQuestion, read_squad, split_by_article, squad_path
-from bertology.data.treebank import Tree, base_relation, find_splits, split_of, tree_depths, tree_distances
-from bertology.data.wnut17 import WNUT17_FILES, WNUT17_TYPES, entity_spans, read_wnut17
+from bertology._lazy import lazy_exports
+
+# Imported on first use (bertology._lazy), so that checking a --data path (data.paths) does not load numpy.
+__getattr__ = lazy_exports(__name__, {
+    "corpus": ("Corpus", "detect_format", "numbered_lines", "open_text", "read_conllu", "read_corpus",
+               "read_senteval", "read_text", "sentences_from_strings"),
+    "sentence": ("Sentence",),
+    "glue": ("GLUE_TASKS", "GlueExample", "GlueTask", "glue_path", "glue_task", "read_glue", "read_glue_file"),
+    "paths": ("EXTERNAL", "PACKAGED_CORPORA", "default_corpus", "external_folder", "missing_data",
+              "packaged_treebank", "shared_data_dir"),
+    "squad": ("SquadAnswer", "SquadQuestion", "read_squad", "split_by_article", "squad_path"),
+    "treebank": ("Tree", "base_relation", "find_splits", "split_of", "tree_depths", "tree_distances"),
+    "wnut17": ("WNUT17_FILES", "WNUT17_TYPES", "entity_spans", "read_wnut17"),
+})
 
 __all__ = [
     "Corpus",

@@ -18,6 +18,7 @@ import zlib
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from bertology.data.paths import PACKAGED_CORPORA, resolve_corpus
 from bertology.data.sentence import Sentence
 from bertology.data.treebank import tree_problem
 from bertology.errors import BertologyWarning, DataError
@@ -330,20 +331,7 @@ _FORMAT_NAMES = {"conllu": "CoNLL-U", "senteval": "SentEval (split<TAB>label<TAB
 
 
 def _packaged_names() -> str:
-    from bertology.data.paths import PACKAGED_CORPORA
-
     return ", ".join(PACKAGED_CORPORA)
-
-
-def resolve_corpus(path: str | Path) -> Path:
-    """The file a corpus argument names: a path as given, or a packaged corpus name (``ewt-train``,
-    ``ewt-dev``, ``ewt-test``: :func:`bertology.data.default_corpus`) when no such path exists. Every
-    ``--data`` goes through here (by :func:`read_corpus`)."""
-    from bertology.data.paths import PACKAGED_CORPORA, default_corpus
-
-    if not Path(path).exists() and str(path) in PACKAGED_CORPORA:
-        return default_corpus(str(path))
-    return Path(path)
 
 
 def _directory_message(path: Path) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertology.data.corpus import numbered_lines
-from bertology.data.paths import EXTERNAL, external_folder, missing_data
+from bertology.data.paths import EXTERNAL, external_folder, load_hub_split, missing_data
 from bertology.errors import DataError
 
 
@@ -208,20 +208,6 @@ def read_glue(task: str, split: str = "train", data_dir: str | Path | None = Non
 
 #: Our split names -> the hub copy's.
 _HUB_SPLITS = {"train": "train", "dev": "validation"}
-
-
-def load_hub_split(key: str, config: str | None, split: str, what: str):
-    """``datasets.load_dataset(<hub id of key>, config, split=...)``; :class:`MissingData` when `datasets`
-    is not installed or the set is neither cached nor reachable (offline)."""
-    try:
-        import datasets
-    except ImportError:
-        raise missing_data(key, what, "the `datasets` package is not installed") from None
-    try:
-        return datasets.load_dataset(EXTERNAL[key].hub_id, config, split=split)
-    except Exception as error:  # offline and not cached, hub unreachable: all end in "not found"
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise missing_data(key, what, f"`datasets`: {reason}") from None
 
 
 def read_glue_hub(task: str, split: str) -> list[GlueExample]:

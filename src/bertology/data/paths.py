@@ -99,6 +99,15 @@ def external_folder(key: str, given: str | os.PathLike | None = None) -> Path | 
     return None
 
 
+def resolve_corpus(path: str | os.PathLike) -> Path:
+    """The file a corpus argument names: a path as given, or a packaged corpus name (``ewt-train``,
+    ``ewt-dev``, ``ewt-test``: :func:`default_corpus`) when no such path exists. Every ``--data`` goes
+    through here (by :func:`bertology.data.corpus.read_corpus`)."""
+    if not Path(path).exists() and str(path) in PACKAGED_CORPORA:
+        return default_corpus(str(path))
+    return Path(path)
+
+
 def missing_data(key: str, what: str = "", why: str = "") -> MissingData:
     """The one-line error for an external data set that was not found, naming the ways to provide it."""
     spec = EXTERNAL[key]
@@ -114,3 +123,17 @@ def shared_data_dir() -> Path:
     if root is None:
         raise DataError(f"no evaluation data folder: set {DATA_ENV} to the folder holding ud_english_ewt/, glue/, ...")
     return root
+
+
+def load_hub_split(key: str, config: str | None, split: str, what: str):
+    """``datasets.load_dataset(<hub id of key>, config, split=...)``; :class:`MissingData` when `datasets`
+    is not installed or the set is neither cached nor reachable (offline)."""
+    try:
+        import datasets  # only when a hub copy is read: it loads pandas and pyarrow; this module loads at CLI start
+    except ImportError:
+        raise missing_data(key, what, "the `datasets` package is not installed") from None
+    try:
+        return datasets.load_dataset(EXTERNAL[key].hub_id, config, split=split)
+    except Exception as error:  # offline and not cached, hub unreachable: all end in "not found"
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise missing_data(key, what, f"`datasets`: {reason}") from None

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bertology.data.corpus import open_text
-from bertology.data.paths import EXTERNAL, external_folder, missing_data
+from bertology.data.paths import EXTERNAL, external_folder, load_hub_split, missing_data
 from bertology.errors import DataError
 
 #: Share of articles that :func:`split_by_article` puts in the evaluation split.
@@ -73,8 +73,6 @@ def squad_path() -> Path:
 def hub_payload() -> dict:
     """The Hugging Face copy (``rajpurkar/squad_v2``, validation split) in the official v2.0 JSON layout,
     so it is checked like a file: paragraphs are the runs of one context within an article."""
-    from bertology.data.glue import load_hub_split
-
     rows = load_hub_split("squad_v2", None, "validation", "validation split")
     articles: dict[str, list[dict]] = {}
     for row in rows:

@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError, UsageError
@@ -238,8 +239,6 @@ def word_level_attention(token_attention, groups: np.ndarray):
     ``token_attention``: a torch tensor [..., T, T]; ``groups``: the group of each of the T positions
     (see :func:`word_groups`). Returns [..., G, G] whose rows still sum to 1.
     """
-    import torch
-
     groups = torch.as_tensor(groups)
     n_groups = int(groups.max()) + 1
     membership = torch.zeros(len(groups), n_groups, dtype=token_attention.dtype)

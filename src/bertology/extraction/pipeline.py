@@ -17,40 +17,28 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-import json
-import os
-import shutil
 import time
-import warnings
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from bertology import __version__
-from bertology.data.corpus import Sentence, sentences_from_strings
-from bertology.errors import BertologyWarning, DataError, ModelError, OutputError, StoreError, UsageError
+from bertology.data.corpus import sentences_from_strings
+from bertology.data.sentence import Sentence
+from bertology.errors import DataError, ModelError, OutputError
 from bertology.extraction.alignment import (
     EncodedSentence, Segment, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
 )
-from bertology.files import ensure_dir, write_json
-from bertology.models.encoders import Encoder, fingerprint_tokenizer, tokenizer_types
-from bertology.numbering import parse_layers
+from bertology.extraction.spec import MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ExtractionSpec
+from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
+from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
-from bertology.store.store import (
-    DTYPES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, Store, file_sha256, forget_damaged_shards,
-    read_sentences, write_shard_atomic,
-)
+from bertology.store.store import DTYPES, SENTENCE_POOLS, Store, file_sha256
+from bertology.store.writer import StoreWriter, check_output, model_record, plan_shards
 
-SHARD_TARGET_BYTES = 48 << 20
-#: With attentions, a sentence of more words than this is refused unless the limit is raised: its maps
-#: take ``4 * heads * layers * (words + 2)**2`` bytes (a 2,000-word sentence in MiniLM: 1.15 GB).
-MAX_ATTENTION_WORDS = 512
-#: A tokenizer that maps more than this share of the corpus' words wholly to its unknown token is refused
-#: (a model folder without its tokenizer files loads a 5-token vocabulary and turns every word into [UNK]).
-MAX_UNKNOWN_FRACTION = 0.5
+__all__ = ["MAX_ATTENTION_WORDS", "MAX_UNKNOWN_FRACTION", "ExtractionPlan", "ExtractionSpec", "ShardComputer",
+           "as_sentences", "check_output", "corpus_hash", "extract", "plan_extraction", "run_context", "run_stats"]
 
 
 def corpus_hash(sentences: Sequence[Sentence]) -> str:
@@ -116,43 +104,6 @@ def _check_attention_sizes(encoder: Encoder, sentences: Sequence[Sentence], n_la
                 "it with --max-attention-words (max_attention_words=), split the sentence, or leave out "
                 "--attentions"
             )
-
-
-def _batches(segments: list[Segment], batch_tokens: int, max_batch: int,
-             max_padding: float = 0.1, min_batch: int = 8) -> list[list[Segment]]:
-    """Length-sorted batches whose padded size stays under ``batch_tokens``.
-
-    A batch also closes once adding the next input would make more than ``max_padding`` of it padding
-    (when it already holds ``min_batch`` inputs, so batches stay big enough to use the cores).
-    """
-    ordered = sorted(segments, key=lambda s: len(s.input_ids))
-    batches, current, longest, real = [], [], 0, 0
-    for segment in ordered:
-        length = len(segment.input_ids)
-        padded = max(longest, length) * (len(current) + 1)
-        wasteful = len(current) >= min_batch and 1 - (real + length) / padded > max_padding
-        if current and (padded > batch_tokens or len(current) >= max_batch or wasteful):
-            batches.append(current)
-            current, longest, real = [], 0, 0
-        current.append(segment)
-        longest = max(longest, length)
-        real += length
-    if current:
-        batches.append(current)
-    return batches
-
-
-def _plan_shards(encoded: list[EncodedSentence], row_counts: np.ndarray, bytes_per_row: int,
-                 attention_bytes: np.ndarray, target: int) -> list[tuple[int, int]]:
-    shards, start, size = [], 0, 0
-    for i in range(len(encoded)):
-        cost = int(row_counts[i]) * bytes_per_row + int(attention_bytes[i])
-        if i > start and size + cost > target:
-            shards.append((start, i))
-            start, size = i, 0
-        size += cost
-    shards.append((start, len(encoded)))
-    return shards
 
 
 class _ShardPooler:
@@ -233,311 +184,122 @@ class _AttentionBuffer:
         return word_level_attention(self.attention, word_groups(self.encoded))  # [L, H, G, G]
 
 
-def _pad(batch: list[Segment], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    longest = max(len(s.input_ids) for s in batch)
-    ids = torch.full((len(batch), longest), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(batch), longest), dtype=torch.long)
-    for row, segment in enumerate(batch):
-        ids[row, : len(segment.input_ids)] = torch.as_tensor(segment.input_ids)
-        mask[row, : len(segment.input_ids)] = 1
-    return ids, mask
-
-
-def _model_key(encoder: Encoder, layers, pool, attentions, dtype, long_policy, autocast) -> dict:
-    return {
-        "model": {
-            "name": encoder.name,
-            "source": encoder.source,
-            "fingerprint": encoder.fingerprint,
-            "tokenizer_fingerprint": fingerprint_tokenizer(encoder.tokenizer),
-            "model_type": encoder.config.model_type,
-            "num_layers": encoder.num_layers,
-            "num_heads": encoder.num_heads,
-            "hidden_size": encoder.hidden_size,
-            "untrained_seed": encoder.untrained_seed,
-            # Whether the tokenizer tells case apart: what a word type is for control tasks on this store.
-            "word_types": tokenizer_types(encoder.tokenizer),
-        },
-        "layers": layers,
-        "pool": pool,
-        "attentions": attentions,
-        "dtype": dtype,
-        "long_policy": long_policy,
-        "autocast": autocast,
-    }
-
-
-_KEY_FIELDS = ("layers", "pool", "attentions", "dtype", "long_policy", "autocast")
-
-
-def check_output(out: str | os.PathLike) -> None:
-    """Refuse, before any work, a store folder that cannot be written: a file where the folder should be,
-    a file in its path, or a folder (the store's, or the nearest existing parent) that is read-only.
-    One-line :class:`~bertology.errors.OutputError`; nothing is created."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        ensure_dir(out)  # raises its one-line OutputError
-    existing = next((p for p in (out, *out.parents) if p.exists()), None)
-    if existing is None:
-        return
-    if not existing.is_dir():
-        raise OutputError(f"cannot write into {out}: {existing} is a file, not a folder; choose another --out")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputError(f"cannot write into {out}: permission denied in {existing} (read-only folder?); "
-                          "choose another --out")
-
-
-#: The index and sentences.json are written compactly: with an indent, ``json`` falls back to its pure-Python
-#: encoder, which took 7% of an EWT dev extraction (the index is rewritten after every shard).
-
-
-def _check_existing(out: Path, key: dict, input_hash: str, overwrite: bool) -> dict | None:
-    """Return the existing index to resume from, or None; refuse a store of another model or input."""
-    index_path = out / INDEX_NAME
-    check_output(out)
-    if not out.exists():
-        return None
-    if not index_path.is_file():
-        if any(out.iterdir()) and not overwrite:
-            raise StoreError(f"{out}: exists and is not a bertology store; choose another --out")
-        return None
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        if not overwrite:
-            raise StoreError(f"{index_path}: unreadable index ({error}); pass --overwrite or choose another --out") \
-                from None
-        shutil.rmtree(out)
-        return None
-    problems = []
-    if index.get("format_version") != FORMAT_VERSION:
-        problems.append(f"format version {index.get('format_version')} (current {FORMAT_VERSION})")
-    old_model = index.get("model", {})
-    if old_model.get("fingerprint") != key["model"]["fingerprint"]:
-        tokenizer = ", another tokenizer" if old_model.get("tokenizer_fingerprint") not in (
-            None, key["model"]["tokenizer_fingerprint"]) else ""
-        problems.append(f"model {old_model.get('name')!r} (fingerprint {old_model.get('fingerprint')}{tokenizer}), "
-                        f"not {key['model']['name']!r} (fingerprint {key['model']['fingerprint']})")
-    if index.get("input", {}).get("hash") != input_hash:
-        problems.append(f"input {index.get('input', {}).get('path')!r} (hash {index.get('input', {}).get('hash')}), "
-                        f"not this input (hash {input_hash})")
-    for field in _KEY_FIELDS:
-        if index.get(field) != key[field]:
-            problems.append(f"{field}={index.get(field)!r}, not {key[field]!r}")
-    if problems:
-        if overwrite:
-            shutil.rmtree(out)
-            return None
-        raise StoreError(f"{out}: belongs to another extraction: " + "; ".join(problems)
-                         + ". Choose another --out, or pass --overwrite")
-    return index
-
-
-def _sentences_lost(out: Path) -> bool:
-    """Whether the ``sentences.json`` of a store being reused is missing or unreadable (then rewritten from
-    the input, which the index's input hash has just matched), said in one warning line."""
-    try:
-        read_sentences(out)
-    except StoreError:
-        path = out / SENTENCES_NAME
-        warnings.warn(f"{path}: {'unreadable' if path.exists() else 'missing'}; rewriting it from the input",
-                      BertologyWarning, stacklevel=3)
-        return True
-    return False
-
-
 @dataclasses.dataclass
 class ExtractionPlan:
     """Everything an engine needs to compute the missing shards of a store: made by
     :func:`plan_extraction` on the driver, shared by the local engine (:func:`extract`) and the Ray engine
-    (:mod:`bertology.scale`). ``index`` is the store's index as on disk; ``complete`` when nothing is left."""
+    (:mod:`bertology.scale`). ``writer`` holds the store's index as on disk; ``complete`` when nothing is left."""
 
     encoder: Encoder
     encoded: list[EncodedSentence]
-    out: Path
-    index: dict
+    spec: ExtractionSpec
     layers: list[int]
     attention_layers: list[int]
-    pool: str
-    dtype: str
-    autocast: str | None
-    batch_tokens: int
-    max_batch: int
+    writer: StoreWriter
     row_counts: np.ndarray
+
+    @property
+    def out(self) -> Path:
+        return self.writer.out
+
+    @property
+    def index(self) -> dict:
+        return self.writer.index
 
     @property
     def todo(self) -> list[int]:
         """Shards the index does not list as whole, in order."""
-        return [k for k, s in enumerate(self.index["shards"]) if not s.get("sha256")]
+        return self.writer.todo
 
     @property
     def complete(self) -> bool:
         return not self.todo
 
     def largest_shard_rows(self, shards: Sequence[int] | None = None) -> int:
-        shards = self.todo if shards is None else shards
-        return max((int(self.row_counts[self.index["shards"][k]["start"]:self.index["shards"][k]["stop"]].sum())
-                    for k in shards), default=0)
-
-    def settings(self) -> dict:
-        """What a :class:`ShardComputer` on another process needs besides the encoder and the sentences."""
-        return {"layers": self.layers, "attention_layers": self.attention_layers, "pool": self.pool,
-                "dtype": self.dtype, "autocast": self.autocast, "batch_tokens": self.batch_tokens,
-                "max_batch": self.max_batch}
-
-    def record(self, k: int, entry: dict) -> None:
-        """Mark shard ``k`` whole in the index on disk (``entry``: what :func:`write_shard_atomic` returned).
-        Called only after the shard file has been renamed into place."""
-        self.index["shards"][k].update(entry)
-        write_json(self.out / INDEX_NAME, self.index, indent=None, fsync=True)
-
-    def finish(self, stats: dict) -> None:
-        self.index["stats"] = stats
-        write_json(self.out / INDEX_NAME, self.index, indent=None, fsync=True)
-
-    def output_error(self, error: OutputError) -> OutputError:
-        done = sum(bool(shard.get("sha256")) for shard in self.index["shards"])
-        return OutputError(f"{error}; {done} of {len(self.index['shards'])} shards of {self.out} are whole and kept: "
-                           "make room (or choose another --out) and run the same command again to resume")
+        return self.writer.largest_shard_rows(shards)
 
 
 def plan_extraction(
     encoder: Encoder,
     sentences: Sequence[Sentence | str],
     out: str | Path,
-    layers: str | int | Sequence[int] | None = None,
-    pool: str = "word-mean",
-    attentions: bool = False,
-    dtype: str = "float16",
-    autocast: str | None = None,
-    batch_tokens: int = 4096,
-    max_batch: int = 128,
-    long_policy: str = "window",
+    spec: ExtractionSpec | None = None,
+    *,
     input_path: str | None = None,
     overwrite: bool = False,
-    shard_bytes: int | None = None,
-    max_attention_words: int | None = MAX_ATTENTION_WORDS,
-    max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION,
+    **settings,
 ) -> ExtractionPlan:
-    """Check the arguments and the store folder, tokenize, plan the shards and write ``sentences.json`` and
+    """Check the settings and the store folder, tokenize, plan the shards and write ``sentences.json`` and
     the index (a new store), or read the index back (a resumed one). Arguments as :func:`extract`."""
-    if pool not in POOLS:
-        raise DataError(f"unknown pooling {pool!r}; expected one of {', '.join(POOLS)}")
-    check_pool(encoder.tokenizer, pool, encoder.name)  # no [CLS] (a decoder): refused before anything is written
-    if dtype not in DTYPES:
-        raise DataError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
-    if autocast not in (None, "bfloat16", "bf16"):
-        raise DataError(f"autocast {autocast!r}: expected None or 'bfloat16'")
-    shard_bytes = SHARD_TARGET_BYTES if shard_bytes is None else shard_bytes
-    for name, value in (("batch_tokens", batch_tokens), ("max_batch", max_batch), ("shard_bytes", shard_bytes),
-                        ("max_attention_words", max_attention_words or 1)):
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise UsageError(f"{name} {value!r}: expected a whole number of at least 1")
-    autocast = "bfloat16" if autocast else None
-    if attentions and autocast:
-        autocast = None  # attention maps stay float32 (see docstring)
+    spec = ExtractionSpec.of(spec, **settings)
+    check_pool(encoder.tokenizer, spec.pool, encoder.name)  # no [CLS] (a decoder): refused before anything is written
     sentences = as_sentences(sentences)
     if not sentences:
         raise DataError("no sentences to extract")
-    if attentions and pool == "tokens":
-        raise DataError("attentions are stored at word level; use a word pool (word-mean/first/last) with them")
-    out = Path(out)
-    chosen = parse_layers(layers, encoder.num_layers, option="layers")
-    layers = list(range(encoder.num_layers + 1)) if chosen is None else chosen
-    attention_layers = [layer for layer in layers if layer >= 1] if attentions else []
-    key = _model_key(encoder, layers, pool, attentions, dtype, long_policy, autocast)
-    input_hash = corpus_hash(sentences)
-    existing = _check_existing(out, key, input_hash, overwrite)
-    sentences_lost = False
-    if existing is not None:
-        forget_damaged_shards(out, existing)
-        sentences_lost = _sentences_lost(out)
-    plan = functools.partial(ExtractionPlan, encoder=encoder, out=out, layers=layers,
-                             attention_layers=attention_layers, pool=pool, dtype=dtype, autocast=autocast,
-                             batch_tokens=batch_tokens, max_batch=max_batch)
-    if existing is not None and not sentences_lost and all(s.get("sha256") for s in existing["shards"]):
-        return plan(encoded=[], index=existing, row_counts=np.asarray(existing["row_counts"], dtype=np.int64))
-    _check_attention_sizes(encoder, sentences, len(attention_layers), max_attention_words, input_path)
+    layers = spec.layer_list(encoder.num_layers)
+    attention_layers = spec.attention_layer_list(layers)
+    writer = StoreWriter(out, {"model": model_record(encoder), **spec.key(layers)}, corpus_hash(sentences),
+                         overwrite=overwrite)
+    plan = functools.partial(ExtractionPlan, encoder=encoder, spec=spec, layers=layers,
+                             attention_layers=attention_layers, writer=writer)
+    if writer.complete:
+        return plan(encoded=[], row_counts=np.asarray(writer.index["row_counts"], dtype=np.int64))
+    _check_attention_sizes(encoder, sentences, len(attention_layers), spec.max_attention_words, input_path)
 
-    encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length, long_policy)
-    _check_tokenizer(encoder, encoded, max_unknown_fraction)
+    encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length, spec.long_policy)
+    _check_tokenizer(encoder, encoded, spec.max_unknown_fraction)
     warn_unknown(encoded)
-    if pool in SENTENCE_POOLS:
+    if spec.pool in SENTENCE_POOLS:
         row_counts = np.ones(len(encoded), dtype=np.int64)
-    elif pool == "tokens":
+    elif spec.pool == "tokens":
         row_counts = np.asarray([e.n_tokens for e in encoded], dtype=np.int64)
     else:
         row_counts = np.asarray([e.n_words for e in encoded], dtype=np.int64)
-    store_bytes = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    store_bytes = torch.tensor([], dtype=DTYPES[spec.dtype]).element_size()
     groups = np.asarray([e.n_words + 2 for e in encoded], dtype=np.int64)
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
-    shard_bounds = _plan_shards(encoded, row_counts, store_bytes * encoder.hidden_size * len(layers), attention_bytes,
-                                 shard_bytes)
-
-    if existing is None or sentences_lost:
-        ensure_dir(out)
-        sentence_records = [{"id": s.id, "words": list(s.words)} for s in sentences]
-        if pool == "tokens":
-            for record, enc in zip(sentence_records, encoded):
+    shard_bounds = plan_shards(row_counts, store_bytes * encoder.hidden_size * len(layers), spec.shard_bytes,
+                               attention_bytes)
+    records, input_record = [], {}
+    if not writer.resuming or writer.sentences_lost:
+        records = [{"id": s.id, "words": list(s.words)} for s in sentences]
+        if spec.pool == "tokens":
+            for record, enc in zip(records, encoded):
                 record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
-        write_json(out / SENTENCES_NAME, sentence_records, indent=None, fsync=True)
-    if existing is None:
+    if not writer.resuming:
         input_file = Path(input_path) if input_path else None
-        index = {
-            "format_version": FORMAT_VERSION,
-            "bertology_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            **key,
-            "input": {"path": input_path, "hash": input_hash,
-                      "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
-                      "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))},
-            "row_counts": row_counts.tolist(),
-            "shards": [{"start": a, "stop": b, "file": f"shard-{k:05d}.safetensors", "bytes": None, "sha256": None}
-                       for k, (a, b) in enumerate(shard_bounds)],
-            "stats": {},
-        }
-        write_json(out / INDEX_NAME, index, indent=None, fsync=True)
-    else:
-        index = existing
-        ensure_dir(out)  # a folder made read-only since: one line now, not a traceback later
-    for leftover in out.glob(".*.tmp"):
-        leftover.unlink(missing_ok=True)
-    return plan(encoded=encoded, index=index, row_counts=row_counts)
+        input_record = {"path": input_path,
+                        "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
+                        "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))}
+    writer.start(records, row_counts, shard_bounds, input_record)
+    return plan(encoded=encoded, row_counts=row_counts)
 
 
 def extract(
     encoder: Encoder,
     sentences: Sequence[Sentence | str],
     out: str | Path,
-    layers: str | int | Sequence[int] | None = None,
-    pool: str = "word-mean",
-    attentions: bool = False,
-    dtype: str = "float16",
-    autocast: str | None = None,
-    batch_tokens: int = 4096,
-    max_batch: int = 128,
-    long_policy: str = "window",
+    spec: ExtractionSpec | None = None,
+    *,
     input_path: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
     device: str | None = None,
-    shard_bytes: int | None = None,
     compile_model: bool = False,
-    max_attention_words: int | None = MAX_ATTENTION_WORDS,
-    max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION,
+    **settings,
 ) -> Store:
-    """Extract ``layers`` of ``encoder`` for ``sentences`` into the store folder ``out``; return it opened.
+    """Extract the layers ``spec`` names of ``encoder`` for ``sentences`` into the store folder ``out``;
+    return it opened.
 
     * ``sentences``: :class:`Sentence` objects (from :func:`bertology.data.read_corpus`) or plain strings
       (words split on whitespace).
-    * ``layers``: as :func:`bertology.numbering.parse_layers` reads them (``None``/``"all"``: every layer
-      ``0..L``; 0 = embeddings). The store holds, per layer, ``[rows, hidden]`` vectors: one row per word
-      (word pools), per sentence (``cls``/``mean``) or per subword (``tokens``).
-    * ``attentions``: also store word-level maps ``[heads, n+2, n+2]`` per layer 1..L and sentence
-      (float32, eager attention). A sentence of more than ``max_attention_words`` words is refused
-      before anything is written (``None`` lifts the limit).
-    * ``max_unknown_fraction``: refuse a tokenizer that maps more than this share of the words wholly
-      to its unknown token (``None`` to accept any).
+    * ``spec``: an :class:`~bertology.extraction.spec.ExtractionSpec` (what to extract and how), or its fields
+      as keywords (``extract(encoder, sentences, out, layers="0,6", attentions=True)``; with a spec they
+      replace its fields). The store holds, per layer, ``[rows, hidden]`` vectors: one row per word (word
+      pools), per sentence (``cls``/``mean``) or per subword (``tokens``); with ``attentions``, word-level
+      maps ``[heads, n+2, n+2]`` per layer 1..L and sentence (float32, eager attention).
+    * ``input_path``: the corpus file, named in the index and in messages. ``device``: move the model there
+      first.
 
     Re-running with the same arguments resumes an interrupted extraction, or returns the finished
     store at once; a store of another model, tokenizer, input or settings is refused (``overwrite``
@@ -551,17 +313,13 @@ def extract(
     hundred thousand tokens and up (see BENCHMARKS.md). The same store, written by several processes or
     machines at once: :func:`bertology.scale.extract_ray`.
     """
-    plan = plan_extraction(encoder, sentences, out, layers=layers, pool=pool, attentions=attentions, dtype=dtype,
-                           autocast=autocast, batch_tokens=batch_tokens, max_batch=max_batch,
-                           long_policy=long_policy, input_path=input_path, overwrite=overwrite,
-                           shard_bytes=shard_bytes, max_attention_words=max_attention_words,
-                           max_unknown_fraction=max_unknown_fraction)
+    plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite, **settings)
     if plan.complete:
         return Store.open(plan.out)
     try:
         _run(plan, progress, device, compile_model)
     except OutputError as error:
-        raise plan.output_error(error) from None
+        raise plan.writer.output_error(error) from None
     return Store.open(plan.out)
 
 
@@ -580,22 +338,24 @@ def run_context(encoder: Encoder, autocast: str | None, attention_layers: Sequen
 
 
 class ShardComputer:
-    """Computes whole shards on one encoder replica: the one batching loop of every engine.
+    """Computes whole shards on one encoder replica: the one shard loop of every engine, batching with
+    :func:`bertology.models.batching.token_budget_batches` (extraction's rule: the defaults) and
+    :func:`~bertology.models.batching.pad_batch`.
 
     ``encoded`` maps a sentence's position in the corpus to its :class:`EncodedSentence` (the whole list,
-    or only the sentences of the shards this replica is given). :meth:`compute` returns a shard's tensors
-    (views of reused buffers: write them before the shard after next is computed) and its counts.
+    or only the sentences of the shards this replica is given); ``layers`` are the spec's, resolved for this
+    model. :meth:`compute` returns a shard's tensors (views of reused buffers: write them before the shard
+    after next is computed) and its counts.
     """
 
-    def __init__(self, encoder: Encoder, encoded, layers: list[int], attention_layers: list[int], pool: str,
-                 dtype: str, batch_tokens: int, max_batch: int, max_rows: int, model=None, **_ignored):
-        self.encoder, self.encoded = encoder, encoded
-        self.layers, self.attention_layers = list(layers), list(attention_layers)
-        self.batch_tokens, self.max_batch = batch_tokens, max_batch
+    def __init__(self, encoder: Encoder, encoded, spec: ExtractionSpec, layers: Sequence[int], max_rows: int,
+                 model=None):
+        self.encoder, self.encoded, self.spec = encoder, encoded, spec
+        self.layers, self.attention_layers = list(layers), spec.attention_layer_list(layers)
         self.model = model if model is not None else encoder.model
-        self.pad_id = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
-        self.pooler = _ShardPooler(encoded, pool, len(layers), encoder.hidden_size, max_rows, encoder.device,
-                                   DTYPES[dtype])
+        self.pad_id = pad_id_of(encoder.tokenizer)
+        self.pooler = _ShardPooler(encoded, spec.pool, len(self.layers), encoder.hidden_size, max_rows,
+                                   encoder.device, DTYPES[spec.dtype])
 
     def compute(self, start: int, stop: int) -> tuple[dict[str, torch.Tensor], dict]:
         encoder, encoded, device = self.encoder, self.encoded, self.encoder.device
@@ -606,8 +366,11 @@ class ShardComputer:
         segments = [seg for i in sentence_range for seg in encoded[i].segments]
         counts = {"tokens": 0, "padded_tokens": 0,
                   "windowed_sentences": sum(len(encoded[i].segments) > 1 for i in sentence_range)}
-        for batch in _batches(segments, self.batch_tokens, self.max_batch):
-            ids, mask = _pad(batch, self.pad_id)
+        lengths = [len(segment.input_ids) for segment in segments]
+        for chosen in token_budget_batches(lengths, self.spec.batch_tokens, self.spec.max_batch):
+            batch = [segments[i] for i in chosen]
+            inputs = pad_batch([segment.input_ids for segment in batch], self.pad_id)
+            ids, mask = inputs["input_ids"], inputs["attention_mask"]
             counts["tokens"] += int(mask.sum())
             counts["padded_tokens"] += ids.numel()
             hidden_states, attention = _forward(encoder, self.model, ids.to(device), mask.to(device),
@@ -619,10 +382,6 @@ class ShardComputer:
         return _shard_tensors(self.pooler, maps, sentence_range, self.layers, self.attention_layers), counts
 
 
-def shard_metadata() -> dict[str, str]:
-    return {"format_version": str(FORMAT_VERSION)}
-
-
 def run_stats(counts: Sequence[dict], seconds: float, **extra) -> dict:
     """The index's ``stats``: summed shard counts over the wall-clock time of the run."""
     total = {key: sum(c[key] for c in counts) for key in ("tokens", "padded_tokens", "windowed_sentences")}
@@ -631,39 +390,27 @@ def run_stats(counts: Sequence[dict], seconds: float, **extra) -> dict:
 
 
 def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model: bool) -> None:
-    """Compute the shards the index does not list as whole, writing each as it is done."""
-    encoder, index, out = plan.encoder, plan.index, plan.out
+    """Compute the shards the index does not list as whole, writing each as it is done: a shard is
+    streamed to disk on a second thread while the next one computes, and named in the index only once whole."""
+    encoder, writer = plan.encoder, plan.writer
     if device:
         encoder.model.to(device)
-    todo = plan.todo
-    total_sentences = sum(index["shards"][k]["stop"] - index["shards"][k]["start"] for k in todo)
+    todo = writer.todo
+    sizes = {k: writer.index["shards"][k]["stop"] - writer.index["shards"][k]["start"] for k in todo}
     started = time.perf_counter()
     counts: list[dict] = []
-    # A shard is streamed to disk, fsynced and renamed on a second thread while the next one computes.
-    # The index names a shard only once its file is whole.
-    pending: tuple[int, int, Future] | None = None
-
-    def finish(done: tuple[int, int, Future]) -> None:
-        k, n_sentences, future = done
-        plan.record(k, future.result())
-        bar.advance(task, n_sentences)
-
-    with (progress_bar(progress) as bar, run_context(encoder, plan.autocast, plan.attention_layers),
-          ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertology-shard-writer") as writer):
-        task = bar.add_task(f"extract {encoder.name} (sentences)", total=total_sentences)
-        computer = ShardComputer(encoder, plan.encoded, max_rows=plan.largest_shard_rows(todo),
-                                 model=encoder.compiled() if compile_model else None, **plan.settings())
+    with (progress_bar(progress) as bar, run_context(encoder, plan.spec.autocast, plan.attention_layers),
+          writer.shards_in_background(on_written=lambda k: bar.advance(task, sizes[k])) as put):
+        task = bar.add_task(f"extract {encoder.name} (sentences)", total=sum(sizes.values()))
+        computer = ShardComputer(encoder, plan.encoded, plan.spec, plan.layers, max_rows=plan.largest_shard_rows(todo),
+                                 model=encoder.compiled() if compile_model else None)
         for k in todo:
-            shard = index["shards"][k]
+            shard = writer.index["shards"][k]
             tensors, shard_counts = computer.compute(shard["start"], shard["stop"])
             counts.append(shard_counts)
-            if pending is not None:
-                finish(pending)  # frees the buffer the next shard will pool into
-            pending = (k, shard["stop"] - shard["start"],
-                       writer.submit(write_shard_atomic, out / shard["file"], tensors, shard_metadata()))
-        if pending is not None:
-            finish(pending)
-    plan.finish(run_stats(counts, time.perf_counter() - started))
+            put(k, tensors)  # waits for the shard before, which frees the buffer the next shard pools into
+    writer.finish(run_stats(counts, time.perf_counter() - started))
+
 
 def _fast_attention(encoder: Encoder, when: bool):
     """The CPU bf16 fast path: eager attention for the duration (on CPU under bf16 it beats sdpa with a

@@ -15,6 +15,7 @@ import torch
 
 from bertology.data.glue import GlueExample
 from bertology.errors import DataError
+from bertology.models.batching import pad_batch, token_budget_batches
 
 
 def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
@@ -74,19 +75,8 @@ def encode_examples(tokenizer, examples: Sequence[GlueExample], max_length: int 
 
 def collate(data: EncodedExamples, indices: Sequence[int], pad_to: int | None = None) -> dict[str, torch.Tensor]:
     """Pad ``indices``' examples to the longest of them (or to ``pad_to``) into model inputs + labels."""
-    width = pad_to or max(len(data.input_ids[i]) for i in indices)
-    input_ids = torch.full((len(indices), width), data.pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(indices), width), dtype=torch.long)
-    token_type_ids = torch.zeros((len(indices), width), dtype=torch.long) if data.token_type_ids is not None else None
-    for row, i in enumerate(indices):
-        ids = data.input_ids[i]
-        input_ids[row, : len(ids)] = torch.as_tensor(ids)
-        attention_mask[row, : len(ids)] = 1
-        if token_type_ids is not None:
-            token_type_ids[row, : len(ids)] = torch.as_tensor(data.token_type_ids[i])
-    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
-    if token_type_ids is not None:
-        batch["token_type_ids"] = token_type_ids
+    types = [data.token_type_ids[i] for i in indices] if data.token_type_ids is not None else None
+    batch = pad_batch([data.input_ids[i] for i in indices], data.pad_token_id, types, width=pad_to)
     labels = data.labels[list(indices)]
     batch["labels"] = torch.as_tensor(labels, dtype=torch.float32 if labels.dtype.kind == "f" else torch.long)
     return batch
@@ -112,7 +102,5 @@ def training_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Genera
 
 
 def evaluation_batches(lengths: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:
-    """Batches in order of length (least padding); callers put predictions back by index."""
-    order = np.argsort(lengths, kind="stable")
-    for start in range(0, len(order), batch_size):
-        yield order[start:start + batch_size]
+    """Batches of ``batch_size`` in order of length (least padding); callers put predictions back by index."""
+    yield from token_budget_batches(lengths, None, batch_size, max_padding=None)

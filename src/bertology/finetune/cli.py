@@ -88,6 +88,7 @@ def finetune_command(
         import torch
 
         torch.set_num_threads(threads)
+    from bertology.finetune.loop import Optimisation
     from bertology.finetune.table import render_table, variants_result
     from bertology.finetune.train import FinetuneConfig, collect_results, finetune
     from bertology.models import load_encoder
@@ -105,9 +106,9 @@ def finetune_command(
             console.print(f"{result.meta['task']} {result.meta['variant']} seed {run_seed}: {scores}"
                           + (" (reused)" if run["reused"] else f" ({run['train_examples_per_second']:.1f} train ex/s)"))
 
-    config = FinetuneConfig(seeds=chosen_seeds, epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length,
-                            max_train=max_train, max_steps=max_steps, variant=variants[0], device=device,
-                            data_dir=str(data_dir.resolve()) if data_dir else None, progress=progress,
+    config = FinetuneConfig(seeds=chosen_seeds, epochs=epochs, max_length=max_length, max_train=max_train,
+                            optimisation=Optimisation(lr=lr, batch_size=batch_size, max_steps=max_steps, device=device),
+                            variant=variants[0], data_dir=str(data_dir.resolve()) if data_dir else None, progress=progress,
                             eval_each_epoch=eval_each_epoch)
     if engine == "ray":
         from bertology.scale import finetune_sweep_ray

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
+import pandas as pd
+from scipy import stats
 
 from bertology.data.glue import glue_task
 from bertology.finetune.examples import read_examples
@@ -110,9 +112,6 @@ def learning_check(model, evaluator: TaskEvaluator):
     interval (Wilson for accuracy, Fisher's z for a correlation) against the baseline a model that learned
     nothing reaches (the majority class's share; a correlation of 0). ``learned`` is True only when the
     interval lies above the baseline; nothing is read from a model for which it is False."""
-    import pandas as pd
-    from scipy import stats
-
     value, n = float(evaluator(model)), len(evaluator.data)
     labels = np.asarray(evaluator.data.labels)
     z = stats.norm.ppf(0.975)

@@ -18,10 +18,11 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from bertology.errors import ModelError
 from bertology.files import atomic_dir, write_json
-from bertology.models.encoders import load_weights_file
+from bertology.models.encoders import Encoder, load_weights_file
 from bertology.finetune.names import CHECKPOINT_META
-from bertology.finetune.variants import Variant, layer_list, parse_variant
+from bertology.finetune.variants import Variant, apply_variant, layer_list, parse_variant
 from bertology.runtime import resolve_device
+from bertology.intervention.pruning import load_pruned
 
 HEADS_FILE = "heads.safetensors"
 
@@ -80,24 +81,23 @@ class GlueModel(nn.Module):
     def is_regression(self) -> bool:
         return self.num_labels == 1
 
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, labels=None, **kwargs):
-        # Only the multi-objective variant needs the intermediate layers' states.
-        need_all = self.objective_layers != [len(layer_list(self.backbone)[2])]
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, labels=None,
+                output_attentions: bool = False, output_hidden_states: bool = False, **kwargs):
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, **kwargs}
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
-        outputs = self.backbone(**inputs, output_hidden_states=need_all, **kwargs)
-        if need_all:
-            states = [outputs.hidden_states[layer] for layer in self.objective_layers]
-        else:
-            states = [outputs.last_hidden_state]
+        # the backbone through the one forward pass; grad=True imposes no inference mode (a caller's stays)
+        outputs = Encoder.of(self.backbone).forward(inputs, hidden_states=True, attentions=output_attentions,
+                                                    grad=True)
+        states = [outputs.hidden_states[layer] for layer in self.objective_layers]  # the last: last_hidden_state
         all_logits = [head(state[:, 0]) for head, state in zip(self.heads, states)]
         loss = None
         if labels is not None:
             losses = [self._loss(logits, labels) for logits in all_logits]
             loss = torch.stack(losses).mean()
         return SequenceClassifierOutput(loss=loss, logits=all_logits[-1],
-                                        attentions=getattr(outputs, "attentions", None))
+                                        hidden_states=outputs.hidden_states if output_hidden_states else None,
+                                        attentions=outputs.attentions)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         if self.is_regression:
@@ -108,8 +108,6 @@ class GlueModel(nn.Module):
 def build_glue_model(backbone: nn.Module, num_labels: int, variant: Variant | str = "baseline",
                      seed: int = 0) -> GlueModel:
     """Apply ``variant`` to ``backbone`` (in place) and put the classifier(s) on it, initialised from ``seed``."""
-    from bertology.finetune.variants import apply_variant
-
     variant = parse_variant(variant)
     apply_variant(backbone, variant, seed=seed)
     generator_state = torch.random.get_rng_state()
@@ -162,8 +160,6 @@ def load_finetuned(path: str | Path, expected_base_fingerprint: str | None = Non
             f"{path}: fine-tuned from a model with fingerprint {meta.get('base_fingerprint')!r} "
             f"({meta.get('base_model')!r}), expected {expected_base_fingerprint!r}"
         )
-    from bertology.intervention.pruning import load_pruned
-
     backbone = load_pruned(path)  # a plain checkpoint, or one whose heads `bertology ablate prune` sliced
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = GlueModel(backbone, int(meta["num_labels"]), meta.get("variant", "baseline"),

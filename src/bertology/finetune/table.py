@@ -8,6 +8,7 @@ them x100, as the report printed them.
 from __future__ import annotations
 
 import pandas as pd
+from rich.table import Table
 
 from bertology.data.glue import glue_task
 from bertology.results import Result, percent
@@ -63,8 +64,6 @@ def variants_table(results: pd.DataFrame) -> pd.DataFrame:
 
 def render_table(table: pd.DataFrame, title: str = "GLUE dev (x100), mean ± std over seeds"):
     """A rich Table of :func:`variants_table`'s output, values shown x100."""
-    from rich.table import Table
-
     rich_table = Table(title=title)
     tasks = [c for c in TASK_ORDER if c in table.columns]
     for column in ["model", "variant", *tasks, "average", "seeds"]:

@@ -8,11 +8,13 @@ last epoch: choosing the best epoch on dev would select on the split we report.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -25,32 +27,32 @@ from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, ModelError, UsageError
 from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
                                          training_batches)
-from bertology.finetune.loop import Optimisation, train_steps
+from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.model import (CHECKPOINT_META, GlueModel, build_glue_model, read_checkpoint_meta,
                                       save_checkpoint)
 from bertology.finetune.variants import parse_variant
+from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result, tidy
 from bertology.runtime import resolve_device
 
 
+@embeds_optimisation
 @dataclass
 class FinetuneConfig:
-    """Hyper-parameters of one fine-tuning run (the same for every seed)."""
+    """Hyper-parameters of one fine-tuning run (the same for every seed).
+
+    ``optimisation``: Devlin et al.'s recipe (:class:`~bertology.finetune.loop.Optimisation`; its ``seed`` is
+    replaced by each of ``seeds``); its fields are also keywords and attributes of the config
+    (``FinetuneConfig(lr=1e-4).lr``)."""
 
     seeds: tuple[int, ...] = (0, 1, 2)
     epochs: float = 3.0
-    lr: float = 2e-5
-    batch_size: int = 32
+    optimisation: Optimisation = field(default_factory=lambda: Optimisation(lr=2e-5, batch_size=32))
     max_length: int = 128
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
     max_train: int | None = None   # subsample the train set (same subset for every seed: data_seed)
-    max_steps: int | None = None   # stop after this many optimizer steps (smoke tests, benchmarks)
     data_seed: int = 0
     variant: str = "baseline"
-    device: str = "auto"           # "auto": cuda when there is one, else cpu
     group_by_length: bool = True   # length-grouped batches ...
     dynamic_padding: bool = True   # ... padded to their own longest example (False: pad to max_length)
     eval_batch_size: int = 128
@@ -67,8 +69,6 @@ class FinetuneConfig:
             raise DataError(f"seeds {self.seeds}: expected non-negative integers")
         # one setting per message, named as the option that sets it
         for option, value, low, expected in (("--epochs", self.epochs, 0, "a positive number"),
-                                             ("--lr", self.lr, 0, "a positive learning rate"),
-                                             ("--batch-size", self.batch_size, 0, "at least 1"),
                                              ("--max-length", self.max_length, 7,
                                               "at least 8 (tokens: the special ones and some text)")):
             if value <= low:
@@ -99,12 +99,10 @@ def _model_inputs(batch: dict, device: torch.device) -> dict:
     return {k: v.to(device, non_blocking=True) for k, v in batch.items() if k != "labels"}
 
 
-def _logits(output) -> torch.Tensor:
-    logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
-    if logits is None and isinstance(output, (tuple, list)):
-        logits = output[0]
+def _logits(handle: Encoder, inputs: dict) -> torch.Tensor:
+    logits = handle.forward(inputs, hidden_states=False, logits=True).logits
     if not isinstance(logits, torch.Tensor):
-        raise ModelError(f"the model returned {type(output).__name__}; expected logits (a tensor or an output with .logits)")
+        raise ModelError(f"{handle.name} returned no logits; expected a tensor or an output with .logits")
     return logits
 
 
@@ -114,10 +112,11 @@ def predict(model: torch.nn.Module, data: EncodedExamples, batch_size: int = 128
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
     model.eval()
+    handle = Encoder.of(model)
     out: np.ndarray | None = None
     with torch.inference_mode():
         for indices in evaluation_batches(data.lengths, batch_size):
-            logits = _logits(model(**_model_inputs(collate(data, indices), device))).float()
+            logits = _logits(handle, _model_inputs(collate(data, indices), device)).float()
             values = logits.squeeze(-1) if logits.shape[-1] == 1 else logits.argmax(-1)
             values = values.cpu().numpy()
             if out is None:
@@ -166,19 +165,15 @@ def evaluate(model: torch.nn.Module, tokenizer, task_or_examples: str | Sequence
     return result
 
 
-def _load_encoder(model):
-    from bertology.models import Encoder, load_encoder
-
+def _load_encoder(model) -> Encoder:
     if isinstance(model, Encoder):
         return model
     return load_encoder(model)
 
 
 def _fresh_backbone(encoder) -> torch.nn.Module:
-    """A trainable copy of the encoder's weights (the caller's Encoder is left untouched)."""
-    import copy
-
-    backbone = copy.deepcopy(encoder.model)
+    """A trainable copy of the encoder's weights without any head (the caller's Encoder is left untouched)."""
+    backbone = copy.deepcopy(encoder.body)
     backbone.train()
     return backbone
 
@@ -189,19 +184,19 @@ def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExample
     model.to(device)
     model.train()
     rng = np.random.default_rng(seed)
-    steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    total_steps = max(1, math.ceil(steps_per_epoch * config.epochs))
-    if config.max_steps is not None:
-        total_steps = min(total_steps, config.max_steps)
-    optimisation = Optimisation(model, lr=config.lr, weight_decay=config.weight_decay,
-                                warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm,
-                                total_steps=total_steps, device=device)
+    recipe = dataclasses.replace(config.optimisation, seed=seed)
+    steps_per_epoch = math.ceil(len(train) / recipe.batch_size)
+    total_steps = recipe.steps(math.ceil(steps_per_epoch * config.epochs))
+    optimiser = Optimiser(model, recipe, total_steps, device)
     pad_to = None if config.dynamic_padding else config.max_length
     history: list[dict] = []
 
+    handle = Encoder.of(model)
+
     def batch_loss(indices: np.ndarray) -> torch.Tensor:
         batch = collate(train, indices, pad_to=pad_to)
-        return model(**_model_inputs(batch, device), labels=batch["labels"].to(device)).loss
+        inputs = {**_model_inputs(batch, device), "labels": batch["labels"].to(device)}
+        return handle.forward(inputs, hidden_states=False, grad=True).loss
 
     def after_epoch(epoch: int, step: int, losses: list[float]) -> None:
         if config.eval_each_epoch or step >= total_steps:
@@ -209,13 +204,15 @@ def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExample
             history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
                             **scores})
 
-    _, seconds, seen = train_steps(
-        optimisation, batch_loss,
-        lambda epoch: training_batches(train.lengths, config.batch_size, rng, group_by_length=config.group_by_length),
+    # dropout draws from the generator _seed_everything(seed) seeded, as before the shared loop existed
+    log = train_steps(
+        optimiser, batch_loss,
+        lambda epoch, first: training_batches(train.lengths, recipe.batch_size, rng,
+                                              group_by_length=config.group_by_length)[first:],
         steps_per_epoch, total_steps, on_epoch_end=after_epoch, description=description or f"{task} seed {seed}",
         progress=config.progress)
     final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "train_loss")}
-    return final, history, seconds, seen / seconds if seconds else 0.0
+    return final, history, log.seconds, log.examples / log.seconds if log.seconds else 0.0
 
 
 def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: str | Path | None = None) -> Result:

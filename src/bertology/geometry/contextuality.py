@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
@@ -50,6 +52,7 @@ from bertology.geometry import measures
 from bertology.geometry.stores import as_encoder, cached_store, load_sentences
 from bertology.models import Encoder
 from bertology.numbering import parse_layers
+from bertology.plots import finish_layer_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -362,13 +365,7 @@ def plot_contextuality(summary: pd.DataFrame, path: str | os.PathLike, title: st
     """Four panels per layer: adjusted self-similarity, adjusted intra-sentence similarity, adjusted MEV
     and the anisotropy baseline; the model (solid) vs its untrained twin (dashed), error bars = std over
     seeds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertology.files import finish_layer_figure
-
+    matplotlib.use("Agg")  # on a machine with a display too: the figure goes to a file
     panels = [("self_similarity", "adjusted", "self-similarity (adjusted)"),
               ("intra_sentence_similarity", "adjusted", "intra-sentence similarity (adjusted)"),
               ("max_explainable_variance", "adjusted", "max. explainable variance (adjusted)"),

@@ -178,6 +178,7 @@ def squad_command(
     run_device = _device(device)
     if quick:
         _say_quick(given, sizes)
+    from bertology.finetune.loop import Optimisation
     from bertology.heads.finetune_qa import QAFinetuneConfig
     from bertology.heads.squad import SquadHeadsConfig, run_squad_heads, summary_table
     from bertology.heads.tables import squad_table
@@ -187,11 +188,13 @@ def squad_command(
         heads=span_heads, classify_heads=classify, seeds=seed_list(seeds, seed), max_length=max_length, stride=stride,
         max_train_questions=max_train_questions, max_eval_questions=max_eval_questions, mode=mode,
         eval_share=eval_share, heldout_share=heldout_share, pretrained=0 in fractions, head_checkpoints=on_heads,
-        finetune=QAFinetuneConfig(checkpoints=tuned_fractions, evaluate_at=curve_points, lr=finetune_lr,
-                                  batch_size=finetune_batch_size, seed=seed, device=run_device, progress=progress)
+        finetune=QAFinetuneConfig(checkpoints=tuned_fractions, evaluate_at=curve_points, progress=progress,
+                                  optimisation=Optimisation(lr=finetune_lr, batch_size=finetune_batch_size, seed=seed,
+                                                            device=run_device))
         if tuned_fractions else None,
-        head=HeadTrainConfig(epochs=head_epochs, lr=head_lr, batch_size=batch_size, patience=patience or None,
-                             standardise=standardise), device=run_device,
+        head=HeadTrainConfig(epochs=head_epochs, patience=patience or None, standardise=standardise,
+                             optimisation=Optimisation(lr=head_lr, batch_size=batch_size)),
+        device=run_device,
         progress=progress)
     out = out or default_out("heads-squad", model, "quick" if quick else None)
     result = run_squad_heads(model, out, config, data=data, train_path=train_file, eval_path=eval_file)
@@ -286,6 +289,7 @@ def glue_command(
     run_device = _device(device)
     if quick:
         _say_quick(given, sizes)
+    from bertology.finetune.loop import Optimisation
     from bertology.heads.glue import GlueHeadsConfig, run_glue_heads
     from bertology.heads.tables import glue_table
     from bertology.heads.train import HeadTrainConfig
@@ -293,8 +297,9 @@ def glue_command(
     config = GlueHeadsConfig(heads=names, seeds=seed_list(seeds, seed), pool=pool, max_train=max_train, max_dev=max_dev,
                              data_dir=str(data_dir) if data_dir else None, heldout_share=heldout_share,
                              references=references,
-                             head=HeadTrainConfig(epochs=epochs, lr=lr, batch_size=batch_size, patience=patience or None,
-                                                  standardise=standardise), device=run_device,
+                             head=HeadTrainConfig(epochs=epochs, patience=patience or None, standardise=standardise,
+                                                  optimisation=Optimisation(lr=lr, batch_size=batch_size)),
+                             device=run_device,
                              progress=progress)
     out = out or default_out("heads-glue", model, spec.name, pool, "quick" if quick else None)
     result = run_glue_heads(model, spec.name, out, config, finetune_dir=finetune_dir, runner=runner)

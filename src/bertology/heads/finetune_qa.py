@@ -8,9 +8,10 @@ start and end logits, loss the mean of the two cross-entropies. Batches are leng
 schedule runs over the largest
 checkpoint fraction (one epoch by default); a checkpoint at 0.3 is the model 30% of the way through it.
 
-The optimisation and the step loop are ``bertology finetune``'s own (:mod:`bertology.finetune.loop`): only
+The optimisation and the step loop are the package's one recipe (:mod:`bertology.finetune.loop`): only
 the model, the loss and what happens between steps (checkpoints at fractions of an epoch, the resume
-state) are SQuAD's.
+state) are SQuAD's. The encoder runs through :meth:`~bertology.models.Encoder.forward` (``grad=True``) and
+evaluation windows are batched by the one batcher (:func:`bertology.models.batching.token_budget_batches`).
 
 Each checkpoint ``out/epoch-<f>/`` holds the encoder (``save_pretrained`` + tokenizer, so
 ``load_encoder(path)`` reads it), ``qa_head.safetensors`` and ``finetune-qa.json`` (base fingerprint,
@@ -33,30 +34,28 @@ from torch import nn
 
 from bertology.errors import DataError, ModelError
 from bertology.finetune.batching import training_batches
-from bertology.finetune.loop import Optimisation, train_steps
+from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.files import atomic_path, ensure_dir, write_json
 from bertology.heads.qa import QAWindows, score_spans
-from bertology.models.encoders import load_encoder, load_weights_file
+from bertology.models.batching import token_budget_batches
+from bertology.models.encoders import Encoder, load_encoder, load_weights_file
 from bertology.runtime import derive_seed, resolve_device
 
 QA_META = "finetune-qa.json"
 STATE_NAME = "train-state.pt"
 
 
+@embeds_optimisation
 @dataclass
 class QAFinetuneConfig:
+    """``optimisation``: :class:`~bertology.finetune.loop.Optimisation` (its fields are also keywords and
+    attributes of the config: ``QAFinetuneConfig(lr=2e-4).lr``); the schedule runs over the largest fraction."""
+
     checkpoints: tuple[float, ...] = (0.3, 1.0)  # fractions of an epoch at which the encoder is saved
     evaluate_at: tuple[float, ...] = ()          # extra fractions scored on the eval windows (the curve)
-    lr: float = 5e-5
-    batch_size: int = 16
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    max_steps: int | None = None
+    optimisation: Optimisation = field(default_factory=lambda: Optimisation(lr=5e-5, batch_size=16))
     eval_batch_tokens: int = 8192
     save_every: int = 50
-    device: str = "auto"
     progress: bool = True
 
     def __post_init__(self):
@@ -64,8 +63,6 @@ class QAFinetuneConfig:
         self.evaluate_at = tuple(sorted({round(float(f), 4) for f in self.evaluate_at}))
         if not self.checkpoints or min(self.checkpoints + self.evaluate_at) <= 0:
             raise DataError(f"checkpoints {self.checkpoints}: expected fractions of an epoch above 0")
-        if self.lr <= 0 or self.batch_size < 1:
-            raise DataError(f"lr {self.lr}, batch_size {self.batch_size}: expected positive values")
 
     @property
     def epochs(self) -> float:
@@ -78,7 +75,11 @@ class QAFinetuneConfig:
 
 
 class QAModel(nn.Module):
-    """``backbone`` (a transformers encoder) + BERT's span head (``qa_outputs``: hidden -> start, end)."""
+    """``backbone`` (a transformers encoder) + BERT's span head (``qa_outputs``: hidden -> start, end).
+
+    ``forward`` returns the logits ``[batch, tokens, 2]`` (start, end; padding at -1e4), the layout of a
+    ``head="qa"`` encoder's, so it too runs through :meth:`~bertology.models.Encoder.forward`
+    (:func:`span_logits`)."""
 
     def __init__(self, backbone: nn.Module, hidden: int):
         super().__init__()
@@ -88,15 +89,18 @@ class QAModel(nn.Module):
         nn.init.zeros_(self.qa_outputs.bias)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
-        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
-            kwargs["token_type_ids"] = token_type_ids
-        hidden = self.backbone(**kwargs).last_hidden_state
-        logits = self.qa_outputs(hidden)
-        mask = attention_mask.bool()
-        start = logits[..., 0].masked_fill(~mask, -1e4)
-        end = logits[..., 1].masked_fill(~mask, -1e4)
-        return start, end
+            inputs["token_type_ids"] = token_type_ids
+        # the backbone through the one forward pass; grad=True imposes no inference mode (a caller's stays)
+        hidden = Encoder.of(self.backbone).forward(inputs, grad=True).hidden_states[-1]
+        return self.qa_outputs(hidden).masked_fill(~attention_mask.bool()[..., None], -1e4)
+
+
+def span_logits(model: QAModel, inputs: dict, grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Start and end logits ``[batch, tokens]`` of ``model`` on ``inputs``, each contiguous."""
+    logits = Encoder.of(model).forward(inputs, hidden_states=False, logits=True, grad=grad).logits
+    return logits[..., 0].contiguous(), logits[..., 1].contiguous()
 
 
 def span_loss(start: torch.Tensor, end: torch.Tensor, start_positions: torch.Tensor,
@@ -133,17 +137,10 @@ def qa_logits(model: QAModel, windows: QAWindows, pad_id: int, batch_tokens: int
     was_training = model.training
     model.eval()
     lengths = windows.lengths
-    order = np.argsort(lengths, kind="stable")
     starts: list = [None] * len(windows)
     ends: list = [None] * len(windows)
-    position = 0
-    while position < len(order):
-        size = max(1, batch_tokens // int(lengths[order[min(len(order) - 1, position)]]))
-        chosen = order[position: position + size]
-        size = max(1, batch_tokens // int(lengths[chosen].max()))
-        chosen = order[position: position + size]
-        position += len(chosen)
-        start, end = model(**_inputs(windows.batch(chosen, pad_id), device))
+    for chosen in token_budget_batches(lengths, batch_tokens, max_padding=None):
+        start, end = span_logits(model, _inputs(windows.batch(chosen, pad_id), device))
         start, end = start.float().cpu().numpy(), end.float().cpu().numpy()
         for row, w in enumerate(chosen):
             n = int(lengths[w])
@@ -181,9 +178,7 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
     out = ensure_dir(out) if out is not None else None
     pad_id = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
     steps_per_epoch = math.ceil(len(train) / config.batch_size)
-    total = max(1, math.ceil(config.epochs * steps_per_epoch))
-    if config.max_steps is not None:
-        total = min(total, config.max_steps)
+    total = config.optimisation.steps(math.ceil(config.epochs * steps_per_epoch))
     at_step = {f: min(total, max(1, round(f * steps_per_epoch))) for f in config.checkpoints + config.evaluate_at}
     key = {"base_fingerprint": encoder.fingerprint, "train_hash": train.content_hash(), "recipe": config.recipe()}
 
@@ -210,19 +205,17 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
 
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(derive_seed(config.seed, "squad-head-init"))
-    model = QAModel(copy.deepcopy(encoder.model), encoder.hidden_size)
+    model = QAModel(copy.deepcopy(encoder.body), encoder.hidden_size)
     torch.random.set_rng_state(generator_state)
     model.to(device).train()
-    optimisation = Optimisation(model, lr=config.lr, weight_decay=config.weight_decay,
-                                warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm,
-                                total_steps=total, device=device)
+    optimiser = Optimiser(model, config.optimisation, total, device)
     step, seconds = 0, 0.0
     state_path = out / STATE_NAME if out is not None else None
     if state_path is not None and state_path.is_file():
         state = torch.load(state_path, map_location="cpu", weights_only=False)
         if state.get("key") == key:
             model.load_state_dict(state["model"])
-            optimisation.load_state_dict(state)
+            optimiser.load_state_dict(state)
             step, seconds = state["step"], state["seconds"]
     resumed_seconds = seconds
 
@@ -230,7 +223,7 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
         if state_path is None:
             return
         with atomic_path(state_path) as tmp:
-            torch.save({"key": key, "model": model.state_dict(), **optimisation.state_dict(), "step": step,
+            torch.save({"key": key, "model": model.state_dict(), **optimiser.state_dict(), "step": step,
                         "seconds": seconds}, tmp)
 
     def record(fraction: float, step: int) -> dict | None:
@@ -254,15 +247,15 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
 
     def batch_loss(indices: np.ndarray) -> torch.Tensor:
         batch = train.batch(indices, pad_id)
-        start, end = model(**_inputs(batch, device))
+        start, end = span_logits(model, _inputs(batch, device), grad=True)
         return span_loss(start.float(), end.float(), batch["start_positions"].to(device),
                          batch["end_positions"].to(device))
 
-    def epoch_batches(epoch: int) -> list[np.ndarray]:
+    def epoch_batches(epoch: int, first: int) -> list[np.ndarray]:
         rng = np.random.default_rng(derive_seed(config.seed, "squad-finetune", epoch))
-        return training_batches(train.lengths, config.batch_size, rng, group_by_length=True)
+        return training_batches(train.lengths, config.batch_size, rng, group_by_length=True)[first:]
 
-    def on_step(step: int, loop_seconds: float) -> None:
+    def on_step(step: int, loop_seconds: float, loss: float) -> None:
         nonlocal seconds
         reached = [f for f, s in at_step.items() if s == step]
         if not (reached or step % config.save_every == 0 or step >= total):
@@ -284,11 +277,10 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
         if losses_path is not None:
             write_json(losses_path, epoch_losses)
 
-    step, loop_total, _ = train_steps(optimisation, batch_loss, epoch_batches, steps_per_epoch, total,
-                                      start_step=step, on_step=on_step, on_epoch_end=on_epoch_end,
-                                      dropout_seed=config.seed, description=f"squad fine-tune {encoder.name}",
-                                      progress=config.progress)
-    seconds = resumed_seconds + loop_total
+    log = train_steps(optimiser, batch_loss, epoch_batches, steps_per_epoch, total, start_step=step, on_step=on_step,
+                      on_epoch_end=on_epoch_end, dropout_seed=lambda at: derive_seed(config.seed, "dropout", at),
+                      description=f"squad fine-tune {encoder.name}", progress=config.progress)
+    step, seconds = log.steps, resumed_seconds + log.seconds
     for fraction in config.checkpoints:
         if fraction not in done:  # max_steps stopped the run before this fraction: save what there is
             finish(fraction, step)

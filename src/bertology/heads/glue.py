@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+from sklearn.linear_model import LogisticRegressionCV, RidgeCV
 
 from bertology.data.glue import glue_task, read_glue
 from bertology.errors import DataError, UsageError
@@ -27,9 +29,10 @@ from bertology.extraction.alignment import check_pool
 from bertology.files import ensure_dir, write_json
 from bertology.finetune.batching import encode_examples
 from bertology.finetune.metrics import glue_metric
+from bertology.finetune.train import collect_results
 from bertology.heads.activations import read_labels, write_activations
 from bertology.heads.catalog import build_head, check_head_name
-from bertology.heads.train import HeadTrainConfig, predict_head, train_head
+from bertology.heads.train import HeadTrainConfig, feature_stats, predict_head, train_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
@@ -108,8 +111,6 @@ def sentence_store(encoder: Encoder, examples, task: str, out: Path, config: Glu
 
 def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list[dict]:
     """Rows for every `bertology finetune` checkpoint of ``encoder`` on ``task`` under ``finetune_dir``."""
-    from bertology.finetune.train import collect_results
-
     results = collect_results(finetune_dir)
     if results.empty:
         raise UsageError(f"--finetune-dir {finetune_dir}: no finished fine-tuning checkpoints (finetune.json with "
@@ -137,8 +138,6 @@ def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list
 def heldout_validator(store: Store, regression: bool):
     """``validate(head)``: minus the mean held-out loss (cross-entropy, or squared error for regression) -
     smoother than accuracy on a few hundred examples, so early stopping follows convergence."""
-    import torch
-
     labels = np.asarray(read_labels(store)["labels"]["label"])
 
     def validate(head) -> float:
@@ -164,8 +163,7 @@ def head_rows(name: str, seed: int, train_store: Store | str, dev_store: Store |
     dev_labels = np.asarray(read_labels(dev_store)["labels"]["label"])
     head = build_head(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
                       seed=derive_seed(seed, "glue-head-init", spec.name, name))
-    head_config = HeadTrainConfig(**{**asdict(config.head), "seed": seed, "device": config.device,
-                                     "progress": config.progress})
+    head_config = replace(config.head, seed=seed, device=config.device, progress=config.progress)
     if heldout_store is None:
         head_config.patience = None
     folder = ensure_dir(Path(out) / "heads" / f"{name}" / f"seed-{seed}")
@@ -191,8 +189,6 @@ def layer_features(store: Store, mean: np.ndarray, std: np.ndarray) -> np.ndarra
 
 def _fit_reference(regression: bool, train_x: np.ndarray, train_y: np.ndarray, dev_x: np.ndarray):
     """(fitted model, dev predictions, chosen regularisation) of one scikit-learn reference."""
-    from sklearn.linear_model import LogisticRegressionCV, RidgeCV
-
     if regression:
         fitted = RidgeCV(alphas=np.logspace(-2, 4, 13)).fit(train_x, train_y)
         return fitted, fitted.predict(dev_x), float(fitted.alpha_)
@@ -207,8 +203,6 @@ def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: G
 
     Classification: ``LogisticRegressionCV`` (C from 13 values, 1e-4..1e2, by 5-fold cross-validation on
     the training rows only; lbfgs to convergence); regression (STS-B): ``RidgeCV`` likewise."""
-    from bertology.heads.train import feature_stats
-
     spec = glue_task(task)
     mean, std = feature_stats(train_store)
     train_x, dev_x = layer_features(train_store, mean, std), layer_features(dev_store, mean, std)

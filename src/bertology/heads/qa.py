@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from bertology.data.squad import SquadQuestion
 from bertology.errors import DataError
-from bertology.heads.squad_eval import evaluate_squad
+from bertology.models.batching import pad_batch
+from bertology.heads.squad_eval import evaluate_squad, question_scores
 
 MAX_LENGTH = 384
 STRIDE = 128
@@ -112,21 +114,8 @@ class QAWindows:
 
     def batch(self, indices: Sequence[int], pad_id: int) -> dict:
         """Padded model inputs for the windows ``indices`` (plus ``start_positions``/``end_positions``)."""
-        import torch
-
-        longest = max(len(self.input_ids[i]) for i in indices)
-        ids = torch.full((len(indices), longest), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(indices), longest), dtype=torch.long)
-        types = torch.zeros((len(indices), longest), dtype=torch.long) if self.token_type_ids is not None else None
-        for row, i in enumerate(indices):
-            n = len(self.input_ids[i])
-            ids[row, :n] = torch.as_tensor(self.input_ids[i])
-            mask[row, :n] = 1
-            if types is not None:
-                types[row, :n] = torch.as_tensor(self.token_type_ids[i])
-        batch = {"input_ids": ids, "attention_mask": mask}
-        if types is not None:
-            batch["token_type_ids"] = types
+        types = [self.token_type_ids[i] for i in indices] if self.token_type_ids is not None else None
+        batch = pad_batch([self.input_ids[i] for i in indices], pad_id, types)
         batch["start_positions"] = torch.as_tensor(self.start_positions[list(indices)])
         batch["end_positions"] = torch.as_tensor(self.end_positions[list(indices)])
         return batch
@@ -303,8 +292,6 @@ def choose_null_margin(windows: QAWindows, start_logits: Sequence[np.ndarray], e
     evaluation questions with the result; choosing it on the evaluation questions would select on them.
     Ties go to the cut that answers fewer questions.
     """
-    from bertology.heads.squad_eval import question_scores
-
     predictions = decode_spans(windows, start_logits, end_logits, max_answer_length)
     gaps, gain = [], []
     baseline = 0.0

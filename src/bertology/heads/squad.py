@@ -23,9 +23,11 @@ by article into train and evaluation; a 22M-parameter MiniLM, not BERT-large).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -198,11 +200,7 @@ def score_head(head: HeadModel, store: Store, windows: QAWindows, max_answer_len
 
 def lp_weights_figure(weights: pd.DataFrame):
     """Learned layer weights of the LP heads: one line per checkpoint (and seed), layers on the x axis."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg")  # on a machine with a display too: the figure goes to a file
     figure, axis = plt.subplots(figsize=(6, 3.5))
     chosen = weights[(weights["component"] == "lp") & (weights["task"] == "span")]
     for (checkpoint, seed), part in chosen.groupby(["checkpoint", "seed"]):
@@ -328,8 +326,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
         for name, task in jobs:
             for seed in config.seeds:
                 head = build_head(name, n_layers, hidden, task, seed=derive_seed(seed, "head-init", name, task))
-                head_config = HeadTrainConfig(**{**asdict(config.head), "seed": seed, "device": config.device,
-                                                 "progress": config.progress})
+                head_config = replace(config.head, seed=seed, device=config.device, progress=config.progress)
                 folder = out / "heads" / f"epoch-{fraction:g}" / f"{name}-{task}" / f"seed-{seed}"
                 if task == "span":
                     def validate(trained, store=heldout_store):

@@ -1,7 +1,8 @@
 """Training a head on streamed activations, resumably, and predicting with it.
 
-One loop for every head and task: AdamW, linear warm-up over the first 10% of steps then linear decay,
-batches from :class:`~bertology.heads.streaming.StreamingReader`. Losses: span - the mean of the
+The optimisation and the step loop are the package's one recipe (:mod:`bertology.finetune.loop`: AdamW,
+linear warm-up over the first 10% of steps then linear decay, clipping), on batches from
+:class:`~bertology.heads.streaming.StreamingReader`. Losses: span - the mean of the
 cross-entropies of the start and end positions (BERT's SQuAD loss); classification - cross-entropy, or
 mean squared error with one output (STS-B).
 
@@ -17,7 +18,6 @@ data; ``io_share = wait_seconds / seconds`` is the seed's "loading takes more th
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,29 +26,26 @@ import torch
 
 from bertology.errors import ModelError, StoreError
 from bertology.files import atomic_path
-from bertology.finetune.loop import Optimisation
+from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.heads.activations import read_labels
 from bertology.heads.catalog import HeadModel
 from bertology.heads.streaming import StreamingReader
-from bertology.progress import progress_bar
-from bertology.runtime import derive_seed
+from bertology.runtime import derive_seed, resolve_device
 from bertology.store.store import Store
 
 
+@embeds_optimisation
 @dataclass
 class HeadTrainConfig:
+    """How a head trains: ``optimisation`` (:class:`~bertology.finetune.loop.Optimisation`, whose fields are
+    also keywords and attributes of the config: ``HeadTrainConfig(lr=1e-2).lr``) and the reading of the
+    activations."""
+
     epochs: int = 1
-    lr: float = 1e-3
-    batch_size: int = 16
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float = 1.0
-    seed: int = 0
+    optimisation: Optimisation = field(default_factory=lambda: Optimisation(lr=1e-3, batch_size=16, device="cpu"))
     buffer_shards: int = 4
     queue_depth: int = 4
     checkpoint_every: int = 200
-    max_steps: int | None = None
-    device: str = "cpu"
     progress: bool = True
     prefetch: bool = True  # False: read on the training thread (the benchmark's baseline)
     # Early stopping: with a ``validate`` callable, score after every epoch and stop after ``patience``
@@ -156,7 +153,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
         raise ModelError("early stopping (patience) needs a validate function: a score on held-out data")
     targets = _targets(store, head.task)
     fingerprint = store.index["model"]["fingerprint"]
-    device = torch.device(config.device)
+    device = resolve_device(config.device)
     reader = StreamingReader(store, config.batch_size, shuffle=True, seed=derive_seed(config.seed, "heads", head.name),
                              buffer_shards=config.buffer_shards, queue_depth=config.queue_depth,
                              pin_memory=device.type == "cuda", prefetch=config.prefetch)
@@ -169,21 +166,11 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
             sizes[epoch] = sum(len(group.batches) for group in reader.plan(epoch))
         return sizes[epoch]
 
-    def locate(position: int) -> tuple[int, int, int]:
-        """(epoch, batch within it, the epoch's first step) of global step ``position``."""
-        epoch, first_step = 0, 0
-        while position >= first_step + epoch_size(epoch):
-            first_step += epoch_size(epoch)
-            epoch += 1
-        return epoch, position - first_step, first_step
-
     total = sum(epoch_size(epoch) for epoch in range(config.epochs))
     if config.max_steps is not None:
         total = min(total, config.max_steps)
     head.to(device)
-    optimisation = Optimisation(head, lr=config.lr, weight_decay=config.weight_decay,
-                                warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm,
-                                total_steps=total, device=device)
+    optimiser = Optimiser(head, config.optimisation, total, device)
     step, seconds, waited, losses = 0, 0.0, 0.0, []
     history: list[dict] = []
     best: dict = {"score": -np.inf, "epoch": None, "state": None}
@@ -202,25 +189,51 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
             raise ModelError(f"{checkpoint}: a head checkpoint of other settings or activations ({listed}); "
                              "use another --out folder or delete it")
         head.load_state_dict(saved["head_state"])
-        optimisation.load_state_dict(saved)
+        optimiser.load_state_dict(saved)
         step, seconds, waited, losses = saved["step"], saved["seconds"], saved["wait_seconds"], saved["losses"]
         history = saved.get("history", [])
         best = saved.get("best", best)
         if saved.get("done"):
             return TrainStats(step, seconds, waited, losses[-1] if losses else float("nan"), step, True, losses,
                               history, best["epoch"])
-    resumed_from = step
+    resumed_from, resumed_seconds = step, seconds
+    loop_seconds = 0.0  # the loop's training time at its last step
 
-    def save(done: bool) -> None:
+    def save(at_step: int, done: bool) -> None:
         if checkpoint is None:
             return
-        _save(checkpoint, {"key": state_key, "head_state": head.state_dict(), **optimisation.state_dict(),
-                           "step": step, "seconds": seconds, "history": history, "best": best,
+        _save(checkpoint, {"key": state_key, "head_state": head.state_dict(), **optimiser.state_dict(),
+                           "step": at_step, "seconds": seconds, "history": history, "best": best,
                            "wait_seconds": waited, "losses": losses, "done": done, "config": asdict(config)})
 
-    def end_of_epoch(epoch: int, epoch_losses: list[float]) -> bool:
+    def take_time() -> None:
+        """Bring ``seconds`` and ``waited`` up to the last step (the reader counts its waits since it was
+        last read)."""
+        nonlocal seconds, waited
+        seconds = resumed_seconds + loop_seconds
+        waited += reader.wait_seconds
+        reader.wait_seconds = 0.0
+
+    def batch_loss(batch) -> torch.Tensor:
+        x = batch.x.to(device, non_blocking=True)
+        mask = batch.mask.to(device, non_blocking=True)
+        index = torch.as_tensor(batch.indices)
+        wanted = {key: value[index].to(device) for key, value in targets.items()}
+        return head_loss(head, head(x, mask), wanted)
+
+    def on_step(at_step: int, seconds_so_far: float, loss: float) -> None:
+        nonlocal loop_seconds
+        loop_seconds = seconds_so_far
+        losses.append(loss)
+        if at_step < total and config.checkpoint_every and at_step % config.checkpoint_every == 0:
+            take_time()
+            save(at_step, False)
+
+    def end_of_epoch(epoch: int, at_step: int, epoch_losses: list[float]) -> bool:
         """Record the epoch, validate, keep the best state; True when training should stop."""
-        row = {"epoch": epoch, "step": step, "loss": float(np.mean(epoch_losses)) if epoch_losses else float("nan")}
+        take_time()
+        row = {"epoch": epoch, "step": at_step,
+               "loss": float(np.mean(epoch_losses)) if epoch_losses else float("nan")}
         if validate is not None:
             head.eval()
             row["score"] = float(validate(head))
@@ -229,48 +242,26 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
                 best.update(score=row["score"], epoch=epoch,
                             state={k: v.detach().clone() for k, v in head.state_dict().items()})
         history.append(row)
-        return (config.patience is not None and best["epoch"] is not None
+        stop = (config.patience is not None and best["epoch"] is not None
                 and epoch - best["epoch"] >= config.patience)
+        if not stop and at_step < total:
+            save(at_step, False)
+        return stop
 
-    with torch.random.fork_rng(devices=[]):  # dropout draws from a seeded stream; the caller's is untouched
-        torch.manual_seed(derive_seed(config.seed, "heads-dropout", head.name, step))
-        head.train()
-        with progress_bar(config.progress) as bar:
-            task = bar.add_task(f"head {head.name}", total=total, completed=step)
-            stopped = False
-            while step < total and not stopped:
-                epoch, first, epoch_start = locate(step)
-                reader.wait_seconds = 0.0
-                started = time.perf_counter()
-                epoch_losses_start = len(losses)
-                for batch in reader.epoch(epoch, start_batch=first):
-                    x = batch.x.to(device, non_blocking=True)
-                    mask = batch.mask.to(device, non_blocking=True)
-                    index = torch.as_tensor(batch.indices)
-                    wanted = {key: value[index].to(device) for key, value in targets.items()}
-                    with optimisation.autocast():
-                        loss = head_loss(head, head(x, mask), wanted)
-                    optimisation.step(loss)
-                    step += 1
-                    losses.append(float(loss.detach()))
-                    bar.advance(task)
-                    if step >= total:
-                        break
-                    if config.checkpoint_every and step % config.checkpoint_every == 0:
-                        seconds += time.perf_counter() - started
-                        waited += reader.wait_seconds
-                        started, reader.wait_seconds = time.perf_counter(), 0.0
-                        save(False)
-                seconds += time.perf_counter() - started
-                waited += reader.wait_seconds
-                if step == epoch_start + epoch_size(epoch) or step >= total:
-                    stopped = end_of_epoch(epoch + 1, losses[epoch_losses_start:])
-                    if not stopped and step < total:
-                        save(False)
+    reader.wait_seconds = 0.0
+    head.train()
+    # dropout draws from one seeded stream from the step the run starts at; the caller's is untouched
+    log = train_steps(optimiser, batch_loss, lambda epoch, first: reader.epoch(epoch, start_batch=first), epoch_size,
+                      total, start_step=step, on_step=on_step, on_epoch_end=end_of_epoch,
+                      dropout_seed=lambda at: derive_seed(config.seed, "heads-dropout", head.name, at),
+                      reseed_each_step=False, examples=lambda batch: len(batch.indices),
+                      description=f"head {head.name}", progress=config.progress)
+    step, loop_seconds = log.steps, log.seconds
+    take_time()
     if best["state"] is not None:
         head.load_state_dict(best["state"])
     head.eval()
-    save(True)
+    save(step, True)
     return TrainStats(step, seconds, waited, float(np.mean(losses[-20:])) if losses else float("nan"),
                       resumed_from, False, losses, history, best["epoch"])
 

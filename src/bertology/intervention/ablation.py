@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from bertology.attention.parsing import run_attention_analysis
 from bertology.errors import DataError
 from bertology.intervention.hooks import HeadSpec, drop_layers, grid_index, mask_heads, model_layout
 from bertology.intervention.importance import EvaluateFn, head_importance, heads_frame, metric_of
@@ -115,8 +116,6 @@ def attention_best_heads(encoder, max_sentences: int = 300, min_count: int = 100
     Attention weights need eager attention: it is switched on for the analysis only and whatever the
     model used before (sdpa, eager...) is restored, so the caller's model is left as it was.
     """
-    from bertology.attention.parsing import run_attention_analysis
-
     with encoder.eager_attention():
         results = run_attention_analysis(encoder, max_sentences=max_sentences, max_train_sentences=max_sentences,
                                          statistics=False, min_count=min_count, probe_seeds=(), progress=progress)

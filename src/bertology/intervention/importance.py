@@ -22,15 +22,18 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from scipy import stats
 from torch import nn
 
 from bertology.errors import DataError, ModelError
 from bertology.files import save_figure
-from bertology.intervention.hooks import (HeadSpec, grid_index, heads_to_scales, mask_heads, model_layout,
-                                          scale_heads)
+from bertology.intervention.hooks import HeadSpec, grid_index, heads_to_scales, mask_heads, model_layout, scale_heads
+from bertology.models.encoders import Encoder
 from bertology.numbering import head_label, parse_heads, transformer_layers
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -111,8 +114,6 @@ def summarize_single_head(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFr
     coincide, which a zero-variance t-test would call certain, so ``real`` is False (not shown); with one
     seed ``real`` is NaN (there is no spread to compare with).
     """
-    from scipy import stats
-
     baselines = table.groupby("seed")["baseline"].first()
     seed_spread = float(baselines.std(ddof=1)) if len(baselines) > 1 else float("nan")
     rows = []
@@ -157,10 +158,10 @@ def per_example_loss(model: nn.Module, batch: dict) -> torch.Tensor:
     if "labels" not in batch:
         raise DataError("importance needs labelled batches: each batch dict must have 'labels'")
     inputs = {k: v for k, v in batch.items() if k != "labels"}
-    output = model(**inputs)
-    logits = output if isinstance(output, torch.Tensor) else getattr(output, "logits", None)
+    logits = Encoder.of(model).forward(inputs, hidden_states=False, logits=True, grad=True).logits
     if logits is None:
-        raise ModelError(f"the model returned {type(output).__name__}; expected logits or an output with .logits")
+        raise ModelError(f"{type(model).__name__} returned no logits; expected a model with a head (or one that "
+                         "returns its scores)")
     labels = batch["labels"].to(logits.device)
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()  # half-precision losses lose the small gradients importance is made of
@@ -330,11 +331,7 @@ def plot_pruning_curve(curve: pd.DataFrame | Result, path=None, title: str | Non
 
     ``curve`` is :func:`pruning_curve`'s result or its ``curve`` table. The x axis shows percent of heads.
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
+    matplotlib.use("Agg", force=False)  # on a machine with a display too: the figure goes to a file
     if isinstance(curve, Result):
         curve = curve["curve"]
     fig, ax = plt.subplots(figsize=(6, 4))

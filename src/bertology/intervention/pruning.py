@@ -29,6 +29,9 @@ from bertology.errors import ModelError
 from bertology.files import atomic_dir
 from bertology.intervention.hooks import (AttentionSite, HeadSpec, model_layout, record_pruned_heads,
                                           recorded_pruned_heads)
+from bertology.models.auto import build_model, saved_class
+from bertology.models.checkpoints import set_submodule
+from bertology.models.encoders import Encoder, load_model_config, load_saved_model, load_weights_file
 
 #: Relative position bias shared by every layer's heads: slicing one layer's heads would break the rest.
 _PRUNE_UNSUPPORTED = {"mpnet": "its relative position bias is one table shared by the heads of every layer"}
@@ -48,11 +51,6 @@ def _sliced_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linea
     if bias is not None:
         new.bias = nn.Parameter(bias, requires_grad=linear.bias.requires_grad)
     return new
-
-
-def _set_submodule(root: nn.Module, name: str, module: nn.Module) -> None:
-    parent_name, _, attr = name.rpartition(".")
-    setattr(root.get_submodule(parent_name) if parent_name else root, attr, module)
 
 
 def _no_heads_forward(model_type: str, site: AttentionSite):
@@ -119,7 +117,7 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[int, list[int]]:
             setattr(site.module, attr, _sliced_linear(getattr(site.module, attr), index, dim=0))
         for attr, linear in site.extra_per_head.items():
             setattr(site.module, attr, _sliced_linear(linear, index, dim=0))
-        _set_submodule(model, site.output_name, _sliced_linear(site.output, index, dim=1))
+        set_submodule(model, site.output_name, _sliced_linear(site.output, index, dim=1))
         for attr in ("num_attention_heads", "n_heads"):
             if isinstance(getattr(site.module, attr, None), int):
                 setattr(site.module, attr, len(keep_positions))
@@ -158,14 +156,16 @@ def attention_parameters(model: nn.Module) -> int:
 
 @torch.inference_mode()
 def measure_latency(model: nn.Module, inputs: dict, repeats: int = 20, warmup: int = 3) -> dict[str, float]:
-    """Wall-clock seconds of ``model(**inputs)``: median, min and spread over ``repeats`` runs."""
-    model.eval()
+    """Wall-clock seconds of one forward pass of ``model`` (a module or its :class:`~bertology.models.Encoder`)
+    on ``inputs``, through the handle: median, min and spread over ``repeats`` runs."""
+    handle = Encoder.of(model)
+    handle.model.eval()
     for _ in range(warmup):
-        model(**inputs)
+        handle.forward(inputs, hidden_states=False)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        model(**inputs)
+        handle.forward(inputs, hidden_states=False)
         times.append(time.perf_counter() - start)
     return {
         "median_s": statistics.median(times),
@@ -185,41 +185,20 @@ def save_pruned(model: nn.Module, out: str | os.PathLike, tokenizer=None) -> Pat
     return out
 
 
-def _model_class(config):
-    import transformers
-
-    for name in getattr(config, "architectures", None) or []:
-        cls = getattr(transformers, name, None)
-        if cls is not None:
-            return cls
-    return transformers.AutoModel
-
-
 def load_pruned(path: str | os.PathLike, attn_implementation: str = "sdpa") -> nn.Module:
-    """Load a model saved by :func:`save_pruned` (or any ``save_pretrained`` folder), pruned shapes rebuilt."""
-    from safetensors import SafetensorError
-    from transformers import AutoConfig
-
-    from bertology.models.encoders import load_weights_file
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()  # as bertology.models does: no tqdm bar per checkpoint
+    """Load a model saved by :func:`save_pruned` (or any ``save_pretrained`` folder) as the model it was, head
+    included, pruned shapes rebuilt."""
     path = Path(path)
     if not (path / "config.json").is_file():
         raise ModelError(f"{path}: not a model directory (no config.json)")
-    config = AutoConfig.from_pretrained(path)
+    config = load_model_config(path)
     pruned = recorded_pruned_heads(config)
     record_pruned_heads(config, {})
-    cls = _model_class(config)
+    cls = saved_class(config)
     if not pruned:
-        try:
-            return cls.from_pretrained(path, attn_implementation=attn_implementation).eval()
-        except SafetensorError as error:
-            reason = (str(error).splitlines() or [type(error).__name__])[0]
-            raise ModelError(f"{path}: cannot read the model weights ({reason}); the file is damaged or cut short: "
-                             "save or copy the checkpoint again") from None
+        return load_saved_model(path, cls, attn_implementation).eval()
     config._attn_implementation = attn_implementation
-    model = cls._from_config(config) if hasattr(cls, "_from_config") else cls.from_config(config)
+    model = build_model(config, cls=cls)
     prune_heads(model, pruned)
     state: dict[str, torch.Tensor] = {}
     index = path / "model.safetensors.index.json"

@@ -8,8 +8,11 @@ fine-tuned model, not a mock.
 from __future__ import annotations
 
 import torch
+import transformers
 from torch import nn
 
+from bertology.models.auto import build_model
+from bertology.models.encoders import Encoder
 from bertology.runtime import derive_seed
 
 MARKER = 7
@@ -40,8 +43,6 @@ def batches(data: dict[str, torch.Tensor], size: int = 32) -> list[dict[str, tor
 def toy_classifier(seed: int = 0, model_type: str = "bert", steps: int = 120, num_layers: int = 2,
                    num_heads: int = 4, hidden: int = 32) -> nn.Module:
     """A tiny ``*ForSequenceClassification`` of ``model_type`` trained ``steps`` Adam steps from ``seed``."""
-    import transformers
-
     common = dict(vocab_size=VOCAB, num_labels=2, pad_token_id=PAD)
     if model_type == "distilbert":
         config = transformers.DistilBertConfig(dim=hidden, n_layers=num_layers, n_heads=num_heads,
@@ -52,12 +53,13 @@ def toy_classifier(seed: int = 0, model_type: str = "bert", steps: int = 120, nu
             intermediate_size=2 * hidden, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
             max_position_embeddings=64, **common)
     torch.manual_seed(seed)
-    model = transformers.AutoModelForSequenceClassification.from_config(config)
+    model = build_model(config, head="classification")
+    handle = Encoder.of(model, name=f"toy {model_type} classifier")
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
     for step in range(steps):
         batch = toy_data(32, seed=derive_seed(seed, "toy batch", step))
-        loss = model(**batch).loss
+        loss = handle.forward(batch, hidden_states=False, grad=True).loss
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -67,4 +69,5 @@ def toy_classifier(seed: int = 0, model_type: str = "bert", steps: int = 120, nu
 @torch.inference_mode()
 def accuracy(model: nn.Module, data: dict[str, torch.Tensor]) -> float:
     inputs = {k: v for k, v in data.items() if k != "labels"}
-    return float((model(**inputs).logits.argmax(-1) == data["labels"]).float().mean())
+    logits = Encoder.of(model).forward(inputs, hidden_states=False, logits=True).logits
+    return float((logits.argmax(-1) == data["labels"].to(logits.device)).float().mean())

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
@@ -31,7 +33,11 @@ import torch
 from bertology.data import external_folder, missing_data
 from bertology.data.corpus import open_text
 from bertology.errors import DataError, UsageError
-from bertology.knowledge.mlm import masked_lm, untrained_masked_lm
+from bertology.knowledge.mlm import masked_lm
+from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
+from bertology.models.encoders import Encoder
+from bertology.numbering import parse_layers
+from bertology.plots import finish_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import resolve_device
@@ -321,43 +327,36 @@ def fill(fact: Fact, template: str | None, mask_token: str) -> str:
     return template.replace("[X]", fact.subject).replace("[Y]", mask_token)
 
 
-def _head_module(model):
-    for name in ("cls", "lm_head"):
-        module = getattr(model, name, None)
-        if module is not None:
-            return module
-    return None
-
-
 @torch.no_grad()
-def mask_scores(model, tokenizer, sentences: Sequence[str], candidates: torch.Tensor, layers: Sequence[int] | None,
+def mask_scores(model: Encoder, sentences: Sequence[str], candidates: torch.Tensor, layers: Sequence[int] | None,
                 batch_size: int = 32) -> dict[int | None, torch.Tensor]:
-    """Scores of the ``candidates`` at the single mask of each sentence: ``{None: [n, C]}`` from the model's
-    logits, or with ``layers`` ``{l: [n, C]}`` from the model's own MLM head applied to ``hidden_states[l]``
-    (a logit lens, for heads the model exposes as ``cls`` or ``lm_head``)."""
-    device = next(model.parameters()).device
-    head = _head_module(model) if layers is not None else None
-    if layers is not None and head is None:
+    """Scores of the ``candidates`` at the single mask of each sentence: ``{None: [n, C]}`` from the masked LM's
+    logits, or with ``layers`` ``{l: [n, C]}`` from its own MLM head applied to ``hidden_states[l]`` (a logit
+    lens, for heads the model exposes as ``cls`` or ``lm_head``). ``batch_size`` sentences a pass, in order."""
+    tokenizer = model.tokenizer
+    if layers is not None and model.head_module is None:
         raise UsageError(f"--layers: per-layer LAMA applies the model's MLM head to each layer, and this "
-                         f"{type(model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
+                         f"{type(model.model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
+    encoded = tokenizer(list(sentences), truncation=True)
+    ids, types = encoded["input_ids"], encoded.get("token_type_ids")
     out: dict = {}
-    for start in range(0, len(sentences), batch_size):
-        batch = tokenizer(list(sentences[start:start + batch_size]), return_tensors="pt", padding=True,
-                          truncation=True).to(device)
-        masks = batch["input_ids"] == tokenizer.mask_token_id
+    for batch in token_budget_batches([len(x) for x in ids], None, batch_size, sort=False, max_padding=None):
+        inputs = pad_batch([ids[i] for i in batch], pad_id_of(tokenizer),
+                           None if types is None else [types[i] for i in batch])
+        masks = inputs["input_ids"] == tokenizer.mask_token_id
         counts = masks.sum(dim=1)
         if (counts != 1).any():
-            bad = int(torch.nonzero(counts != 1)[0, 0]) + start
-            raise DataError(f"sentence {sentences[bad]!r} has {int(counts[bad - start])} mask tokens after "
+            bad = int(torch.nonzero(counts != 1)[0, 0])
+            raise DataError(f"sentence {sentences[int(batch[bad])]!r} has {int(counts[bad])} mask tokens after "
                             "tokenization; expected exactly one")
         rows, columns = torch.nonzero(masks, as_tuple=True)
         if layers is None:
-            logits = model(**batch).logits[rows, columns]
+            logits = model.forward(inputs, hidden_states=False, logits=True).logits[rows, columns]
             out.setdefault(None, []).append(logits[:, candidates].float().cpu())
         else:
-            states = model(**batch, output_hidden_states=True).hidden_states
+            states = model.forward(inputs, body=True).hidden_states
             for layer in layers:
-                logits = head(states[layer][rows, columns])
+                logits = model.head_logits(states[layer][rows, columns])
                 out.setdefault(layer, []).append(logits[:, candidates].float().cpu())
     return {key: torch.cat(parts) for key, parts in out.items()}
 
@@ -387,12 +386,14 @@ def prepare_relation(relation: Relation, tokenizer, candidate_index: dict[int, i
             "unknown_objects": unknown, "outside_vocabulary": outside}
 
 
-def score_relations(model, tokenizer, relations: Sequence[Relation], candidates: np.ndarray,
+def score_relations(model: Encoder, relations: Sequence[Relation], candidates: np.ndarray,
                     layers: Sequence[int] | None = None, batch_size: int = 32, progress: bool = False,
                     encoder: str = "trained", seed: int | None = None) -> tuple[list[dict], list[pd.DataFrame]]:
-    """Per relation (and layer): facts scored, objects left out and why, P@1, P@10, MRR; and per fact."""
+    """Per relation (and layer): facts scored, objects left out and why, P@1, P@10, MRR; and per fact.
+    ``model``: the masked LM's handle; ``encoder``: the column that says whose scores these are."""
+    tokenizer = model.tokenizer
     candidate_index = {int(c): k for k, c in enumerate(candidates)}
-    candidate_tensor = torch.as_tensor(candidates, device=next(model.parameters()).device)
+    candidate_tensor = torch.as_tensor(candidates, device=model.device)
     rows, facts = [], []
     with progress_bar(progress) as bar:
         task = bar.add_task(f"LAMA ({encoder})", total=len(relations))
@@ -408,7 +409,7 @@ def score_relations(model, tokenizer, relations: Sequence[Relation], candidates:
                 bar.advance(task)
                 continue
             sentences = [fill(relation.facts[k], relation.template, tokenizer.mask_token) for k in plan["keep"]]
-            scores = mask_scores(model, tokenizer, sentences, candidate_tensor, layers, batch_size)
+            scores = mask_scores(model, sentences, candidate_tensor, layers, batch_size)
             targets = torch.as_tensor(plan["targets"])
             for layer, table in scores.items():
                 ranks = ranks_of(table, targets)
@@ -444,7 +445,8 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
          relations: Sequence[str] | None = None, template: str | None = None, max_facts: int | None = None,
          vocab: str | os.PathLike | None = None, layers=None, seeds: Sequence[int] = (0,), untrained: bool = True,
          batch_size: int = 32, device: str | None = "auto", progress: bool = False, loaded=None) -> Result:
-    """LAMA for a masked LM (hub id, folder or ``loaded=(model, tokenizer)``), with its untrained twins.
+    """LAMA for a masked LM (hub id, folder, or ``loaded``: its :class:`~bertology.models.Encoder` or a
+    ``(model, tokenizer)`` pair built in code), with its untrained twins.
 
     ``data``: a LAMA folder (default ``$BERTOLOGY_DATA/lama``) or one relation's JSONL file (then ``template``
     with [X] and [Y], unless the records carry ``masked_sentences``). ``layers``: per-layer scores through the
@@ -460,24 +462,23 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
         raise UsageError("--template applies to a single relation file given with --data, not to a LAMA folder")
     if not single and relations:
         check_lama_relations(data, corpora, relations)  # the names, before the model loads
-    network, tokenizer, name = masked_lm(model, loaded, run_device)
+    network = masked_lm(model, loaded, run_device)
+    tokenizer, name = network.tokenizer, network.name
     if single:
         relation = read_facts(data, "custom", Path(data).name.split(".")[0], template, "", max_facts)
         chosen, missing = [relation], pd.DataFrame(columns=["corpus", "relation", "label", "reason"])
     else:
         chosen, missing = load_lama(data, corpora, relations, max_facts)
     candidates, vocabulary = common_vocabulary(tokenizer, vocab)
-    num_layers = int(getattr(network.config, "num_hidden_layers", 0) or getattr(network.config, "n_layers", 0))
-    from bertology.numbering import parse_layers
-
+    num_layers = network.num_layers
     layer_list = parse_layers(layers, num_layers) if layers not in (None, "last") else None
     if layers not in (None, "last") and layer_list is None:
         layer_list = list(range(num_layers + 1))
-    rows, facts = score_relations(network, tokenizer, chosen, candidates, layer_list, batch_size, progress)
+    rows, facts = score_relations(network, chosen, candidates, layer_list, batch_size, progress)
     if untrained:
         for seed in seeds:
-            twin = untrained_masked_lm(network, seed)
-            twin_rows, _ = score_relations(twin, tokenizer, chosen, candidates, layer_list, batch_size, progress,
+            twin = network.untrained(seed)
+            twin_rows, _ = score_relations(twin, chosen, candidates, layer_list, batch_size, progress,
                                            encoder="untrained", seed=seed)
             rows += twin_rows
             del twin
@@ -516,13 +517,7 @@ def model_vs_twin_bars(model: pd.Series, twin: pd.Series, labels: Sequence[str],
                        full_scale: bool = False) -> Path:
     """One pair of bars per item (``model``'s index, in order): the model and its untrained twin (fractions,
     shown in percent), a dotted chance line; ``full_scale`` fixes the axis at 0-100."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertology.files import finish_figure
-
+    matplotlib.use("Agg")  # on a machine with a display too: the figure goes to a file
     figure, axis = plt.subplots(figsize=(max(5, 0.32 * len(model) + 2), 3.6))
     x = np.arange(len(model))
     axis.bar(x - 0.2, model * 100, width=0.4, label="model")

@@ -21,9 +21,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from bertology.data.paths import EXTERNAL, external_folder, load_hub_split
 from bertology.errors import DataError, UsageError
-from bertology.knowledge.lama import _head_module, model_vs_twin_bars, read_jsonl
-from bertology.knowledge.mlm import masked_lm, untrained_masked_lm
+from bertology.knowledge.lama import model_vs_twin_bars, read_jsonl, require
+from bertology.knowledge.mlm import masked_lm
+from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
+from bertology.models.encoders import Encoder
+from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import resolve_device
@@ -44,9 +48,6 @@ def default_pairs(max_pairs: int | None = None, paradigms: Sequence[str] = BLIMP
     """BLiMP without a path: ``$BERTOLOGY_DATA/blimp`` (a folder of JSONL files), else ``paradigms`` from the
     Hugging Face copy through ``datasets`` (cache, or hub when online), else
     :class:`~bertology.errors.MissingData`."""
-    from bertology.data.glue import load_hub_split
-    from bertology.data.paths import EXTERNAL, external_folder
-
     folder = external_folder("blimp")
     if folder is not None:
         return read_pairs(folder, max_pairs)
@@ -72,8 +73,6 @@ def read_pairs(path: str | os.PathLike, max_pairs: int | None = None) -> pd.Data
             raise DataError(f"{path}: a folder without .jsonl files; expected BLiMP-format JSONL")
         return pd.concat([read_pairs(f, max_pairs) for f in files], ignore_index=True)
     rows = []
-    from bertology.knowledge.lama import require
-
     for line, record in read_jsonl(path):
         require(record, PAIR_FIELDS, path, line)
         rows.append({"file": path.name, "line": line, "paradigm": str(record.get("UID") or path.name.split(".")[0]),
@@ -93,14 +92,6 @@ class MaskedCopies:
 
     input_ids: list[int]
     groups: list[list[int]]
-
-
-def max_input_length(model, tokenizer) -> int:
-    """Most tokens (specials included) one input may have: the position table, less RoBERTa's offset."""
-    positions = int(getattr(model.config, "max_position_embeddings", 0) or 512)
-    if model.config.model_type in {"roberta", "camembert", "xlm-roberta", "longformer"}:
-        positions -= 2
-    return int(min(positions, getattr(tokenizer, "model_max_length", positions) or positions))
 
 
 def masked_copies(tokenizer, sentence: str, whole_word: bool = False, max_length: int | None = None) -> MaskedCopies:
@@ -123,68 +114,49 @@ def masked_copies(tokenizer, sentence: str, whole_word: bool = False, max_length
     return MaskedCopies(ids, groups)
 
 
-def _batches(plans: list[MaskedCopies], batch_tokens: int) -> list[list[int]]:
-    """Sentence indices per forward pass: all copies of a sentence together, padded size under the budget."""
-    batches, current, rows, longest = [], [], 0, 0
-    for index, plan in enumerate(plans):
-        copies, length = len(plan.groups), len(plan.input_ids)
-        if current and (rows + copies) * max(longest, length) > batch_tokens:
-            batches.append(current)
-            current, rows, longest = [], 0, 0
-        current.append(index)
-        rows += copies
-        longest = max(longest, length)
-    if current:
-        batches.append(current)
-    return batches
-
-
 @torch.no_grad()
-def pseudo_log_likelihoods(model, tokenizer, sentences: Sequence[str], *, whole_word: bool = False,
+def pseudo_log_likelihoods(model: Encoder, sentences: Sequence[str], *, whole_word: bool = False,
                            layers: Sequence[int] | None = None, batch_tokens: int = 8192,
                            progress: bool = False) -> np.ndarray | dict[int, np.ndarray]:
-    """PLL (natural log) of each sentence; with ``layers``, ``{layer: PLLs}`` through the model's own MLM head
-    applied to ``hidden_states[layer]`` (a logit lens; the last layer equals the model's output)."""
-    device = next(model.parameters()).device
-    mask_id, pad_id = tokenizer.mask_token_id, tokenizer.pad_token_id or 0
-    head = _head_module(model)
+    """PLL (natural log) of each sentence under the masked LM ``model`` (its handle); with ``layers``,
+    ``{layer: PLLs}`` through the model's own MLM head applied to ``hidden_states[layer]`` (a logit lens; the
+    last layer equals the model's output). All masked copies of a sentence share a forward pass, several
+    sentences a pass in the order given, padded size (copies x longest) within ``batch_tokens``."""
+    tokenizer = model.tokenizer
+    mask_id, pad_id = tokenizer.mask_token_id, pad_id_of(tokenizer)
+    head = model.head_module
     if layers is not None and head is None:
         raise UsageError(f"--layers: per-layer scores apply the model's MLM head to each layer, and this "
-                         f"{type(model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
-    limit = max_input_length(model, tokenizer)
-    plans = [masked_copies(tokenizer, s, whole_word, limit) for s in sentences]
+                         f"{type(model.model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
+    plans = [masked_copies(tokenizer, s, whole_word, model.max_length) for s in sentences]
     keys = list(layers) if layers is not None else [None]
     totals = {key: np.zeros(len(plans)) for key in keys}
+    lengths = [len(plan.input_ids) for plan in plans]
+    copies = [len(plan.groups) for plan in plans]
     with progress_bar(progress) as bar:
         task = bar.add_task("pseudo-log-likelihood", total=len(plans))
-        for batch in _batches(plans, batch_tokens):
-            width = max(len(plans[i].input_ids) for i in batch)
-            ids, owners, rows, columns = [], [], [], []
+        for batch in token_budget_batches(lengths, batch_tokens, rows=copies, sort=False, max_padding=None):
+            batch = batch.tolist()
+            inputs = pad_batch([plans[i].input_ids for i in batch for _ in plans[i].groups], pad_id)
+            owners, rows, columns = [], [], []
+            row = 0
             for index in batch:
-                plan = plans[index]
-                for group in plan.groups:
-                    copy = plan.input_ids + [pad_id] * (width - len(plan.input_ids))
+                for group in plans[index].groups:
                     for position in group:
-                        copy[position] = mask_id
-                        rows.append(len(ids))
+                        rows.append(row)
                         columns.append(position)
                         owners.append(index)
-                    ids.append(copy)
-            input_ids = torch.as_tensor(ids, device=device)
-            attention = torch.as_tensor([[1] * len(plans[i].input_ids) + [0] * (width - len(plans[i].input_ids))
-                                         for i in batch for _ in plans[i].groups], device=device)
-            rows_t = torch.as_tensor(rows, device=device)
-            columns_t = torch.as_tensor(columns, device=device)
-            targets = torch.as_tensor([plans[o].input_ids[c] for o, c in zip(owners, columns)], device=device)
+                    row += 1
+            rows_t, columns_t = torch.as_tensor(rows), torch.as_tensor(columns)
+            inputs["input_ids"][rows_t, columns_t] = mask_id
+            targets = torch.as_tensor([plans[o].input_ids[c] for o, c in zip(owners, columns)], device=model.device)
             if head is None:
-                logits = {None: model(input_ids=input_ids, attention_mask=attention).logits[rows_t, columns_t]}
+                logits = {None: model.forward(inputs, hidden_states=False, logits=True).logits[rows_t, columns_t]}
             else:
-                output = model.base_model(input_ids=input_ids, attention_mask=attention,
-                                          output_hidden_states=layers is not None)
-                if layers is None:
-                    logits = {None: head(output.last_hidden_state[rows_t, columns_t])}
-                else:
-                    logits = {layer: head(output.hidden_states[layer][rows_t, columns_t]) for layer in layers}
+                states = model.forward(inputs, body=True).hidden_states
+                chosen = [len(states) - 1] if layers is None else layers
+                logits = {key: model.head_logits(states[layer][rows_t, columns_t])
+                          for key, layer in zip(keys, chosen)}
             owner_index = np.asarray(owners)
             for key, values in logits.items():
                 scores = torch.log_softmax(values.float(), dim=-1).gather(1, targets[:, None])[:, 0].cpu().numpy()
@@ -193,12 +165,12 @@ def pseudo_log_likelihoods(model, tokenizer, sentences: Sequence[str], *, whole_
     return totals[None] if layers is None else totals
 
 
-def score_pairs(model, tokenizer, pairs: pd.DataFrame, *, whole_word: bool = False, layers=None,
+def score_pairs(model: Encoder, pairs: pd.DataFrame, *, whole_word: bool = False, layers=None,
                 batch_tokens: int = 8192, encoder: str = "trained", seed: int | None = None,
                 progress: bool = False) -> pd.DataFrame:
     """One row per pair (and layer): both PLLs and whether the good sentence scored higher."""
     sentences = list(pairs["sentence_good"]) + list(pairs["sentence_bad"])
-    scores = pseudo_log_likelihoods(model, tokenizer, sentences, whole_word=whole_word, layers=layers,
+    scores = pseudo_log_likelihoods(model, sentences, whole_word=whole_word, layers=layers,
                                     batch_tokens=batch_tokens, progress=progress)
     per_layer = {None: scores} if layers is None else scores
     frames = []
@@ -233,25 +205,24 @@ def minimal_pairs(model: str | os.PathLike = "minilm", data: str | os.PathLike |
                   untrained: bool = True, batch_tokens: int = 8192, device: str | None = "auto",
                   progress: bool = False, loaded=None) -> Result:
     """Score BLiMP-format pairs (a JSONL file or a folder of them; without one, :func:`default_pairs`) with a
-    masked LM and its untrained twins.
+    masked LM (hub id, folder, or ``loaded``: its :class:`~bertology.models.Encoder` or a ``(model,
+    tokenizer)`` pair built in code) and its untrained twins.
 
     Tables: ``pairs`` (both PLLs per pair), ``paradigms`` (accuracy per paradigm) and ``summary``.
     """
     pairs = read_pairs(data, max_pairs) if data is not None else default_pairs(max_pairs)
     run_device = resolve_device(device)
-    network, tokenizer, name = masked_lm(model, loaded, run_device)
-    num_layers = int(getattr(network.config, "num_hidden_layers", 0) or getattr(network.config, "n_layers", 0))
-    from bertology.numbering import parse_layers
-
+    network = masked_lm(model, loaded, run_device)
+    name, num_layers = network.name, network.num_layers
     layer_list = None
     if layers not in (None, "last"):
         layer_list = parse_layers(layers, num_layers) or list(range(num_layers + 1))
-    frames = [score_pairs(network, tokenizer, pairs, whole_word=whole_word, layers=layer_list,
+    frames = [score_pairs(network, pairs, whole_word=whole_word, layers=layer_list,
                           batch_tokens=batch_tokens, progress=progress)]
     if untrained:
         for seed in seeds:
-            twin = untrained_masked_lm(network, seed)
-            frames.append(score_pairs(twin, tokenizer, pairs, whole_word=whole_word, layers=layer_list,
+            twin = network.untrained(seed)
+            frames.append(score_pairs(twin, pairs, whole_word=whole_word, layers=layer_list,
                                       batch_tokens=batch_tokens, encoder="untrained", seed=seed, progress=progress))
             del twin
     scored = pd.concat(frames, ignore_index=True)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
@@ -33,6 +35,7 @@ from bertology.geometry.measures import unit_rows
 from bertology.geometry.stores import as_encoder, cached_store, load_sentences
 from bertology.models import Encoder
 from bertology.numbering import parse_layers
+from bertology.plots import finish_layer_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -233,13 +236,7 @@ def static_similarity(model: str | os.PathLike | Encoder = "minilm", data: str |
 def plot_static(summary: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:
     """Two panels, (a) input embedding and (b) type average: adjusted similarity per layer (solid, error
     bars = std over seeds) and raw (dotted), model vs untrained twin."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from bertology.files import finish_layer_figure
-
+    matplotlib.use("Agg")  # on a machine with a display too: the figure goes to a file
     labels = {"input_embedding": "(a) vs the token's input embedding",
               "type_average": "(b) vs its type's average over contexts"}
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=False)

@@ -35,11 +35,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+import hashlib
+import json
 
 import numpy as np
 import pandas as pd
 
-from bertology.data import Sentence, read_conllu
+from bertology.data import Sentence, packaged_treebank, read_conllu
 from bertology.data.treebank import find_splits
 from bertology.errors import DataError
 from bertology.languages import measures
@@ -51,6 +53,17 @@ from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
+from bertology.extraction import corpus_hash, extract
+from bertology.geometry.stores import cache_root
+from bertology.models import Encoder, load_encoder
+from bertology.probing import datasets
+from bertology.probing.datasets import features, sentence_mean_vectors
+from bertology.probing.probes import LayerwiseProbe
+from bertology.probing.spec import check_probe_settings
+from bertology.probing.summary import bootstrap_accuracies, bootstrap_intervals
+from bertology.store.store import file_sha256
+from bertology.tasks.build import build_tasks
+from bertology.tasks.catalog import TABLE2_COLUMNS, TASK_NAMES
 
 #: The probe tasks that transfer: name -> (probe level, builder name in bertology.probing.datasets, column).
 TRANSFER_TASKS = {"upos": ("token", "upos_examples", "upos"), "deprel": ("edge", "deprel_examples", "deprel")}
@@ -70,8 +83,6 @@ def check_settings(tasks: Sequence[str], seeds: Sequence[int], train_fraction: f
     unknown = [t for t in tasks if t not in TRANSFER_TASKS]
     if unknown:
         raise DataError(f"transfer task {', '.join(unknown)}: expected any of {', '.join(TRANSFER_TASKS)}")
-    from bertology.probing.experiment import check_probe_settings
-
     seeds = check_probe_settings("linear", seeds, train_fraction)
     for name, value in (("max_train", max_train), ("max_dev", max_dev)):
         if value is not None and value < 2:
@@ -82,16 +93,12 @@ def check_settings(tasks: Sequence[str], seeds: Sequence[int], train_fraction: f
 
 
 def _cache(cache_dir) -> Path:
-    from bertology.geometry.stores import cache_root
-
     return cache_root(cache_dir)
 
 
 def _extract(encoder, sentences: Sequence[Sentence], cache: Path, progress: bool, device: str | None):
     """Every layer, word-mean pooled, cached by model fingerprint and words. The unknown-token guard is off: a
     monolingual tokenizer reading other scripts is part of what is measured (the tokenizer table)."""
-    from bertology.extraction import corpus_hash, extract
-
     path = cache / "stores" / f"languages-{encoder.fingerprint}-{corpus_hash(sentences)}-word-mean-float16"
     return extract(encoder, list(sentences), path, pool="word-mean", dtype="float16", progress=progress,
                    device=device, max_unknown_fraction=None)
@@ -109,8 +116,6 @@ def _examples(task: str, sentences: Sequence[Sentence], positions: Sequence[int]
               ) -> tuple[np.ndarray, np.ndarray]:
     """``(refs into the whole language, labels)`` of ``task`` on ``sentences`` (whose indices in the language
     are ``positions``), the first ``cap`` examples."""
-    from bertology.probing import datasets
-
     level, builder, _ = TRANSFER_TASKS[task]
     refs, labels = getattr(datasets, builder)(sentences)
     width = 2 if level == "token" else 3
@@ -131,8 +136,6 @@ class _Features:
     """Per layer, from one store: every sentence's mean vector and the features of some example sets."""
 
     def __init__(self, store, layers: Sequence[int], example_sets: dict[tuple, tuple[str, np.ndarray]]):
-        from bertology.probing.datasets import features, sentence_mean_vectors
-
         self.means = np.empty((len(layers), store.n_sentences, store.dim), dtype=np.float32)
         self.X = {key: np.empty((len(layers), len(refs), store.dim * (3 if level == "edge" else 1)), np.float32)
                   for key, (level, refs) in example_sets.items()}
@@ -186,8 +189,6 @@ def run_languages(
     treebank whose tags are not universal) is left out with the reason in the ``absent`` table and
     ``meta["absent"]``; the others run. Accuracies are fractions.
     """
-    from bertology.models import Encoder, load_encoder
-
     tasks, seeds = check_settings(tasks, seeds, train_fraction, max_train, max_dev, projection_sentences)
     run_device = resolve_device(device)
     languages = read_treebanks([treebanks] if isinstance(treebanks, (str, os.PathLike)) else list(treebanks),
@@ -292,8 +293,6 @@ def run_languages(
 
 def _english(english, tasks: Sequence[str], max_train: int | None, max_dev: int | None) -> dict:
     """The English training and dev sentences and examples of every task (shuffled with a fixed seed, capped)."""
-    from bertology.data import packaged_treebank
-
     folder = Path(english) if english is not None else packaged_treebank()
     files = find_splits(folder, required=("train", "dev"))
     data: dict = {"path": folder, "sentences": {}, "refs": {}, "labels": {}}
@@ -317,8 +316,6 @@ def _fit_english(encoder, english: dict, layers, seeds, train_fraction, probe_kw
                  rows: list, kind: str) -> dict:
     """``{(task, seed): probe}`` trained on English and chosen on the English dev split (rows: their dev
     accuracy, for the zero-shot layer choice)."""
-    from bertology.probing.probes import LayerwiseProbe
-
     if not english:
         return {}
     probes = {}
@@ -353,8 +350,6 @@ def _language_pass(encoder, kind, code, treebank: LanguageTreebank, split, layer
                    hits) -> np.ndarray:
     """Extract one language, fit its in-language probes, score the English probes on it; return its sentence
     means ``[n_layers, n_sentences, dim]``."""
-    from bertology.probing.probes import LayerwiseProbe
-
     store = _extract(encoder, treebank.sentences, cache, progress, device)
     positions = {s: [] for s in ("train", "dev", "test")}
     for index in _shuffled_positions(len(treebank.sentences), f"language-{code}"):
@@ -413,8 +408,6 @@ def _stack(languages, means, split, part: str | None):
 
 def _identity(kind, languages, means, split, layers, seeds, train_fraction, probe_kwargs, rows, hits) -> None:
     """The language-identity probe per layer (and, once, the majority baseline)."""
-    from bertology.probing.probes import LayerwiseProbe
-
     X = {}
     y = {}
     for part in ("train", "dev", "test"):
@@ -493,8 +486,6 @@ def _retrieval(kind, languages, means, ids, split, layers, rows, collected) -> N
 def _summary(frame: pd.DataFrame, keys: list[str], hits: dict, prefix: tuple, n_boot: int) -> pd.DataFrame:
     """Mean, std and seeds per ``keys`` x layer x split, with the 95% interval of the test rows and ``best``:
     the layer whose dev mean is highest (ties to the lower layer), per ``keys``."""
-    from bertology.probing.summary import bootstrap_intervals
-
     if frame.empty:
         return pd.DataFrame(columns=[*keys, "layer", "split", "mean", "std", "n_seeds", "ci_low", "ci_high"])
     grouped = (frame.groupby([*keys, "layer", "split"], sort=False)["accuracy"]
@@ -530,8 +521,6 @@ def best_layer(summary: pd.DataFrame, selector: dict, split: str = "dev") -> int
 def _transfer_ratios(summary: pd.DataFrame, hits: dict, n_boot: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per task, language and encoder: zero-shot / in-language test accuracy per layer (with a paired bootstrap
     interval), and the best-layer comparison (each setting's layer chosen on its own dev: English for zero-shot)."""
-    from bertology.probing.summary import bootstrap_accuracies
-
     ratios, best = [], []
     keys = sorted({k[1:4] for k in hits if k[0] == "transfer" and k[3] in (MODEL, TWIN)})
     for task, code, kind in keys:
@@ -582,8 +571,6 @@ def _retrieval_summary(frame: pd.DataFrame, collected: dict, n_boot: int) -> pd.
     """Mean accuracy @1 over language pairs per encoder, centering and layer (test queries), its interval (a
     bootstrap over the test sentences, each with its translations in every pair), the mean on the selection
     queries and ``best``: the layer chosen on them."""
-    from bertology.probing.summary import bootstrap_accuracies
-
     rows = []
     for (kind, centering, layer), pair_hits in collected.items():
         per_query = pair_hits.mean(axis=0)
@@ -622,13 +609,6 @@ def senteval_tasks(languages: dict[str, LanguageTreebank], cache: Path) -> pd.Da
     """The ten SentEval tasks built from each language's files (all their sentences, re-split 50/10/40 as
     ``bertology tasks build --split pooled``), cached by the files' content: one row per language and task,
     ``status`` built (with the sizes per split) or absent (with the builder's reason)."""
-    import hashlib
-    import json
-
-    from bertology.store.store import file_sha256
-    from bertology.tasks.build import build_tasks
-    from bertology.tasks.catalog import TABLE2_COLUMNS, TASK_NAMES
-
     rows = []
     for code, treebank in languages.items():
         digest = hashlib.sha256("".join(file_sha256(p) for p in treebank.paths).encode()).hexdigest()[:16]

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
-from bertology.files import finish_figure, finish_layer_figure
+from bertology.plots import finish_figure, finish_layer_figure
 from bertology.results import Result
 
 _STYLE = {"model": ("#2a5db0", "-"), "twin": ("#999999", "--"), "majority": ("#d95f02", ":")}
@@ -17,8 +19,6 @@ _STYLE = {"model": ("#2a5db0", "-"), "twin": ("#999999", "--"), "majority": ("#d
 def _band(axis, rows: pd.DataFrame, label: str, color: str, style: str = "-") -> None:
     rows = rows.sort_values("layer")
     layers = rows["layer"].astype(int).to_numpy()
-    from matplotlib.ticker import MaxNLocator
-
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.plot(layers, 100 * rows["mean"].to_numpy(), style, color=color, marker="o", markersize=3, label=label)
     if "ci_low" in rows and rows["ci_low"].notna().any():
@@ -28,8 +28,6 @@ def _band(axis, rows: pd.DataFrame, label: str, color: str, style: str = "-") ->
 
 def plot_identity(result: Result, path: str | os.PathLike, title: str = "") -> Path:
     """Language-identity probe accuracy (test) per layer: model, untrained twin, majority."""
-    import matplotlib.pyplot as plt
-
     summary = result["identity_summary"]
     test = summary[summary["split"] == "test"]
     figure, axis = plt.subplots(figsize=(5.5, 3.4))
@@ -44,8 +42,6 @@ def plot_identity(result: Result, path: str | os.PathLike, title: str = "") -> P
 def plot_projection(result: Result, path: str | os.PathLike, encoder: str = "model", title: str = "") -> Path:
     """Per layer, the first two principal components of a sample of sentences (dots) and of the language
     centroids (labelled markers): Libovický et al. (2019)'s Figure 7, at every layer."""
-    import matplotlib.pyplot as plt
-
     table = result["projection"]
     table = table[table["encoder"] == encoder]
     layers = sorted(int(v) for v in table["layer"].unique())
@@ -80,8 +76,6 @@ def plot_projection(result: Result, path: str | os.PathLike, encoder: str = "mod
 def plot_retrieval(result: Result, path: str | os.PathLike, title: str = "") -> Path:
     """Parallel sentence retrieval accuracy @1 (test queries, mean over ordered language pairs) per layer,
     raw and centred, model and twin."""
-    import matplotlib.pyplot as plt
-
     summary = result["retrieval_summary"]
     figure, axis = plt.subplots(figsize=(5.5, 3.4))
     for kind, label in (("model", "model"), ("twin", "untrained twin")):
@@ -110,8 +104,6 @@ def retrieval_matrix(result: Result, encoder: str = "model", centering: str = "c
 
 def plot_retrieval_matrix(result: Result, path: str | os.PathLike, encoder: str = "model", title: str = "") -> Path:
     """Query language x target language retrieval accuracy @1 at the best layer, raw and centred."""
-    import matplotlib.pyplot as plt
-
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.4))
     for axis, centering in zip(axes, ("none", "centered")):
         layer, matrix = retrieval_matrix(result, encoder, centering)
@@ -140,8 +132,6 @@ def _finish_with_colorbar(figure, path) -> Path:
 def plot_transfer(result: Result, path: str | os.PathLike, task: str = "upos", title: str = "") -> Path:
     """Per language (one panel each): the probe trained within the language and the one trained on English,
     per layer, for the model and its twin, with the majority baseline."""
-    import matplotlib.pyplot as plt
-
     summary = result["transfer_summary"]
     summary = summary[(summary["task"] == task) & (summary["split"] == "test")]
     codes = [c for c in dict.fromkeys(summary["language"]) if c != "source"]
@@ -174,8 +164,6 @@ def plot_transfer(result: Result, path: str | os.PathLike, task: str = "upos", t
 
 def plot_tokenizer(result: Result, path: str | os.PathLike, title: str = "") -> Path:
     """Fertility (subwords per word) and the shares of unknown and split words, per language."""
-    import matplotlib.pyplot as plt
-
     table = result["tokenizer"]
     figure, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     axes[0].bar(table["language"], table["fertility"], color="#2a5db0")

@@ -4,7 +4,10 @@ the stored benchmark all show these, so a number reads the same everywhere."""
 from __future__ import annotations
 
 import pandas as pd
+from rich.table import Table
 
+from bertology.languages.experiment import best_layer
+from bertology.languages.figures import retrieval_matrix
 from bertology.results import Result, percent
 
 
@@ -27,8 +30,6 @@ def _pick(frame: pd.DataFrame, **where):
 def identity_table(result: Result) -> pd.DataFrame:
     """Layer x (model, twin, majority): language-identity test accuracy with its interval; the layer chosen on
     dev marked ``*``."""
-    from bertology.languages.experiment import best_layer
-
     summary = result["identity_summary"]
     best = {kind: best_layer(summary, {"encoder": kind}) for kind in ("model", "twin")}
     rows = []
@@ -61,8 +62,6 @@ def retrieval_table(result: Result) -> pd.DataFrame:
 
 def retrieval_matrix_table(result: Result, encoder: str = "model", centering: str = "centered") -> pd.DataFrame:
     """Query language x searched language accuracy @1 (test queries) at the layer chosen on the others."""
-    from bertology.languages.figures import retrieval_matrix
-
     layer, matrix = retrieval_matrix(result, encoder, centering)
     frame = matrix.map(lambda v: "–" if pd.isna(v) else percent(v))
     frame.index.name = f"query \\ searched (layer {layer})"
@@ -163,8 +162,6 @@ def display_tables(result: Result) -> dict[str, pd.DataFrame]:
 
 def console_tables(result: Result) -> list:
     """The display tables as rich tables for the terminal."""
-    from rich.table import Table
-
     titles = {"identity": "language identity, test accuracy % [95% CI] (* = layer chosen on dev)",
               "retrieval": "parallel sentence retrieval @1 %, mean over language pairs (* = layer chosen on "
                            "non-test queries)",

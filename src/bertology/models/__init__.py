@@ -1,10 +1,12 @@
-"""Models in one place: loading encoders (hub id, local directory, embedded alias) and untrained twins."""
+"""Models in one place: the one handle (:func:`load_encoder` -> :class:`Encoder`, bare or with a head), the
+transformers classes behind it, and untrained twins."""
 
 from bertology._lazy import lazy_exports
 
 # Imported on first use (bertology._lazy), so that checking a --model (models.sources) does not load torch.
 __getattr__ = lazy_exports(__name__, {"encoders": ("Encoder", "fingerprint_model", "load_encoder",
                                                    "untrained_model"),
-                                      "sources": ("ALIASES",)})
+                                      "sources": ("ALIASES",),
+                                      "auto": ("HEADS", "build_model")})
 
-__all__ = ["ALIASES", "Encoder", "fingerprint_model", "load_encoder", "untrained_model"]
+__all__ = ["ALIASES", "HEADS", "Encoder", "build_model", "fingerprint_model", "load_encoder", "untrained_model"]

@@ -25,9 +25,14 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
 from torch import nn
+from torch.ao.nn.quantized import Linear as QuantizedLinear
+from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
 from bertology.errors import ModelError
+from bertology.models.auto import build_model
 from bertology.models.families import family
 
 #: The config field that says a checkpoint's linear layers are int8 (see the module doc).
@@ -81,9 +86,6 @@ def _quantized_weight(values: torch.Tensor, scale: torch.Tensor, zero_point: tor
 
 def int8_linear(scheme: str, tensors: dict[str, torch.Tensor], name: str) -> nn.Module:
     """The int8 module of linear layer ``name`` from its stored tensors (see the module doc)."""
-    from torch.ao.nn.quantized import Linear as QuantizedLinear
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     try:
         values = tensors[f"{name}.weight"]
         weight = _quantized_weight(values, tensors[f"{name}.weight_scale"], tensors[f"{name}.weight_zero_point"])
@@ -123,9 +125,6 @@ def int8_tensors(module: nn.Module, name: str) -> dict[str, torch.Tensor]:
 
 
 def is_int8_module(module: nn.Module) -> bool:
-    from torch.ao.nn.quantized import Linear as QuantizedLinear
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-
     return isinstance(module, (DynamicLinear, QuantizedLinear, StaticInt8Linear))
 
 
@@ -175,7 +174,8 @@ def state_fingerprint(state: dict[str, torch.Tensor], config, tokenizer_fingerpr
 # ------------------------------------------------------------------------------------------------ loading
 
 
-def _set_submodule(root: nn.Module, name: str, module: nn.Module) -> None:
+def set_submodule(root: nn.Module, name: str, module: nn.Module) -> None:
+    """Put ``module`` at dotted path ``name`` inside ``root`` (``encoder.layer.0.attention.self.query``)."""
     parent, _, attr = name.rpartition(".")
     setattr(root.get_submodule(parent) if parent else root, attr, module)
 
@@ -202,9 +202,6 @@ def _fit_head_counts(model: nn.Module, model_type: str) -> None:
 
 
 def _read_state(folder: Path) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     index = folder / "model.safetensors.index.json"
     files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file()
              else ["model.safetensors"])
@@ -234,12 +231,11 @@ def _quantization(config) -> tuple[str, list[str], str | None]:
 
 
 def load_checkpoint(source: str | Path, config, attn_implementation: str = "sdpa",
-                    tokenizer_fingerprint: str | None = None) -> tuple[nn.Module, str | None]:
-    """The model of a folder whose config records pruned heads or int8 layers (the module doc), and, for int8,
-    its fingerprint over the stored tensors, the config and the tokenizer's fingerprint (``None`` otherwise:
+                    tokenizer_fingerprint: str | None = None, head: str | None = None) -> tuple[nn.Module, str | None]:
+    """The model (with ``head``: see :data:`bertology.models.auto.AUTO_CLASSES`) of a folder whose config records
+    pruned heads or int8 layers (the module doc), and, for int8, its fingerprint over the stored tensors, the
+    config and the tokenizer's fingerprint (``None`` otherwise:
     :func:`~bertology.models.encoders.fingerprint_model` reads the model itself)."""
-    from transformers import AutoModel
-
     folder = Path(source)
     if not (folder / "config.json").is_file():
         raise ModelError(f"{folder}: pruned or int8 checkpoints load from a local folder; no config.json there")
@@ -247,12 +243,12 @@ def load_checkpoint(source: str | Path, config, attn_implementation: str = "sdpa
     state = _read_state(folder)
     fingerprint_state = dict(state)
     config._attn_implementation = attn_implementation
-    model = AutoModel.from_config(config, attn_implementation=attn_implementation)
+    model = build_model(config, head, attn_implementation)
     linears = {name: module for name, module in model.named_modules() if isinstance(module, nn.Linear)}
     for name, linear in linears.items():
         stored = state.get(f"{name}.weight")
         if name not in int8_modules and stored is not None and tuple(stored.shape) != tuple(linear.weight.shape):
-            _set_submodule(model, name, _resized_linear(linear, tuple(stored.shape)))
+            set_submodule(model, name, _resized_linear(linear, tuple(stored.shape)))
     _fit_head_counts(model, config.model_type)
     int8_state: dict[str, torch.Tensor] = {}
     for name in int8_modules:
@@ -279,7 +275,7 @@ def load_checkpoint(source: str | Path, config, attn_implementation: str = "sdpa
         if engine:
             torch.backends.quantized.engine = engine
         for name in int8_modules:
-            _set_submodule(model, name, int8_linear(scheme, int8_state, name))
+            set_submodule(model, name, int8_linear(scheme, int8_state, name))
     if not scheme:
         return model.eval(), None  # plain tensors: Encoder.fingerprint hashes the model as for any other
     return model.eval(), state_fingerprint(fingerprint_state, config, tokenizer_fingerprint)

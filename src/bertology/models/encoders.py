@@ -1,4 +1,6 @@
-"""Loading encoders: a hub id, a local directory, or the embedded default; and their untrained twins."""
+"""The one model handle: :func:`load_encoder` loads an encoder (a hub id, a local directory, or the embedded
+default), bare or with a head (masked LM, classification, QA), as an :class:`Encoder`, whose
+:meth:`~Encoder.forward` serves every use; and the untrained twins."""
 
 from __future__ import annotations
 
@@ -14,10 +16,13 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
 from transformers.utils import logging as transformers_logging
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
-from bertology.errors import ModelError
+from bertology.errors import ModelError, UsageError
+from bertology.models.auto import auto_class, build_model, check_head, head_of_class, saved_class
 from bertology.models.families import family
 from bertology.models.checkpoints import load_checkpoint, needs_checkpoint_loader
 from bertology.models.sources import ALIASES, resolve_model_source
@@ -51,8 +56,6 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
 
 def _from_pretrained(factory, source: str, display: str, **kwargs):
     """Load from the local cache first so an unreachable hub fails fast instead of retrying."""
-    from safetensors import SafetensorError
-
     local = Path(source).exists()
     try:
         return factory.from_pretrained(source, local_files_only=True, **kwargs)
@@ -69,11 +72,22 @@ def _from_pretrained(factory, source: str, display: str, **kwargs):
         raise ModelError(_not_found_message(display, error, local)) from None
 
 
+def load_model_config(folder: str | os.PathLike):
+    """The config of a ``save_pretrained`` folder; :class:`ModelError` naming the folder when it has none or it
+    cannot be read."""
+    return _from_pretrained(AutoConfig, str(folder), str(folder))
+
+
+def load_saved_model(folder: str | os.PathLike, cls=None, attn_implementation: str = "sdpa") -> PreTrainedModel:
+    """The model of a ``save_pretrained`` folder as the class it was saved from (``cls``, default
+    :func:`~bertology.models.auto.saved_class` of its config), head included; damaged weights are a
+    :class:`ModelError` naming the file."""
+    cls = cls if cls is not None else saved_class(load_model_config(folder))
+    return _from_pretrained(cls, str(folder), str(folder), attn_implementation=attn_implementation)
+
+
 def load_weights_file(file: str | Path) -> dict:
     """The tensors of one ``.safetensors`` file; :class:`ModelError` naming it when it is damaged or cut short."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     try:
         return load_file(str(file))
     except (SafetensorError, OSError) as error:
@@ -88,8 +102,6 @@ def _damaged_weights_message(source: str, display: str, error: Exception, local:
     if not local:
         return (f"could not load model {display!r}: a weights file in its cache is damaged ({reason}); delete the "
                 "model from the Hugging Face cache and download it again")
-    from safetensors import SafetensorError, safe_open
-
     folder = Path(source)
     damaged = []
     for file in sorted(folder.glob("*.safetensors")):
@@ -185,22 +197,69 @@ def fingerprint_model(model: PreTrainedModel, tokenizer=None) -> str:
 
 @dataclass
 class Encoder:
-    """A BERT-family encoder with its fast tokenizer, a display name and a fingerprint."""
+    """The one model handle: a BERT-family model (bare, or with the ``head`` :func:`load_encoder` put on it)
+    with its fast tokenizer, a display name and a fingerprint.
+
+    ``model`` is the whole transformers model (``BertForMaskedLM`` for ``head="masked-lm"``); ``body`` its
+    encoder without the head (what hooks, probes and a fine-tuning wrapper take).
+    """
 
     model: PreTrainedModel
     tokenizer: object
     name: str
     source: str | None = None
     untrained_seed: int | None = None
+    head: str | None = None
     _fingerprint: str | None = field(default=None, repr=False)
     _compiled: object = field(default=None, repr=False)
 
     @classmethod
-    def from_model(cls, model: PreTrainedModel, tokenizer, name: str = "model") -> "Encoder":
-        if not getattr(tokenizer, "is_fast", False):
+    def from_model(cls, model: PreTrainedModel, tokenizer=None, name: str = "model",
+                   head: str | None = None) -> "Encoder":
+        """A handle on a model built or loaded in code, switched to eval mode. ``tokenizer``: a fast one (word
+        alignment needs it), or ``None`` for models fed token ids directly (toy models). ``head``: the one
+        the model carries (default: read from its class name, ``BertForMaskedLM`` -> ``"masked-lm"``)."""
+        if tokenizer is not None and not getattr(tokenizer, "is_fast", False):
             raise ModelError(f"{name}: a fast tokenizer is needed for word alignment (got {type(tokenizer).__name__})")
         model.eval()
-        return cls(model=model, tokenizer=tokenizer, name=name)
+        head = check_head(head) if head is not None else head_of_class(type(model).__name__)
+        return cls(model=model, tokenizer=tokenizer, name=name, head=head)
+
+    @classmethod
+    def of(cls, model, name: str | None = None) -> "Encoder":
+        """``model`` itself when it is an :class:`Encoder`; else a handle on the module as it is (its mode and
+        device untouched, no tokenizer): for code given a module built elsewhere, such as a fine-tuned
+        classifier or a toy model, so that it too runs through :meth:`forward`."""
+        if isinstance(model, Encoder):
+            return model
+        return cls(model=model, tokenizer=None, name=name or type(model).__name__,
+                   head=head_of_class(type(model).__name__))
+
+    @property
+    def body(self):
+        """The encoder without its head (the model itself for a bare encoder): ``hidden_states`` only."""
+        return getattr(self.model, "base_model", self.model)
+
+    @property
+    def head_module(self):
+        """The masked-LM head as a module (``cls`` in BERT, ``lm_head`` in RoBERTa), or ``None`` when the model
+        exposes none: what :meth:`head_logits` applies to hidden states."""
+        for name in ("cls", "lm_head"):
+            module = getattr(self.model, name, None)
+            if module is not None:
+                return module
+        return None
+
+    def head_logits(self, states: torch.Tensor) -> torch.Tensor:
+        """The masked-LM head applied to ``states`` (``[..., hidden]``, any layer's: a logit lens)."""
+        head = self.head_module
+        if head is None:
+            raise UsageError(f"{self.name}: per-layer scores apply the model's masked-LM head to each layer, and "
+                             f"this {type(self.model).__name__} exposes no 'cls' or 'lm_head' module; leave "
+                             "--layers out")
+        # states from an inference pass stay there: autograd cannot record a head applied to them
+        with torch.inference_mode() if states.is_inference() else contextlib.nullcontext():
+            return head(states)
 
     @property
     def fingerprint(self) -> str:
@@ -261,33 +320,40 @@ class Encoder:
                 self.model.set_attn_implementation(before)
 
     def forward(self, inputs: Mapping[str, torch.Tensor], *, hidden_states: bool = True,
-                attentions: bool = False, logits: bool = False, grad: bool = False, model=None) -> "ForwardOutput":
-        """The one forward pass: ``inputs`` (``input_ids``, ``attention_mask``, ...; moved to the model's
-        device) through the model, returning only what was asked for.
+                attentions: bool = False, logits: bool = False, grad: bool = False, body: bool = False,
+                model=None) -> "ForwardOutput":
+        """The one forward pass, for inference and training alike: ``inputs`` (``input_ids``,
+        ``attention_mask``, ...; moved to the model's device) through the model, returning only what was
+        asked for.
 
         * ``hidden_states``: tuple of ``L + 1`` tensors ``[batch, tokens, hidden]``; index ``l`` is layer ``l``
           in the one numbering (0 = embeddings).
         * ``attentions``: tuple of ``L`` tensors ``[batch, heads, tokens, tokens]``; ``attentions[l - 1]`` is
           layer ``l``. Eager attention is switched on for this call and the previous implementation restored.
-        * ``logits``: the model's ``logits`` (a model with a head; ``None`` for a bare encoder).
+        * ``logits``: the head's scores: ``[batch, tokens, vocabulary]`` (masked LM), ``[batch, labels]``
+          (classification), ``[batch, tokens, 2]`` (QA: start, end); ``None`` for a bare encoder.
+        * ``loss``: the head's own loss when ``inputs`` hold ``labels`` (or QA's ``start_positions``).
 
-        Runs under ``torch.inference_mode`` unless ``grad``. ``model`` replaces ``self.model`` for the call
-        (a compiled or wrapped version of it).
+        Runs under ``torch.inference_mode`` unless ``grad`` (training, gradients to inputs or gates).
+        ``body`` runs the encoder without its head (hidden states only; apply the masked-LM head to the
+        positions that need it with :meth:`head_logits`). ``model`` replaces ``self.model`` for the call (a
+        compiled or wrapped version of it).
         """
-        run = model if model is not None else self.model
+        run = model if model is not None else (self.body if body else self.model)
         device = self.device
         batch = {key: value.to(device) if hasattr(value, "to") else value for key, value in inputs.items()}
         switch = self.eager_attention() if attentions else contextlib.nullcontext()
         grad_mode = contextlib.nullcontext() if grad else torch.inference_mode()
         with switch, grad_mode:
-            output = run(**batch, output_hidden_states=hidden_states, output_attentions=attentions, return_dict=True)
+            output = run(**batch, **_output_flags(run, hidden_states, attentions))
         found_attentions = getattr(output, "attentions", None) if attentions else None
         if attentions and (not found_attentions or any(a is None for a in found_attentions)):
             raise ModelError(f"{self.name}: the model returned no attention weights")
         return ForwardOutput(
             hidden_states=tuple(output.hidden_states) if hidden_states else None,
             attentions=tuple(found_attentions) if attentions else None,
-            logits=getattr(output, "logits", None) if logits else None,
+            logits=_logits_of(output) if logits else None,
+            loss=None if isinstance(output, torch.Tensor) else getattr(output, "loss", None),
         )
 
     def compiled(self):
@@ -297,10 +363,12 @@ class Encoder:
         return self._compiled
 
     def untrained(self, seed: int = 0) -> "Encoder":
-        """The untrained twin: same config and tokenizer, weights re-initialised from ``seed``."""
-        model = untrained_model(self.config, seed, attn_implementation=self.attention_implementation)
-        return Encoder(model=model, tokenizer=self.tokenizer, name=f"{self.name} (untrained, seed {seed})",
-                       source=self.source, untrained_seed=seed)
+        """The untrained twin: same config, head and tokenizer, every weight (the head's too) re-initialised
+        from ``seed``, on the same device."""
+        model = untrained_model(self.config, seed, attn_implementation=self.attention_implementation, head=self.head)
+        return Encoder(model=model.to(self.device), tokenizer=self.tokenizer,
+                       name=f"{self.name} (untrained, seed {seed})", source=self.source, untrained_seed=seed,
+                       head=self.head)
 
     def describe(self) -> dict:
         return {
@@ -313,7 +381,26 @@ class Encoder:
             "hidden_size": self.hidden_size,
             "num_parameters": self.num_parameters,
             "untrained_seed": self.untrained_seed,
+            "head": self.head,
         }
+
+
+def _output_flags(run, hidden_states: bool, attentions: bool) -> dict:
+    """The output switches for a call: all of them for a transformers model; for another module (a wrapper
+    such as a fine-tuning classifier) only those switched on, since it may set the others itself."""
+    if isinstance(run, PreTrainedModel) or isinstance(getattr(run, "_orig_mod", None), PreTrainedModel):
+        return {"output_hidden_states": hidden_states, "output_attentions": attentions, "return_dict": True}
+    flags = {"output_hidden_states": True} if hidden_states else {}
+    return {**flags, "output_attentions": True} if attentions else flags
+
+
+def _logits_of(output) -> torch.Tensor | None:
+    if isinstance(output, torch.Tensor):  # a module that returns its scores as they are
+        return output
+    start = getattr(output, "start_logits", None)
+    if start is not None:
+        return torch.stack((start, output.end_logits), dim=-1)
+    return getattr(output, "logits", None)
 
 
 @dataclass(frozen=True)
@@ -323,6 +410,7 @@ class ForwardOutput:
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
     logits: torch.Tensor | None = None
+    loss: torch.Tensor | None = None
 
     def layer(self, layer: int) -> torch.Tensor:
         """Hidden states of ``layer`` (0 = embeddings)."""
@@ -335,12 +423,13 @@ class ForwardOutput:
         return self.attentions[layer - 1]
 
 
-def untrained_model(config, seed: int, attn_implementation: str = "sdpa") -> PreTrainedModel:
-    """Re-initialise a model of ``config`` from ``seed``: same seed, same weights."""
+def untrained_model(config, seed: int, attn_implementation: str = "sdpa", head: str | None = None) -> PreTrainedModel:
+    """Re-initialise a model of ``config`` (with ``head``) from ``seed``: same seed, same weights. Torch's
+    global generator is left as it was."""
     generator_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
-        model = AutoModel.from_config(config, attn_implementation=attn_implementation)
+        model = build_model(config, head, attn_implementation)
     finally:
         torch.random.set_rng_state(generator_state)
     return model.eval()
@@ -351,30 +440,81 @@ def load_encoder(
     untrained_seed: int | None = None,
     attentions: bool = False,
     device: str | None = None,
+    *,
+    head: str | None = None,
+    num_labels: int | None = None,
 ) -> Encoder:
-    """Load an encoder by alias (``minilm``), local directory or hub id.
+    """Load an encoder by alias (``minilm``), local directory or hub id, as the one handle.
 
-    ``untrained_seed`` gives the untrained twin; ``attentions=True`` selects eager attention, the only
-    implementation that returns attention weights in transformers 5.
+    ``head``: ``None`` (the bare encoder), ``"masked-lm"`` (the checkpoint must hold its masked-LM head: a
+    bare encoder such as MiniLM is refused, not given a random head), ``"classification"`` (``num_labels``
+    outputs; the checkpoint's own classifier when it is one, else a new one from torch's generator) or
+    ``"qa"`` (start and end scores). ``untrained_seed`` gives the untrained twin (head included);
+    ``attentions=True`` selects eager attention, the only implementation that returns attention weights in
+    transformers 5.
     """
+    check_head(head)
+    if num_labels is not None and head != "classification":
+        raise UsageError(f"num_labels={num_labels}: applies to head='classification', not head={head!r}")
     display, source = resolve_model_source(name_or_path)
     attn = "eager" if attentions else "sdpa"
     config = _from_pretrained(AutoConfig, source, display)
-    tokenizer_kwargs = {"add_prefix_space": True} if family(config.model_type).prefix_space else {}
-    tokenizer = _from_pretrained(AutoTokenizer, source, display, **tokenizer_kwargs)
+    if head == "classification":
+        config = _classification_config(config, num_labels, display)
+    # A masked LM scores plain sentences: its tokenizer loads as saved (no prefix space added for word lists).
+    prefix = head != "masked-lm" and family(config.model_type).prefix_space
+    tokenizer = _from_pretrained(AutoTokenizer, source, display, **({"add_prefix_space": True} if prefix else {}))
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"{display}: no fast tokenizer available; word alignment needs one")
+    if head == "masked-lm" and tokenizer.mask_token is None:
+        raise ModelError(f"{display}: its tokenizer has no mask token, so it cannot be used as a masked LM")
     check_tokenizer_matches(tokenizer, config, source)
     fingerprint = None
     if untrained_seed is None and needs_checkpoint_loader(config):  # heads really removed, or int8 layers
-        model, fingerprint = load_checkpoint(source, config, attn, fingerprint_tokenizer(tokenizer))
+        model, fingerprint = load_checkpoint(source, config, attn, fingerprint_tokenizer(tokenizer), head=head)
     elif untrained_seed is None:
-        model = _from_pretrained(AutoModel, source, display, attn_implementation=attn)
+        model = _load_with_head(source, display, config, head, attn)
     else:
-        model = untrained_model(config, untrained_seed, attn_implementation=attn)
+        model = untrained_model(config, untrained_seed, attn_implementation=attn, head=head)
         display = f"{display} (untrained, seed {untrained_seed})"
     model.eval()
     if device:
         model.to(device)
     return Encoder(model=model, tokenizer=tokenizer, name=display, source=source, untrained_seed=untrained_seed,
-                   _fingerprint=fingerprint)
+                   head=head, _fingerprint=fingerprint)
+
+
+def _classification_config(config, num_labels: int | None, display: str):
+    """``config`` with ``num_labels`` outputs; without it, the checkpoint must be a classifier already."""
+    if num_labels is None:
+        if head_of_class((getattr(config, "architectures", None) or [""])[0]) != "classification":
+            raise UsageError(f"{display}: head='classification' needs num_labels (the checkpoint is not a "
+                             "classifier, so it does not say how many outputs)")
+        return config
+    if not isinstance(num_labels, int) or num_labels < 1:
+        raise UsageError(f"num_labels={num_labels!r}: expected a whole number >= 1 (1 = regression)")
+    config.num_labels = num_labels
+    return config
+
+
+def _load_with_head(source: str, display: str, config, head: str | None, attn: str) -> PreTrainedModel:
+    """The checkpoint's weights in a model with ``head``; a masked LM whose checkpoint lacks the head's weights is
+    refused (it would fill in [MASK] with a random head)."""
+    if head is None:
+        return _from_pretrained(auto_class(None), source, display, attn_implementation=attn)
+    kwargs = {"config": config} if head == "classification" else {}
+    try:
+        model, info = _from_pretrained(auto_class(head), source, display, output_loading_info=True,
+                                       attn_implementation=attn, **kwargs)
+    except ValueError as error:  # an architecture with no class for this head at all
+        raise ModelError(f"{display} ({config.model_type}) has no {head} variant in transformers: "
+                         f"{str(error).splitlines()[0]}") from None
+    if head == "masked-lm":
+        prefix = f"{model.base_model_prefix}."
+        missing = sorted(key for key in info.get("missing_keys", []) if not key.startswith(prefix))
+        if missing:
+            raise ModelError(
+                f"{display} has no masked-LM head (the checkpoint holds only the encoder; missing {missing[0]}"
+                f"{' and more' if len(missing) > 1 else ''}), so it cannot fill in [MASK]; pass a masked LM "
+                "instead, e.g. --model bert-base-cased or a folder saved from AutoModelForMaskedLM")
+    return model

@@ -8,7 +8,6 @@ from typing import Optional
 import typer
 
 from bertology import options
-from bertology.errors import UsageError
 
 app = typer.Typer(help="Layer-wise classification probes with honest baselines.", no_args_is_help=True)
 
@@ -56,49 +55,36 @@ def probe(
     progress: bool = options.progress_option(),
 ) -> None:
     """Probe every layer of MODEL on TASKS; print the Table 2 layout and write the tables (results, summary,
-    table2, datasets as Parquet + CSV), meta.json and layer_curves.png/.svg into OUT."""
+    table2, table2_dev, best_layer, datasets as Parquet + CSV), meta.json and layer_curves.png/.svg into OUT."""
     from rich.console import Console
 
-    from bertology.probing.names import PROBE_KINDS
-    from bertology.probing.tasks import resolve_tasks
+    from bertology.probing.spec import ProbingSpec, SettingError
 
-    for value, name in ((max_sentences, "--max-sentences"), (max_train, "--max-train"), (max_eval, "--max-eval")):
-        options.check_positive(value, name)
-    if not 0 < train_fraction <= 1:
-        raise UsageError(f"--train-fraction {train_fraction}: expected a number in (0, 1]")
-    if control_types not in ("auto", "lower", "exact"):
-        raise UsageError(f"--control-types {control_types!r}: expected auto, lower or exact")
-    if sentence_control not in ("none", "first-word", "bag-of-words"):
-        raise UsageError(f"--sentence-control {sentence_control!r}: expected none, first-word or bag-of-words")
-    if senteval_split not in ("treebank", "pooled"):
-        raise UsageError(f"--senteval-split {senteval_split!r}: expected treebank or pooled")
-    if probe_kind not in PROBE_KINDS:
-        raise UsageError(f"--probe {probe_kind!r}: expected {' or '.join(PROBE_KINDS)}")
-    resolve_tasks(tasks)  # the names, before anything heavy loads (run_probing resolves them again)
     seed_values = options.seed_list(seeds, seed)
-    options.parse_layers(layers)  # syntax now; the range is checked once the model's depth is known
+    try:  # every setting checked here, once, before anything heavy loads
+        spec = ProbingSpec(
+            tasks=tasks, treebank=treebank, seeds=tuple(seed_values), layers=layers, probe=probe_kind,
+            max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, quick=quick,
+            train_fraction=train_fraction, untrained=untrained, control=control, control_types=control_types,
+            sentence_control=sentence_control, senteval_split=senteval_split, scalar_mix=scalar_mix)
+    except SettingError as error:
+        raise error.as_option({"probe": "--probe"}) from None
     options.check_cache_dir(cache_dir)
     options.check_exists(treebank, "--treebank")
     out = out if out is not None else options.default_out(
         "probe", Path(model).name or model, tasks, treebank.name if treebank is not None else None)
     options.resolve_device(device)
     from bertology.probing.experiment import run_probing
-    from bertology.probing.report import plot_layer_curves, print_table2, table2_frame
-    from bertology.probing.summary import MIN_SPLIT, best_layers
+    from bertology.probing.report import best_layer_verdicts, plot_layer_curves, print_table2
+    from bertology.probing.summary import MIN_SPLIT
 
-    result = run_probing(
-        model=model, tasks=tasks, treebank=treebank, seeds=seed_values, layers=layers, probe=probe_kind,
-        max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, quick=quick,
-        train_fraction=train_fraction, untrained=untrained, control=control, control_types=control_types,
-        sentence_control=sentence_control, senteval_split=senteval_split, scalar_mix=scalar_mix, cache_dir=cache_dir, device=device,
-        progress=progress,
-    )
+    result = run_probing(model, spec, cache_dir=cache_dir, device=device, progress=progress)
     result.save(out)
-    plot_layer_curves(result, out / "layer_curves.png")
+    name = result.meta["model"]
+    plot_layer_curves(result["table2"], out / "layer_curves.png", model=name)
     console = Console()
-    print_table2(result, console)
-    numbers = table2_frame(result)
-    for verdict in best_layers(numbers).values():
+    print_table2(result["table2"], result["best_layer"], console, model=name)
+    for verdict in best_layer_verdicts(result["best_layer"]).values():
         console.print(verdict.sentence(), markup=False)
     for row in result["datasets"].itertuples():
         notes = "; ".join(row.notes)
@@ -119,5 +105,5 @@ def probe(
                          else f"the {result.meta['sentence_control']} control"))
     if quick:
         console.print("[yellow]--quick: small sizes; the numbers are underpowered (see the * columns)[/yellow]")
-    console.print(f"wrote {out}/: results, summary, table2, datasets (.parquet, .csv), meta.json, "
-                  "layer_curves.png/.svg")
+    console.print(f"wrote {out}/: results, summary, table2, table2_dev, best_layer, datasets (.parquet, .csv), "
+                  "meta.json, layer_curves.png/.svg")

@@ -1,13 +1,19 @@
 """The probing experiment: every layer of a model (and of its untrained twins) on every task, with baselines.
 
-``run_probing`` returns a :class:`~bertology.results.Result` named ``probing`` with four tables:
+``run_probing(model, spec)`` (settings: :class:`~bertology.probing.spec.ProbingSpec`) returns a
+:class:`~bertology.results.Result` named ``probing`` with six tables, each computed once, here:
 
 * ``results``: tidy, one row per model x task x probe x component x layer x seed x baseline x split x
   metric (columns :data:`COLUMNS`);
 * ``summary``: mean, std and number of seeds per cell (:func:`~bertology.probing.report.summarize`);
-* ``table2``: the numbers behind the Table 2 layout (:func:`~bertology.probing.report.table2_frame`);
+* ``table2``: the numbers behind the Table 2 layout on test (:func:`~bertology.probing.report.table2_frame`);
+  ``table2_dev``: the same on dev (what the best layer is chosen on);
+* ``best_layer``: the verdict of :func:`~bertology.probing.summary.best_layer` per task
+  (:func:`best_layer_table`; :func:`best_layer_verdicts` reads it back);
 * ``datasets``: each task's level, source and the examples per split (``train_used`` after the
   per-seed ``train_fraction``), with notes.
+
+The views in :mod:`bertology.probing.report` (console table, figure) and the report only draw these tables.
 
 Baselines (``baseline`` column):
 
@@ -29,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +44,7 @@ import pandas as pd
 from bertology.errors import DataError, MissingData
 from bertology.tasks.cache import built_tasks, cache_root, treebank_hash  # noqa: F401 (treebank_hash: public here too)
 from bertology.numbering import parse_layers
+from bertology.probing.controls import majority_label, resolve_types, word_identity_predictions
 from bertology.probing.datasets import (
     SPLITS,
     EmptySplitError,
@@ -51,7 +59,6 @@ from bertology.probing.datasets import (
 )
 from bertology.probing.probes import (
     DEFAULT_L2,
-    PROBE_KINDS,
     LayerwiseProbe,
     ScalarMixProbe,
 )
@@ -60,10 +67,12 @@ from bertology.probing.tasks import (  # resolve_tasks: public here too
     STRUCTURAL,
     get_task,
     is_registered,
-    resolve_tasks,
+    resolve_tasks,  # noqa: F401
     senteval_names,
 )
 from bertology.probing.names import SCALAR_MIX
+from bertology.probing.report import PRIMARY_METRIC, best_layer_table, summarize, table2_frame
+from bertology.probing.spec import ProbingSpec
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -114,7 +123,21 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
                   max_train: int | None = None, max_eval: int | None = None, max_sentences: int | None = None,
                   cache_dir: str | os.PathLike | None = None, progress: bool = False, quick: bool = False,
                   absent: list | None = None, senteval_split: str = "pooled") -> list[ProbingDataset]:
-    """Every task among ``tasks`` (resolved names) as a :class:`ProbingDataset`.
+    """The datasets of :func:`build_datasets`; the tasks left out are appended to ``absent`` when given."""
+    datasets, left_out = build_datasets(tasks, treebank, wnut, senteval_samples, max_train, max_eval, max_sentences,
+                                        cache_dir, progress, quick, senteval_split)
+    if absent is not None:
+        absent.extend(left_out)
+    return datasets
+
+
+def build_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = None,
+                   wnut: str | os.PathLike | None = None, senteval_samples: str | os.PathLike | None = None,
+                   max_train: int | None = None, max_eval: int | None = None, max_sentences: int | None = None,
+                   cache_dir: str | os.PathLike | None = None, progress: bool = False, quick: bool = False,
+                   senteval_split: str = "pooled") -> tuple[list[ProbingDataset], list[tuple[str, str]]]:
+    """``(datasets, absent)``: every task among ``tasks`` (resolved names) that can be built, as a
+    :class:`ProbingDataset`, and ``(task, reason)`` for each one that cannot.
 
     Registered tasks are built by their builders on the sentences of their source (``treebank`` for
     ``ud``, ``wnut`` for ``wnut17``), capped per level (:data:`DEFAULT_MAX_TRAIN`/``_EVAL``, or the
@@ -124,11 +147,11 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
     (``senteval_split="pooled"``) from all its sentences re-split 50/10/40, for test sets large enough for
     the power rule, or (``"treebank"``) from its own train/dev/test files (docs/probing.md, "Intervals and
     the power rule"). A task the treebank
-    cannot support is left out, never substituted: ``(task, reason)`` is appended to ``absent``. The
-    shipped SentEval samples are used only when ``senteval_samples`` names their folder.
+    cannot support is left out, never substituted: it is one of ``absent``. The shipped SentEval samples
+    are used only when ``senteval_samples`` names their folder.
     """
     train_caps, eval_caps = default_caps(quick)
-    absent = [] if absent is None else absent
+    absent: list[tuple[str, str]] = []
     datasets: list[ProbingDataset] = []
     registered = [t for t in tasks if is_registered(t)]
     sources = list(dict.fromkeys([get_task(t).source for t in registered] + (["ud"] if STRUCTURAL in tasks else [])))
@@ -187,7 +210,7 @@ def load_datasets(tasks: Sequence[str], treebank: str | os.PathLike | None = Non
                 continue
             datasets.append(dataset)
     order = {name: i for i, name in enumerate(tasks)}
-    return sorted(datasets, key=lambda d: order.get(d.name, len(order)))
+    return sorted(datasets, key=lambda d: order.get(d.name, len(order))), absent
 
 
 def merge_pools(datasets: Sequence[ProbingDataset]) -> dict[str, dict[str, list]]:
@@ -334,63 +357,78 @@ def _rows(model, task, probe, layers, seed, metric, values, baseline, split, com
             for layer, v in zip(layers, values)]
 
 
-def check_probe_settings(probe: str, seeds: Iterable[int], train_fraction: float) -> list[int]:
-    """The settings every probing experiment shares, checked; returns the seeds as a list."""
-    if probe not in PROBE_KINDS:
-        raise DataError(f"probe {probe!r}; expected one of {', '.join(PROBE_KINDS)}")
-    seeds = [int(s) for s in seeds]
-    if not seeds:
-        raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
-    if not 0 < train_fraction <= 1:
-        raise DataError(f"train_fraction {train_fraction}; expected a number in (0, 1]")
-    return seeds
-
-
 def _correct(predictions: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Booleans: which predictions equal the gold labels (labels unseen in training never do)."""
     return np.asarray(np.asarray(predictions, dtype=object) == np.asarray(y, dtype=object)[None], dtype=bool)
 
 
-def _fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
-                   scalar_mix: bool, correct: dict | None = None) -> list[dict]:
-    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test.
+@dataclass
+class Scores:
+    """What fitting or scoring gives: tidy ``rows`` (:data:`COLUMNS`) and ``hits``, which dev/test examples
+    each layer got right, for the intervals: ``hits[(probe, component, baseline, split)][seed] = bool [n_layers, n]``."""
 
-    ``correct`` (optional) collects which dev/test examples each layer got right, for the intervals:
-    ``correct[(probe, component, baseline, split)][seed] = bool [n_layers, n]``."""
-    rows: list[dict] = []
+    rows: list[dict] = field(default_factory=list)
+    hits: dict[tuple, dict[int, np.ndarray]] = field(default_factory=dict)
+
+    def add(self, other: "Scores") -> "Scores":
+        """``other`` appended (rows after these; hits merged key by key, in the order first seen)."""
+        self.rows += other.rows
+        for key, by_seed in other.hits.items():
+            self.hits.setdefault(key, {}).update(by_seed)
+        return self
+
+
+def fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
+                  scalar_mix: bool) -> Scores:
+    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test."""
+    scores = Scores()
     Xtr, ytr = X["train"][:, train_index], y["train"][train_index]
     probe = LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
     for split in ("dev", "test"):
         hits = _correct(probe.predict(X[split]), y[split])
-        rows += _rows(model, task, kind, layers, seed, "accuracy", hits.mean(axis=1), baseline, split)
-        if correct is not None:
-            correct.setdefault((kind, None, baseline, split), {})[seed] = hits
-    rows += _rows(model, task, kind, layers, seed, "l2", probe.best_l2_, baseline, "dev")
+        scores.rows += _rows(model, task, kind, layers, seed, "accuracy", hits.mean(axis=1), baseline, split)
+        scores.hits[(kind, None, baseline, split)] = {seed: hits}
+    scores.rows += _rows(model, task, kind, layers, seed, "l2", probe.best_l2_, baseline, "dev")
     if scalar_mix:
         mix = ScalarMixProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
         for split in ("dev", "test"):
             hits = _correct(mix.predict(X[split])[None], y[split])
-            rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
-                          component=SCALAR_MIX)
-            if correct is not None:
-                correct.setdefault((kind, SCALAR_MIX, baseline, split), {})[seed] = hits
-        rows += _rows(model, task, kind, layers, seed, "mix_weight", mix.layer_weights_, baseline, "dev",
-                      component=SCALAR_MIX)
-    return rows
+            scores.rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
+                                 component=SCALAR_MIX)
+            scores.hits[(kind, SCALAR_MIX, baseline, split)] = {seed: hits}
+        scores.rows += _rows(model, task, kind, layers, seed, "mix_weight", mix.layer_weights_, baseline, "dev",
+                             component=SCALAR_MIX)
+    return scores
+
+
+def baseline_scores(model, task, probe_name, baseline, layers, seeds, predictions: dict, y: dict) -> Scores:
+    """A deterministic baseline (majority, word identity): its dev and test accuracy repeated for every layer
+    and seed, so it lines up with the curves (its seed spread is, truthfully, 0)."""
+    scores = Scores()
+    for split in ("dev", "test"):
+        hits = _correct(np.asarray(predictions[split], dtype=object)[None], y[split])[0]
+        for seed in seeds:
+            scores.rows += _rows(model, task, probe_name, layers, seed, "accuracy", [hits.mean()] * len(layers),
+                                 baseline, split)
+        scores.hits[(probe_name, None, baseline, split)] = {seeds[0]: np.repeat(hits[None], len(layers), 0)}
+    return scores
+
+
+def _fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
+                   scalar_mix: bool, correct: dict | None = None) -> list[dict]:
+    """:func:`fit_and_score`'s rows, its hits merged into ``correct`` (for :mod:`bertology.probing.labels`)."""
+    scores = fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline, scalar_mix)
+    if correct is not None:
+        Scores(hits=correct).add(Scores(hits=scores.hits))
+    return scores.rows
 
 
 def _baseline_rows(model, task, probe_name, baseline, layers, seeds, predictions: dict, y: dict,
                    correct: dict) -> list[dict]:
-    """Rows of a deterministic baseline (majority, word identity): its dev and test accuracy repeated for
-    every layer and seed, so it lines up with the curves (its seed spread is, truthfully, 0)."""
-    rows = []
-    for split in ("dev", "test"):
-        hits = _correct(np.asarray(predictions[split], dtype=object)[None], y[split])[0]
-        for seed in seeds:
-            rows += _rows(model, task, probe_name, layers, seed, "accuracy", [hits.mean()] * len(layers), baseline,
-                          split)
-        correct.setdefault((probe_name, None, baseline, split), {})[seeds[0]] = np.repeat(hits[None], len(layers), 0)
-    return rows
+    """:func:`baseline_scores`'s rows, its hits merged into ``correct`` (for :mod:`bertology.probing.labels`)."""
+    scores = baseline_scores(model, task, probe_name, baseline, layers, seeds, predictions, y)
+    Scores(hits=correct).add(Scores(hits=scores.hits))
+    return scores.rows
 
 
 def _intervals(model: str, task: str, layers: Sequence[int], correct: dict, n_boot: int) -> list[dict]:
@@ -431,208 +469,228 @@ def used_train(n_train: int, train_fraction: float) -> int:
     return n_train if train_fraction >= 1 else max(2, int(round(train_fraction * n_train)))
 
 
-def run_probing(
-    model: str = "minilm",
-    tasks: str | Sequence[str] = ("upos",),
-    treebank: str | os.PathLike | None = None,
-    seeds: Sequence[int] = (0, 1, 2),
-    layers: str | Sequence[int] | None = None,
-    probe: str = "linear",
-    *,
-    l2: float | Sequence[float] = DEFAULT_L2,
-    hidden: int = 128,
-    max_train: int | None = None,
-    max_eval: int | None = None,
-    max_sentences: int | None = None,
-    quick: bool = False,
-    train_fraction: float = 1.0,
-    untrained: bool = True,
-    control: bool | str = True,
-    control_types: str = "auto",
-    sentence_control: str = "none",
-    senteval_split: str = "pooled",
-    scalar_mix: bool = True,
-    wnut: str | os.PathLike | None = None,
-    senteval_samples: str | os.PathLike | None = None,
-    cache_dir: str | os.PathLike | None = None,
-    device: str | None = "auto",
-    structural_kwargs: dict | None = None,
-    progress: bool = True,
-    twin_per_seed: bool = True,
-    probe_options: dict | None = None,
-    n_boot: int = 1000,
-) -> Result:
-    """Probe every layer of ``model`` on ``tasks`` over ``seeds``; return the :class:`Result` of the module doc.
+# ------------------------------------------------------------------------------------------------
+# the steps of run_probing
 
-    ``model``: an alias, folder or hub id, or an :class:`~bertology.models.Encoder`. ``layers``: ``None``
-    (all), a list of layers or a spec such as ``"0,3,6"``, ``"1-4"``, ``"L3"``, ``"last"`` (layer ``l`` is
-    ``hidden_states[l]``, 0 = embeddings). ``device``: ``"auto"`` (cuda if available), ``"cpu"``, ``"cuda"``.
 
-    Sizes: every dev and test example and the training caps of :data:`DEFAULT_MAX_TRAIN` unless
-    ``max_train``/``max_eval`` (per task, in examples); ``quick=True`` takes the small
-    :data:`QUICK_MAX_TRAIN`/``_EVAL`` caps instead (flagged as underpowered in the tables). Each seed
-    trains on all (capped) training examples, or on a random ``train_fraction`` of them
-    (``derive_seed(s, "train-subset", task)``); the ``datasets`` table reports the sizes used
-    (``n_train``, ``n_dev``, ``n_test``).
+@dataclass
+class ProbingPlan:
+    """What :func:`plan_probing` decides before any model runs: the ``datasets`` that can be built (their
+    sentence ``pools`` merged per source and split), the tasks left out (``absent``: ``(task, reason)``) and
+    the ``treebank`` the treebank tasks read (the packaged EWT when SentEval tasks need one and none was named)."""
 
-    Seeds: seed ``s`` initialises the probes, draws the control labels and is the untrained twin's seed.
-    With ``twin_per_seed=False`` one untrained twin (the first seed's) serves every seed, as the
-    Convexity report's single untrained BERT (faster). Every accuracy gets a 95% interval (``summary``
-    and ``table2`` columns ``ci_low``/``ci_high``): the percentile interval of ``n_boot`` bootstrap
-    resamples of the evaluation examples pooled over seeds (:mod:`bertology.probing.summary`).
+    datasets: list[ProbingDataset]
+    pools: dict[str, dict[str, list]]
+    absent: list[tuple[str, str]]
+    treebank: Path | None
 
-    Baselines: majority, word identity (word, arc and span tasks: the key's most frequent training
-    label), the untrained twin, and control tasks: ``control=True`` or ``"token"`` runs Hewitt and
-    Liang's for word, arc and span tasks, with word types per ``control_types`` (``"auto"``: lower-cased
-    when the tokenizer is uncased, else exact; ``"lower"``, ``"exact"``); sentence tasks get a control
-    only with ``control=True`` and ``sentence_control`` ``"first-word"`` or ``"bag-of-words"`` (default
-    ``"none"``, see docs/probing.md). Representations are extracted once per encoder into ``cache_dir``
-    (keyed by model fingerprint and input words). ``treebank`` is a UD folder (train/dev/test); it also
-    feeds the SentEval task builder (``senteval_split``: ``"pooled"``, all its sentences re-split 50/10/40
-    for test sets large enough for the power rule, or ``"treebank"``, its own train/dev/test files); tasks it cannot support are absent (``datasets`` rows with
-    ``status="absent"`` and the reason). ``probe_options`` go to every probe (e.g. ``max_iter``).
-    Accuracies are fractions.
-    """
-    from bertology.models import Encoder, load_encoder
-    from bertology.probing.controls import (
-        SENTENCE_CONTROLS,
-        resolve_types,
-        word_identity_predictions,
-    )
+    @property
+    def classify(self) -> list[ProbingDataset]:
+        """The datasets a classifier probes (every one but the structural probes')."""
+        return [d for d in self.datasets if d.level != "structural"]
 
-    seeds = check_probe_settings(probe, seeds, train_fraction)
-    if control not in (True, False, "token"):
-        raise DataError(f"control={control!r}; expected True, False or 'token'")
-    if sentence_control not in SENTENCE_CONTROLS:
-        raise DataError(f"sentence_control={sentence_control!r}; expected one of {', '.join(SENTENCE_CONTROLS)}")
-    run_device = resolve_device(device)
-    task_names_ = resolve_tasks(tasks)
-    if treebank is None and any(t in senteval_names() for t in task_names_):
+
+def plan_probing(spec: ProbingSpec, cache: Path, progress: bool = False) -> ProbingPlan:
+    """The datasets of ``spec`` (built or read from ``cache``); :class:`DataError` when none can be built."""
+    treebank = spec.treebank
+    if treebank is None and any(t in senteval_names() for t in spec.tasks):
         from bertology.data import packaged_treebank
 
         treebank = packaged_treebank()
-    cache = cache_root(cache_dir)
-    absent: list[tuple[str, str]] = []
-    datasets = load_datasets(task_names_, treebank, wnut, senteval_samples, max_train, max_eval, max_sentences,
-                             cache, progress, quick=quick, absent=absent, senteval_split=senteval_split)
+    datasets, absent = build_datasets(spec.tasks, treebank, spec.wnut, spec.senteval_samples, spec.max_train,
+                                      spec.max_eval, spec.max_sentences, cache, progress, quick=spec.quick,
+                                      senteval_split=spec.senteval_split)
     if not datasets:
         raise DataError("no task can be built: " + "; ".join(f"{t}: {why}" for t, why in absent))
-    pools = merge_pools(datasets)
-    classify = [d for d in datasets if d.level != "structural"]
+    return ProbingPlan(datasets, merge_pools(datasets), absent, treebank)
 
+
+class Twins:
+    """The untrained twins' stores, extracted on first use, one per twin seed (``encoder.untrained(seed)``)."""
+
+    def __init__(self, encoder, plan: ProbingPlan, layers, cache: Path, progress: bool, device: str):
+        self.encoder, self.plan, self.layers = encoder, plan, layers
+        self.cache, self.progress, self.device = cache, progress, device
+        self.sentence_only = sentence_only_sources(plan.datasets)
+        self._stores: dict[int, dict] = {}
+
+    def stores(self, seed: int) -> dict:
+        if seed not in self._stores:
+            self._stores[seed] = _extract_pools(self.encoder.untrained(seed), self.plan.pools, self.layers, self.cache,
+                                                self.progress, self.device, self.sentence_only)
+        return self._stores[seed]
+
+
+def _labels(dataset: ProbingDataset) -> dict[str, np.ndarray]:
+    return {s: dataset.splits[s].labels for s in SPLITS}
+
+
+def baselines(plan: ProbingPlan, model: str, layer_ids: Sequence[int], seeds: Sequence[int], types: str) -> dict[str, Scores]:
+    """Per task: the majority class and, for word, arc and span tasks, word identity (the key's most frequent
+    training label, keys per ``types``)."""
+    out = {}
+    for dataset in plan.classify:
+        y = _labels(dataset)
+        label = majority_label(y["train"])
+        scores = baseline_scores(model, dataset.name, "majority", "majority", layer_ids, seeds,
+                                 {s: [label] * len(y[s]) for s in ("dev", "test")}, y)
+        if dataset.level in ("token", "edge", "span") and dataset.splits["train"].control_keys:
+            keys = {s: dataset.type_keys(s, types) for s in SPLITS}
+            predictions = {s: word_identity_predictions(keys["train"], y["train"], keys[s]) for s in ("dev", "test")}
+            scores.add(baseline_scores(model, dataset.name, "word-identity", "word-identity", layer_ids, seeds,
+                                       predictions, y))
+        out[dataset.name] = scores
+    return out
+
+
+def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dict, twins: Twins | None,
+                 layer_ids: Sequence[int], types: str, device, progress: bool) -> list[tuple[str, Scores]]:
+    """``(task, scores)`` of every fit, in the order they ran (seed by seed, task by task): each layer's probe
+    on the encoder (baseline ``none``, with the scalar mix when asked), on control labels (``control``, with
+    the selectivity rows) and on the untrained twin (``untrained``)."""
+    probe_kwargs = {"l2": DEFAULT_L2 if spec.l2 is None else spec.l2, "hidden": spec.hidden, "device": device,
+                    **spec.probe_options}
+    classify = plan.classify
+    out: list[tuple[str, Scores]] = []
+    n_fits = len(spec.seeds) * sum(1 + int(spec.wants_control(d.level)) + int(twins is not None) for d in classify)
+    twin_features, twin_of_features = None, None
+    with progress_bar(progress, transient=True) as bar:
+        job = bar.add_task("probing", total=n_fits)
+        for seed in spec.seeds:
+            if twins is not None and classify:
+                twin_seed = seed if spec.twin_per_seed else spec.seeds[0]
+                if twin_of_features != twin_seed:
+                    # Features of the twin of *this* seed: a repeated seed must not reuse the last twin's.
+                    twin_features = _features_for(plan.datasets, twins.stores(twin_seed), layer_ids)
+                    twin_of_features = twin_seed
+            for dataset in classify:
+                name, y = dataset.name, _labels(dataset)
+                train_index = _train_index(seed, name, len(y["train"]), spec.train_fraction)
+                X = {s: features[name, s] for s in SPLITS}
+                bar.update(job, description=f"{name} seed {seed}: encoder")
+                ours = fit_and_score(spec.probe, probe_kwargs, seed, X, y, train_index, layer_ids, model, name, "none",
+                                     spec.scalar_mix)
+                out.append((name, ours))
+                bar.advance(job)
+                if spec.wants_control(dataset.level):
+                    bar.update(job, description=f"{name} seed {seed}: control task")
+                    y_control = dataset.control_labels(seed, types, spec.sentence_control)
+                    control = fit_and_score(spec.probe, probe_kwargs, seed, X, y_control, train_index, layer_ids,
+                                            model, name, "control", scalar_mix=False)
+                    control.rows += _selectivity(ours.rows, control.rows)
+                    out.append((name, control))
+                    bar.advance(job)
+                if twins is not None:
+                    bar.update(job, description=f"{name} seed {seed}: untrained twin")
+                    Xu = {s: twin_features[name, s] for s in SPLITS}
+                    out.append((name, fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, train_index, layer_ids,
+                                                    model, name, "untrained", spec.scalar_mix)))
+                    bar.advance(job)
+    return out
+
+
+def dataset_notes(spec: ProbingSpec, plan: ProbingPlan, types: str) -> dict[str, list[str]]:
+    """Each dataset's notes, with what the run adds: which control task it had (or why none)."""
+    notes = {d.name: list(d.notes) for d in plan.datasets}
+    classify = plan.classify
+    if any(d.level == "sentence" for d in classify) and spec.control is True and spec.sentence_control == "none":
+        for d in classify:
+            if d.level == "sentence":
+                notes[d.name].append("no control task: a bag-of-words control is decodable from mean-pooled vectors "
+                                     "(docs/probing.md); --sentence-control first-word runs one")
+    for d in classify:
+        if d.level != "sentence" and spec.wants_control(d.level):
+            notes[d.name].append(f"control task keyed on {'lower-cased' if types == 'lower' else 'exact'} word types")
+    return notes
+
+
+def run_probing(model="minilm", spec: ProbingSpec | None = None, *legacy, cache_dir: str | os.PathLike | None = None,
+                device: str | None = "auto", progress: bool = True, **settings) -> Result:
+    """Probe every layer of ``model`` as ``spec`` says (:class:`~bertology.probing.spec.ProbingSpec`); return
+    the :class:`Result` of the module doc.
+
+    ``model``: an alias, folder or hub id, or an :class:`~bertology.models.Encoder`. ``cache_dir``: where the
+    representations are extracted once per encoder (keyed by model fingerprint and input words; default
+    ``$BERTOLOGY_CACHE``); ``device``: ``"auto"`` (cuda if available), ``"cpu"``, ``"cuda"``.
+
+    The steps: :func:`plan_probing` (datasets), the encoder's features, :func:`baselines` (majority, word
+    identity), :func:`probe_layers` (encoder, control task, untrained twin per seed), the structural probes,
+    the intervals (:func:`_intervals`), then :func:`probing_result` (every table, ``table2`` and
+    ``best_layer`` included). Every accuracy gets a 95% interval (``summary`` and ``table2`` columns
+    ``ci_low``/``ci_high``): the percentile interval of ``spec.n_boot`` bootstrap resamples of the evaluation
+    examples pooled over seeds (:mod:`bertology.probing.summary`). Accuracies are fractions.
+
+    Deprecated: ``run_probing(model, tasks, treebank, seeds, layers, probe, **settings)`` with the spec's fields
+    as keywords (``structural_kwargs`` for ``structural_options``) still works, for scripts written before the spec.
+    """
+    from bertology.models import Encoder, load_encoder
+
+    if not isinstance(spec, ProbingSpec):
+        positional = dict(zip(("tasks", "treebank", "seeds", "layers", "probe"), ((spec,) if spec is not None else ())
+                              + legacy))
+        spec = ProbingSpec.from_keywords(**positional, **settings)
+    elif legacy or settings:
+        raise DataError("run_probing(model, spec): the settings belong in the spec, not beside it "
+                        f"({', '.join(settings) or 'positional arguments'})")
+    run_device = resolve_device(device)
+    cache = cache_root(cache_dir)
+    plan = plan_probing(spec, cache, progress)
     if isinstance(model, Encoder):
         encoder, model = model, model.name
     else:
         encoder = load_encoder(model, device=str(run_device))
-    types = resolve_types(control_types, getattr(encoder, "tokenizer", None))
-    layers = parse_layers(layers, encoder.num_layers)
-    sentence_only = sentence_only_sources(datasets)
-    stores = _extract_pools(encoder, pools, layers, cache, progress, str(run_device), sentence_only)
+    types = resolve_types(spec.control_types, getattr(encoder, "tokenizer", None))
+    layers = parse_layers(spec.layers, encoder.num_layers)
+    stores = _extract_pools(encoder, plan.pools, layers, cache, progress, str(run_device),
+                            sentence_only_sources(plan.datasets))
     store_layers = list(next(iter(stores.values())).layers)
     layer_ids = store_layers if layers is None else list(layers)
-    trained_X = _features_for(datasets, stores, layer_ids)
-    labels = {d.name: {s: d.splits[s].labels for s in SPLITS} for d in classify}
-    probe_kwargs = {"l2": l2, "hidden": hidden, "device": run_device, **(probe_options or {})}
-
-    def wants_control(dataset) -> bool:
-        if dataset.level == "sentence":
-            return control is True and sentence_control != "none"
-        return control in (True, "token")
-
-    rows: list[dict] = []
-    correct: dict[str, dict] = {d.name: {} for d in classify}
-    for dataset in classify:
-        y = labels[dataset.name]
-        from bertology.probing.controls import majority_label
-
-        label = majority_label(y["train"])
-        rows += _baseline_rows(model, dataset.name, "majority", "majority", layer_ids, seeds,
-                               {s: [label] * len(y[s]) for s in ("dev", "test")}, y, correct[dataset.name])
-        if dataset.level in ("token", "edge", "span") and dataset.splits["train"].control_keys:
-            keys = {s: dataset.type_keys(s, types) for s in SPLITS}
-            predictions = {s: word_identity_predictions(keys["train"], y["train"], keys[s]) for s in ("dev", "test")}
-            rows += _baseline_rows(model, dataset.name, "word-identity", "word-identity", layer_ids, seeds,
-                                   predictions, y, correct[dataset.name])
-
-    n_fits = len(seeds) * sum(1 + int(wants_control(d)) + int(untrained) for d in classify)
-    twin_stores: dict[int, dict] = {}
-    twin_X, twin_of_features = None, None
-    with progress_bar(progress, transient=True) as bar:
-        job = bar.add_task("probing", total=n_fits)
-        for seed in seeds:
-            if untrained and classify:
-                twin_seed = seed if twin_per_seed else seeds[0]
-                if twin_seed not in twin_stores:
-                    twin = encoder.untrained(twin_seed)
-                    twin_stores[twin_seed] = _extract_pools(twin, pools, layers, cache, progress, str(run_device),
-                                                            sentence_only)
-                if twin_of_features != twin_seed:
-                    # Features of the twin of *this* seed: a repeated seed must not reuse the last twin's.
-                    twin_X, twin_of_features = _features_for(datasets, twin_stores[twin_seed], layer_ids), twin_seed
-            for dataset in classify:
-                name, y = dataset.name, labels[dataset.name]
-                train_index = _train_index(seed, name, len(y["train"]), train_fraction)
-                X = {s: trained_X[name, s] for s in SPLITS}
-                bar.update(job, description=f"{name} seed {seed}: encoder")
-                task_rows = _fit_and_score(probe, probe_kwargs, seed, X, y, train_index, layer_ids, model, name,
-                                           "none", scalar_mix, correct[name])
-                rows += task_rows
-                bar.advance(job)
-                if wants_control(dataset):
-                    bar.update(job, description=f"{name} seed {seed}: control task")
-                    y_control = dataset.control_labels(seed, types, sentence_control)
-                    control_rows = _fit_and_score(probe, probe_kwargs, seed, X, y_control, train_index, layer_ids,
-                                                  model, name, "control", scalar_mix=False, correct=correct[name])
-                    rows += control_rows
-                    rows += _selectivity(task_rows, control_rows)
-                    bar.advance(job)
-                if untrained:
-                    bar.update(job, description=f"{name} seed {seed}: untrained twin")
-                    Xu = {s: twin_X[name, s] for s in SPLITS}
-                    rows += _fit_and_score(probe, probe_kwargs, seed, Xu, y, train_index, layer_ids, model, name,
-                                           "untrained", scalar_mix, correct[name])
-                    bar.advance(job)
-    del twin_X
-    intervals = [row for name, collected in correct.items() for row in _intervals(model, name, layer_ids, collected,
-                                                                                     n_boot)]
+    twins = Twins(encoder, plan, layers, cache, progress, str(run_device)) if spec.untrained else None
+    scores = baselines(plan, model, layer_ids, spec.seeds, types)
+    fitted = probe_layers(spec, plan, model, _features_for(plan.datasets, stores, layer_ids), twins, layer_ids,
+                          types, run_device, progress)
+    rows = [row for task_scores in scores.values() for row in task_scores.rows]  # every baseline, then the fits
+    for name, fit in fitted:
+        rows += fit.rows
+        scores[name].add(Scores(hits=fit.hits))
+    intervals = [row for name, task_scores in scores.items()
+                 for row in _intervals(model, name, layer_ids, task_scores.hits, spec.n_boot)]
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    if any(d.level == "structural" for d in datasets):
-        if untrained and seeds[0] not in twin_stores:
-            twin_stores[seeds[0]] = _extract_pools(encoder.untrained(seeds[0]), pools, layers, cache, progress,
-                                                   str(run_device), sentence_only)
-        structural, structural_ci = _structural(model, pools["ud"], stores, twin_stores if untrained else {}, seeds,
-                                                layers, run_device, structural_kwargs, progress, n_boot)
+    if any(d.level == "structural" for d in plan.datasets):
+        twin = twins.stores(spec.seeds[0]) if twins is not None else None
+        structural, structural_ci = _structural(model, plan.pools["ud"], stores, twin, spec.seeds, layers, run_device,
+                                                spec.structural_options, progress, spec.n_boot)
         frame = pd.concat([frame, structural], ignore_index=True) if len(frame) else structural
         intervals += structural_ci
-    if any(d.level == "sentence" for d in classify) and control is True and sentence_control == "none":
-        for d in classify:
-            if d.level == "sentence":
-                d.notes.append("no control task: a bag-of-words control is decodable from mean-pooled vectors "
-                               "(docs/probing.md); --sentence-control first-word runs one")
-    for d in classify:
-        if d.level != "sentence" and wants_control(d):
-            d.notes.append(f"control task keyed on {'lower-cased' if types == 'lower' else 'exact'} word types")
-    return _result(frame, datasets, encoder, model, task_names_, seeds, layer_ids, train_fraction, {
-        "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)], "hidden": hidden, "max_train": max_train,
-        "max_eval": max_eval, "max_sentences": max_sentences, "quick": quick, "untrained": untrained,
-        "control": control, "control_types": types, "sentence_control": sentence_control if control is True else "none",
-        "senteval_split": senteval_split,
-        "scalar_mix": scalar_mix, "twin_per_seed": twin_per_seed,
-        "treebank": None if treebank is None else str(treebank), "device": str(run_device),
-        "probe_options": probe_options or {}, "n_boot": n_boot,
+    return probing_result(spec, plan, frame, pd.DataFrame(intervals), encoder, model, layer_ids, types, run_device)
+
+
+def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, intervals: pd.DataFrame, encoder,
+                   model: str, layer_ids: Sequence[int], types: str, device) -> Result:
+    """The probing :class:`Result`: the tables of :func:`probing_tables` and ``meta`` (the spec as run)."""
+    notes = dataset_notes(spec, plan, types)
+    return _result(frame, plan.datasets, encoder, model, spec.tasks, spec.seeds, layer_ids, spec.train_fraction, {
+        "probe": spec.probe, "l2": [float(v) for v in np.atleast_1d(DEFAULT_L2 if spec.l2 is None else spec.l2)],
+        "hidden": spec.hidden, "max_train": spec.max_train, "max_eval": spec.max_eval,
+        "max_sentences": spec.max_sentences, "quick": spec.quick, "untrained": spec.untrained,
+        "control": spec.control, "control_types": types,
+        "sentence_control": spec.sentence_control if spec.control is True else "none",
+        "senteval_split": spec.senteval_split, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
+        "treebank": None if plan.treebank is None else str(plan.treebank), "device": str(device),
+        "probe_options": dict(spec.probe_options), "n_boot": spec.n_boot,
         "interval": "95% percentile interval of the bootstrap over evaluation examples pooled over seeds",
-    }, intervals=pd.DataFrame(intervals), absent=absent)
+    }, intervals=intervals, absent=plan.absent, notes=notes)
 
 
 def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fraction, settings, intervals=None,
-            absent=()) -> Result:
+            absent=(), notes: dict[str, list[str]] | None = None) -> Result:
     sizes = []
     for d in datasets:
         counts = {s: len(d.splits[s]) for s in SPLITS}
         used = counts["train"] if d.level == "structural" else used_train(counts["train"], train_fraction)
         sizes.append({"task": d.name, "level": d.level, "source": d.source, **counts, "train_used": used,
-                      "unit": UNITS[d.level], "notes": list(d.notes), "n_train": used, "n_dev": counts["dev"],
-                      "n_test": counts["test"], "status": "ok"})
+                      "unit": UNITS[d.level], "notes": list(d.notes) if notes is None else notes[d.name],
+                      "n_train": used, "n_dev": counts["dev"], "n_test": counts["test"], "status": "ok"})
     for task, reason in absent:
         sizes.append({"task": task, "level": None, "source": None, "train": 0, "dev": 0, "test": 0, "train_used": 0,
                       "unit": None, "notes": [reason], "n_train": 0, "n_dev": 0, "n_test": 0, "status": "absent"})
@@ -649,15 +707,13 @@ INTERVAL_KEYS = ["model", "task", "probe", "component", "baseline", "split", "me
 
 
 def _tables(frame: pd.DataFrame, sizes: pd.DataFrame, intervals: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
-    """The four tables of a probing result from the tidy rows, the dataset sizes and the intervals."""
-    from bertology.probing.report import summarize, table2_frame
-
+    """The tables of a probing result (module doc) from the tidy rows, the dataset sizes and the intervals."""
     frame = frame.reindex(columns=COLUMNS).astype({"value": "float64"})
-    summary = summarize(frame)
-    summary = add_intervals(summary, intervals)
+    summary = add_intervals(summarize(frame), intervals)
     tables = {"results": frame, "summary": summary, "datasets": sizes}
-    tables["table2"] = table2_frame(tables)
-    return {"results": frame, "summary": summary, "table2": tables["table2"], "datasets": sizes}
+    table2 = table2_frame(tables)
+    return {"results": frame, "summary": summary, "table2": table2, "table2_dev": table2_frame(tables, "dev"),
+            "best_layer": best_layer_table(table2), "datasets": sizes}
 
 
 def add_intervals(summary: pd.DataFrame, intervals: pd.DataFrame | None) -> pd.DataFrame:
@@ -688,15 +744,13 @@ def _selectivity(task_rows: list[dict], control_rows: list[dict]) -> list[dict]:
     return out
 
 
-def _structural(model, pool, stores, twin_stores, seeds, layers, device, kwargs, progress, n_boot=1000):
+def _structural(model, pool, stores, twin, seeds, layers, device, kwargs, progress, n_boot=1000):
     """Hewitt-and-Manning structural probes (:func:`~bertology.probing.structural.run_structural`) on the
-    treebank pool, beside the first seed's untrained twin; returns the rows and the intervals of UUAS
-    and root accuracy (bootstrap over test sentences pooled over seeds)."""
-    from bertology.probing.report import PRIMARY_METRIC
+    treebank pool, beside the untrained twin's stores ``twin`` (None: without); returns the rows and the
+    intervals of UUAS and root accuracy (bootstrap over test sentences pooled over seeds)."""
     from bertology.probing.structural import run_structural
     from bertology.probing.summary import bootstrap_intervals
 
-    twin = twin_stores.get(seeds[0])
     collected: dict = {}
     frame = run_structural(
         stores["ud", "train"], pool["train"], stores["ud", "dev"], pool["dev"], stores["ud", "test"], pool["test"],

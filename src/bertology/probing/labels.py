@@ -151,9 +151,9 @@ def probe_labels(
         _selectivity,
         _tables,
         _train_index,
-        check_probe_settings,
         used_train,
     )
+    from bertology.probing.spec import check_probe_settings
 
     seeds = check_probe_settings(probe, seeds, train_fraction)
     features = _open(features)

@@ -1,9 +1,13 @@
-"""Summaries of probing results: the Table 2 layout (layers x tasks, "acc (delta vs untrained)") as a
-DataFrame and as a rich table, and the layer-curve figure (accuracy per layer with its baselines).
+"""Probing results summarised and shown: the Table 2 numbers and the best-layer verdicts, and their views.
 
-Every function takes the tidy ``results`` table of :func:`~bertology.probing.run_probing` (or its
-:class:`~bertology.results.Result`). Numbers stay fractions in the frames; the display forms (``table2``,
-``table2_rich``, the figure) show percent.
+The numbers are computed once, where the probing :class:`~bertology.results.Result` is made
+(:func:`bertology.probing.experiment.run_probing`): :func:`summarize`, :func:`table2_frame` (the ``table2``
+and ``table2_dev`` tables) and :func:`best_layer_table` (the ``best_layer`` table). Every view draws the
+tables it is given and computes nothing: :func:`table2` (the Table 2 layout as a DataFrame),
+:func:`table2_rich` and :func:`table2_vertical` (console tables), :func:`print_table2`, and
+:func:`plot_layer_curves` (the figure); each takes a ``table2`` frame (filter its rows to show some tasks)
+and, where it shows the best layer in words, the ``best_layer`` table. Numbers stay fractions in the frames;
+the views show percent.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import pandas as pd
 from bertology.errors import DataError
 from bertology.files import save_figure
 from bertology.probing.names import PRIMARY_METRIC as STRUCTURAL_METRIC, SCALAR_MIX
+from bertology.probing.summary import BestLayer, best_layer, best_layers, power_flags
 from bertology.results import Result, percent
 
 #: A task's headline metric: the structural probes' by kind, accuracy for every other task.
@@ -112,8 +117,6 @@ def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = Non
     ``results``: a :class:`~bertology.results.Result` of :func:`~bertology.probing.run_probing` or a
     mapping of its tables (intervals and sizes come from its ``summary`` and ``datasets``), or a bare
     ``results`` frame (then without intervals or sizes). ``tasks`` restricts the table to some tasks."""
-    from bertology.probing.summary import best_layer, power_flags
-
     results, summary, datasets = _tables_of(results, tasks)
     records = []
     for task in dict.fromkeys(results.task):  # the order tasks were run in
@@ -175,6 +178,45 @@ def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = Non
     return power_flags(frame)
 
 
+#: Columns of the ``best_layer`` table: one row per layer the verdict names (``chosen``: the one chosen on dev;
+#: the others are indistinguishable from it), the verdict's numbers repeated on each.
+BEST_LAYER_COLUMNS = ["task", "layer", "chosen", "metric", "split", "accuracy", "ci_low", "ci_high", "runner_up",
+                      "distinguishable", "majority", "beats_majority", "powered", "marked"]
+
+
+def best_layer_table(table2: pd.DataFrame) -> pd.DataFrame:
+    """The best-layer verdict (:func:`bertology.probing.summary.best_layer`) of every task of a ``table2``
+    frame, tidy: one row per layer in the verdict's ``layers`` (``chosen`` marks the layer chosen on dev)."""
+    rows = []
+    for verdict in best_layers(table2).values():
+        for layer in verdict.layers:
+            rows.append({"task": verdict.task, "layer": layer, "chosen": layer == verdict.layer,
+                         "metric": verdict.metric, "split": verdict.split, "accuracy": verdict.accuracy,
+                         "ci_low": verdict.ci_low, "ci_high": verdict.ci_high, "runner_up": verdict.runner_up,
+                         "distinguishable": verdict.distinguishable, "majority": verdict.majority,
+                         "beats_majority": verdict.beats_majority, "powered": verdict.powered,
+                         "marked": verdict.marked})
+    table = pd.DataFrame(rows, columns=BEST_LAYER_COLUMNS)
+    return table.astype({"layer": "Int64", "runner_up": "Int64", "marked": "Int64", "chosen": bool,
+                         "distinguishable": bool, "beats_majority": bool, "powered": bool})
+
+
+def best_layer_verdicts(table: pd.DataFrame) -> dict[str, BestLayer]:
+    """The :class:`~bertology.probing.summary.BestLayer` of every task of a ``best_layer`` table (in its order)."""
+    out = {}
+    for task, part in table.groupby("task", sort=False):
+        chosen = part[part["chosen"].astype(bool)].iloc[0]
+        runner_up = chosen["runner_up"]
+        out[str(task)] = BestLayer(
+            task=str(task), metric=str(chosen["metric"]), split=str(chosen["split"]), layer=int(chosen["layer"]),
+            layers=tuple(sorted(int(l) for l in part["layer"])), accuracy=float(chosen["accuracy"]),
+            ci_low=float(chosen["ci_low"]), ci_high=float(chosen["ci_high"]),
+            runner_up=None if pd.isna(runner_up) else int(runner_up), distinguishable=bool(chosen["distinguishable"]),
+            majority=float(chosen["majority"]), beats_majority=bool(chosen["beats_majority"]),
+            powered=bool(chosen["powered"]))
+    return out
+
+
 def delta_signs(frame: pd.DataFrame) -> pd.Series:
     """The established sign of every row's delta vs the untrained twin: ``"+"`` or ``"-"`` when its 95%
     interval (``delta_ci_low``, ``delta_ci_high``) excludes 0, ``"0"`` when the interval holds 0 (the
@@ -221,23 +263,25 @@ def _sizes_text(part: pd.DataFrame) -> str:
     return text + (" (<200!)" if bool(row.get("small_split", False)) else "")
 
 
-def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence[str] | None = None) -> pd.DataFrame:
-    """The Convexity report's Table 2 layout, for display: layers as rows, tasks as columns, cells
-    ``"acc [ci_low, ci_high] (delta)"`` in percent with the 95% interval (when the run computed one) and
-    delta = encoder - untrained twin (mean over seeds), followed by ``ns`` when the delta's own interval
-    holds 0 (:func:`delta_signs`). Extra rows (:data:`EXTRA_ROWS`): ``mix`` (scalar
-    mix), the baselines ``majority``, ``word identity`` (word, arc and span tasks) and ``linear chain
-    (right-branching)`` (structural probes: distance |i - j|, root = the first word), the sizes used, and ``best layer (dev)``: the layer
-    chosen on dev when it is distinguishable from every other layer, else the indistinguishable layers
-    ``"2-4 (tied)"``; ``"<maj"`` flags a chosen layer not above the majority baseline
-    (:func:`bertology.probing.summary.best_layer`). Column names follow Table 2 (``BShift``); an
-    underpowered task (interval wider than +/-1.5 points or a split under 200) gets a ``*``. The
-    numbers, as fractions, are :func:`table2_frame`."""
-    from bertology.probing.summary import best_layer
+def _verdicts(best: pd.DataFrame | None) -> dict:
+    return {} if best is None else best_layer_verdicts(best)
 
-    frame = table2_frame(results, split, tasks)
+
+def table2(numbers: pd.DataFrame, best: pd.DataFrame | None = None, with_std: bool = False) -> pd.DataFrame:
+    """The Convexity report's Table 2 layout of a ``table2`` frame (:func:`table2_frame`, a probing Result's
+    ``table2``), for display: layers as rows, tasks as columns, cells ``"acc [ci_low, ci_high] (delta)"`` in
+    percent with the 95% interval (when the run computed one) and delta = encoder - untrained twin (mean over
+    seeds), followed by ``ns`` when the delta's own interval holds 0 (:func:`delta_signs`). Extra rows
+    (:data:`EXTRA_ROWS`): ``mix`` (scalar mix), the baselines ``majority``, ``word identity`` (word, arc and
+    span tasks) and ``linear chain (right-branching)`` (structural probes: distance |i - j|, root = the first
+    word), the sizes used, and, given the Result's ``best_layer`` table as ``best``, ``best layer (dev)``: the
+    layer chosen on dev when it is distinguishable from every other layer, else the indistinguishable layers
+    ``"2-4 (tied)"``; ``"<maj"`` flags a chosen layer not above the majority baseline
+    (:func:`bertology.probing.summary.best_layer`). Column names follow Table 2 (``BShift``); an underpowered
+    task (interval wider than +/-1.5 points or a split under 200) gets a ``*``."""
+    verdicts = _verdicts(best)
     columns = {}
-    for task, part in frame.groupby("task", sort=False):
+    for task, part in numbers.groupby("task", sort=False):
         cells = {}
         for row in part.itertuples():
             key = "mix" if pd.isna(row.layer) else int(row.layer)
@@ -247,7 +291,8 @@ def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence
             value = part[column].iloc[0]
             cells[name] = percent(value) if not pd.isna(value) else ""
         cells["n train/dev/test"] = _sizes_text(part)
-        cells["best layer (dev)"] = best_layer(frame, task).label()
+        if task in verdicts:
+            cells["best layer (dev)"] = verdicts[task].label()
         name = _display_name(task)
         metric = part.metric.iloc[0]
         name = name if metric == "accuracy" else f"{name} [{metric}]"
@@ -263,18 +308,22 @@ def table2(results, split: str = "test", with_std: bool = False, tasks: Sequence
     return table
 
 
-def table2_rich(results, split: str = "test", title: str | None = None, with_std: bool = True,
-                tasks: Sequence[str] | None = None):
-    """Table 2 as a :class:`rich.table.Table`; the marked best layer (distinguishable, above majority) is
-    in bold. Cells fold rather than being cut (``overflow="fold"``); :func:`print_table2` switches to
-    one narrow table per task when the terminal is too narrow for this one."""
+def _title(model: str | None, split: str) -> str:
+    return f"{model + ': ' if model else ''}{split} accuracy per layer, % [95% CI] (delta vs untrained twin)"
+
+
+def table2_rich(numbers: pd.DataFrame, best: pd.DataFrame | None = None, model: str | None = None,
+                title: str | None = None, with_std: bool = True):
+    """:func:`table2` as a :class:`rich.table.Table`; the marked best layer (distinguishable, above majority,
+    the ``table2`` frame's ``best_marked``) is in bold. Cells fold rather than being cut
+    (``overflow="fold"``); :func:`print_table2` switches to one narrow table per task when the terminal is
+    too narrow for this one."""
     from rich.table import Table
 
-    numbers = table2_frame(results, split, tasks)
-    frame = table2(results, split, with_std=with_std, tasks=tasks)
+    frame = table2(numbers, best, with_std=with_std)
     marked = {(_display_name(t), int(l)) for t, l in numbers[numbers.best_marked][["task", "layer"]].itertuples(index=False)}
-    models = ", ".join(sorted(map(str, _tables_of(results)[0].model.dropna().unique())))
-    table = Table(title=title or f"{models}: {split} accuracy per layer, % [95% CI] (delta vs untrained twin)")
+    split = str(numbers["split"].iloc[0]) if len(numbers) else "test"
+    table = Table(title=title or _title(model, split))
     table.add_column("layer", justify="right", overflow="fold")
     for column in frame.columns:
         table.add_column(str(column), justify="right", overflow="fold")
@@ -296,19 +345,19 @@ CAPTION = ("bold = best layer: chosen on dev and outside every other layer's 95%
            "mix = learned scalar mix of all layers; layer 0 = embeddings")
 
 
-def table2_vertical(results, split: str = "test", tasks: Sequence[str] | None = None) -> list:
-    """One narrow :class:`rich.table.Table` per task (layers as rows; accuracy, interval, baselines as
-    columns): the layout for terminals too narrow for :func:`table2_rich`."""
+def table2_vertical(numbers: pd.DataFrame, best: pd.DataFrame | None = None) -> list:
+    """One narrow :class:`rich.table.Table` per task of a ``table2`` frame (layers as rows; accuracy,
+    interval, baselines as columns), captioned with the task's best-layer verdict when ``best`` is given:
+    the layout for terminals too narrow for :func:`table2_rich`."""
     from rich.table import Table
 
-    from bertology.probing.summary import best_layer
-
-    numbers = table2_frame(results, split, tasks)
+    verdicts = _verdicts(best)
     out = []
     for task, part in numbers.groupby("task", sort=False):
-        verdict = best_layer(numbers, task)
         metric = part.metric.iloc[0]
-        table = Table(title=f"{_display_name(task)} ({metric}, {split}, %)", caption=verdict.sentence())
+        split = part.split.iloc[0]
+        table = Table(title=f"{_display_name(task)} ({metric}, {split}, %)",
+                      caption=verdicts[task].sentence() if task in verdicts else None)
         for column in ("layer", "mean", "95% CI", "untrained", "delta", "control"):
             table.add_column(column, justify="right", overflow="fold")
         for row in part.itertuples():
@@ -328,41 +377,42 @@ def table2_vertical(results, split: str = "test", tasks: Sequence[str] | None = 
     return out
 
 
-def print_table2(results, console=None, split: str = "test", tasks: Sequence[str] | None = None) -> None:
-    """Print Table 2 without ever truncating it: the wide layout when it fits the console, else one
-    narrow table per task (:func:`table2_vertical`); cells fold instead of being cut."""
+def print_table2(numbers: pd.DataFrame, best: pd.DataFrame | None = None, console=None,
+                 model: str | None = None) -> None:
+    """Print Table 2 of a ``table2`` frame without ever truncating it: the wide layout when it fits the
+    console, else one narrow table per task (:func:`table2_vertical`); cells fold instead of being cut."""
     from rich.console import Console
     from rich.measure import Measurement
 
     console = console or Console()
-    wide = table2_rich(results, split, tasks=tasks)
+    wide = table2_rich(numbers, best, model)
     needed = Measurement.get(console, console.options.update_width(10**5), wide).maximum
     if needed <= console.width:
         console.print(wide)
         return
-    for table in table2_vertical(results, split, tasks):
+    for table in table2_vertical(numbers, best):
         console.print(table)
     console.print(f"[dim]{CAPTION}[/dim]")
 
 
-def plot_layer_curves(results, path: str | os.PathLike | None = None, split: str = "test",
-                      tasks: Sequence[str] | None = None, formats: Sequence[str] = ("png", "svg")):
-    """Accuracy per layer for each task (mean over seeds, in percent, with its 95% interval as a band, or
-    +- std when the run computed no interval) beside its baselines: majority (dashed), word identity
-    (dash-dot), linear chain (structural), untrained twin, control task, and the scalar mix (dotted); a
-    star marks the best layer only when :func:`bertology.probing.summary.best_layer` finds it
-    distinguishable and above the majority baseline. Saved as ``path`` with each suffix in ``formats``
-    (atomically). Returns the matplotlib Figure."""
+def plot_layer_curves(numbers: pd.DataFrame, path: str | os.PathLike | None = None, model: str | None = None,
+                      formats: Sequence[str] = ("png", "svg")):
+    """Accuracy per layer for each task of a ``table2`` frame (mean over seeds, in percent, with its 95%
+    interval as a band, or +- std when the run computed no interval) beside its baselines: majority (dashed),
+    word identity (dash-dot), linear chain (structural), untrained twin, control task, and the scalar mix
+    (dotted); a star marks the frame's ``best_marked`` layer (distinguishable and above the majority
+    baseline, :func:`bertology.probing.summary.best_layer`). Saved as ``path`` with each suffix in
+    ``formats`` (atomically). Returns the matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    frame = table2_frame(results, split)
-    results = _tables_of(results)[0]
+    frame = numbers.copy()
+    split = str(frame["split"].iloc[0]) if len(frame) else "test"
     shown = ["mean", "std", "untrained", "control", "majority", "word_identity", "linear_chain", "ci_low", "ci_high"]
     frame[shown] = frame[shown] * 100  # figures show percent
-    names = list(dict.fromkeys(frame.task)) if tasks is None else list(tasks)
+    names = list(dict.fromkeys(frame.task))
     if not names:
         raise DataError("no tasks to plot")
     cols = min(4, len(names))
@@ -406,8 +456,7 @@ def plot_layer_curves(results, path: str | os.PathLike | None = None, split: str
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
     fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(6, max(1, len(legend))), frameon=False)
-    models = ", ".join(sorted(map(str, results.model.dropna().unique())))
-    fig.suptitle(f"{models}: probing accuracy per layer ({split}), mean over seeds with 95% interval")
+    fig.suptitle(f"{model + ': ' if model else ''}probing accuracy per layer ({split}), mean over seeds with 95% interval")
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     if path is not None:
         base = Path(path)

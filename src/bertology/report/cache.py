@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 from typing import Callable
 
-import pandas as pd
-
-from bertology.files import atomic_dir, atomic_path, write_json
-
+from bertology.files import atomic_dir, write_json
+from bertology.results import Result
 
 
 def key_hash(key: dict) -> str:
@@ -18,7 +16,8 @@ def key_hash(key: dict) -> str:
 
 
 class ResultCache:
-    """A folder of finished results: ``<name>-<hash of inputs>/<table>.parquet`` plus ``key.json``.
+    """A folder of finished :class:`~bertology.results.Result`\\ s: ``<name>-<hash of inputs>/`` holds what
+    ``Result.save`` writes (``<table>.parquet``/``.csv``, ``meta.json``) plus ``key.json``.
 
     A result folder appears only when complete (written to a temporary folder, then renamed), so an
     interrupted computation is simply redone and a finished one is never recomputed unless ``fresh``.
@@ -33,26 +32,19 @@ class ResultCache:
     def path(self, name: str, key: dict) -> Path:
         return self.root / f"{name}-{key_hash(key)}"
 
-    def get_or_compute(self, name: str, key: dict, compute: Callable[[], dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    def get_or_compute(self, name: str, key: dict, compute: Callable[[], Result]) -> Result:
+        """The Result cached under ``name`` and ``key``, or ``compute()``'s, saved first. Both are read back
+        from the folder, so a fresh and a reused Result hold the same types."""
         target = self.path(name, key)
-        if target.is_dir() and not self.fresh and (target / "key.json").is_file():
+        # An entry written before the cache held Results has key.json but no meta.json: it is simply recomputed.
+        if not self.fresh and (target / "key.json").is_file() and (target / "meta.json").is_file():
             self.hits.append(name)
-            return {p.stem: pd.read_parquet(p) for p in sorted(target.glob("*.parquet"))}
+            return Result.load(target)
         self.misses.append(name)
-        tables = compute()
+        result = compute()
+        if not isinstance(result, Result):
+            raise TypeError(f"the {name!r} computation returned {type(result).__name__}; expected a Result")
         with atomic_dir(target) as tmp:
-            for table_name, frame in tables.items():
-                with atomic_path(tmp / f"{table_name}.parquet") as part:
-                    _clean_for_parquet(frame).to_parquet(part, index=False)
+            result.save(tmp)
             write_json(tmp / "key.json", json.loads(json.dumps(key, sort_keys=True, default=str)))
-        return {k: pd.read_parquet(target / f"{k}.parquet") for k in tables}
-
-
-def _clean_for_parquet(frame: pd.DataFrame) -> pd.DataFrame:
-    frame = frame.reset_index(drop=True).copy()
-    for column in frame.columns:
-        if frame[column].dtype == object:
-            frame[column] = frame[column].map(lambda v: v if v is None or isinstance(v, (str, int, float, bool))
-                                              else json.dumps(v, default=str))
-    frame.columns = [str(c) for c in frame.columns]
-    return frame
+        return Result.load(target)

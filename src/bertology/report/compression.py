@@ -9,6 +9,7 @@ import pandas as pd
 from bertology.report.context import ReportContext
 from bertology.report.document import Image, Section, Table, Text
 from bertology.report.names import SECTION_TITLES
+from bertology.results import Result
 
 #: The methods the section compares: one of each kind, the strongest setting of the docs' table (a model of
 #: fewer than 3 layers drops 1).
@@ -45,9 +46,9 @@ def compression(context: ReportContext) -> Section:
         result = run_compression(context.encoder, methods, folder, sets=sets, rounds=2,
                                  seed=context.seeds[0], min_relation_count=max(5, sizes[1] // 10),
                                  progress=context.progress)
-        return {name: result[name] for name in ("summary", "layers", "baselines")}
+        return Result("compression", {name: result[name] for name in ("summary", "layers", "baselines")})
 
-    tables = context.cache.get_or_compute("compression", key, compute)
+    tables = context.cache.get_or_compute("compression", key, compute).tables
     context.results["compression"] = tables
     summary = tables["summary"]
     shown = pd.DataFrame({

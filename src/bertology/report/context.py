@@ -82,7 +82,7 @@ def safe_name(name: str) -> str:
 
 def setup_notes() -> list[str]:
     """The setup notes and deviations printed under every report."""
-    from bertology.attention.patterns import classifier_evaluation
+    from bertology.attention.pattern_resources import classifier_evaluation
 
     patterns = classifier_evaluation()
     return [

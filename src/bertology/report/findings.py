@@ -121,7 +121,9 @@ def probing_scores(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 counts[(row.task, "test")] = float(row.test)
     frames = []
     for split in ("dev", "test"):
-        frame = table2_frame(tables, split)  # the probing run's pooled bootstrap intervals when it has them
+        # The probing Result's own table2 (test) and table2_dev; tables without them are tabulated here.
+        name = "table2" if split == "test" else "table2_dev"
+        frame = tables[name] if name in tables else table2_frame(tables, split)
         frame = frame[frame["layer"].notna()].copy()
         frame["split"] = split
         twin = _twin_std(results, split)

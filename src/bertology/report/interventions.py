@@ -24,6 +24,7 @@ from bertology.report.context import ReportContext
 from bertology.report.document import Figure, Section, Table, Text
 from bertology.report.findings import FINETUNE_TASK_NAMES, learning_text
 from bertology.report.names import SECTION_TITLES
+from bertology.results import Result
 
 
 @dataclass(frozen=True)
@@ -141,8 +142,8 @@ def interventions(context: ReportContext) -> Section:
               if context.finetuned is not None else {"base": context.encoder.fingerprint})
     # rev 2: the learning check (the fine-tuned metric's interval against its baseline), BShift by default
     key = {**context.model_key, **source, "settings": asdict(settings), "flagged": flagged, "rev": 2}
-    tables = context.cache.get_or_compute("interventions", key, lambda: compute_interventions(context, settings,
-                                                                                                flagged))
+    tables = context.cache.get_or_compute("interventions", key, lambda: Result(
+        "interventions", compute_interventions(context, settings, flagged))).tables
     context.results["interventions"] = tables
     setup = tables["setup"].iloc[0]
     task_name = FINETUNE_TASK_NAMES.get(setup["task"], setup["task"]).split(" (")[0]

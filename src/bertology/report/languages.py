@@ -41,9 +41,9 @@ def languages(context: ReportContext) -> Section:
         result = run_languages(context.encoder, context.languages, seeds=context.seeds, tasks=("upos",),
                                max_sentences=context.max_sentences, max_train=REPORT_MAX_TRAIN,
                                max_dev=REPORT_MAX_DEV, device=context.device, progress=context.progress)
-        return result.tables
+        return result
 
-    tables = context.cache.get_or_compute("languages", key, compute)
+    tables = context.cache.get_or_compute("languages", key, compute).tables
     result = Result("languages", tables, meta={"model": context.model_name})
     context.results["languages"] = tables
     figures = save_figures(result, context.cache.path("languages", key) / "figures", context.model_name)

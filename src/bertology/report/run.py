@@ -321,7 +321,7 @@ def _model_comparison(contexts, encoder_a: Encoder, encoder_b: Encoder) -> list:
     key = {"a": encoder_a.fingerprint, "b": encoder_b.fingerprint, "n": 300}
     cache = contexts[0].cache
     tables = cache.get_or_compute(f"compare-{encoder_b.fingerprint}", key, lambda: compare_models(
-        encoder_a, encoder_b, contexts[0].dev[:300], progress=contexts[0].progress).tables)
+        encoder_a, encoder_b, contexts[0].dev[:300], progress=contexts[0].progress)).tables
     folder = cache.path(f"compare-{encoder_b.fingerprint}", key) / "figures"
     paths = plot_comparison(tables, folder, title=f"{encoder_a.name} vs {encoder_b.name}")
     blocks: list = [Image(p, f"bertology compare: {Path(p).stem.replace('_', ' ')}.") for p in paths]

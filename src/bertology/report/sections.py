@@ -4,8 +4,6 @@ the model uses it), knowledge and geometry. The findings at the top are generate
 
 from __future__ import annotations
 
-import html
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -14,10 +12,10 @@ import pandas as pd
 from bertology.extraction import encode_sentences
 from bertology.report.context import ReportContext
 from bertology.report.names import SECTION_TITLES
-from bertology.report.document import Figure, Image, Link, Section, Table, Text
+from bertology.report.document import Figure, Link, Section, Table
 from bertology.report.findings import best_layer, probing_scores
 from bertology.report.names import SECTION_NAMES
-from bertology.results import percent
+from bertology.results import Result, percent
 
 
 def tokenization(context: ReportContext) -> Section:
@@ -47,10 +45,10 @@ def tokenization(context: ReportContext) -> Section:
             "value": [f"{len(words):,}", f"{int(words['subwords'].sum()):,}", f"{words['subwords'].mean():.3f}",
                       f"{(words['subwords'] > 1).mean():.1%}", f"{sum(len(e.segments) > 1 for e in encoded):,}"],
         })
-        return {"summary": summary, "by_upos": by_upos, "most_split": split,
-                "histogram": histogram.reset_index(name="words")}
+        return Result("tokenization", {"summary": summary, "by_upos": by_upos, "most_split": split,
+                                       "histogram": histogram.reset_index(name="words")})
 
-    tables = context.cache.get_or_compute("tokenization", {**context.model_key, "rev": 2}, compute)
+    tables = context.cache.get_or_compute("tokenization", {**context.model_key, "rev": 2}, compute).tables
     section = Section("tokenization", SECTION_TITLES["tokenization"],
                       note="How the model's tokenizer cuts the corpus into subwords. Word vectors elsewhere in "
                            "this report average a word's subwords.")
@@ -76,9 +74,9 @@ def tokenization(context: ReportContext) -> Section:
 
 def attention(context: ReportContext) -> Section:
     """Clark et al.'s head statistics and heads as parsers; Kovaleva et al.'s pattern types; the viewer."""
-    from bertology.attention.figures import plot_heatmap
+    from bertology.attention.figures import plot_heatmap, plot_pattern_proportions
     from bertology.attention.parsing import run_attention_analysis
-    from bertology.attention.patterns import pattern_analysis, plot_pattern_proportions
+    from bertology.attention.patterns import pattern_analysis
     from bertology.attention.stats import STATISTICS, statistic_matrix
     from bertology.attention.viewer import view_attention, write_html
 
@@ -92,9 +90,10 @@ def attention(context: ReportContext) -> Section:
             control=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
         texts = [" ".join(s.words) for s in context.dev[: context.pattern_sentences]]
         patterns = pattern_analysis(context.encoder, texts, untrained_seeds=(0,), classifier="cnn", max_length=128)
-        return {**result.tables, "patterns": patterns["types"], "pattern_overall": patterns["overall"]}
+        return Result("attention", {**result.tables, "patterns": patterns["types"],
+                                    "pattern_overall": patterns["overall"]}, meta=result.meta)
 
-    tables = context.cache.get_or_compute("attention", key, compute)
+    tables = context.cache.get_or_compute("attention", key, compute).tables
     context.results["attention"] = tables
     section = Section("attention", SECTION_TITLES["attention"],
                       note=f"Word-level attention (Clark et al. 2019: summed over the attended word's subwords, "
@@ -171,7 +170,7 @@ def _wrap(text: str, width: int) -> str:
 
 def probing(context: ReportContext) -> Section:
     """The Convexity report's Table 2 on SentEval tasks built from EWT, token/edge probes, structural probes."""
-    from bertology.probing.report import plot_layer_curves, table2_frame
+    from bertology.probing.report import plot_layer_curves
     from bertology.probing.structural import summarize_structural
     from bertology.tasks import TASK_NAMES
 
@@ -181,15 +180,10 @@ def probing(context: ReportContext) -> Section:
     # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
     # rev 4: SentEval tasks from the pooled 50/10/40 re-split of the treebank (run_probing's default)
     key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 4}
-
-    def compute() -> dict[str, pd.DataFrame]:
-        return run_probing_for_report(context, tasks, caps).tables
-
-    tables = context.cache.get_or_compute("probing", key, compute)
+    result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
+    tables = result.tables
     results = tables["results"]
-    results["layer"] = results["layer"].astype("Int64")
-    results["seed"] = results["seed"].astype("Int64")
-    context.results["probing"] = {**tables, "results": results}
+    context.results["probing"] = dict(tables)
     scores = probing_scores(context.results["probing"])
     context.results["probing"]["scores"] = scores  # the findings read the same numbers
     classification = results[results["probe"] != "structural"]
@@ -204,25 +198,26 @@ def probing(context: ReportContext) -> Section:
                            "report's Table 2. Layer 0 is the embedding layer. The CSV holds every number as a "
                            "fraction with its interval.")
     senteval = classification[classification["task"].isin(TASK_NAMES)]
-    with_intervals = {**tables, "results": results}  # table2 takes the intervals and sizes from these tables
+    model = result.meta.get("model")
     if not senteval.empty:
-        section.add(_marked_table2({**with_intervals, "results": senteval}, scores, "Table 2 layout: SentEval "
+        numbers = _rows_of(tables["table2"], senteval)
+        section.add(_marked_table2(numbers, scores, "Table 2 layout: SentEval "
                                    "probing tasks rebuilt from UD English EWT, its sentences re-split 50/10/40 (see docs/tasks.md for each task's "
                                    "deviations), accuracy % [95% CI] (delta vs untrained twin; ns = the delta's 95% "
                                    "interval holds 0, so its sign is not established); * = underpowered (CI wider "
                                    "than ±1.5 points or a split under 200); bold = best layer (see the note).",
                                    "probing-senteval"))
-        section.add(Figure(lambda: plot_layer_curves({**with_intervals, "results": senteval}, None), "SentEval tasks: accuracy per layer (mean ± std "
+        section.add(Figure(lambda: plot_layer_curves(numbers, None, model), "SentEval tasks: accuracy per layer (mean ± std "
                            "over seeds) beside the majority class (dashed) and the untrained twin.",
                            id="probing-senteval-figure", data=_curve_data(scores, senteval)))
     tokens = classification[~classification["task"].isin(TASK_NAMES)]
     if not tokens.empty:
-        section.add(_marked_table2({**with_intervals, "results": tokens}, scores, "Token and edge probes (UPOS, "
+        token_numbers = _rows_of(tables["table2"], tokens)
+        section.add(_marked_table2(token_numbers, scores, "Token and edge probes (UPOS, "
                                    "XPOS, dependency label of the arc): accuracy % [95% CI] (delta vs untrained twin; "
                                    "ns = its interval holds 0); * = underpowered; bold = best layer.",
                                    "probing-tokens"))
-        frame = table2_frame(with_intervals, tasks=list(dict.fromkeys(tokens["task"])))
-        best = frame[frame["best_on_dev"] == True]  # noqa: E712
+        best = token_numbers[token_numbers["best_on_dev"] == True]  # noqa: E712
         cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
                 if c in best.columns]
         section.add(Table(best[cols], "At the layer chosen on dev: accuracy (%) beside the untrained twin, the "
@@ -232,7 +227,7 @@ def probing(context: ReportContext) -> Section:
                           headers={"mean": "accuracy (%)", "std": "std (seeds)", "untrained": "untrained twin (%)",
                                    "control": "control task (%)", "selectivity": "selectivity (points)",
                                    "majority": "majority (%)"}))
-        section.add(Figure(lambda: plot_layer_curves({**with_intervals, "results": tokens}, None), "Token and edge probes per layer with their baselines.",
+        section.add(Figure(lambda: plot_layer_curves(token_numbers, None, model), "Token and edge probes per layer with their baselines.",
                            id="probing-tokens-figure", data=_curve_data(scores, tokens)))
     if not structural.empty:
         summary = summarize_structural(structural)
@@ -268,19 +263,24 @@ def _task_column(task: str, metric: str) -> str:
     return name if metric == "accuracy" else f"{name} [{metric}]"
 
 
-def _marked_table2(tables: dict[str, pd.DataFrame], scores: pd.DataFrame, caption: str, anchor: str) -> Table:
-    """Table 2 (layers x tasks, "acc [95% CI] (delta)") from the probing tables restricted to some tasks
-    (``tables["results"]``), with the best layer in bold where it may be marked, and rows saying where it
-    is not: the layers indistinguishable from it, or that it is at chance."""
+def _rows_of(numbers: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a ``table2`` frame for the tasks of ``results``, in the order those tasks were run."""
+    order = {task: i for i, task in enumerate(dict.fromkeys(results["task"]))}
+    rows = numbers[numbers["task"].isin(order)]
+    return rows.iloc[rows["task"].map(order).argsort(kind="stable")].reset_index(drop=True)
+
+
+def _marked_table2(numbers: pd.DataFrame, scores: pd.DataFrame, caption: str, anchor: str) -> Table:
+    """Table 2 (layers x tasks, "acc [95% CI] (delta)") of the rows of the probing ``table2`` frame of some
+    tasks, with the best layer in bold where it may be marked, and rows saying where it is not: the layers
+    indistinguishable from it, or that it is at chance."""
     from bertology.probing.report import table2
 
-    results = tables["results"]
-    display = table2(tables, tasks=list(dict.fromkeys(results["task"])))
-    display = display.drop(index=[i for i in ("best layer (dev)",) if i in display.index])
+    display = table2(numbers)
     bold = set()
     best_row, ci_row = {}, {}
     positions = {layer: i for i, layer in enumerate(display.index)}
-    tasks = list(dict.fromkeys(results["task"]))
+    tasks = list(dict.fromkeys(numbers["task"]))
     test = scores[scores["split"] == "test"]
     for task in tasks:
         rows = test[test["task"] == task]
@@ -327,20 +327,30 @@ def report_probing_tasks() -> list[str]:
     return list(TASK_NAMES) + list(task_names(source="ud")) + [STRUCTURAL]
 
 
-def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict):
-    """:func:`bertology.probing.run_probing` with the report's settings; returns its Result."""
-    from bertology.probing.experiment import run_probing
+def report_probing_spec(context: ReportContext, tasks: list[str], caps: dict):
+    """The report's probing settings (:class:`~bertology.probing.spec.ProbingSpec`): the quick sizes (capped
+    further by ``--max-sentences``), one untrained twin for every seed, control tasks for word, arc and span
+    tasks, no scalar mix."""
+    from bertology.probing.spec import ProbingSpec
 
     max_train, max_eval = caps["max_train"], caps["max_eval"]
     if context.max_sentences:  # a quick run: cap the examples too (the caps count words, arcs or sentences)
         max_train = min(max_train or context.max_sentences, context.max_sentences)
         max_eval = min(max_eval or context.max_sentences, max(20, context.max_sentences // 2))
-    return run_probing(context.encoder, tasks=tasks, treebank=context.treebank_dir, seeds=context.seeds,
-                       max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences,
-                       cache_dir=context.store_dir / "probing", progress=context.progress, twin_per_seed=False,
-                       device=context.device or "auto",
-                       control="token", scalar_mix=False, probe_options={"max_iter": caps["max_iter"]}, quick=True,
-                       structural_kwargs={"epochs": caps["structural_epochs"]})
+    return ProbingSpec(tasks=tuple(tasks), treebank=context.treebank_dir, seeds=tuple(context.seeds),
+                       max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences, quick=True,
+                       twin_per_seed=False, control="token", scalar_mix=False,
+                       probe_options={"max_iter": caps["max_iter"]},
+                       structural_options={"epochs": caps["structural_epochs"]})
+
+
+def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict):
+    """:func:`bertology.probing.run_probing` with the report's spec (:func:`report_probing_spec`); its Result."""
+    from bertology.probing.experiment import run_probing
+
+    return run_probing(context.encoder, report_probing_spec(context, tasks, caps),
+                       cache_dir=context.store_dir / "probing", progress=context.progress,
+                       device=context.device or "auto")
 
 
 def _layer_text(layer) -> str:
@@ -376,54 +386,11 @@ def _structural_curves(summary: pd.DataFrame):
 
 
 def knowledge(context: ReportContext) -> Section:
-    """Contextuality, similarity to static embeddings and the MLM probe (and LAMA/minimal pairs when the
-    model has an MLM head): :func:`bertology.knowledge.section.knowledge_section` within a small budget."""
-    from bertology.knowledge.section import knowledge_section
+    """Contextuality, static similarity, the MLM probe, LAMA and minimal pairs:
+    :func:`bertology.report.knowledge.knowledge`."""
+    from bertology.report.knowledge import knowledge as build
 
-    quick = context.max_sentences is not None
-    sentences = min(400, context.max_sentences or 400)
-    # "mlm_probe_corrupt": the MLM probe's input dropout corrupts the predicted token only (knowledge.mlm_probe's
-    # default since it replaced all-token dropout), so results cached before are not reused
-    settings = {"sentences": sentences, "mlm_probe_sentences": 0 if quick else 300, "seeds": list(context.seeds[:1]),
-                "mlm_probe_corrupt": "target"}
-    folder = context.out_dir / "knowledge"
-
-    def compute() -> dict[str, pd.DataFrame]:
-        built = knowledge_section(context.encoder, folder, max_sentences=sentences, seeds=context.seeds[:1],
-                                  mlm_probe_sentences=settings["mlm_probe_sentences"], device=context.device,
-                                  cache_dir=context.store_dir, progress=context.progress)
-        tables = {f"table-{i}": frame for i, frame in enumerate(built.tables.values())}
-        tables["captions"] = pd.DataFrame({"kind": ["table"] * len(built.tables) + ["figure"] * len(built.figures),
-                                           "caption": [*built.tables, *built.figures],
-                                           "path": [""] * len(built.tables) + [str(Path(p).relative_to(context.out_dir))
-                                                                               for p in built.figures.values()]})
-        tables["notes"] = pd.DataFrame({"note": built.notes})
-        return tables
-
-    tables = context.cache.get_or_compute("knowledge", {**context.model_key, **settings}, compute)
-    section = Section("knowledge", SECTION_TITLES["knowledge"],
-                      note=f"On the first {sentences} EWT dev sentences, the model beside its untrained twin (seed "
-                           f"{context.seeds[0]}). " + ("The MLM probe is skipped in quick runs (--max-sentences); "
-                                                       "bertology knowledge mlm-probe runs it. " if quick else "")
-                           + "docs/knowledge.md has the full-size numbers and every choice.")
-    captions = tables["captions"]
-    numbers = _knowledge_numbers(folder)
-    context.results["knowledge"] = {**tables, **numbers}
-    for index, row in enumerate(captions[captions["kind"] == "table"].itertuples()):
-        anchor = "knowledge-contextuality" if row.caption.startswith("Contextuality") else ""
-        section.add(Table(tables[f"table-{index}"], row.caption, id=anchor))
-    for row in captions[captions["kind"] == "figure"].itertuples():
-        analysis = Path(row.path).parent.name  # knowledge/<analysis>/<figure>.png
-        section.add(Image(context.out_dir / row.path, row.caption, data=numbers.get(analysis)))
-    for note in tables["notes"]["note"]:
-        section.add(Text(html.escape(note)))
-    return section
-
-
-def _knowledge_numbers(folder: Path) -> dict[str, pd.DataFrame]:
-    """The numeric summaries the knowledge analyses saved under ``folder`` (``<analysis>/summary.parquet``):
-    the data behind its figures and the contextuality finding."""
-    return {path.parent.name: pd.read_parquet(path) for path in sorted(folder.glob("*/summary.parquet"))}
+    return build(context)
 
 
 def interventions(context: ReportContext) -> Section:

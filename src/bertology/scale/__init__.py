@@ -4,18 +4,10 @@ Nothing here imports Ray at import time; :func:`~bertology.scale.cluster.require
 runs, and says how to install the extra when it is missing (``pip install 'bertology[ray]'``).
 """
 
+from bertology._lazy import lazy_exports
 from bertology.scale.cluster import ENGINES, INSTALL_HINT, check_engine, connect, require_ray
 
+# The engines load torch and the capabilities they run: imported on first use (bertology._lazy).
+__getattr__ = lazy_exports(__name__, {"extraction": ("extract_ray",), "sweeps": ("finetune_sweep_ray",)})
+
 __all__ = ["ENGINES", "INSTALL_HINT", "check_engine", "connect", "extract_ray", "finetune_sweep_ray", "require_ray"]
-
-
-def __getattr__(name: str):
-    if name == "extract_ray":
-        from bertology.scale.extraction import extract_ray
-
-        return extract_ray
-    if name == "finetune_sweep_ray":
-        from bertology.scale.sweeps import finetune_sweep_ray
-
-        return finetune_sweep_ray
-    raise AttributeError(name)

@@ -5,7 +5,8 @@ tokenization, same shard plan, same index). The shards still to do become the ro
 each carrying its sentences' encoded inputs; ``map_batches`` hands them, one shard per call, to a pool of
 actors that each hold one encoder replica (loaded once per actor) and run the local engine's
 :class:`~bertology.extraction.pipeline.ShardComputer` (its length-sorted batches, pooling and attention
-maps) and its atomic shard writer straight into the store folder. The driver alone writes the index, one
+maps) and the store writer's :func:`~bertology.store.writer.write_shard` straight into the store folder. The
+driver alone writes the index (:meth:`~bertology.store.writer.StoreWriter.record`), one
 shard at a time as their results come back, so the index never names a shard whose file is not whole; a
 rerun skips the shards it lists and redoes the others (a worker killed mid-write leaves only a temporary
 file, which the rerun deletes).
@@ -22,16 +23,18 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 
-from bertology.data.corpus import Sentence
+from bertology.data.sentence import Sentence
 from bertology.errors import OutputError, StoreError
-from bertology.extraction.pipeline import (
-    MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ShardComputer, plan_extraction, run_context, run_stats, shard_metadata,
-)
-from bertology.models.encoders import Encoder
+from bertology.extraction.pipeline import ShardComputer, plan_extraction, run_context, run_stats
+from bertology.extraction.spec import ExtractionSpec
+from bertology.models.encoders import Encoder, load_encoder
 from bertology.progress import progress_bar
 from bertology.scale.cluster import check_resources, connect, default_workers, plain_error, user_error
-from bertology.store.store import INDEX_NAME, Store, write_shard_atomic
+from bertology.store.names import INDEX_NAME
+from bertology.store.store import Store
+from bertology.store.writer import write_shard
 
 #: A test hook: ``{"shard": k, "mode": "raise" | "exit", "marker": path}`` makes the actor given shard ``k``
 #: raise, or die mid-write (leaving a partial temporary file); with ``marker`` only once (the marker
@@ -43,18 +46,14 @@ class ShardActor:
     """One encoder replica; called by Ray Data with a batch of shard rows, it writes each shard and
     returns their index entries and counts."""
 
-    def __init__(self, encoder, load: dict | None, fingerprint: str, settings: dict, max_rows: int, out: str,
-                 threads: int, device: str, fail: dict | None = None):
-        import torch
-
+    def __init__(self, encoder, load: dict | None, fingerprint: str, spec: ExtractionSpec, layers: list[int],
+                 max_rows: int, out: str, threads: int, device: str, fail: dict | None = None):
         torch.set_num_threads(max(1, threads))
         self.out, self.fail = Path(out), fail
         if not (self.out / INDEX_NAME).is_file():
             raise StoreError(f"{out}: the store folder is not visible on node {socket.gethostname()}; the store "
                              "must live on a path every node sees (a shared file system; docs/scale.md)")
         if load is not None:
-            from bertology.models.encoders import load_encoder
-
             encoder = load_encoder(**{**load, "device": device})
             if encoder.fingerprint != fingerprint:
                 raise StoreError(f"node {socket.gethostname()}: model {load.get('name_or_path')!r} has fingerprint "
@@ -65,9 +64,9 @@ class ShardActor:
 
             encoder = unpack_encoder(ray.get(encoder))
             encoder.model.to(device)
-        self.encoder, self.settings = encoder, settings
+        self.encoder = encoder
         self.encoded: dict = {}
-        self.computer = ShardComputer(encoder, self.encoded, max_rows=max_rows, **settings)
+        self.computer = ShardComputer(encoder, self.encoded, spec, layers, max_rows=max_rows)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = {name: [] for name in ("shard", "bytes", "sha256", "tokens", "padded_tokens", "windowed_sentences",
@@ -78,10 +77,10 @@ class ShardActor:
             self.encoded.clear()
             self.encoded.update(pickle.loads(payload))
             self._maybe_fail(int(k), "raise")
-            with run_context(self.encoder, self.settings["autocast"], self.settings["attention_layers"]):
+            with run_context(self.encoder, self.computer.spec.autocast, self.computer.attention_layers):
                 tensors, counts = self.computer.compute(int(start), int(stop))
             self._maybe_fail(int(k), "exit")
-            entry = write_shard_atomic(self.out / str(file), tensors, shard_metadata())
+            entry = write_shard(self.out, str(file), tensors)
             for name, value in (("shard", int(k)), ("bytes", entry["bytes"]), ("sha256", entry["sha256"]),
                                 *counts.items(), ("seconds", time.perf_counter() - started),
                                 ("node", socket.gethostname())):
@@ -108,27 +107,18 @@ def extract_ray(
     encoder: Encoder,
     sentences: Sequence[Sentence | str],
     out: str | Path,
+    spec: ExtractionSpec | None = None,
     *,
     load: dict | None = None,
     address: str | None = None,
     workers: int | None = None,
     cpus_per_worker: float = 1,
     gpus_per_worker: float = 0,
-    layers=None,
-    pool: str = "word-mean",
-    attentions: bool = False,
-    dtype: str = "float16",
-    autocast: str | None = None,
-    batch_tokens: int = 4096,
-    max_batch: int = 128,
-    long_policy: str = "window",
     input_path: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
-    shard_bytes: int | None = None,
-    max_attention_words: int | None = MAX_ATTENTION_WORDS,
-    max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION,
     fail: dict | None = None,
+    **settings,
 ) -> Store:
     """:func:`bertology.extraction.extract` on a Ray cluster: the same store, written by ``workers`` actors.
 
@@ -138,19 +128,18 @@ def extract_ray(
     object store. ``address``: ``None`` starts (or reuses) a local instance, ``"auto"`` or ``HOST:PORT``
     joins a cluster. ``workers`` defaults to what the cluster has room for; each asks for
     ``cpus_per_worker`` CPUs (its torch threads) and ``gpus_per_worker`` GPUs (then it runs on ``cuda``).
-    ``out`` must be a folder every node sees. Other arguments as :func:`~bertology.extraction.extract`.
+    ``out`` must be a folder every node sees. ``spec`` (or its fields as keywords), ``input_path``,
+    ``overwrite`` and ``progress`` as :func:`~bertology.extraction.extract`.
     """
     started = time.perf_counter()
+    spec = ExtractionSpec.of(spec, **settings)  # a bad setting is one line before the cluster starts
     # The cluster first: workers it has no room for are refused in one line (Ray would wait for them forever)
     # before the plan writes the store's index into ``out``.
     ray = connect(address, progress=progress)
     check_resources(cpus_per_worker, gpus_per_worker)
     connected = time.perf_counter()
-    plan = plan_extraction(encoder, sentences, out, layers=layers, pool=pool, attentions=attentions, dtype=dtype,
-                           autocast=autocast, batch_tokens=batch_tokens, max_batch=max_batch,
-                           long_policy=long_policy, input_path=input_path, overwrite=overwrite,
-                           shard_bytes=shard_bytes, max_attention_words=max_attention_words,
-                           max_unknown_fraction=max_unknown_fraction)
+    plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite)
+    writer = plan.writer
     if plan.complete:
         return Store.open(plan.out)
     todo = plan.todo
@@ -167,7 +156,7 @@ def extract_ray(
         ShardActor, batch_size=1, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or None,
         fn_constructor_kwargs={"encoder": encoder_ref, "load": load, "fingerprint": encoder.fingerprint,
-                               "settings": plan.settings(), "max_rows": plan.largest_shard_rows(todo),
+                               "spec": plan.spec, "layers": plan.layers, "max_rows": plan.largest_shard_rows(todo),
                                "out": str(plan.out.resolve()), "threads": int(max(1, cpus_per_worker)),
                                "device": "cuda" if gpus_per_worker else "cpu", "fail": fail})
     counts, nodes, first = [], set(), None
@@ -179,8 +168,8 @@ def extract_ray(
                                 total=sum(sentences_of.values()))
             for row in finished:
                 k = int(row["shard"])
-                plan.record(k, {"file": plan.index["shards"][k]["file"], "bytes": int(row["bytes"]),
-                                "sha256": str(row["sha256"])})
+                writer.record(k, {"file": plan.index["shards"][k]["file"], "bytes": int(row["bytes"]),
+                                  "sha256": str(row["sha256"])})
                 counts.append({key: int(row[key]) for key in ("tokens", "padded_tokens", "windowed_sentences")})
                 nodes.add(str(row["node"]))
                 first = first if first is not None else time.perf_counter()
@@ -188,7 +177,7 @@ def extract_ray(
     except Exception as error:  # Ray wraps what the actors raised
         cause = user_error(error)
         if isinstance(cause, OutputError):
-            raise plan.output_error(cause) from None
+            raise writer.output_error(cause) from None
         if cause is not None:
             raise plain_error(cause) from None
         raise
@@ -203,10 +192,9 @@ def extract_ray(
     if missing:
         raise StoreError(f"{plan.out}: the Ray run ended with shards {missing} not written; run the same command "
                          "again to redo them")
-    for leftover in plan.out.glob(".*.tmp"):  # what a worker killed mid-write left (its shard was redone)
-        leftover.unlink(missing_ok=True)
+    writer.remove_leftovers()  # what a worker killed mid-write left (its shard was redone)
     elapsed = time.perf_counter() - started
-    plan.finish(run_stats(counts, elapsed, engine="ray", workers=workers, nodes=sorted(nodes),
+    writer.finish(run_stats(counts, elapsed, engine="ray", workers=workers, nodes=sorted(nodes),
                           connect_seconds=round(connected - started, 3),
                           first_shard_seconds=round((first or connected) - started, 3)))
     return Store.open(plan.out)

@@ -11,8 +11,15 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import pandas as pd
+import torch
+
+from bertology.finetune.evaluation import TaskEvaluator, checkpoint_task
+from bertology.finetune.model import load_finetuned
 from bertology.finetune.train import FinetuneConfig, finetune, finished_run
-from bertology.models.encoders import Encoder
+from bertology.heads.glue import head_rows
+from bertology.intervention.importance import single_head_ablation, summarize_single_head
+from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
 from bertology.scale.cluster import check_resources, connect, default_workers, run_tasks
 from bertology.scale.extraction import pack_encoder, unpack_encoder
@@ -20,12 +27,8 @@ from bertology.scale.extraction import pack_encoder, unpack_encoder
 
 def _one_run(encoder_bytes: bytes | None, load: dict | None, task: str, config: dict, out: str, threads: int,
              device: str) -> Result:
-    import torch
-
     torch.set_num_threads(max(1, threads))
     if load is not None:
-        from bertology.models.encoders import load_encoder
-
         encoder = load_encoder(**load)
     else:
         encoder = unpack_encoder(encoder_bytes)
@@ -88,12 +91,6 @@ def finetune_sweep_ray(
 
 def _ablate_layer(checkpoint: str, seed: int, layer: int, task: str | None, max_examples: int | None,
                   data_dir: str | None, threads: int, device: str, allow_task_mismatch: bool = False):
-    import torch
-
-    from bertology.finetune.evaluation import TaskEvaluator, checkpoint_task
-    from bertology.finetune.model import load_finetuned
-    from bertology.intervention.importance import single_head_ablation
-
     torch.set_num_threads(max(1, threads))
     model, tokenizer, meta = load_finetuned(checkpoint, device=device)
     evaluator = TaskEvaluator(checkpoint_task(checkpoint, meta, task, allow_task_mismatch), tokenizer,
@@ -119,10 +116,6 @@ def single_head_ablation_ray(
     with one Ray task per checkpoint (fine-tuning seed) x layer: each loads its checkpoint, scores it once
     whole and once per head of its layer masked. Returns the same ``ablation`` and ``summary`` tables as the
     local function (the baseline of a checkpoint is computed by each of its tasks, identically)."""
-    import pandas as pd
-
-    from bertology.intervention.importance import summarize_single_head
-
     ray = connect(address, progress=False)
     check_resources(cpus_per_worker, gpus_per_worker)  # one line, not an endless wait
     remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_ablate_layer)
@@ -142,14 +135,8 @@ def single_head_ablation_ray(
 
 
 def _head_job(name: str, seed: int, train_folder: str, dev_folder: str, context: dict, threads: int, device: str):
-    import dataclasses as dc
-
-    import torch
-
-    from bertology.heads.glue import head_rows
-
     torch.set_num_threads(max(1, threads))
-    config = dc.replace(context["config"], device=device, progress=False)
+    config = dataclasses.replace(context["config"], device=device, progress=False)
     return head_rows(name, seed, train_folder, dev_folder, **{**context, "config": config})
 
 

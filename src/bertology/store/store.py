@@ -30,14 +30,12 @@ from safetensors import safe_open
 
 from bertology.errors import BertologyWarning, StoreError
 from bertology.files import atomic_path, write_json
+from bertology.store.names import (  # noqa: F401  (the names every store module has read from here)
+    DTYPE_NAMES, FORMAT_VERSION, INDEX_NAME, POOLS, SENTENCE_POOLS, SENTENCES_NAME, WORD_POOLS,
+)
 
-FORMAT_VERSION = 1
-INDEX_NAME = "store.json"
-SENTENCES_NAME = "sentences.json"
-WORD_POOLS = ("word-mean", "word-first", "word-last")
-SENTENCE_POOLS = ("cls", "mean")
-POOLS = WORD_POOLS + SENTENCE_POOLS + ("tokens",)
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+assert tuple(DTYPES) == DTYPE_NAMES
 
 
 def file_sha256(path: Path) -> str:

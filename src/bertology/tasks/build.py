@@ -16,6 +16,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from bertology import __version__ as version
 from bertology.data import Sentence, read_conllu
 from bertology.data.treebank import conllu_files, split_of
 from bertology.errors import DataError, OutputError
@@ -262,8 +263,6 @@ def build_tasks(
         raise DataError(f"{out_dir}: holds tasks split as {sorted({t.get('split_source') for t in manifest['tasks'].values()})}, "
                         f"not {split_source!r}; choose another --out")
     ctx, input_stats = _prepare(by_split, (lo, hi), seed, POOLED_SPLIT if split == "pooled" else None)
-
-    from bertology import __version__ as version  # noqa: PLC0415 (avoid an import cycle at module load)
 
     report = BuildReport(out_dir=out_dir, split_source=split_source)
     rows = []

@@ -9,15 +9,14 @@ import os
 from pathlib import Path
 
 from bertology.data.corpus import read_senteval
+from bertology.data.treebank import find_splits
+from bertology.store.store import file_sha256
 from bertology.tasks.build import build_tasks
 from bertology.tasks.catalog import SENTEVAL_FILES
 
 
 def treebank_hash(treebank: str | os.PathLike) -> str:
     """A key for a treebank folder's content: the SHA-256 of its train/dev/test files (not their path)."""
-    from bertology.data.treebank import find_splits
-    from bertology.store.store import file_sha256
-
     files = find_splits(treebank)
     digest = hashlib.sha256()
     for split in sorted(files):

@@ -1,0 +1,40 @@
+"""The common end of every figure written to a file: layout, save (with vector siblings), close."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from bertology.files import save_figure
+
+
+def finish_layer_figure(figure, axes, path: str | os.PathLike, title: str | None = None, legend_size: int = 8) -> Path:
+    """The common end of a per-layer figure: x axis "layer (0 = embeddings)", a grid, one legend, the title;
+    then :func:`finish_figure`."""
+    for axis in axes:
+        axis.set_xlabel("layer (0 = embeddings)")
+        axis.grid(True, linewidth=0.3)
+    axes[0].legend(fontsize=legend_size)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return finish_figure(figure, path)
+
+
+def finish_figure(figure, path: str | os.PathLike, layout: dict | None = None) -> Path:
+    """Lay out (``tight_layout``, or ``figure.subplots_adjust(**layout)`` where tight_layout cannot, e.g. a
+    colorbar shared by several axes), save with :func:`save_figure` and close (figures are many in a report
+    run). A ``.png`` gets ``.svg`` and ``.pdf`` siblings (vector versions for papers; the report offers them as
+    downloads)."""
+    if layout is None:
+        figure.tight_layout()
+    else:
+        figure.subplots_adjust(**layout)
+    saved = save_figure(figure, path)
+    if saved.suffix == ".png":
+        for suffix in (".svg", ".pdf"):
+            save_figure(figure, saved.with_suffix(suffix), metadata={"Date": None} if suffix == ".svg"
+                        else {"CreationDate": None})
+    plt.close(figure)
+    return saved

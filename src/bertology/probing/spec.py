@@ -1,0 +1,152 @@
+"""Every setting of a probing run in one frozen :class:`ProbingSpec`, checked once when it is made.
+
+``bertology probe`` builds it from its options (before numpy, sklearn or torch load: this module imports
+only light ones) and the report from its budget; :func:`bertology.probing.run_probing` takes it. Where the
+run happens (cache folder, device, progress display) is not a setting of the experiment and is passed beside
+it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from bertology.errors import DataError, UsageError
+from bertology.numbering import parse_layers
+from bertology.probing.names import PROBE_KINDS
+from bertology.probing.tasks import resolve_tasks
+
+#: What a word type is for control tasks and the word-identity baseline.
+CONTROL_TYPES = ("auto", "lower", "exact")
+#: Control tasks for SentEval sentence tasks (:mod:`bertology.probing.controls`).
+SENTENCE_CONTROLS = ("none", "first-word", "bag-of-words")
+#: How SentEval tasks built from the treebank are split.
+SENTEVAL_SPLITS = ("pooled", "treebank")
+
+
+class SettingError(DataError):
+    """A probing setting out of range: ``setting`` names it, the message says what was expected."""
+
+    def __init__(self, setting: str, value, expected: str, shown: str | None = None):
+        self.setting, self.value, self.expected = setting, value, expected
+        super().__init__(f"{setting} {value!r}: {expected}" if shown is None else f"{setting} {shown}: {expected}")
+
+    def as_option(self, options: Mapping[str, str] | None = None) -> UsageError:
+        """The same complaint naming the command-line option (``train_fraction`` -> ``--train-fraction``)."""
+        option = (options or {}).get(self.setting, "--" + self.setting.replace("_", "-"))
+        return UsageError(str(self).replace(self.setting, option, 1))
+
+
+def check_probe_settings(probe: str, seeds: Iterable[int], train_fraction: float) -> list[int]:
+    """The settings every probing experiment shares, checked; returns the seeds as a list."""
+    if probe not in PROBE_KINDS:
+        raise SettingError("probe", probe, f"expected {' or '.join(PROBE_KINDS)}")
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise SettingError("seeds", seeds, "give at least one seed (three or more for a spread)", shown="(none)")
+    if not 0 < train_fraction <= 1:
+        raise SettingError("train_fraction", train_fraction, "expected a number in (0, 1]", shown=str(train_fraction))
+    return seeds
+
+
+@dataclass(frozen=True)
+class ProbingSpec:
+    """What to probe and how; every field has the default of ``bertology probe``.
+
+    ``tasks``: names or a comma-separated string (``"senteval"``, ``"ud"``, registered tasks, ``structural``,
+    SentEval names such as ``BShift``), kept resolved. ``treebank``: a UD folder (default: the packaged EWT).
+    ``seeds``: seed ``s`` initialises the probes, draws the control labels and is the untrained twin's seed.
+    ``layers``: ``None`` (all), a list or a spec such as ``"0,3,6"``, ``"1-4"``, ``"L3"``, ``"last"``.
+    Sizes: ``max_train``/``max_eval`` examples per task (default: :data:`bertology.probing.experiment.DEFAULT_MAX_TRAIN`,
+    or the small ``quick`` caps), ``max_sentences`` per split of each source, ``train_fraction`` of the capped
+    training examples per seed. Baselines: ``untrained`` twin (one per seed, or the first seed's for all with
+    ``twin_per_seed=False``), ``control`` tasks (``True``, ``False`` or ``"token"``: word, arc and span tasks
+    only) keyed on ``control_types``, ``sentence_control`` for SentEval tasks. ``scalar_mix``: also a probe
+    on a learned mix of all layers. ``l2``: the strengths each layer chooses from on dev (``None``: the
+probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the MLP probe's width. ``probe_options`` go to every probe (e.g. ``max_iter``),
+    ``structural_options`` to the structural probes; ``n_boot`` bootstrap resamples per interval.
+    """
+
+    tasks: tuple[str, ...] = ("upos",)
+    treebank: Path | None = None
+    seeds: tuple[int, ...] = (0, 1, 2)
+    layers: str | tuple[int, ...] | None = None
+    probe: str = "linear"
+    l2: float | tuple[float, ...] | None = None
+    hidden: int = 128
+    max_train: int | None = None
+    max_eval: int | None = None
+    max_sentences: int | None = None
+    quick: bool = False
+    train_fraction: float = 1.0
+    untrained: bool = True
+    twin_per_seed: bool = True
+    control: bool | str = True
+    control_types: str = "auto"
+    sentence_control: str = "none"
+    senteval_split: str = "pooled"
+    scalar_mix: bool = True
+    wnut: Path | None = None
+    senteval_samples: Path | None = None
+    structural_options: Mapping = field(default_factory=dict)
+    probe_options: Mapping = field(default_factory=dict)
+    n_boot: int = 1000
+
+    def __post_init__(self) -> None:
+        normal = {
+            "tasks": tuple(resolve_tasks(self.tasks)),
+            "seeds": tuple(check_probe_settings(self.probe, self.seeds, self.train_fraction)),
+            "layers": (self.layers if self.layers is None or isinstance(self.layers, str)
+                       else tuple(int(l) for l in ([self.layers] if isinstance(self.layers, int) else self.layers))),
+            "l2": (None if self.l2 is None else tuple(float(v) for v in self.l2) if isinstance(self.l2, Iterable)
+                   else float(self.l2)),
+            "structural_options": dict(self.structural_options or {}),
+            "probe_options": dict(self.probe_options or {}),
+        }
+        for name in ("treebank", "wnut", "senteval_samples"):
+            value = getattr(self, name)
+            normal[name] = None if value is None else Path(os.fspath(value))
+        for name, value in normal.items():
+            object.__setattr__(self, name, value)
+        parse_layers(self.layers)  # the syntax now; the range once the model's depth is known
+        for name in ("max_train", "max_eval", "max_sentences"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+                raise SettingError(name, value, "expected a whole number of at least 1 (or None: all)", shown=str(value))
+        for name, value, allowed in (("control", self.control, (True, False, "token")),
+                                     ("control_types", self.control_types, CONTROL_TYPES),
+                                     ("sentence_control", self.sentence_control, SENTENCE_CONTROLS),
+                                     ("senteval_split", self.senteval_split, SENTEVAL_SPLITS)):
+            if not any(value is choice or (isinstance(choice, str) and value == choice) for choice in allowed):
+                raise SettingError(name, value, "expected " + ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}")
+        if self.n_boot < 1:
+            raise SettingError("n_boot", self.n_boot, "expected at least 1 bootstrap resample")
+
+    @classmethod
+    def from_keywords(cls, **settings) -> "ProbingSpec":
+        """A spec from :func:`~bertology.probing.run_probing`'s former keyword arguments (``structural_kwargs``
+        is ``structural_options``); :class:`DataError` names an unknown one."""
+        if "structural_kwargs" in settings:
+            settings["structural_options"] = settings.pop("structural_kwargs")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            raise DataError(f"unknown probing setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}")
+        return cls(**{k: v for k, v in settings.items() if v is not None or k in _NONE_MEANS_SOMETHING})
+
+    @property
+    def control_labels_for_sentences(self) -> bool:
+        """Whether SentEval sentence tasks get a control task."""
+        return self.control is True and self.sentence_control != "none"
+
+    def wants_control(self, level: str) -> bool:
+        """Whether tasks of ``level`` (token, edge, span, sentence) are also trained on control labels."""
+        if level == "sentence":
+            return self.control_labels_for_sentences
+        return self.control in (True, "token")
+
+
+#: Fields whose ``None`` is a value of its own, not "the default" (:meth:`ProbingSpec.from_keywords`).
+_NONE_MEANS_SOMETHING = {"l2", "treebank", "layers", "max_train", "max_eval", "max_sentences", "wnut", "senteval_samples"}

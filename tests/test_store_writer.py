@@ -1,0 +1,129 @@
+"""The one store writer: planning, resuming (damaged shards, unreadable index, lost sentences), atomic shards,
+shared by extraction and the frozen-feature activations."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bertology.errors import BertologyWarning, DataError, StoreError, UsageError
+from bertology.extraction import ExtractionSpec, extract
+from bertology.heads.activations import LABELS_NAME, read_labels, write_activations
+from bertology.store import Store
+from bertology.store.names import INDEX_NAME, SENTENCES_NAME
+from bertology.store.writer import StoreWriter, model_record, plan_shards
+
+TEXTS = ["the dog barks", "a cat sleeps on the mat", "birds fly", "she said that dogs chase cats",
+         "it rains", "we walked home after the long game"]
+
+
+def _activations(encoder, out, **kwargs):
+    encoded = encoder.tokenizer(TEXTS)
+    ids = [list(x) for x in encoded["input_ids"]]
+    records = [{"id": f"x{i}", "words": []} for i in range(len(ids))]
+    return write_activations(encoder, ids, None, records, {"label": [i % 2 for i in range(len(ids))]}, out,
+                             pool="mean", shard_bytes=400, progress=False, **kwargs)
+
+
+def test_plan_shards_cuts_at_the_byte_target_and_keeps_one_input_per_shard_at_least():
+    assert plan_shards([1, 1, 1, 1], 10, 20) == [(0, 2), (2, 4)]
+    assert plan_shards([5, 1], 10, 20) == [(0, 1), (1, 2)]  # an input over the target gets a shard of its own
+    assert plan_shards([1, 1, 1], 10, 25, extra_bytes=[10, 0, 0]) == [(0, 1), (1, 3)]
+
+
+def test_one_model_record_for_every_store(tiny_bert, tmp_path):
+    store = extract(tiny_bert, TEXTS, tmp_path / "e", progress=False)
+    activations = _activations(tiny_bert, tmp_path / "a")
+    assert store.index["model"] == activations.index["model"] == model_record(tiny_bert)
+    assert {"fingerprint", "tokenizer_fingerprint", "word_types", "num_parameters"} <= set(model_record(tiny_bert))
+
+
+@pytest.mark.parametrize("writer", ["extract", "activations"])
+def test_an_unreadable_index_is_refused_in_one_line_and_replaced_with_overwrite(tiny_bert, tmp_path, writer):
+    out = tmp_path / "s"
+    write = (lambda **kw: extract(tiny_bert, TEXTS, out, progress=False, **kw)) if writer == "extract" else \
+        (lambda **kw: _activations(tiny_bert, out, **kw))
+    first = write()
+    expected = first.layer(1)
+    (out / INDEX_NAME).write_text("{not json", encoding="utf-8")
+    with pytest.raises(StoreError, match="unreadable index.*--overwrite"):
+        write()
+    again = write(overwrite=True)
+    assert np.array_equal(again.layer(1), expected)
+
+
+def test_activations_resume_damaged_shards_and_lost_files(tiny_bert, tmp_path):
+    out = tmp_path / "a"
+    first = _activations(tiny_bert, out)
+    assert len(first.shards) > 1
+    expected = first.layer(2)
+    shard = out / first.index["shards"][1]["file"]
+    shard.write_bytes(shard.read_bytes()[:-8] + b"\0" * 8)
+    (out / SENTENCES_NAME).unlink()
+    (out / LABELS_NAME).write_text("[", encoding="utf-8")
+    with pytest.warns(BertologyWarning, match="damaged"):
+        again = _activations(tiny_bert, out)
+    assert np.array_equal(again.layer(2), expected)
+    assert again.verify() == [] and read_labels(again)["labels"]["label"][1] == 1
+    assert [s["id"] for s in json.loads((out / SENTENCES_NAME).read_text())] == [f"x{i}" for i in range(len(TEXTS))]
+
+
+def test_activations_of_another_model_are_refused(tiny_bert, tmp_path):
+    from bertology.models.tiny import tiny_encoder
+
+    _activations(tiny_bert, tmp_path / "a")
+    with pytest.raises(StoreError, match="holds activations of other inputs: model"):
+        _activations(tiny_encoder("bert", seed=1), tmp_path / "a")
+
+
+def test_writer_records_a_shard_only_once_it_is_whole(tiny_bert, tmp_path):
+    key = {"model": model_record(tiny_bert), "layers": [0], "pool": "cls", "attentions": False, "dtype": "float32",
+           "long_policy": "error", "autocast": None}
+    writer = StoreWriter(tmp_path / "w", key, "hash")
+    writer.start([{"id": "a", "words": []}, {"id": "b", "words": []}], np.ones(2), [(0, 1), (1, 2)], {"path": None})
+    assert writer.todo == [0, 1]
+    written = []
+    with writer.shards_in_background(on_written=written.append) as put:
+        put(0, {"layer.0": torch.zeros(1, tiny_bert.hidden_size)})
+        assert json.loads((tmp_path / "w" / INDEX_NAME).read_text())["shards"][1]["sha256"] is None
+        put(1, {"layer.0": torch.ones(1, tiny_bert.hidden_size)})
+    writer.finish({"seconds": 0})
+    assert written == [0, 1] and writer.todo == []
+    store = Store.open(tmp_path / "w")
+    assert store.verify() == [] and np.array_equal(store.layer(0), [[0] * tiny_bert.hidden_size, [1] * tiny_bert.hidden_size])
+    resumed = StoreWriter(tmp_path / "w", key, "hash")
+    assert resumed.complete
+    with pytest.raises(StoreError, match="belongs to another extraction: input"):
+        StoreWriter(tmp_path / "w", key, "another hash")
+
+
+def test_the_spec_checks_once_and_normalises():
+    spec = ExtractionSpec(layers=[3, 0], attentions=True, autocast="bf16")
+    assert spec.layers == (3, 0) and spec.autocast is None  # attention maps stay float32
+    assert spec.layer_list(6) == [0, 3] and spec.attention_layer_list([0, 3]) == [3]
+    assert ExtractionSpec(autocast="bf16").autocast == "bfloat16"
+    assert ExtractionSpec.of(spec, pool="cls").pool == "cls"
+    with pytest.raises(UsageError, match="unknown extraction setting.*poool"):
+        ExtractionSpec.of(poool="cls")
+    with pytest.raises(UsageError, match="batch_tokens 0"):
+        ExtractionSpec(batch_tokens=0)
+    with pytest.raises(UsageError, match="layers 'x'"):
+        ExtractionSpec(layers="x")
+    with pytest.raises(DataError, match="word level"):
+        ExtractionSpec(pool="tokens", attentions=True)
+    with pytest.raises(Exception, match="frozen|cannot assign"):
+        spec.pool = "cls"
+
+
+def test_a_spec_and_keywords_give_the_same_store(tiny_bert, tmp_path):
+    spec = ExtractionSpec(layers="0,2", pool="word-first", dtype="float32")
+    by_spec = extract(tiny_bert, TEXTS, tmp_path / "a", spec, progress=False)
+    by_keywords = extract(tiny_bert, TEXTS, tmp_path / "b", layers="0,2", pool="word-first", dtype="float32",
+                          progress=False)
+    assert by_spec.layers == by_keywords.layers == [0, 2]
+    assert np.array_equal(by_spec.layer(2), by_keywords.layer(2))
+    with pytest.raises(UsageError, match="spec: expected an ExtractionSpec"):
+        extract(tiny_bert, TEXTS, tmp_path / "c", "0,2", progress=False)
