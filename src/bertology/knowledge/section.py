@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Sequence
 
 from bertology.errors import BertologyError, DataError, ModelError
+from bertology.geometry.contextuality import contextuality
+from bertology.geometry.stores import as_encoder
+from bertology.knowledge.lama import lama
+from bertology.knowledge.mlm import load_masked_lm
+from bertology.knowledge.mlm_probe import mlm_probe
+from bertology.knowledge.pairs import minimal_pairs
+from bertology.knowledge.static import static_similarity
 from bertology.results import Result
+from bertology.runtime import resolve_device
 
 
 @dataclass
@@ -45,11 +53,6 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
     the defaults: about 2-4 minutes on 2 CPU cores, most of it the MLM probe (``mlm_probe_sentences=0``
     skips it).
     """
-    from bertology.geometry.contextuality import contextuality
-    from bertology.geometry.stores import as_encoder
-    from bertology.knowledge.mlm_probe import mlm_probe
-    from bertology.knowledge.static import static_similarity
-
     out = Path(out)
     section = KnowledgeSection(settings={"max_sentences": max_sentences, "mlm_probe_sentences": mlm_probe_sentences,
                                          "mlm_probe_epochs": mlm_probe_epochs, "lama_facts": lama_facts,
@@ -84,11 +87,6 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
 
 
 def _masked_lm_parts(section, model, out, lama_data, lama_facts, pairs_data, pairs_max, seeds, device, progress):
-    from bertology.knowledge.lama import lama
-    from bertology.knowledge.mlm import load_masked_lm
-    from bertology.knowledge.pairs import minimal_pairs
-    from bertology.runtime import resolve_device
-
     if not isinstance(model, (str, os.PathLike)):
         section.notes.append("LAMA and minimal pairs: skipped (give the model by name or folder to load its MLM head).")
         return

@@ -21,6 +21,7 @@ import numpy as np
 
 from bertology.data import Sentence, read_conllu, read_senteval
 from bertology.data.treebank import base_relation, find_splits
+from bertology.data.wnut17 import WNUT17_FILES, entity_spans, read_wnut17
 from bertology.errors import DataError
 from bertology.probing.controls import (
     ControlTask,
@@ -198,8 +199,6 @@ def deprel_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
 
 def entity_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
     """Span task: every gold entity span (WNUT-17 BIO tags) with its type."""
-    from bertology.data.wnut17 import entity_spans
-
     refs, labels = [], []
     for i, sentence in enumerate(sentences):
         for start, end, label in entity_spans(sentence):
@@ -280,8 +279,6 @@ def load_ud_pools(treebank: str | Path, max_sentences: int | None = None) -> dic
 
 def load_wnut_pools(folder: str | Path, max_sentences: int | None = None) -> dict[str, list[Sentence]]:
     """WNUT-17's train/dev/test sentences (with their BIO tags), shuffled, at most ``max_sentences`` each."""
-    from bertology.data.wnut17 import WNUT17_FILES, read_wnut17
-
     folder = Path(folder)
     pools = {}
     for split, name in WNUT17_FILES.items():

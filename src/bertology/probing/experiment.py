@@ -37,11 +37,13 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+import shutil
+import warnings
 
 import numpy as np
 import pandas as pd
 
-from bertology.errors import DataError, MissingData
+from bertology.errors import BertologyWarning, DataError, MissingData
 from bertology.tasks.cache import built_tasks, cache_root, treebank_hash  # noqa: F401 (treebank_hash: public here too)
 from bertology.numbering import parse_layers
 from bertology.probing.controls import majority_label, resolve_types, word_identity_predictions
@@ -76,6 +78,13 @@ from bertology.probing.spec import ProbingSpec
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
+from bertology.data import external_folder, missing_data, packaged_treebank
+from bertology.extraction import corpus_hash, extract
+from bertology.files import atomic_path, write_json
+from bertology.models import Encoder, load_encoder
+from bertology.probing.structural import run_structural
+from bertology.probing.summary import bootstrap_intervals
+from bertology.store.store import file_sha256
 
 COLUMNS = ["model", "task", "probe", "component", "layer", "seed", "metric", "value", "baseline", "split"]
 
@@ -106,8 +115,6 @@ def default_caps(quick: bool = False) -> tuple[dict, dict]:
 def _source_folder(source: str, given: str | os.PathLike | None) -> Path:
     """A task source's folder: ``given``, else the packaged EWT for treebank tasks, else the external data
     set's folder (``$BERTOLOGY_DATA``), else :class:`~bertology.errors.MissingData`."""
-    from bertology.data import external_folder, missing_data, packaged_treebank
-
     if given is not None:
         return Path(given)
     if source == "ud":
@@ -246,8 +253,6 @@ class SentenceMeans:
     ``dim``, ``offsets`` (one row per sentence) and ``layer(l)``; the features are the same numbers."""
 
     def __init__(self, path: Path):
-        from bertology.store.store import file_sha256
-
         self.path = Path(path)
         meta = json.loads(self.path.with_suffix(".json").read_text())
         recorded = meta.get("sha256")  # caches written before the checksum are read as they are
@@ -267,9 +272,6 @@ class SentenceMeans:
     @classmethod
     def from_store(cls, store, path: Path) -> "SentenceMeans":
         """Write the sentence means of a word-level store (atomically: the ``.npy`` appears last)."""
-        from bertology.files import atomic_path, write_json
-        from bertology.store.store import file_sha256
-
         means = np.stack([sentence_mean_vectors(store.layer(layer), store.offsets) for layer in store.layers])
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as handle:
@@ -285,10 +287,6 @@ def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Pa
 
     Pools of a source in ``sentence_only`` keep only their sentence means (:class:`SentenceMeans`): the
     word-level store is extracted, reduced to the means and removed."""
-    import shutil
-
-    from bertology.extraction import corpus_hash, extract
-
     stores = {}
     layer_key = "all" if layers is None else "-".join(map(str, layers))
     sentence_only = set(sentence_only)
@@ -300,10 +298,6 @@ def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Pa
                 try:
                     stores[source, split] = SentenceMeans(means_path)
                 except (OSError, ValueError, KeyError) as error:  # unreadable, changed or without its layers
-                    import warnings
-
-                    from bertology.errors import BertologyWarning
-
                     reason = (str(error).splitlines() or [type(error).__name__])[0]
                     warnings.warn(f"{means_path}: damaged ({reason}); recomputing it", BertologyWarning, stacklevel=2)
                     means_path.unlink(missing_ok=True)
@@ -434,8 +428,6 @@ def _baseline_rows(model, task, probe_name, baseline, layers, seeds, predictions
 def _intervals(model: str, task: str, layers: Sequence[int], correct: dict, n_boot: int) -> list[dict]:
     """95% intervals (pooled bootstrap over seeds x resamples, :mod:`bertology.probing.summary`) of every
     collected accuracy of one task; the resamples are shared by every baseline, layer and seed of a split."""
-    from bertology.probing.summary import bootstrap_intervals
-
     out = []
     for (probe, component, baseline, split), by_seed in correct.items():
         boot_seed = derive_seed(0, "bootstrap", task, split)
@@ -494,8 +486,6 @@ def plan_probing(spec: ProbingSpec, cache: Path, progress: bool = False) -> Prob
     """The datasets of ``spec`` (built or read from ``cache``); :class:`DataError` when none can be built."""
     treebank = spec.treebank
     if treebank is None and any(t in senteval_names() for t in spec.tasks):
-        from bertology.data import packaged_treebank
-
         treebank = packaged_treebank()
     datasets, absent = build_datasets(spec.tasks, treebank, spec.wnut, spec.senteval_samples, spec.max_train,
                                       spec.max_eval, spec.max_sentences, cache, progress, quick=spec.quick,
@@ -623,8 +613,6 @@ def run_probing(model="minilm", spec: ProbingSpec | None = None, *legacy, cache_
     Deprecated: ``run_probing(model, tasks, treebank, seeds, layers, probe, **settings)`` with the spec's fields
     as keywords (``structural_kwargs`` for ``structural_options``) still works, for scripts written before the spec.
     """
-    from bertology.models import Encoder, load_encoder
-
     if not isinstance(spec, ProbingSpec):
         positional = dict(zip(("tasks", "treebank", "seeds", "layers", "probe"), ((spec,) if spec is not None else ())
                               + legacy))
@@ -748,9 +736,6 @@ def _structural(model, pool, stores, twin, seeds, layers, device, kwargs, progre
     """Hewitt-and-Manning structural probes (:func:`~bertology.probing.structural.run_structural`) on the
     treebank pool, beside the untrained twin's stores ``twin`` (None: without); returns the rows and the
     intervals of UUAS and root accuracy (bootstrap over test sentences pooled over seeds)."""
-    from bertology.probing.structural import run_structural
-    from bertology.probing.summary import bootstrap_intervals
-
     collected: dict = {}
     frame = run_structural(
         stores["ud", "train"], pool["train"], stores["ud", "dev"], pool["dev"], stores["ud", "test"], pool["test"],

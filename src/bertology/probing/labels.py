@@ -24,12 +24,23 @@ import pandas as pd
 
 from bertology.errors import DataError, StoreError
 from bertology.numbering import parse_layers
-from bertology.probing.controls import ControlTask, store_word_types, word_type
+from bertology.probing.controls import ControlTask, majority_label, store_word_types, word_type
 from bertology.probing.datasets import SPLITS
+from bertology.probing.experiment import (
+    _baseline_rows,
+    _fit_and_score,
+    _intervals,
+    _selectivity,
+    _tables,
+    _train_index,
+    used_train,
+)
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
+from bertology.probing.spec import check_probe_settings
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
+from bertology.store import Store
 
 #: Shares of train, dev and test when no splits are given.
 DEFAULT_SPLIT = (0.8, 0.1, 0.1)
@@ -37,8 +48,6 @@ DEFAULT_SPLIT = (0.8, 0.1, 0.1)
 
 def _open(store):
     if isinstance(store, (str, os.PathLike)):
-        from bertology.store import Store
-
         return Store.open(store)
     return store
 
@@ -143,18 +152,6 @@ def probe_labels(
     Returns a :class:`~bertology.results.Result` with the tables of :func:`run_probing` (``results``,
     ``summary``, ``table2``, ``datasets``); accuracies are fractions.
     """
-    from bertology.probing.controls import majority_label
-    from bertology.probing.experiment import (
-        _baseline_rows,
-        _fit_and_score,
-        _intervals,
-        _selectivity,
-        _tables,
-        _train_index,
-        used_train,
-    )
-    from bertology.probing.spec import check_probe_settings
-
     seeds = check_probe_settings(probe, seeds, train_fraction)
     features = _open(features)
     types_used = "given keys" if control_keys is not None else None

@@ -18,12 +18,18 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import matplotlib
+import matplotlib.pyplot as plt
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
 
 from bertology.errors import DataError
 from bertology.files import save_figure
 from bertology.probing.names import PRIMARY_METRIC as STRUCTURAL_METRIC, SCALAR_MIX
 from bertology.probing.summary import BestLayer, best_layer, best_layers, power_flags
 from bertology.results import Result, percent
+from bertology.tasks import TABLE2_COLUMNS
 
 #: A task's headline metric: the structural probes' by kind, accuracy for every other task.
 PRIMARY_METRIC = {f"structural-{kind}": metric for kind, metric in STRUCTURAL_METRIC.items()}
@@ -39,8 +45,6 @@ def _results(results) -> pd.DataFrame:
 
 def _display_name(task: str) -> str:
     try:
-        from bertology.tasks import TABLE2_COLUMNS
-
         return TABLE2_COLUMNS.get(task, task)
     except ImportError:  # pragma: no cover - the tasks package ships with bertology
         return task
@@ -318,8 +322,6 @@ def table2_rich(numbers: pd.DataFrame, best: pd.DataFrame | None = None, model: 
     the ``table2`` frame's ``best_marked``) is in bold. Cells fold rather than being cut
     (``overflow="fold"``); :func:`print_table2` switches to one narrow table per task when the terminal is
     too narrow for this one."""
-    from rich.table import Table
-
     frame = table2(numbers, best, with_std=with_std)
     marked = {(_display_name(t), int(l)) for t, l in numbers[numbers.best_marked][["task", "layer"]].itertuples(index=False)}
     split = str(numbers["split"].iloc[0]) if len(numbers) else "test"
@@ -349,8 +351,6 @@ def table2_vertical(numbers: pd.DataFrame, best: pd.DataFrame | None = None) -> 
     """One narrow :class:`rich.table.Table` per task of a ``table2`` frame (layers as rows; accuracy,
     interval, baselines as columns), captioned with the task's best-layer verdict when ``best`` is given:
     the layout for terminals too narrow for :func:`table2_rich`."""
-    from rich.table import Table
-
     verdicts = _verdicts(best)
     out = []
     for task, part in numbers.groupby("task", sort=False):
@@ -381,9 +381,6 @@ def print_table2(numbers: pd.DataFrame, best: pd.DataFrame | None = None, consol
                  model: str | None = None) -> None:
     """Print Table 2 of a ``table2`` frame without ever truncating it: the wide layout when it fits the
     console, else one narrow table per task (:func:`table2_vertical`); cells fold instead of being cut."""
-    from rich.console import Console
-    from rich.measure import Measurement
-
     console = console or Console()
     wide = table2_rich(numbers, best, model)
     needed = Measurement.get(console, console.options.update_width(10**5), wide).maximum
@@ -403,11 +400,7 @@ def plot_layer_curves(numbers: pd.DataFrame, path: str | os.PathLike | None = No
     (dotted); a star marks the frame's ``best_marked`` layer (distinguishable and above the majority
     baseline, :func:`bertology.probing.summary.best_layer`). Saved as ``path`` with each suffix in
     ``formats`` (atomically). Returns the matplotlib Figure."""
-    import matplotlib
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     frame = numbers.copy()
     split = str(frame["split"].iloc[0]) if len(frame) else "test"
     shown = ["mean", "std", "untrained", "control", "majority", "word_identity", "linear_chain", "ci_low", "ci_high"]

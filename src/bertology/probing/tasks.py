@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from bertology.errors import DataError
 from bertology.probing.names import LEVELS
+from bertology.tasks.catalog import TASK_NAMES, resolve_task_name
 
 if TYPE_CHECKING:
     from bertology.data import Sentence
@@ -164,8 +165,6 @@ register_task("ner", "span", entity_examples, source="wnut17", description="type
 
 def senteval_names() -> tuple[str, ...]:
     """The ten SentEval tasks (:mod:`bertology.tasks.catalog`), in Table 2 order."""
-    from bertology.tasks.catalog import TASK_NAMES
-
     return TASK_NAMES
 
 
@@ -173,8 +172,6 @@ def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
     """Expand ``"senteval"`` (the ten SentEval tasks) and ``"ud"`` (upos, xpos, deprel); accept registered
     task names, ``structural``, Table 2 names (``BShift``) and comma-separated strings. Order is kept,
     duplicates dropped; :class:`DataError` names an unknown task and the known ones."""
-    from bertology.tasks.catalog import resolve_task_name
-
     items = tasks.split(",") if isinstance(tasks, str) else [t for item in tasks for t in str(item).split(",")]
     out: list[str] = []
     for item in (t.strip() for t in items):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from bertology.compression import EvalSets, run_compression
 from bertology.report.context import ReportContext
 from bertology.report.document import Image, Section, Table, Text
 from bertology.report.names import SECTION_TITLES
@@ -29,8 +30,6 @@ def compression(context: ReportContext) -> Section:
                          "report's time budget). <code>bertology report --sections compression</code> adds it; "
                          "<code>bertology compress</code> runs every method with its checkpoints.</p>"))
         return section
-    from bertology.compression import EvalSets, run_compression
-
     # the report's own sentences: a third of its EWT dev sentences choose layers, L2 and heads, the rest train
     # the probes; its EWT test sentences are scored and timed
     usable = [s for s in context.dev if 1 < len(s) <= 60]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from bertology import __version__
+from bertology.attention.pattern_resources import classifier_evaluation
 from bertology.data import Sentence, default_corpus
 from bertology.extraction import corpus_hash
 from bertology.models import Encoder
@@ -82,8 +83,6 @@ def safe_name(name: str) -> str:
 
 def setup_notes() -> list[str]:
     """The setup notes and deviations printed under every report."""
-    from bertology.attention.pattern_resources import classifier_evaluation
-
     patterns = classifier_evaluation()
     return [
         "Corpus: UD English EWT instead of the papers' corpora (SentEval's Toronto Books sentences, Clark's "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import io
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from bertology import __version__
+from bertology.files import ensure_dir, write_bytes
 from bertology.results import percent  # noqa: E402
 
 
@@ -186,10 +189,6 @@ _TEMPLATE = jinja2.Environment(
 
 def _figure_files(block: Figure, name: str, cache: Path | None) -> dict[str, bytes]:
     """PNG, SVG and PDF bytes of a figure block, from ``cache`` when an identical figure was drawn before."""
-    import hashlib
-
-    from bertology import __version__
-
     target = None
     if cache is not None and callable(block.figure):
         digest = hashlib.sha256("\0".join([__version__, name, block.caption]).encode()
@@ -201,8 +200,6 @@ def _figure_files(block: Figure, name: str, cache: Path | None) -> dict[str, byt
     files = {fmt: figure_bytes(figure, fmt) for fmt in FIGURE_FORMATS}
     plt.close(figure)
     if target is not None:
-        from bertology.files import ensure_dir, write_bytes
-
         ensure_dir(target.parent)
         for fmt, data in files.items():
             write_bytes(target.with_suffix(f".{fmt}"), data)

@@ -26,7 +26,9 @@ import numpy as np
 import pandas as pd
 
 from bertology.probing.names import POWER_HALF_WIDTH
+from bertology.probing.report import table2_frame
 from bertology.results import percent
+from bertology.tasks import TABLE2_COLUMNS, TASK_NAMES
 
 Z95 = 1.96
 
@@ -109,8 +111,6 @@ def probing_scores(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     here from the split's size (``datasets``) and the seed spread (a normal approximation); where the
     tables hold no example count either, the seed spread alone. ``interval`` names which it is.
     """
-    from bertology.probing.report import table2_frame
-
     results = tables["results"]
     sizes = tables.get("datasets")
     counts = {}
@@ -220,16 +220,12 @@ def _power_flag(low, high) -> list[str]:
 
 
 def _task_name(task: str) -> str:
-    from bertology.tasks import TABLE2_COLUMNS
-
     names = {"upos": "UPOS", "xpos": "XPOS", "deprel": "dependency label", "structural-distance": "UUAS",
              "structural-depth": "root accuracy"}
     return TABLE2_COLUMNS.get(task, names.get(task, task))
 
 
 def _anchor(task: str) -> str:
-    from bertology.tasks import TASK_NAMES
-
     if task in TASK_NAMES:
         return ANCHORS["senteval"]
     return ANCHORS["structural"] if task.startswith("structural") else ANCHORS["tokens"]

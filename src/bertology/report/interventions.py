@@ -19,7 +19,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from bertology.attention.figures import plot_heatmap
+from bertology.finetune import FinetuneConfig, TaskEvaluator, finetune, importance_batches, load_finetuned
 from bertology.finetune.evaluation import learning_check  # noqa: F401 (public here too)
+from bertology.finetune.names import CHECKPOINT_META
+from bertology.intervention.importance import (
+    flagged_heads,
+    flagged_vs_random,
+    head_importance,
+    importance_frame,
+    plot_pruning_curve,
+    pruning_curve,
+)
 from bertology.report.context import ReportContext
 from bertology.report.document import Figure, Section, Table, Text
 from bertology.report.findings import FINETUNE_TASK_NAMES, learning_text
@@ -55,8 +66,6 @@ class InterventionSettings:
 
 def is_finetuned(path) -> bool:
     """Whether ``path`` is a checkpoint folder written by ``bertology finetune``."""
-    from bertology.finetune.names import CHECKPOINT_META
-
     try:
         return Path(path).is_dir() and (Path(path) / CHECKPOINT_META).is_file()
     except (TypeError, OSError):
@@ -66,8 +75,6 @@ def is_finetuned(path) -> bool:
 def flagged_from_attention(best_heads: pd.DataFrame) -> list[tuple[int, int]]:
     """The heads the attention section flags as parsers: for each relation (not "all"), the head chosen on
     dev, kept when it beats the best fixed-offset baseline on dev (never chosen on test)."""
-    from bertology.intervention.importance import flagged_heads
-
     rows = best_heads[best_heads["relation"] != "all"]
     if "baseline_accuracy" in rows.columns:
         rows = rows[rows["accuracy"] > rows["baseline_accuracy"]]
@@ -82,8 +89,6 @@ def _checkpoint_id(path: Path) -> str:
 def _finetuned_model(context: ReportContext, settings: InterventionSettings):
     """(GlueModel, tokenizer, meta, where) for the interventions: the given checkpoint, else a brief
     fine-tuning run (reused from ``<report>/finetune`` when finished with the same recipe)."""
-    from bertology.finetune import FinetuneConfig, finetune, load_finetuned
-
     device = context.device or "auto"
     if context.finetuned is not None:
         model, tokenizer, meta = load_finetuned(context.finetuned, device=device)
@@ -104,9 +109,6 @@ def _finetuned_model(context: ReportContext, settings: InterventionSettings):
 def compute_interventions(context: ReportContext, settings: InterventionSettings,
                           flagged: list[tuple[int, int]]) -> dict[str, pd.DataFrame]:
     """Importance, pruning curve and flagged-vs-random tables (fractions) for the report."""
-    from bertology.finetune import TaskEvaluator, importance_batches
-    from bertology.intervention.importance import flagged_vs_random, head_importance, importance_frame, pruning_curve
-
     model, tokenizer, meta, where = _finetuned_model(context, settings)
     task = meta.get("task") or settings.task
     evaluator = TaskEvaluator(task, tokenizer, max_examples=settings.eval_examples, seed=settings.seed)
@@ -133,8 +135,6 @@ def compute_interventions(context: ReportContext, settings: InterventionSettings
 
 def interventions(context: ReportContext) -> Section:
     """Fine-tune (or take the given checkpoint), then importance, pruning curve and flagged vs random heads."""
-    from bertology.intervention.importance import plot_pruning_curve
-
     settings = InterventionSettings.quick() if context.max_sentences else InterventionSettings.default()
     attention = context.results.get("attention")
     flagged = flagged_from_attention(attention["best_heads"]) if attention and "best_heads" in attention else []
@@ -164,8 +164,6 @@ def interventions(context: ReportContext) -> Section:
     section.add(Text(f"<p>{html.escape(learning_text(check))}</p>"))
     importance = tables["importance"]
     matrix = importance.pivot(index="layer", columns="head", values="importance")
-    from bertology.attention.figures import plot_heatmap
-
     def importance_map():
         fig, ax = plt.subplots(figsize=(1.6 + 0.42 * matrix.shape[1], 1.4 + 0.42 * matrix.shape[0]))
         plot_heatmap(matrix, "Head importance (Michel et al. 2019), normalised per layer", "importance",

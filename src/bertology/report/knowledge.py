@@ -15,6 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from bertology.geometry.contextuality import plot_contextuality, reference_table
+from bertology.knowledge.mlm_probe import plot_mlm_probe
+from bertology.knowledge.section import knowledge_section
+from bertology.knowledge.static import plot_static
 from bertology.report.context import ReportContext
 from bertology.report.document import Image, Section, Table, Text
 from bertology.report.names import SECTION_TITLES
@@ -48,8 +52,6 @@ def unbundle(result: Result) -> dict[str, Result]:
 def contextuality_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Adjusted self-similarity, intra-sentence similarity and MEV per layer, the anisotropy baseline, the
     untrained twin and kawine's bert-base-cased anisotropy (three decimals)."""
-    from bertology.geometry.contextuality import reference_table
-
     table = reference_table(summary)
     return pd.DataFrame({
         "layer": table["layer"],
@@ -147,10 +149,6 @@ def display_notes(results: dict[str, Result], settings: dict, notes: list[str]) 
 def draw_figures(results: dict[str, Result], out: str | Path, name: str) -> dict[str, Path]:
     """Caption -> PNG (with its siblings) of the contextuality, static-similarity and MLM-probe figures,
     written under ``out/<analysis folder>/``."""
-    from bertology.geometry.contextuality import plot_contextuality
-    from bertology.knowledge.mlm_probe import plot_mlm_probe
-    from bertology.knowledge.static import plot_static
-
     out = Path(out)
     figures = {}
     if "contextuality" in results:
@@ -172,8 +170,6 @@ def draw_figures(results: dict[str, Result], out: str | Path, name: str) -> dict
 def knowledge(context: ReportContext) -> Section:
     """Contextuality, similarity to static embeddings and the MLM probe (and LAMA/minimal pairs when the
     model has an MLM head): :func:`bertology.knowledge.section.knowledge_section` within a small budget."""
-    from bertology.knowledge.section import knowledge_section
-
     quick = context.max_sentences is not None
     sentences = min(400, context.max_sentences or 400)
     # "mlm_probe_corrupt": the MLM probe's input dropout corrupts the predicted token only (knowledge.mlm_probe's

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import html
 
+from bertology.languages import display_tables, run_languages, save_figures
+from bertology.languages.treebanks import treebank_files
 from bertology.report.context import ReportContext
 from bertology.report.document import Image, Section, Table, Text
 from bertology.report.names import SECTION_TITLES
+from bertology.results import Result
+from bertology.store.store import file_sha256
 
 #: Probe sizes in the report (examples per language and for English): smaller than ``bertology languages``'
 #: defaults (5,000 / 2,000), so the section stays within minutes beside the others.
@@ -28,11 +32,6 @@ def languages(context: ReportContext) -> Section:
                          "and the zero-shot transfer of English probes here; <code>bertology languages</code> "
                          "runs them alone.</p>"))
         return section
-    from bertology.languages import display_tables, run_languages, save_figures
-    from bertology.languages.treebanks import treebank_files
-    from bertology.results import Result
-    from bertology.store.store import file_sha256
-
     files = treebank_files(context.languages)
     key = {**context.model_key, "treebanks": [file_sha256(p) for p in files], "max_train": REPORT_MAX_TRAIN,
            "max_dev": REPORT_MAX_DEV, "rev": 1}

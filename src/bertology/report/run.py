@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Sequence
 
 import pandas as pd
+import matplotlib.pyplot as plt
+import numpy as np
+from rich.console import Console
 
 from bertology import __version__
 from bertology.data import default_corpus, read_conllu
@@ -20,8 +23,12 @@ from bertology.report import sections as report_sections
 from bertology.report.cache import ResultCache
 from bertology.report.names import SECTION_TITLES
 from bertology.report.context import CORPUS_NOTE, ReportContext, SectionBuilder, safe_name, setup_notes
-from bertology.report.document import Section, Text, render
+from bertology.report.document import Columns, Figure, Image, Section, Table, Text, render
 from bertology.runtime import resolve_device
+from bertology.compare import compare_models, plot_comparison
+from bertology.report.findings import findings, findings_frame, findings_html
+from bertology.report.interventions import is_finetuned
+from bertology.tasks import TABLE2_COLUMNS
 
 __all__ = ["ReportContext", "ReportOutcome", "ResultCache", "build_comparison", "build_report", "default_sections",
            "run_report", "section_names"]
@@ -70,9 +77,6 @@ def make_context(encoder: Encoder, name: str, out: str | Path, fresh: bool, seed
 
 def findings_section(context: ReportContext) -> Section | None:
     """The findings generated from the sections' tables (:func:`bertology.report.findings.findings`)."""
-    from bertology.report.document import Table, Text
-    from bertology.report.findings import findings, findings_frame, findings_html
-
     items = findings(context.results)
     context.findings = items
     if not items:
@@ -109,8 +113,6 @@ def run_sections(context: ReportContext, sections: Sequence[str] | None = None) 
             section = unavailable_section(context, section_id, context.failed[section_id], failed=True)
         context.timings[section_id] = time.perf_counter() - started
         if context.progress:
-            from rich.console import Console
-
             Console(stderr=True).print(f"[bold]report[/] {section_id}: {context.timings[section_id]:.0f} s"
                                        + (" (failed)" if section_id in context.failed else
                                           " (skipped)" if section_id in context.skipped else ""))
@@ -144,8 +146,6 @@ def model_header(context: ReportContext) -> dict:
 
 def finetuned_checkpoint(*candidates) -> Path | None:
     """The first of ``candidates`` that is a ``bertology finetune`` checkpoint folder, else None."""
-    from bertology.report.interventions import is_finetuned
-
     for candidate in candidates:
         if candidate is not None and is_finetuned(candidate):
             return Path(candidate)
@@ -227,8 +227,6 @@ def build_comparison(
     Writes ``<out>/compare-<a>-vs-<b>/index.html``; each model's own results are cached under its own
     report folder, so a comparison reuses (and feeds) the single-model reports.
     """
-    from bertology.report.document import Columns, Figure, Table
-
     sections = check_sections(sections)
     started = time.perf_counter()
     encoder_a, name_a = _resolve(model_a, encoder_a, device)
@@ -277,11 +275,6 @@ def build_comparison(
 
 def _difference_heatmap(merged: pd.DataFrame, name_a: str, name_b: str):
     """Tasks (rows) x layers (columns) of A - B in points, diverging colours centred on 0, numbers printed."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    from bertology.tasks import TABLE2_COLUMNS
-
     grid = merged.pivot(index="task", columns="layer", values="A - B")
     order = [t for t in dict.fromkeys(merged["task"])]
     grid = grid.reindex(order)
@@ -315,9 +308,6 @@ def _probing_means(context: ReportContext) -> pd.DataFrame | None:
 
 def _model_comparison(contexts, encoder_a: Encoder, encoder_b: Encoder) -> list:
     """Per-layer CKA, attention cosine per head and weight change (bertology.compare)."""
-    from bertology.compare import compare_models, plot_comparison
-    from bertology.report.document import Image, Table
-
     key = {"a": encoder_a.fingerprint, "b": encoder_b.fingerprint, "n": 300}
     cache = contexts[0].cache
     tables = cache.get_or_compute(f"compare-{encoder_b.fingerprint}", key, lambda: compare_models(

@@ -4,6 +4,8 @@ the model uses it), knowledge and geometry. The findings at the top are generate
 
 from __future__ import annotations
 
+import textwrap
+
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -16,6 +18,21 @@ from bertology.report.document import Figure, Link, Section, Table
 from bertology.report.findings import best_layer, probing_scores
 from bertology.report.names import SECTION_NAMES
 from bertology.results import Result, percent
+from bertology.attention.figures import plot_heatmap, plot_pattern_proportions
+from bertology.attention.parsing import run_attention_analysis
+from bertology.attention.patterns import pattern_analysis
+from bertology.attention.stats import STATISTICS, statistic_matrix
+from bertology.attention.viewer import view_attention, write_html
+from bertology.probing.experiment import run_probing
+from bertology.probing.report import plot_layer_curves, table2
+from bertology.probing.spec import ProbingSpec
+from bertology.probing.structural import summarize_structural
+from bertology.probing.tasks import STRUCTURAL, task_names
+from bertology.report.compression import compression as compression_section
+from bertology.report.interventions import interventions as interventions_section
+from bertology.report.knowledge import knowledge as knowledge_section
+from bertology.report.languages import languages as languages_section
+from bertology.tasks import TABLE2_COLUMNS, TASK_NAMES
 
 
 def tokenization(context: ReportContext) -> Section:
@@ -74,12 +91,6 @@ def tokenization(context: ReportContext) -> Section:
 
 def attention(context: ReportContext) -> Section:
     """Clark et al.'s head statistics and heads as parsers; Kovaleva et al.'s pattern types; the viewer."""
-    from bertology.attention.figures import plot_heatmap, plot_pattern_proportions
-    from bertology.attention.parsing import run_attention_analysis
-    from bertology.attention.patterns import pattern_analysis
-    from bertology.attention.stats import STATISTICS, statistic_matrix
-    from bertology.attention.viewer import view_attention, write_html
-
     limit = context.max_sentences or context.attention_sentences
     key = {**context.model_key, "attention_sentences": limit, "probe_epochs": context.attention_probe_epochs}
 
@@ -163,17 +174,11 @@ PARSER_HEADERS = {
 
 
 def _wrap(text: str, width: int) -> str:
-    import textwrap
-
     return "\n".join(textwrap.wrap(text, width))
 
 
 def probing(context: ReportContext) -> Section:
     """The Convexity report's Table 2 on SentEval tasks built from EWT, token/edge probes, structural probes."""
-    from bertology.probing.report import plot_layer_curves
-    from bertology.probing.structural import summarize_structural
-    from bertology.tasks import TASK_NAMES
-
     tasks = report_probing_tasks()
     caps = context.probe_caps
     # rev 2: probing results as a Result (fractions, nullable layer/seed, a component column)
@@ -257,8 +262,6 @@ def probing(context: ReportContext) -> Section:
 
 
 def _task_column(task: str, metric: str) -> str:
-    from bertology.tasks import TABLE2_COLUMNS
-
     name = TABLE2_COLUMNS.get(task, task)
     return name if metric == "accuracy" else f"{name} [{metric}]"
 
@@ -274,8 +277,6 @@ def _marked_table2(numbers: pd.DataFrame, scores: pd.DataFrame, caption: str, an
     """Table 2 (layers x tasks, "acc [95% CI] (delta)") of the rows of the probing ``table2`` frame of some
     tasks, with the best layer in bold where it may be marked, and rows saying where it is not: the layers
     indistinguishable from it, or that it is at chance."""
-    from bertology.probing.report import table2
-
     display = table2(numbers)
     bold = set()
     best_row, ci_row = {}, {}
@@ -321,9 +322,6 @@ def _curve_data(scores: pd.DataFrame, results: pd.DataFrame) -> pd.DataFrame:
 def report_probing_tasks() -> list[str]:
     """The ten SentEval tasks, every registered treebank task (upos, xpos, deprel and any task added with
     :func:`bertology.probing.register_task`), and the structural probes."""
-    from bertology.probing.tasks import STRUCTURAL, task_names
-    from bertology.tasks import TASK_NAMES
-
     return list(TASK_NAMES) + list(task_names(source="ud")) + [STRUCTURAL]
 
 
@@ -331,8 +329,6 @@ def report_probing_spec(context: ReportContext, tasks: list[str], caps: dict):
     """The report's probing settings (:class:`~bertology.probing.spec.ProbingSpec`): the quick sizes (capped
     further by ``--max-sentences``), one untrained twin for every seed, control tasks for word, arc and span
     tasks, no scalar mix."""
-    from bertology.probing.spec import ProbingSpec
-
     max_train, max_eval = caps["max_train"], caps["max_eval"]
     if context.max_sentences:  # a quick run: cap the examples too (the caps count words, arcs or sentences)
         max_train = min(max_train or context.max_sentences, context.max_sentences)
@@ -346,8 +342,6 @@ def report_probing_spec(context: ReportContext, tasks: list[str], caps: dict):
 
 def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict):
     """:func:`bertology.probing.run_probing` with the report's spec (:func:`report_probing_spec`); its Result."""
-    from bertology.probing.experiment import run_probing
-
     return run_probing(context.encoder, report_probing_spec(context, tasks, caps),
                        cache_dir=context.store_dir / "probing", progress=context.progress,
                        device=context.device or "auto")
@@ -388,30 +382,22 @@ def _structural_curves(summary: pd.DataFrame):
 def knowledge(context: ReportContext) -> Section:
     """Contextuality, static similarity, the MLM probe, LAMA and minimal pairs:
     :func:`bertology.report.knowledge.knowledge`."""
-    from bertology.report.knowledge import knowledge as build
-
-    return build(context)
+    return knowledge_section(context)
 
 
 def interventions(context: ReportContext) -> Section:
     """Whether the model uses what the probes find: :func:`bertology.report.interventions.interventions`."""
-    from bertology.report.interventions import interventions as build
-
-    return build(context)
+    return interventions_section(context)
 
 
 def languages(context: ReportContext) -> Section:
     """Several languages, when the report is given treebanks: :func:`bertology.report.languages.languages`."""
-    from bertology.report.languages import languages as build
-
-    return build(context)
+    return languages_section(context)
 
 
 def compression(context: ReportContext) -> Section:
     """Compression, only when asked (``--sections compression``): :func:`bertology.report.compression.compression`."""
-    from bertology.report.compression import compression as build
-
-    return build(context)
+    return compression_section(context)
 
 
 #: ``(id, builder)`` in reading order: the ids are :data:`bertology.report.names.SECTION_NAMES` (light, for the
