@@ -65,8 +65,8 @@ def synthetic_store(path: Path, windows: int, seed: int = 0, shard_bytes: int = 
 
 
 def train_epoch(store_path: Path, head_name: str, prefetch: bool, batch_size: int) -> dict:
-    from bertology.heads.catalog import build_head
-    from bertology.heads.train import HeadTrainConfig, train_head
+    from bertology.readouts.catalog import build_head
+    from bertology.readouts.train import HeadTrainConfig, train_head
     from bertology.store import Store
 
     store = Store.open(store_path)

@@ -31,7 +31,7 @@ def contextuality_table(summary, kawine) -> dict:
     """MiniLM layer l beside bert-base-cased layer 2l (relative depth): raw, adjusted and twin-adjusted values."""
 
     def pick(encoder: str, measure: str, layer: int, column: str) -> float:
-        part = summary[(summary["encoder"] == encoder) & (summary["measure"] == measure) & (summary["layer"] == layer)]
+        part = summary[(summary["weights"] == encoder) & (summary["measure"] == measure) & (summary["layer"] == layer)]
         return float(part[column].iloc[0])
 
     header = ["MiniLM layer", "BERT layer", "self-sim raw", "adj.", "twin adj.", "BERT raw", "BERT adj.",
@@ -57,7 +57,7 @@ def contextuality_table(summary, kawine) -> dict:
 
 def static_table(summary) -> dict:
     def pick(encoder: str, reference: str, layer: int, column: str = "adjusted") -> str:
-        part = summary[(summary["encoder"] == encoder) & (summary["reference"] == reference) & (summary["layer"] == layer)]
+        part = summary[(summary["weights"] == encoder) & (summary["reference"] == reference) & (summary["layer"] == layer)]
         return f"{float(part[column].iloc[0]):.3f}"
 
     header = ["layer", "(a) input embedding, model", "twin", "(b) type average, model", "twin", "(b) raw, model"]
@@ -103,14 +103,14 @@ def main() -> None:
     anisotropy = csum[csum["measure"] == "anisotropy"]
     spread = {
         # the page quotes the largest std over seeds of the adjusted values (model and twin separately)
-        "contextuality_max_adjusted_std": {kind: float(adjusted[adjusted["encoder"] == kind]["adjusted_std"].max())
+        "contextuality_max_adjusted_std": {kind: float(adjusted[adjusted["weights"] == kind]["adjusted_std"].max())
                                            for kind in ("trained", "untrained")},
-        "contextuality_max_anisotropy_std": {kind: float(anisotropy[anisotropy["encoder"] == kind]["value_std"].max())
+        "contextuality_max_anisotropy_std": {kind: float(anisotropy[anisotropy["weights"] == kind]["value_std"].max())
                                              for kind in ("trained", "untrained")},
-        "static_max_adjusted_std": {kind: float(ssum[ssum["encoder"] == kind]["adjusted_std"].max())
+        "static_max_adjusted_std": {kind: float(ssum[ssum["weights"] == kind]["adjusted_std"].max())
                                     for kind in ("trained", "untrained")},
     }
-    static_baseline = ssum[(ssum["encoder"] == "trained") & (ssum["reference"] == "type_average")]
+    static_baseline = ssum[(ssum["weights"] == "trained") & (ssum["reference"] == "type_average")]
     raw = {
         "contextuality": {"seconds": round(context_seconds, 1), "meta": context.meta, "summary": records(csum)},
         "static": {"seconds": round(static_seconds, 1), "meta": static.meta, "summary": records(ssum)},

@@ -75,7 +75,7 @@ def main() -> None:
             "baselines": json.loads(result["baselines"].to_json(orient="records")),
         }
         print(f"{mode}: {seconds:.0f} s", flush=True)
-        print(result["summary"][["encoder", "layer", "top1", "top10", "perplexity"]].to_string(index=False), flush=True)
+        print(result["summary"][["weights", "layer", "top1", "top10", "perplexity"]].to_string(index=False), flush=True)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")

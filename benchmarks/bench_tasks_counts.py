@@ -24,14 +24,14 @@ def label_text(task: str, entry: dict) -> str:
     """The "labels" cell: how many, and how they are spread over the splits."""
     counts = entry["counts"]
     labels = entry["labels"]
-    per_split = {split: sorted(set(counts.get(split, {}).values())) for split in ("tr", "va", "te")}
+    per_split = {split: sorted(set(counts.get(split, {}).values())) for split in ("train", "dev", "test")}
     if task == "sentence_length":
-        return f"{len(labels)} (balanced per split: {' / '.join(str(per_split[s][0]) for s in ('tr', 'va', 'te'))} each)"
+        return f"{len(labels)} (balanced per split: {' / '.join(str(per_split[s][0]) for s in ('train', 'dev', 'test'))} each)"
     if task in ("word_content", "top_constituents"):
         unit = "words" if task == "word_content" else ""
-        largest = max(max(per_split["va"]), max(per_split["te"]))
+        largest = max(max(per_split["dev"]), max(per_split["test"]))
         per = "word" if task == "word_content" else "class"
-        return f"{len(labels)}{' ' + unit if unit else ''} ({per_split['tr'][0]} per {per} in tr, ≤ {largest} in va/te)"
+        return f"{len(labels)}{' ' + unit if unit else ''} ({per_split['train'][0]} per {per} in train, ≤ {largest} in dev/test)"
     if task == "tree_depth":
         return f"{len(labels)} (depths {', '.join(sorted(labels, key=int))})"
     return str(len(labels))
@@ -64,16 +64,16 @@ def main() -> None:
     input_table = table(["split", "sentences", "dropped as duplicates", "dropped outside 5–28 words", "used"],
                         [[split, f"{first[split]['sentences']:,}", f"{first[split]['duplicates_dropped']:,}",
                           f"{first[split]['outside_length_range']:,}", f"{first[split]['used']:,}"]
-                         for split in ("tr", "va", "te")])
+                         for split in ("train", "dev", "test")])
     treebank_rows, pooled_rows, shares = [], [], {}
     for task in tasks:
         entry = treebank_manifest["tasks"][task]
         totals = entry["totals"]
-        treebank_rows.append([task, TABLE2_COLUMNS[task], totals["tr"], totals["va"], totals["te"], label_text(task, entry)])
+        treebank_rows.append([task, TABLE2_COLUMNS[task], totals["train"], totals["dev"], totals["test"], label_text(task, entry)])
         pooled = pooled_manifest["tasks"][task]["totals"]
-        pooled_rows.append([task, pooled["tr"], pooled["va"], pooled["te"]])
+        pooled_rows.append([task, pooled["train"], pooled["dev"], pooled["test"]])
         whole = sum(pooled.values())
-        shares[task] = {split: round(100 * pooled[split] / whole) for split in ("tr", "va", "te")}
+        shares[task] = {split: round(100 * pooled[split] / whole) for split in ("train", "dev", "test")}
     raw = {"treebank": str(treebank), "seed": 0,
            "seconds": {"treebank": {"wall": treebank_wall, "cpu": treebank_cpu},
                        "pooled": {"wall": pooled_wall, "cpu": pooled_cpu}},
@@ -84,8 +84,8 @@ def main() -> None:
     print(json.dumps({"seconds": raw["seconds"], "shares": shares}, indent=1))
     save_run(args.name, argv=sys.argv, raw=raw,
              tables={"input": input_table,
-                     "treebank": table(["task", "Table 2", "tr", "va", "te", "labels"], treebank_rows),
-                     "pooled": table(["task", "tr", "va", "te"], pooled_rows)})
+                     "treebank": table(["task", "Table 2", "train", "dev", "test", "labels"], treebank_rows),
+                     "pooled": table(["task", "train", "dev", "test"], pooled_rows)})
 
 
 if __name__ == "__main__":

@@ -26,11 +26,16 @@ def relative(path: Path) -> str:
     return path.resolve().relative_to(ROOT).as_posix()
 
 
+def _weights(row: dict) -> str:
+    # runs stored before the column was renamed call it `encoder`; the records stay as written
+    return row["weights"] if "weights" in row else row["encoder"]
+
+
 def mlm_mode_table(summary: list[dict]) -> dict:
     """Held-out top-1, top-10 (percent) and perplexity per layer, model beside twin; the model's best layer
     per metric in bold."""
-    trained = sorted((r for r in summary if r["encoder"] == "trained"), key=lambda r: r["layer"])
-    twin = {r["layer"]: r for r in summary if r["encoder"] == "untrained"}
+    trained = sorted((r for r in summary if _weights(r) == "trained"), key=lambda r: r["layer"])
+    twin = {r["layer"]: r for r in summary if _weights(r) == "untrained"}
     best = {"top1": max(trained, key=lambda r: r["top1"])["layer"], "top10": max(trained, key=lambda r: r["top10"])["layer"],
             "perplexity": min(trained, key=lambda r: r["perplexity"])["layer"]}
 
@@ -58,7 +63,8 @@ def mlm_modes(args) -> None:
         from bertology.knowledge.mlm_probe import plot_mlm_probe
 
         settings = modes["target"]["meta"]["settings"]
-        plot_mlm_probe(pd.DataFrame(modes["target"]["summary"]), pd.DataFrame(modes["target"]["baselines"]),
+        summary = pd.DataFrame(modes["target"]["summary"]).rename(columns={"encoder": "weights"})
+        plot_mlm_probe(summary, pd.DataFrame(modes["target"]["baselines"]),
                        FIGURES / "knowledge-mlm-probe-minilm.png",
                        title=f"minilm: MLM probe per layer (input dropout {settings['dropout']:g}, "
                        f"{settings['corrupt']}; {modes['target']['meta']['train_sentences']} training sentences, 1 seed)")

@@ -1,11 +1,11 @@
-"""docs/heads.md's GLUE results: frozen heads on SST-2 beside a converged scikit-learn logistic regression on
+"""docs/readouts.md's GLUE results: frozen readouts on SST-2 beside a converged scikit-learn logistic regression on
 the same features and beside fine-tuning with a recipe that converges.
 
-Runs what ``bertology heads glue --task sst2 -m minilm --max-train 2000 --seeds 3 --pool {cls,mean}
---finetune-dir FT`` runs (:func:`run_glue_heads`, heads for at most 50 epochs with early stopping on a
+Runs what ``bertology readouts glue --task sst2 -m minilm --max-train 2000 --seeds 3 --pool {cls,mean}
+--finetune-dir FT`` runs (:func:`run_glue_heads`, readouts for at most 50 epochs with early stopping on a
 seeded 10% of the 2,000 training sentences, patience 5, features standardised), where FT is
 ``bertology finetune -m minilm -t sst2 --max-train 2000 --epochs 2 --lr 1e-4 --seeds 3``. Stores the page's
-table in ``benchmarks/results/heads_glue_sst2_minilm_cpu.json`` with every head's per-seed accuracy, epochs,
+table in ``benchmarks/results/heads_glue_sst2_minilm_cpu.json`` with every readout's per-seed accuracy, epochs,
 the references' chosen C, the fine-tuning losses and the bootstrap intervals in ``raw``.
 
 usage: python benchmarks/heads_glue_experiment.py --finetune-dir FT [--out DIR] [--seeds 3]
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bertology.heads.activations import read_labels
-from bertology.heads.glue import REFERENCES, GlueHeadsConfig, run_glue_heads
-from bertology.heads.intervals import PairedBootstrap
-from bertology.heads.train import HeadTrainConfig
+from bertology.readouts.activations import read_labels
+from bertology.readouts.glue import REFERENCES, GlueHeadsConfig, run_glue_heads
+from bertology.readouts.intervals import PairedBootstrap
+from bertology.readouts.train import HeadTrainConfig
 from bertology.probing.summary import bootstrap_intervals
 from bertology.store.store import Store
 

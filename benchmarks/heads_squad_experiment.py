@@ -1,15 +1,15 @@
-"""docs/heads.md's SQuAD results: BERT Vision's question on MiniLM - can heads on the frozen activations of
+"""docs/readouts.md's SQuAD results: BERT Vision's question on MiniLM - can readouts on the frozen activations of
 every layer of the *pretrained* encoder (checkpoint 0, no fine-tuning) match fine-tuning?
 
 Runs what this command runs (:func:`run_squad_heads` with the same settings; finished parts are reused)::
 
-    bertology heads squad -m minilm --mode answerable --eval-share 0.4 --heldout-share 0.2 \\
-        --max-train-questions 1000 --checkpoints 0,1 --head-checkpoints 0 \\
-        --heads lp,ap,last,adapter-shared-64,cnn[,...] --classify-heads '' --batch-size 16 --seeds 1 \\
+    bertology readouts squad -m minilm --mode answerable --eval-share 0.4 --heldout-share 0.2 \\
+        --max-train-questions 1000 --checkpoints 0,1 --readout-checkpoints 0 \\
+        --readouts lp,ap,last,adapter-shared-64,cnn[,...] --classify-readouts '' --batch-size 16 --seeds 1 \\
         --finetune-lr 2e-4 --finetune-batch-size 16 --threads 1
 
 (answerable-only, SQuAD 1.1-style; 7 of the 16 articles for evaluation, 2 of the other 9 held out for early
-stopping; heads for at most 10 epochs, patience 2, features standardised; fine-tuning 1 epoch at lr 2e-4),
+stopping; readouts for at most 10 epochs, patience 2, features standardised; fine-tuning 1 epoch at lr 2e-4),
 then a paired bootstrap over the evaluation questions (1,000 resamples, seed 0) for every system's F1 and
 the differences the page discusses. Stores ``benchmarks/results/heads_squad_answerable_minilm_cpu.json``.
 
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bertology.heads.catalog import build_head
-from bertology.heads.finetune_qa import QAFinetuneConfig
-from bertology.heads.intervals import PairedBootstrap, per_question_matrix
-from bertology.heads.squad import SquadHeadsConfig, prepare_windows, run_squad_heads, score_logits
-from bertology.heads.train import HeadTrainConfig, predict_head
+from bertology.readouts.catalog import build_head
+from bertology.readouts.finetune_qa import QAFinetuneConfig
+from bertology.readouts.intervals import PairedBootstrap, per_question_matrix
+from bertology.readouts.squad import SquadHeadsConfig, prepare_windows, run_squad_heads, score_logits
+from bertology.readouts.train import HeadTrainConfig, predict_head
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
 
@@ -89,7 +89,7 @@ def main() -> None:
     eval_store = Store.open(args.out / "activations" / "epoch-0" / "eval")
     untrained = build_head("lp", len(eval_store.layers), eval_store.dim, "span",
                            seed=derive_seed(0, "head-init", "lp", "span"))
-    from bertology.heads.train import feature_stats
+    from bertology.readouts.train import feature_stats
 
     untrained.scaler.set(*feature_stats(Store.open(args.out / "activations" / "epoch-0" / "train")))
     chance, chance_questions = score_logits(windows["eval"], *predict_head(untrained, eval_store), "answerable")

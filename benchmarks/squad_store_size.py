@@ -1,5 +1,5 @@
 """How big is a store of every layer of bert-base over SQuAD 2.0 train (what BERT Vision kept)? Measured on the
-windows this project makes (``bertology.heads.qa.encode_windows``: 384 tokens at most, stride 128) of the SQuAD 2.0
+windows this project makes (``bertology.readouts.qa.encode_windows``: 384 tokens at most, stride 128) of the SQuAD 2.0
 dev subset in the data folder, with MiniLM's tokenizer (the same uncased 30,522-piece WordPiece vocabulary as
 bert-base-uncased), then scaled to the official train set's 130,319 questions.
 
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stored import save_run, table  # noqa: E402
 
 from bertology.data.squad import read_squad  # noqa: E402
-from bertology.heads.qa import MAX_LENGTH, encode_windows  # noqa: E402
+from bertology.readouts.qa import MAX_LENGTH, encode_windows  # noqa: E402
 from bertology.models import load_encoder  # noqa: E402
 
 #: SQuAD 2.0 train (the official file's question count; Rajpurkar et al. 2018, Table 2).
@@ -49,7 +49,7 @@ def flops_per_token(mean_tokens: float) -> tuple[float, float]:
 
 def word_rows(tokenizer, questions) -> np.ndarray:
     """Rows per window under a word pool: distinct (segment, word) pairs plus the special tokens."""
-    from bertology.heads.qa import MAX_QUESTION_TOKENS, STRIDE, _cut_questions
+    from bertology.readouts.qa import MAX_QUESTION_TOKENS, STRIDE, _cut_questions
 
     texts = _cut_questions(tokenizer, [q.question.lstrip() for q in questions], min(MAX_QUESTION_TOKENS, MAX_LENGTH // 2))
     encoded = tokenizer(texts, [q.context for q in questions], truncation="only_second", max_length=MAX_LENGTH,

@@ -182,7 +182,7 @@ def test_every_declared_dependency_is_used():
 # -- one batcher, one store writer (issue 21) ---------------------------------------------------------------
 
 #: Modules whose own batching is STILL TO MIGRATE onto ``bertology.models.batching`` (issue 21; none left:
-#: finetune/batching.py and heads/qa.py pad with ``pad_batch``). A module listed here while it is already
+#: finetune/batching.py and readouts/qa.py pad with ``pad_batch``). A module listed here while it is already
 #: clean fails the test.
 _BATCHING_STILL_TO_MIGRATE: set[str] = set()
 _BATCHER = "bertology.models.batching"
@@ -269,7 +269,7 @@ _TOKENIZER_OR_CONFIG = re.compile(r"(Tokenizer\w*|Config)$")
 #: Names a whole model goes by where it is called as ``model(**inputs)`` instead of through ``Encoder.forward``.
 _MODEL_NAMES = ("model", "network")
 #: Modules still calling a model with unpacked inputs: STILL TO MIGRATE by the helper working on
-#: heads/ (issue 21). Remove a module when it goes through the handle; the test then keeps it there.
+#: readouts/ (issue 21). Remove a module when it goes through the handle; the test then keeps it there.
 _MODEL_CALLS_STILL_TO_MIGRATE: set[str] = set()
 
 

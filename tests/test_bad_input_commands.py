@@ -168,8 +168,8 @@ def test_lama_refuses_unknown_relations_listing_the_known_ones(tiny_dir, tmp_pat
 
 
 def _squad_sizes(monkeypatch, args, tiny_dir, capsys):
-    """`heads squad` up to the experiment: the config it would run with, and what it printed."""
-    import bertology.heads.squad as squad
+    """`readouts squad` up to the experiment: the config it would run with, and what it printed."""
+    import bertology.readouts.squad as squad
 
     seen = {}
 
@@ -178,13 +178,13 @@ def _squad_sizes(monkeypatch, args, tiny_dir, capsys):
         raise SystemExit(0)
 
     monkeypatch.setattr(squad, "run_squad_heads", stop)
-    code, message = run_cli(["heads", "squad", "-m", tiny_dir, *args], monkeypatch, capsys)
+    code, message = run_cli(["readouts", "squad", "-m", tiny_dir, *args], monkeypatch, capsys)
     assert code == 0, message
     return seen["config"], message
 
 
 def test_explicit_options_win_over_quick(tiny_dir, monkeypatch, capsys):
-    config, message = _squad_sizes(monkeypatch, ["--quick", "--stride", "40", "--max-length", "96", "--heads", "lp"],
+    config, message = _squad_sizes(monkeypatch, ["--quick", "--stride", "40", "--max-length", "96", "--readouts", "lp"],
                                    tiny_dir, capsys)
     assert (config.stride, config.max_length, config.heads) == (40, 96, ("lp",))
     assert (config.max_train_questions, config.max_eval_questions, config.head.batch_size) == (64, 32, 8)
@@ -197,8 +197,8 @@ def test_explicit_options_win_over_quick(tiny_dir, monkeypatch, capsys):
     assert "--quick" not in message
 
 
-def test_explicit_options_win_over_quick_in_heads_glue(tiny_dir, glue_data, monkeypatch, capsys):
-    import bertology.heads.glue as glue
+def test_explicit_options_win_over_quick_in_readouts_glue(tiny_dir, glue_data, monkeypatch, capsys):
+    import bertology.readouts.glue as glue
 
     seen = {}
 
@@ -207,7 +207,7 @@ def test_explicit_options_win_over_quick_in_heads_glue(tiny_dir, glue_data, monk
         raise SystemExit(0)
 
     monkeypatch.setattr(glue, "run_glue_heads", stop)
-    code, message = run_cli(["heads", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", glue_data, "--quick",
+    code, message = run_cli(["readouts", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", glue_data, "--quick",
                              "--epochs", "2", "--max-train", "500"], monkeypatch, capsys)
     assert code == 0, message
     config = seen["config"]
@@ -217,7 +217,7 @@ def test_explicit_options_win_over_quick_in_heads_glue(tiny_dir, glue_data, monk
 
 def test_quick_stride_beyond_the_window_is_refused_not_shrunk(tiny_dir, toy_squad_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    refused(["heads", "squad", "-m", tiny_dir, "--data", toy_squad_file, "--quick", "--stride", "400", "-o", out,
+    refused(["readouts", "squad", "-m", tiny_dir, "--data", toy_squad_file, "--quick", "--stride", "400", "-o", out,
              "--no-progress"], monkeypatch, capsys, "stride 400")
     assert not out.exists()
 
@@ -243,7 +243,7 @@ def test_untrained_seed_refuses_minus_one_like_every_seed(command, tiny_dir, tmp
 
 @pytest.fixture(scope="module")
 def toy_squad_file(tmp_path_factory):
-    from heads_toy import toy_squad
+    from readouts_toy import toy_squad
 
     return toy_squad(tmp_path_factory.mktemp("toy") / "toy.json", articles=4, paragraphs=2)
 
@@ -263,19 +263,19 @@ BAD_SQUAD = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_SQUAD))
-def test_heads_squad_bad_data_leaves_no_output_folder(name, tiny_dir, tmp_path, monkeypatch, capsys):
+def test_readouts_squad_bad_data_leaves_no_output_folder(name, tiny_dir, tmp_path, monkeypatch, capsys):
     text, expected = BAD_SQUAD[name]
     path = tmp_path / name
     path.write_text(text)
     out = tmp_path / "out"
-    refused(["heads", "squad", "-m", tiny_dir, "--data", path, "--quick", "-o", out, "--no-progress"], monkeypatch,
+    refused(["readouts", "squad", "-m", tiny_dir, "--data", path, "--quick", "-o", out, "--no-progress"], monkeypatch,
             capsys, expected)
     assert not out.exists()
 
 
-def test_heads_squad_train_file_without_eval_file(tiny_dir, toy_squad_file, tmp_path, monkeypatch, capsys):
+def test_readouts_squad_train_file_without_eval_file(tiny_dir, toy_squad_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    refused(["heads", "squad", "-m", tiny_dir, "--train-file", toy_squad_file, "--quick", "-o", out], monkeypatch,
+    refused(["readouts", "squad", "-m", tiny_dir, "--train-file", toy_squad_file, "--quick", "-o", out], monkeypatch,
             capsys, "--train-file without --eval-file")
     assert not out.exists()
 
@@ -292,13 +292,13 @@ def glue_data(tmp_path_factory):
     return root
 
 
-def test_heads_glue_bad_row_leaves_no_output_folder(tiny_dir, tmp_path, monkeypatch, capsys):
+def test_readouts_glue_bad_row_leaves_no_output_folder(tiny_dir, tmp_path, monkeypatch, capsys):
     root = tmp_path / "glue"
     (root / "sst2").mkdir(parents=True)
     (root / "sst2" / "train.tsv.gz").write_bytes(__import__("gzip").compress(b"sentence\tlabel\ngood film\t1\n"))
     (root / "sst2" / "dev.tsv").write_text("sentence\tlabel\nbad film\tmaybe\n")
     out = tmp_path / "out"
-    refused(["heads", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", root, "-o", out, "--no-progress"],
+    refused(["readouts", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", root, "-o", out, "--no-progress"],
             monkeypatch, capsys, "dev.tsv:2")
     assert not out.exists()
 
@@ -310,12 +310,12 @@ def _finetune_run(folder: Path, task: str, seed: int = 0, fingerprint: str = "x"
                                                       "metrics": {"accuracy": 0.5}}))
 
 
-def test_heads_glue_refuses_a_finetune_dir_without_the_task(tiny_dir, glue_data, tmp_path, monkeypatch, capsys):
+def test_readouts_glue_refuses_a_finetune_dir_without_the_task(tiny_dir, glue_data, tmp_path, monkeypatch, capsys):
     runs = tmp_path / "runs"
     _finetune_run(runs / "rte" / "baseline" / "seed-0", "rte", 0)
     _finetune_run(runs / "rte" / "baseline" / "seed-1", "rte", 1)
     out = tmp_path / "out"
-    args = ["heads", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", glue_data, "-o", out, "--quick",
+    args = ["readouts", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", glue_data, "-o", out, "--quick",
             "--no-progress"]
     refused([*args, "--finetune-dir", runs], monkeypatch, capsys, "--finetune-dir", "no sst2 fine-tuning runs",
             "rte (2 runs)")
@@ -329,9 +329,9 @@ def test_heads_glue_refuses_a_finetune_dir_without_the_task(tiny_dir, glue_data,
     assert not out.exists()
 
 
-def test_heads_glue_cls_pool_of_a_decoder_is_refused(gpt2_dir, glue_data, tmp_path, monkeypatch, capsys):
+def test_readouts_glue_cls_pool_of_a_decoder_is_refused(gpt2_dir, glue_data, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
-    refused(["heads", "glue", "--task", "sst2", "-m", gpt2_dir, "--data-dir", glue_data, "-o", out, "--no-progress"],
+    refused(["readouts", "glue", "--task", "sst2", "-m", gpt2_dir, "--data-dir", glue_data, "-o", out, "--no-progress"],
             monkeypatch, capsys, "--pool cls", "no [CLS] token")
     assert not out.exists()
 

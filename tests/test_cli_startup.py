@@ -52,7 +52,7 @@ def test_usage_errors_are_one_line_before_anything_heavy_loads(tmp_path):
         (["probe", "--tasks", "upos", "--treebank", str(tmp_path / "no-treebank")], "--treebank"),
         (["geometry", "contextuality", "--data", str(tmp_path / "no.txt")], "--data"),
         (["attention", "patterns", "--classifier", "svm"], "--classifier 'svm'"),
-        (["heads", "glue", "--task", "rte", "--heads", "nope"], "--heads 'nope': unknown head"),
+        (["readouts", "glue", "--task", "rte", "--readouts", "nope"], "--readouts 'nope': unknown readout"),
         (["extract", "--data", "x.txt", "--pool", "nope"], "'--pool'"),  # a typer choice
         (["probe", "--seeds", "many"], "'--seeds'"),  # not an integer
         (["probe", "--model", str(tmp_path / "no-model")], "no such folder, and not an alias"),

@@ -12,8 +12,8 @@ import torch
 from bertology.errors import UsageError
 from bertology.finetune.loop import Optimisation, Optimiser, train_steps
 from bertology.finetune.train import FinetuneConfig
-from bertology.heads.finetune_qa import QAFinetuneConfig
-from bertology.heads.train import HeadTrainConfig
+from bertology.readouts.finetune_qa import QAFinetuneConfig
+from bertology.readouts.train import HeadTrainConfig
 
 
 def test_every_training_config_embeds_one_optimisation_and_keeps_the_flat_spellings():

@@ -214,13 +214,13 @@ def test_command_end_to_end_on_a_tiny_model(tiny_folder, toy_corpus, tmp_path, m
     result = Result.load(out)
     layers = result["layers"]
     assert str(layers["layer"].dtype) == "Int64" and set(layers["layer"]) == {0, 1, 2}
-    assert set(layers["encoder"]) == {"trained", "untrained"} and set(layers["seed"]) == {0, 1}
+    assert set(layers["weights"]) == {"trained", "untrained"} and set(layers["seed"]) == {0, 1}
     assert set(layers["measure"]) == {"self_similarity", "intra_sentence_similarity",
                                       "max_explainable_variance", "anisotropy"}
     adjusted = layers.dropna(subset=["adjusted"])
     assert np.allclose(adjusted["adjusted"], adjusted["value"] - adjusted["baseline"])
     # with every pair used, the trained model's self-similarity does not depend on the seed
-    self_sim = layers[(layers["measure"] == "self_similarity") & (layers["encoder"] == "trained")]
+    self_sim = layers[(layers["measure"] == "self_similarity") & (layers["weights"] == "trained")]
     assert self_sim.groupby("layer")["value"].nunique().max() == 1
     assert (out / "contextuality.png").stat().st_size > 0
     assert set(pd.read_csv(out / "summary.csv")["seeds"]) == {2}

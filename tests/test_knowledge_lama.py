@@ -43,7 +43,7 @@ def test_p_at_1_is_well_above_chance_and_equals_a_hand_count(fact_model, lama_fo
     result = lama(loaded=(model, tokenizer), data=lama_folder, corpora="trex", untrained=True, seeds=(0,),
                   device="cpu")
     relations = result["relations"]
-    ours = relations[(relations["relation"] == "P1376") & (relations["encoder"] == "trained")].iloc[0]
+    ours = relations[(relations["relation"] == "P1376") & (relations["weights"] == "trained")].iloc[0]
     assert ours["facts"] == 12 and ours["facts_total"] == 14
     assert ours["split_objects"] == 1 and ours["unknown_objects"] == 1
     candidates, _ = common_vocabulary(tokenizer)
@@ -60,10 +60,10 @@ def test_p_at_1_is_well_above_chance_and_equals_a_hand_count(fact_model, lama_fo
     chance = 1 / len(candidates)
     assert ours["p_at_1"] >= 0.5 > 5 * chance
     assert ours["p_at_10"] >= ours["p_at_1"] and ours["mrr"] >= ours["p_at_1"]
-    twin = relations[relations["encoder"] == "untrained"].iloc[0]
+    twin = relations[relations["weights"] == "untrained"].iloc[0]
     assert twin["p_at_1"] < ours["p_at_1"] and twin["seed"] == 0
     corpora = result["corpora"]
-    trex = corpora[(corpora["corpus"] == "T-REx") & (corpora["encoder"] == "trained")].iloc[0]
+    trex = corpora[(corpora["corpus"] == "T-REx") & (corpora["weights"] == "trained")].iloc[0]
     assert trex["p_at_1"] == pytest.approx(ours["p_at_1"]) and trex["relations"] == 1
     assert trex["chance_p_at_1"] == pytest.approx(chance)
     assert int(relations["layer"].iloc[0]) == 2  # the model's output is its last layer
@@ -147,6 +147,6 @@ def test_command_end_to_end(fact_model, lama_folder, tmp_path):
     assert run.exit_code == 0, run.output
     result = Result.load(out)
     assert str(result["relations"]["layer"].dtype) == "Int64"
-    assert result["corpora"].query("encoder == 'trained'")["p_at_1"].iloc[0] >= 0.5
+    assert result["corpora"].query("weights == 'trained'")["p_at_1"].iloc[0] >= 0.5
     assert (out / "lama.png").stat().st_size > 0 and (out / "lama.svg").is_file() and (out / "lama.pdf").is_file()
     assert "splits into several tokens" in " ".join(run.output.split())  # rich wraps lines

@@ -160,7 +160,7 @@ def test_command_end_to_end_quick(tmp_path, corpus, monkeypatch):
     result = Result.load(out)
     layers = result["layers"]
     assert str(layers["layer"].dtype) == "Int64" and sorted(set(layers["layer"])) == [0, 1, 2]
-    assert set(layers["encoder"]) == {"trained", "untrained"} and set(layers["seed"]) == {0}
+    assert set(layers["weights"]) == {"trained", "untrained"} and set(layers["seed"]) == {0}
     assert layers[["top1", "top10"]].stack().between(0, 1).all()
     assert (layers["top10"] >= layers["top1"]).all()
     assert result.meta["settings"]["epochs"] == 1 and result.meta["heldout"] == "every fifth sentence of data"

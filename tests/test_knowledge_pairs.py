@@ -96,16 +96,16 @@ def test_accuracy_per_paradigm_with_a_trained_model(tmp_path):
     data = _write_pairs(tmp_path / "toy.jsonl", pairs)
     result = minimal_pairs(data=data, loaded=(model, tokenizer), seeds=(0, 1), device="cpu")
     scored = result["pairs"]
-    trained = scored[scored["encoder"] == "trained"]
+    trained = scored[scored["weights"] == "trained"]
     assert (trained["correct"] == (trained["pll_good"] > trained["pll_bad"])).all()
-    paradigms = result["paradigms"].set_index(["encoder", "paradigm"])
+    paradigms = result["paradigms"].set_index(["weights", "paradigm"])
     assert paradigms.loc[("trained", "capitals"), "accuracy"] == pytest.approx(trained["correct"][:3].mean())
     assert paradigms.loc[("trained", "ties"), "accuracy"] == 0.0  # a tie is not a preference
     assert paradigms.loc[("trained", "capitals"), "accuracy"] >= 2 / 3
     summary = result["summary"]
-    assert set(summary["encoder"]) == {"trained", "untrained"} and set(summary["seed"].dropna()) == {0, 1}
+    assert set(summary["weights"]) == {"trained", "untrained"} and set(summary["seed"].dropna()) == {0, 1}
     assert str(summary["layer"].dtype) == "Int64" and int(summary["layer"].iloc[0]) == 2
-    row = summary[summary["encoder"] == "trained"].iloc[0]
+    row = summary[summary["weights"] == "trained"].iloc[0]
     assert row["pairs"] == 4 and row["paradigms"] == 2 and row["chance"] == 0.5
     assert row["paradigm_mean"] == pytest.approx((paradigms.loc[("trained", "capitals"), "accuracy"] + 0.0) / 2)
 

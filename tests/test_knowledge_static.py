@@ -64,7 +64,7 @@ def test_too_little_text_is_one_clear_error():
 
 
 def test_u_shape_verdict():
-    rows = [{"encoder": "trained", "reference": "input_embedding", "layer": layer, "adjusted": v}
+    rows = [{"weights": "trained", "reference": "input_embedding", "layer": layer, "adjusted": v}
             for layer, v in enumerate([0.9, 0.5, 0.4, 0.6])]
     assert u_shape(pd.DataFrame(rows))["u_shape"] and u_shape(pd.DataFrame(rows))["minimum_layer"] == 2
     falling = [dict(r, adjusted=1 - 0.1 * r["layer"]) for r in rows]
@@ -86,11 +86,11 @@ def test_command_end_to_end_on_a_tiny_model(tmp_path, monkeypatch):
     layers = result["layers"]
     assert str(layers["layer"].dtype) == "Int64" and set(layers["layer"]) == {0, 2}
     assert set(layers["reference"]) == {"input_embedding", "type_average"}
-    assert set(layers["encoder"]) == {"trained", "untrained"} and set(layers["seed"]) == {0, 1}
+    assert set(layers["weights"]) == {"trained", "untrained"} and set(layers["seed"]) == {0, 1}
     assert np.allclose(layers["adjusted"], layers["value"] - layers["baseline"])
     # layer 0 is LayerNorm(input embedding + position + type): far closer to the token's own input
     # embedding than to another token's
     first = layers[(layers["layer"] == 0) & (layers["reference"] == "input_embedding")
-                   & (layers["encoder"] == "trained")]
+                   & (layers["weights"] == "trained")]
     assert (first["value"] > first["baseline"] + 0.2).all()
     assert (out / "static_similarity.png").stat().st_size > 0

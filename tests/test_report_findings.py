@@ -135,7 +135,7 @@ def test_every_headline_number_matches_the_result_tables(report):
             assert finding.details["p"] == pytest.approx(p) and f"p = {p:.3f}" in finding.text
         elif finding.source == "knowledge.contextuality":
             ctx = tables["knowledge"]["contextuality"]
-            rows = ctx[(ctx["measure"] == "self_similarity") & (ctx["encoder"] == "trained")].sort_values("layer")
+            rows = ctx[(ctx["measure"] == "self_similarity") & (ctx["weights"] == "trained")].sort_values("layer")
             assert finding.value == pytest.approx(rows["adjusted"].iloc[-1])
             assert f"{rows['adjusted'].iloc[0]:.3f}" in finding.text
         assert escape(finding.text)[:60] in html

@@ -169,7 +169,7 @@ def _toy_sst2(root: Path) -> Path:
 @pytest.mark.ray
 def test_ray_sweeps_equal_local_finetune_ablation_heads(ray_session, tiny_bert, tmp_path):
     """A 2 variants x 2 seeds fine-tuning sweep (one Ray task per run, through the CLI): the table equals the
-    local runs'. Then the single-head ablation table and the frozen-feature heads sweep, each against local."""
+    local runs'. Then the single-head ablation table and the frozen-feature readouts sweep, each against local."""
     from bertology.finetune import FinetuneConfig, collect_results, finetune, variants_table
     from bertology.finetune.cli import app
 
@@ -222,13 +222,13 @@ def test_ray_sweeps_equal_local_finetune_ablation_heads(ray_session, tiny_bert, 
         assert len(local_table) == (16 if name == "ablation" else 8)  # 2 seeds x 2 layers x 4 heads
         pd.testing.assert_frame_equal(local_table, ray_table, check_exact=False, atol=1e-9)
 
-    # The frozen-feature heads sweep: activations extracted once, then one Ray task per head x seed.
-    from bertology.heads.cli import app as heads
+    # The frozen-feature readouts sweep: activations extracted once, then one Ray task per readout x seed.
+    from bertology.readouts.cli import app as readouts
 
-    base = ["glue", "--task", "sst2", "-m", str(model_dir), "--data-dir", str(glue), "--heads", "lp,ap", "--seeds", "2",
+    base = ["glue", "--task", "sst2", "-m", str(model_dir), "--data-dir", str(glue), "--readouts", "lp,ap", "--seeds", "2",
             "--epochs", "1", "--batch-size", "16", "--no-progress"]
-    assert CliRunner().invoke(heads, [*base, "-o", str(tmp_path / "heads-local")]).exit_code == 0
-    done = CliRunner().invoke(heads, [*base, "-o", str(tmp_path / "heads-ray"), "--engine", "ray", "--workers", "2"])
+    assert CliRunner().invoke(readouts, [*base, "-o", str(tmp_path / "heads-local")]).exit_code == 0
+    done = CliRunner().invoke(readouts, [*base, "-o", str(tmp_path / "heads-ray"), "--engine", "ray", "--workers", "2"])
     assert done.exit_code == 0, done.output
     timing = ["train_seconds", "io_share"]
     local_scores = pd.read_parquet(tmp_path / "heads-local" / "scores.parquet").drop(columns=timing)

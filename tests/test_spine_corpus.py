@@ -41,7 +41,7 @@ def test_senteval_txt_is_read_as_senteval(tmp_path):
     path.write_text("te\tO\tThe dog barked .\ntr\tI\tdog The barked .\n\n")
     corpus = read_corpus(path)
     assert detect_format(path) == "senteval" and corpus.format == "senteval"
-    assert corpus[0].words == ("The", "dog", "barked", ".") and corpus[0].label == "O" and corpus[1].split == "tr"
+    assert corpus[0].words == ("The", "dog", "barked", ".") and corpus[0].label == "O" and corpus[1].split == "train"  # tr
     # a bad line later on is named, not read as a plain sentence
     path.write_text("te\tO\tThe dog barked .\nThe cat sat .\n")
     with pytest.raises(DataError, match="bigram_shift.txt:2: expected 3 tab-separated columns"):
@@ -61,7 +61,7 @@ def test_conllu_content_in_a_txt_and_plain_text_with_tabs(tmp_path):
     gz = tmp_path / "s.txt.gz"
     with gzip.open(gz, "wt") as handle:
         handle.write("va\tPAST\tHe walked .\n")
-    assert read_corpus(gz)[0].split == "va"
+    assert read_corpus(gz)[0].split == "dev"
 
 
 def test_non_utf8_names_its_own_line(tmp_path):

@@ -54,7 +54,7 @@ def test_the_same_folders_are_accepted_by_tasks_probing_and_attention(tmp_path, 
     splits = find_splits(folder)
     assert {split: path.name for split, path in splits.items()} == dict(zip(("train", "dev", "test"), FOLDERS[kind]))
     by_split, _, source = load_splits(folder)  # tasks
-    assert source == "treebank train/dev/test files" and all(len(by_split[s]) == 1 for s in ("tr", "va", "te"))
+    assert source == "treebank train/dev/test files" and all(len(by_split[s]) == 1 for s in ("train", "dev", "test"))
     pools = load_ud_pools(folder)  # probing
     assert set(pools) == {"train", "dev", "test"}
 

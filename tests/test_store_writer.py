@@ -11,7 +11,7 @@ import torch
 
 from bertology.errors import BertologyWarning, DataError, StoreError, UsageError
 from bertology.extraction import ExtractionSpec, extract
-from bertology.heads.activations import LABELS_NAME, read_labels, write_activations
+from bertology.readouts.activations import LABELS_NAME, read_labels, write_activations
 from bertology.store import Store
 from bertology.store.names import INDEX_NAME, SENTENCES_NAME
 from bertology.store.writer import StoreWriter, model_record, plan_shards

@@ -77,14 +77,42 @@ def test_build_writes_senteval_format_and_manifest(built, treebank):
         assert splits == sorted(splits, key=["tr", "va", "te"].index)  # ordered by partition, as SentEval
         entry = manifest["tasks"][name]
         assert entry["seed"] == 0 and entry["treebank"][0]["sha256"]
-        assert {f["split"] for f in entry["treebank"]} == {"tr", "va", "te"}
-        for split in ("tr", "va", "te"):
-            assert sum(entry["counts"][split].values()) == splits.count(split)
+        assert {f["split"] for f in entry["treebank"]} == {"train", "dev", "test"}
+        for split, code in (("train", "tr"), ("dev", "va"), ("test", "te")):  # the file keeps SentEval's codes
+            assert sum(entry["counts"][split].values()) == splits.count(code)
         assert entry["deviations"]
     for name, reason in report.skipped.items():
         assert manifest["skipped"][name] == reason
     assert not list(out.glob(".*.tmp"))  # atomic writes leave no temporary files
 
+
+def test_a_manifest_of_the_first_format_is_read_with_train_dev_test(built, treebank, tmp_path):
+    """Manifests written before the one split vocabulary named splits tr/va/te: loading a task reads them as
+    train/dev/test, and adding a task to such a folder rewrites the manifest in the current format."""
+    import shutil
+
+    from bertology.tasks.build import MANIFEST_FORMAT, MANIFEST_FORMAT_TR_VA_TE, SENTEVAL_SPLIT
+
+    _, out = built
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    codes = SENTEVAL_SPLIT
+    for entry in manifest["tasks"].values():
+        for key in ("input", "counts", "totals"):
+            entry[key] = {codes[split]: value for split, value in entry[key].items()}
+        entry["treebank"] = [{**f, "split": codes[f["split"]]} for f in entry["treebank"]]
+    manifest["format"] = MANIFEST_FORMAT_TR_VA_TE
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    current = json.loads((out / "manifest.json").read_text())["tasks"]["bigram_shift"]
+    assert load_task(old, "bigram_shift").manifest == current
+    kept = [name for name in manifest["tasks"] if name != "bigram_shift"]
+    build_tasks(treebank, old, tasks=["bigram_shift"])
+    rewritten = json.loads((old / "manifest.json").read_text())
+    assert rewritten["format"] == MANIFEST_FORMAT
+    for name in kept:  # tasks not rebuilt are carried over with their splits renamed
+        assert set(rewritten["tasks"][name]["totals"]) == {"train", "dev", "test"}
+    assert {f["split"] for f in rewritten["tasks"]["bigram_shift"]["treebank"]} == {"train", "dev", "test"}
 
 def test_binary_tasks_are_balanced(built):
     report, out = built
@@ -92,7 +120,7 @@ def test_binary_tasks_are_balanced(built):
                  "coordination_inversion"):
         task = load_task(out, name)
         assert len(task.label_names) == 2
-        for split in ("tr", "va", "te"):
+        for split in ("train", "dev", "test"):
             counts = Counter(task.labels[task.indices(split)].tolist())
             assert counts[0] == counts[1] > 0, (name, split, counts)
 
@@ -101,8 +129,8 @@ def test_no_sentence_in_two_splits(built):
     report, out = built
     for name in set(UNCHANGED_TEXT_TASKS) & set(report.built):
         task = load_task(out, name)
-        texts = {s: {t.text for t in task.subset(s)[0]} for s in ("tr", "va", "te")}
-        assert not texts["tr"] & texts["va"] and not texts["tr"] & texts["te"] and not texts["va"] & texts["te"]
+        texts = {s: {t.text for t in task.subset(s)[0]} for s in ("train", "dev", "test")}
+        assert not texts["train"] & texts["dev"] and not texts["train"] & texts["test"] and not texts["dev"] & texts["test"]
 
 
 def test_target_forms_do_not_cross_splits(treebank):
@@ -110,12 +138,12 @@ def test_target_forms_do_not_cross_splits(treebank):
     ctx, _ = _prepare(by_split, LENGTHS, 0)
     for name in ("past_present", "subj_number", "obj_number", "odd_man_out"):
         out = BUILDERS[name](ctx)
-        forms = {s: {i.form for i in out.instances[s] if i.form is not None} for s in ("tr", "va", "te")}
-        assert forms["te"], name
-        assert not forms["tr"] & forms["te"] and not forms["tr"] & forms["va"] and not forms["va"] & forms["te"]
+        forms = {s: {i.form for i in out.instances[s] if i.form is not None} for s in ("train", "dev", "test")}
+        assert forms["test"], name
+        assert not forms["train"] & forms["test"] and not forms["train"] & forms["dev"] and not forms["dev"] & forms["test"]
     # SOMO: no source sentence appears both original and changed.
     out = BUILDERS["odd_man_out"](ctx)
-    for split in ("tr", "va", "te"):
+    for split in ("train", "dev", "test"):
         ids = Counter(i.source_id for i in out.instances[split])
         assert max(ids.values()) == 1
 
@@ -128,15 +156,15 @@ def test_pooled_split_gives_forms_to_splits_by_share(treebank):
     ctx, _ = _prepare(by_split, LENGTHS, 0, POOLED_SPLIT)
     for name in ("past_present", "subj_number", "obj_number"):
         out = BUILDERS[name](ctx)
-        forms = {s: {i.form for i in out.instances[s]} for s in ("tr", "va", "te")}
-        assert forms["tr"] and forms["te"], name
-        assert not forms["tr"] & forms["te"] and not forms["tr"] & forms["va"] and not forms["va"] & forms["te"]
+        forms = {s: {i.form for i in out.instances[s]} for s in ("train", "dev", "test")}
+        assert forms["train"] and forms["test"], name
+        assert not forms["train"] & forms["test"] and not forms["train"] & forms["dev"] and not forms["dev"] & forms["test"]
     # Frequent forms are spread so each split gets about its share of the instances (te no longer claims first).
     from bertology.tasks.builders import Instance
 
-    per_split = {"tr": [Instance("A", ("w",), str(i), form=f"f{i % 40}") for i in range(1000)], "va": [], "te": []}
+    per_split = {"train": [Instance("A", ("w",), str(i), form=f"f{i % 40}") for i in range(1000)], "dev": [], "test": []}
     moved = assign_forms(per_split, POOLED_SPLIT)
-    shares = [len(moved[s]) / 1000 for s in ("tr", "va", "te")]
+    shares = [len(moved[s]) / 1000 for s in ("train", "dev", "test")]
     assert shares == pytest.approx(POOLED_SPLIT, abs=0.03)
     assert sum(len(v) for v in moved.values()) == 1000
 
@@ -148,7 +176,7 @@ def test_somo_replacement_keeps_pos_and_features(treebank):
     lexicon = {w.lower(): (u, tuple(sorted(f.items()))) for s in sources.values()
                for w, u, f in zip(s.words, s.upos, s.feats)}
     out = BUILDERS["odd_man_out"](ctx)
-    changed = [i for i in out.instances["tr"] if i.label == "C"]
+    changed = [i for i in out.instances["train"] if i.label == "C"]
     assert changed
     for inst in changed:
         source = sources[inst.source_id]
@@ -193,22 +221,22 @@ def test_pooled_single_file_is_split_randomly(tmp_path, treebank):
                          length_range=LENGTHS)
     assert "random 80/10/10" in report.split_source
     totals = report.totals().set_index("task")
-    assert totals.loc["bigram_shift", "tr"] > 4 * totals.loc["bigram_shift", "te"] > 0
+    assert totals.loc["bigram_shift", "train"] > 4 * totals.loc["bigram_shift", "test"] > 0
 
 
 def test_pooled_split_mixes_every_file_and_grows_test(tmp_path, treebank):
     kept, _, _ = load_splits(treebank)
     pooled, files, source = load_splits(treebank, split="pooled")
     assert "random 50/10/40" in source and all(f["split"] is None for f in files)
-    ids = {s: {x.id for x in pooled[s]} for s in ("tr", "va", "te")}
+    ids = {s: {x.id for x in pooled[s]} for s in ("train", "dev", "test")}
     assert sum(map(len, ids.values())) == sum(len(v) for v in kept.values())  # every sentence, once
-    assert not ids["tr"] & ids["te"] and not ids["va"] & ids["te"]
-    assert len(pooled["te"]) == pytest.approx(0.4 * sum(map(len, ids.values())), abs=1)
-    assert ids["te"] & {x.id for x in kept["tr"]}, "treebank train sentences reach the pooled test split"
+    assert not ids["train"] & ids["test"] and not ids["dev"] & ids["test"]
+    assert len(pooled["test"]) == pytest.approx(0.4 * sum(map(len, ids.values())), abs=1)
+    assert ids["test"] & {x.id for x in kept["train"]}, "treebank train sentences reach the pooled test split"
     report = build_tasks(treebank, tmp_path / "p", tasks=["BShift"], length_range=LENGTHS, split="pooled")
     plain = build_tasks(treebank, tmp_path / "t", tasks=["BShift"], length_range=LENGTHS)
-    assert report.totals().set_index("task").loc["bigram_shift", "te"] > 3 * plain.totals().set_index("task").loc[
-        "bigram_shift", "te"]
+    assert report.totals().set_index("task").loc["bigram_shift", "test"] > 3 * plain.totals().set_index("task").loc[
+        "bigram_shift", "test"]
     # One folder holds one way of splitting; asking for the other is refused before anything is written.
     with pytest.raises(DataError, match="choose another --out"):
         build_tasks(treebank, tmp_path / "p", tasks=["SentLen"], length_range=LENGTHS)
@@ -245,7 +273,7 @@ def test_load_task_api(built):
     assert len(task) == len(task.labels) == len(task.splits)
     assert task.label_names == sorted(task.label_names, key=int)
     assert task.manifest is not None and task.manifest["column"] == "SentLen"
-    sentences, labels = task.subset("te")
+    sentences, labels = task.subset("test")
     assert [task.label_names[i] for i in labels] == [s.label for s in sentences]
     same = load_task(out / "sentence_length.txt")
     assert same.labels.tolist() == task.labels.tolist()
@@ -257,8 +285,8 @@ def test_read_real_senteval_samples():
     directory = _senteval_dir()
     frame = list_tasks(directory).set_index("task")
     assert list(frame.index) == list(TASK_NAMES)
-    assert (frame[["tr", "va"]] == 0).all().all()
-    assert frame.loc["tree_depth", "te"] == 248 and frame.loc["word_content", "n_labels"] == 83
+    assert (frame[["train", "dev"]] == 0).all().all()
+    assert frame.loc["tree_depth", "test"] == 248 and frame.loc["word_content", "n_labels"] == 83
     shift = load_task(directory, "BShift")
     assert shift.label_names == ["I", "O"]
     assert Counter(shift.label_names[i] for i in shift.labels) == {"O": 119, "I": 106}
@@ -291,8 +319,8 @@ def test_build_from_ud_english_ewt(tmp_path):
     assert report.built == list(TASK_NAMES), report.skipped
     assert elapsed < 60
     totals = report.totals().set_index("task")
-    assert (totals[["tr", "va", "te"]] > 0).all().all()
-    assert totals.loc["bigram_shift", "tr"] > 5000 and totals.loc["sentence_length", "te"] > 200
+    assert (totals[["train", "dev", "test"]] > 0).all().all()
+    assert totals.loc["bigram_shift", "train"] > 5000 and totals.loc["sentence_length", "test"] > 200
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     hashes = {Path(f["path"]).name: f["sha256"] for f in manifest["tasks"]["tree_depth"]["treebank"]}
     assert hashes["en_ewt-ud-test.conllu.gz"] == "29c151eee8846d3f3ef7806c126ecac9932af2317c008c6d6b076c5e14950dbe"

@@ -35,7 +35,7 @@ def known() -> dict[str, Sentence]:
 
 
 def _context(tr: list[Sentence], va=(), te=(), seed: int = 0) -> BuildContext:
-    ctx, _ = _prepare({"tr": list(tr), "va": list(va), "te": list(te)}, (1, 100), seed)
+    ctx, _ = _prepare({"train": list(tr), "dev": list(va), "test": list(te)}, (1, 100), seed)
     return ctx
 
 
@@ -109,15 +109,15 @@ def test_coordination_inversion_output(known):
                        deprels=s.deprels) for i in range(2)]
     ctx = _context(copies)
     # _prepare de-duplicates identical sentences, so hand the builder the copies directly.
-    ctx.splits = {"tr": copies, "va": copies, "te": copies}
+    ctx.splits = {"train": copies, "dev": copies, "test": copies}
     out = build_coordination_inversion(ctx)
-    texts = {(i.label, " ".join(i.words)) for i in out.instances["tr"]}
+    texts = {(i.label, " ".join(i.words)) for i in out.instances["train"]}
     assert texts == {("O", "The man sang and the woman danced ."), ("I", "The woman danced and the man sang .")}
 
 
 def test_sentence_length_bins_and_balance(known):
     out = build_sentence_length(_context(list(known.values())))
-    labels = {" ".join(i.words): i.label for i in out.instances["tr"]}
+    labels = {" ".join(i.words): i.label for i in out.instances["train"]}
     # known-6 has 11 words (bin 1: 9-12); the others have 6-8 words (bin 0: 5-8); balanced to 1 + 1.
     assert sorted(labels.values()) == ["0", "1"]
     assert labels["The old man in the house near the river slept ."] == "1"
@@ -142,9 +142,9 @@ def test_tree_depth_is_balanced_and_decorrelated_from_length():
                 sentences.append(_chain_sentence(length, depth, k))
                 k += 1
     ctx = _context(sentences)
-    ctx.splits = {"tr": sentences, "va": sentences, "te": sentences}
+    ctx.splits = {"train": sentences, "dev": sentences, "test": sentences}
     out = build_tree_depth(ctx)
-    kept = out.instances["tr"]
+    kept = out.instances["train"]
     assert kept
     cells = Counter((len(i.words), i.label) for i in kept)
     for length in {n for n, _ in cells}:
@@ -159,12 +159,12 @@ def test_tree_depth_is_balanced_and_decorrelated_from_length():
 def test_bigram_shift_swaps_one_inner_pair(known):
     sentences = list(known.values())
     ctx = _context(sentences)
-    ctx.splits = {"tr": sentences, "va": sentences, "te": sentences}
+    ctx.splits = {"train": sentences, "dev": sentences, "test": sentences}
     out = build_bigram_shift(ctx)
     originals = {s.id: s for s in sentences}
-    labels = Counter(i.label for i in out.instances["tr"])
+    labels = Counter(i.label for i in out.instances["train"])
     assert labels["I"] == labels["O"] == 4
-    for inst in out.instances["tr"]:
+    for inst in out.instances["train"]:
         source = originals[inst.source_id]
         diff = [j for j, (a, b) in enumerate(zip(inst.words, source.words)) if a != b]
         if inst.label == "O":

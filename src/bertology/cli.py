@@ -315,9 +315,10 @@ def _register_subcommands() -> None:
 
     app.add_typer(knowledge_app, name="knowledge", help="Static similarity, the Convexity MLM probe, LAMA, "
                   "minimal pairs.")
-    from bertology.heads.cli import app as heads_app
+    from bertology.readouts.cli import app as readouts_app, deprecated_app as old_readouts_app
 
-    app.add_typer(heads_app, name="heads", help="Frozen-feature heads (BERT Vision): SQuAD 2.0 and GLUE.")
+    app.add_typer(readouts_app, name="readouts", help="Frozen-feature readouts (BERT Vision): SQuAD 2.0 and GLUE.")
+    app.add_typer(old_readouts_app, name="heads", hidden=True)  # the old spelling, for one release
     from bertology.languages.cli import languages_command
 
     app.command("languages", help="Several languages' treebanks: language identity, centroids, parallel sentence "

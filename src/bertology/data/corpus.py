@@ -278,9 +278,13 @@ def read_text(path: str | Path) -> Corpus:
     return Corpus(sentences, path=path, format="text", blank_lines_skipped=skipped)
 
 
+#: SentEval's split codes and the library's names for them: the reader translates, so nothing past it says tr/va/te.
+SENTEVAL_SPLITS = {"tr": "train", "va": "dev", "te": "test"}
+
+
 def read_senteval(path: str | Path) -> Corpus:
-    """SentEval probing format: ``split<TAB>label<TAB>sentence`` (split is tr, va or te). Blank lines are
-    skipped and counted."""
+    """SentEval probing format: ``split<TAB>label<TAB>sentence`` (split is tr, va or te, read as ``Sentence.split``
+    train, dev or test). Blank lines are skipped and counted."""
     path = Path(path)
     sentences = []
     skipped = 0
@@ -295,7 +299,7 @@ def read_senteval(path: str | Path) -> Corpus:
                 f"found {len(columns)}"
             )
         split, label, text = columns
-        if split not in ("tr", "va", "te"):
+        if split not in SENTEVAL_SPLITS:
             raise DataError(f"{path}:{line_no}: split {split!r} is not one of tr, va, te")
         if not label.strip():
             raise DataError(f"{path}:{line_no}: empty label in column 2; expected a label")
@@ -307,7 +311,8 @@ def read_senteval(path: str | Path) -> Corpus:
             raise DataError(f"{path}:{line_no}: empty sentence in column 3")
         sentences.append(
             Sentence(
-                words=tuple(words), id=f"{path.name}:{line_no}", text=text, label=label, split=split,
+                words=tuple(words), id=f"{path.name}:{line_no}", text=text, label=label,
+                split=SENTEVAL_SPLITS[split],
                 source_line=line_no,
             )
         )

@@ -74,10 +74,10 @@ GLUE_TASKS: dict[str, GlueTask] = {
 
 #: Sentence-classification tasks the package can always provide: SentEval's Bigram Shift (a sentence with
 #: two adjacent words swapped, or not; Conneau et al. 2018) rebuilt from the packaged UD English EWT, its
-#: sentences pooled and re-split 50/10/40 (``bertology.tasks``); train = tr, dev = va (the te sentences are
-#: never read here). ``files`` maps our splits to the task file's split column.
+#: sentences pooled and re-split 50/10/40 (``bertology.tasks``); its train and dev splits (the test sentences
+#: are never read here). ``files`` maps our splits to the built task's ``Sentence.split``.
 PACKAGED_TASKS: dict[str, GlueTask] = {
-    "bshift": GlueTask("bshift", 2, ("accuracy",), {"train": "tr", "dev": "va"}, ("original", "inverted"),
+    "bshift": GlueTask("bshift", 2, ("accuracy",), {"train": "train", "dev": "dev"}, ("original", "inverted"),
                        source="ewt"),
 }
 

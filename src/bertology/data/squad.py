@@ -174,7 +174,7 @@ def split_by_article(questions: Sequence[SquadQuestion], eval_share: float = EVA
     """(train, eval): the first ``ceil(eval_share * articles)`` articles in :func:`article_order` are eval.
 
     The rule is fixed and independent of file order, so the same file always splits the same way and no
-    article is in both. On the shared 16-article file it gives 4 evaluation articles (docs/heads.md).
+    article is in both. On the shared 16-article file it gives 4 evaluation articles (docs/readouts.md).
     """
     if not 0 < eval_share < 1:
         raise DataError(f"eval_share {eval_share}: expected a fraction strictly between 0 and 1")

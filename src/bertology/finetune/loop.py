@@ -5,8 +5,8 @@ Every training configuration embeds an :class:`Optimisation` (``FinetuneConfig.o
 on matrices only (biases and LayerNorm weights are 1-d), linear warm-up over ``warmup_ratio`` of the steps then
 linear decay to 0, gradient clipping, bf16 autocast on CUDA, the batch size, a step limit, the run's seed and
 device. :class:`Optimiser` is that recipe at work on one model, and :func:`train_steps` the one step loop:
-GLUE fine-tuning (:mod:`bertology.finetune.train`), SQuAD span fine-tuning (:mod:`bertology.heads.finetune_qa`),
-frozen-feature heads (:mod:`bertology.heads.train`) and the MLM probe (:mod:`bertology.knowledge.mlm_probe`)
+GLUE fine-tuning (:mod:`bertology.finetune.train`), SQuAD span fine-tuning (:mod:`bertology.readouts.finetune_qa`),
+frozen-feature readouts (:mod:`bertology.readouts.train`) and the MLM probe (:mod:`bertology.knowledge.mlm_probe`)
 differ only in their model, their batches, their loss and what they do between steps (scores after an epoch,
 checkpoints, early stopping).
 """

@@ -226,7 +226,7 @@ def measure_layer(vectors: np.ndarray, sample: ContextualitySample, mev: np.ndar
 def _layer_rows(encoder_kind: str, seed: int, layer: int, result: LayerMeasures) -> list[dict]:
     rows = []
     for measure, (value, baseline) in result.summary().items():
-        rows.append({"encoder": encoder_kind, "seed": seed, "layer": layer, "measure": measure, "value": value,
+        rows.append({"weights": encoder_kind, "seed": seed, "layer": layer, "measure": measure, "value": value,
                      "baseline": baseline, "adjusted": value - baseline if measure != "anisotropy" else np.nan,
                      "baseline_measure": BASELINE_OF.get(measure)})
     return rows
@@ -234,7 +234,7 @@ def _layer_rows(encoder_kind: str, seed: int, layer: int, result: LayerMeasures)
 
 def _type_rows(encoder_kind: str, seed: int, layer: int, sample: ContextualitySample,
                result: LayerMeasures) -> pd.DataFrame:
-    return pd.DataFrame({"encoder": encoder_kind, "seed": seed, "layer": layer, "word": sample.types,
+    return pd.DataFrame({"weights": encoder_kind, "seed": seed, "layer": layer, "word": sample.types,
                          "occurrences": sample.counts, "self_similarity": result.self_similarity,
                          "max_explainable_variance": result.max_explainable_variance})
 
@@ -269,13 +269,13 @@ def store_contextuality(store, samples: Sequence[ContextualitySample], layers: S
 
 
 def summarize(layers: pd.DataFrame) -> pd.DataFrame:
-    """Mean and spread over seeds per encoder, layer and measure."""
-    grouped = layers.groupby(["encoder", "layer", "measure"], sort=True)
+    """Mean and spread over seeds per weights (trained/untrained), layer and measure."""
+    grouped = layers.groupby(["weights", "layer", "measure"], sort=True)
     out = grouped.agg(value=("value", "mean"), value_std=("value", "std"), baseline=("baseline", "mean"),
                       adjusted=("adjusted", "mean"), adjusted_std=("adjusted", "std"),
                       seeds=("seed", "nunique")).reset_index()
     order = {m: i for i, m in enumerate(MEASURES)}
-    return out.sort_values(["encoder", "measure", "layer"], key=lambda c: c.map(order) if c.name == "measure"
+    return out.sort_values(["weights", "measure", "layer"], key=lambda c: c.map(order) if c.name == "measure"
                            else c).reset_index(drop=True)
 
 
@@ -287,7 +287,7 @@ def contextuality(model: str | os.PathLike | Encoder = "minilm", data: str | os.
     """Ethayarajh's measures for every layer of ``model`` (and its untrained twins, one per seed).
 
     ``data``: a corpus file (default the packaged UD English EWT dev), or ``sentences`` given directly.
-    Tables: ``layers`` (encoder, seed, layer, measure, value, baseline, adjusted), ``summary`` (mean and
+    Tables: ``layers`` (weights, seed, layer, measure, value, baseline, adjusted), ``summary`` (mean and
     std over seeds) and ``types`` (per word type and layer, first seed). Cosines and variance shares are
     plain numbers in [-1, 1] and [0, 1].
     """
@@ -338,8 +338,8 @@ def reference_table(summary: pd.DataFrame, layers: Sequence[int] | None = None) 
     """Ours beside kawine's bert-base-cased, per layer: raw and adjusted self-similarity, intra-sentence
     similarity, MEV and the anisotropy baseline, for the model and (``untrained_*``) its twin, means over
     seeds; ``kawine_*`` columns hold the released raw numbers."""
-    trained = summary[summary["encoder"] == "trained"]
-    twin = summary[summary["encoder"] == "untrained"]
+    trained = summary[summary["weights"] == "trained"]
+    twin = summary[summary["weights"] == "untrained"]
     ref = KAWINE_BERT_BASE_CASED
     out = []
     all_layers = sorted(trained["layer"].unique()) if layers is None else list(layers)
@@ -373,7 +373,7 @@ def plot_contextuality(summary: pd.DataFrame, path: str | os.PathLike, title: st
     figure, axes = plt.subplots(1, 4, figsize=(15, 3.4))
     for axis, (measure, column, label) in zip(axes, panels):
         for kind, style in (("trained", "-o"), ("untrained", "--s")):
-            part = summary[(summary["encoder"] == kind) & (summary["measure"] == measure)].sort_values("layer")
+            part = summary[(summary["weights"] == kind) & (summary["measure"] == measure)].sort_values("layer")
             if part.empty:
                 continue
             spread = part[f"{column}_std"] if f"{column}_std" in part else part["value_std"]

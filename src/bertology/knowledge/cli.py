@@ -75,7 +75,7 @@ def static_command(
         cells = [str(int(layer))]
         for reference, encoder in columns:
             part = summary[(summary["layer"] == layer) & (summary["reference"] == reference)
-                           & (summary["encoder"] == encoder)]
+                           & (summary["weights"] == encoder)]
             cells.append(_number(part["adjusted"].iloc[0]) if len(part) else "–")
         view.add_row(*cells)
     console.print(view)
@@ -155,7 +155,7 @@ def mlm_probe_command(
     for layer in sorted(summary["layer"].unique()):
         cells = [str(int(layer))]
         for kind in ("trained", "untrained"):
-            part = summary[(summary["layer"] == layer) & (summary["encoder"] == kind)]
+            part = summary[(summary["layer"] == layer) & (summary["weights"] == kind)]
             if part.empty:
                 cells += ["–"] * 3
             else:
@@ -216,15 +216,15 @@ def lama_command(
                  "mean over relations, %)")
     for header in ("corpus", "relations", "facts", "P@1", "P@10", "MRR", "twin P@1", "chance P@1"):
         view.add_column(header, justify="right")
-    trained = corpus_table[(corpus_table["encoder"] == "trained") & (corpus_table["layer"] == last)]
-    twins = corpus_table[(corpus_table["encoder"] == "untrained") & (corpus_table["layer"] == last)]
+    trained = corpus_table[(corpus_table["weights"] == "trained") & (corpus_table["layer"] == last)]
+    twins = corpus_table[(corpus_table["weights"] == "untrained") & (corpus_table["layer"] == last)]
     for _, row in trained.iterrows():
         twin = twins[twins["corpus"] == row["corpus"]]["p_at_1"]
         view.add_row(row["corpus"], str(int(row["relations"])), f"{int(row['facts']):,}", percent(row["p_at_1"]),
                      percent(row["p_at_10"]), percent(row["mrr"]), percent(twin.mean()) if len(twin) else "–",
                      percent(row["chance_p_at_1"], 3))
     console.print(view)
-    split = int(result["relations"].query("encoder == 'trained'")["split_objects"].sum())
+    split = int(result["relations"].query("weights == 'trained'")["split_objects"].sum())
     if split:
         console.print(f"{split:,} facts have objects the tokenizer splits into several tokens; they are counted "
                       "(split_objects) and not scored, as in LAMA")
@@ -276,15 +276,15 @@ def pairs_command(
                  + (" with whole-word masking" if whole_word else ""))
     for header in ("paradigm", "pairs", "model", "twin"):
         view.add_column(header, justify="right")
-    trained = paradigms[(paradigms["encoder"] == "trained") & (paradigms["layer"] == last)]
-    twins = paradigms[(paradigms["encoder"] == "untrained") & (paradigms["layer"] == last)]
+    trained = paradigms[(paradigms["weights"] == "trained") & (paradigms["layer"] == last)]
+    twins = paradigms[(paradigms["weights"] == "untrained") & (paradigms["layer"] == last)]
     for _, row in trained.iterrows():
         twin = twins[twins["paradigm"] == row["paradigm"]]["accuracy"]
         view.add_row(row["paradigm"], str(int(row["pairs"])), percent(row["accuracy"]),
                      percent(twin.mean()) if len(twin) else "–")
     console.print(view)
     summary = result["summary"]
-    overall = summary[(summary["encoder"] == "trained") & (summary["layer"] == last)].iloc[0]
+    overall = summary[(summary["weights"] == "trained") & (summary["layer"] == last)].iloc[0]
     console.print(f"overall: {percent(overall['accuracy'])}% of {int(overall['pairs'])} pairs "
                   f"(mean over {int(overall['paradigms'])} paradigms {percent(overall['paradigm_mean'])}%; chance 50%)")
     console.print(f"results in {out} (pairs, paradigms, summary; pairs.png)")

@@ -388,18 +388,18 @@ def prepare_relation(relation: Relation, tokenizer, candidate_index: dict[int, i
 
 def score_relations(model: Encoder, relations: Sequence[Relation], candidates: np.ndarray,
                     layers: Sequence[int] | None = None, batch_size: int = 32, progress: bool = False,
-                    encoder: str = "trained", seed: int | None = None) -> tuple[list[dict], list[pd.DataFrame]]:
+                    weights: str = "trained", seed: int | None = None) -> tuple[list[dict], list[pd.DataFrame]]:
     """Per relation (and layer): facts scored, objects left out and why, P@1, P@10, MRR; and per fact.
-    ``model``: the masked LM's handle; ``encoder``: the column that says whose scores these are."""
+    ``model``: the masked LM's handle; ``weights``: ``trained`` (the model) or ``untrained`` (its twin), the column that says whose scores these are."""
     tokenizer = model.tokenizer
     candidate_index = {int(c): k for k, c in enumerate(candidates)}
     candidate_tensor = torch.as_tensor(candidates, device=model.device)
     rows, facts = [], []
     with progress_bar(progress) as bar:
-        task = bar.add_task(f"LAMA ({encoder})", total=len(relations))
+        task = bar.add_task(f"LAMA ({weights})", total=len(relations))
         for relation in relations:
             plan = prepare_relation(relation, tokenizer, candidate_index)
-            base = {"encoder": encoder, "seed": seed, "corpus": relation.corpus, "relation": relation.name,
+            base = {"weights": weights, "seed": seed, "corpus": relation.corpus, "relation": relation.name,
                     "label": relation.label, "facts_total": len(relation.facts), "facts": len(plan["keep"]),
                     "split_objects": plan["split_objects"], "unknown_objects": plan["unknown_objects"],
                     "outside_vocabulary": plan["outside_vocabulary"], "candidates": len(candidates)}
@@ -415,7 +415,7 @@ def score_relations(model: Encoder, relations: Sequence[Relation], candidates: n
                 ranks = ranks_of(table, targets)
                 rows.append({**base, "layer": layer, "p_at_1": float(np.mean(ranks == 0)),
                              "p_at_10": float(np.mean(ranks < 10)), "mrr": float(np.mean(1.0 / (ranks + 1)))})
-                if encoder == "trained":
+                if weights == "trained":
                     best = candidates[table.argmax(dim=1).numpy()]
                     facts.append(pd.DataFrame({
                         "corpus": relation.corpus, "relation": relation.name, "layer": layer,
@@ -428,11 +428,11 @@ def score_relations(model: Encoder, relations: Sequence[Relation], candidates: n
 
 
 def summarize(relations: pd.DataFrame) -> pd.DataFrame:
-    """Per encoder, seed, layer and corpus: the unweighted mean over relations that have scored facts (as
+    """Per weights (trained/untrained), seed, layer and corpus: the unweighted mean over relations that have scored facts (as
     LAMA reports it), the facts behind it and the chance level ``1 / candidates``."""
     scored = relations[relations["facts"] > 0].copy()
     scored["layer_key"] = scored["layer"].astype("Int64").astype(str)
-    grouped = scored.groupby(["encoder", "seed", "layer_key", "corpus"], dropna=False, sort=True)
+    grouped = scored.groupby(["weights", "seed", "layer_key", "corpus"], dropna=False, sort=True)
     out = grouped.agg(relations=("relation", "nunique"), facts=("facts", "sum"),
                       split_objects=("split_objects", "sum"), p_at_1=("p_at_1", "mean"),
                       p_at_10=("p_at_10", "mean"), mrr=("mrr", "mean"), candidates=("candidates", "first"),
@@ -479,7 +479,7 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
         for seed in seeds:
             twin = network.untrained(seed)
             twin_rows, _ = score_relations(twin, chosen, candidates, layer_list, batch_size, progress,
-                                           encoder="untrained", seed=seed)
+                                           weights="untrained", seed=seed)
             rows += twin_rows
             del twin
     table = pd.DataFrame(rows)
@@ -506,8 +506,8 @@ def plot_lama(relations: pd.DataFrame, path: str | os.PathLike, title: str = "")
     grouped by corpus, with the chance level."""
     last = relations[relations["layer"] == relations["layer"].max()]
     scored = last[last["facts"] > 0]
-    model = scored[scored["encoder"] == "trained"].set_index(["corpus", "relation"])["p_at_1"].sort_index()
-    twin = scored[scored["encoder"] == "untrained"].groupby(["corpus", "relation"])["p_at_1"].mean()
+    model = scored[scored["weights"] == "trained"].set_index(["corpus", "relation"])["p_at_1"].sort_index()
+    twin = scored[scored["weights"] == "untrained"].groupby(["corpus", "relation"])["p_at_1"].mean()
     chance = 1 / float(scored["candidates"].iloc[0]) if len(scored) else None
     return model_vs_twin_bars(model, twin, [r for _, r in model.index], "P@1 (%)", chance, path, title)
 

@@ -413,7 +413,7 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
     token's embedding, in a copy of the sentence per token with the context clean; ``"all"`` drops out every
     token's embedding, context included (see :func:`input_dropout`).
 
-    Tables: ``layers`` (encoder, seed, layer, tokens, top1, top10, cross_entropy, perplexity, train_loss),
+    Tables: ``layers`` (weights, seed, layer, tokens, top1, top10, cross_entropy, perplexity, train_loss),
     ``summary`` (mean and std over seeds), ``baselines`` (the unigram model) and ``training`` (loss per
     epoch and layer).
     """
@@ -461,13 +461,13 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
                                     description=f"MLM heads, {kind}, seed {seed}")
             scores = evaluate_heads(head, eval_rows, chosen, device=run_device, autocast=autocast)
             scores.insert(0, "seed", seed)
-            scores.insert(0, "encoder", kind)
+            scores.insert(0, "weights", kind)
             scores["train_loss"] = log.epochs[-1]
             scores["train_tokens"] = train_rows.n_targets
             scores["train_seconds"] = log.seconds
             rows.append(scores)
             for epoch, losses in enumerate(log.epochs, start=1):
-                curves.append(pd.DataFrame({"encoder": kind, "seed": seed, "epoch": epoch, "layer": chosen,
+                curves.append(pd.DataFrame({"weights": kind, "seed": seed, "epoch": epoch, "layer": chosen,
                                             "train_loss": losses}))
             if kind == "trained" and seed == seeds[0]:
                 baselines.append(unigram_baseline(train_rows, eval_rows, vocab_size))
@@ -504,7 +504,7 @@ def _twin(encoder: Encoder, seed: int, device) -> Encoder:
 def summarize(layers: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over seeds per encoder and layer."""
     metrics = ["top1", "top10", "cross_entropy", "perplexity"]
-    grouped = layers.groupby(["encoder", "layer"], sort=True)
+    grouped = layers.groupby(["weights", "layer"], sort=True)
     out = grouped[metrics].mean()
     spread = grouped[metrics].std().add_suffix("_std")
     out = out.join(spread)
@@ -521,7 +521,7 @@ def plot_mlm_probe(summary: pd.DataFrame, baselines: pd.DataFrame, path: str | o
               ("perplexity", "perplexity (log scale)", 1.0)]
     for axis, (metric, label, scale) in zip(axes, panels):
         for kind, style in (("trained", "-o"), ("untrained", "--s")):
-            part = summary[summary["encoder"] == kind].sort_values("layer")
+            part = summary[summary["weights"] == kind].sort_values("layer")
             if part.empty:
                 continue
             axis.errorbar(part["layer"].astype(int), part[metric] * scale, yerr=part[f"{metric}_std"].fillna(0) * scale,

@@ -166,7 +166,7 @@ def pseudo_log_likelihoods(model: Encoder, sentences: Sequence[str], *, whole_wo
 
 
 def score_pairs(model: Encoder, pairs: pd.DataFrame, *, whole_word: bool = False, layers=None,
-                batch_tokens: int = 8192, encoder: str = "trained", seed: int | None = None,
+                batch_tokens: int = 8192, weights: str = "trained", seed: int | None = None,
                 progress: bool = False) -> pd.DataFrame:
     """One row per pair (and layer): both PLLs and whether the good sentence scored higher."""
     sentences = list(pairs["sentence_good"]) + list(pairs["sentence_bad"])
@@ -178,7 +178,7 @@ def score_pairs(model: Encoder, pairs: pd.DataFrame, *, whole_word: bool = False
     for layer, values in per_layer.items():
         frame = pairs[["file", "line", "paradigm", "phenomenon"]].copy()
         frame.insert(0, "seed", seed)
-        frame.insert(0, "encoder", encoder)
+        frame.insert(0, "weights", weights)
         frame["layer"] = layer
         frame["pll_good"], frame["pll_bad"] = values[:n], values[n:]
         frame["correct"] = frame["pll_good"] > frame["pll_bad"]
@@ -188,7 +188,7 @@ def score_pairs(model: Encoder, pairs: pd.DataFrame, *, whole_word: bool = False
 
 def summarize(scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Accuracy per paradigm and overall (over pairs, and the unweighted mean over paradigms), chance 0.5."""
-    keys = ["encoder", "seed", "layer"]
+    keys = ["weights", "seed", "layer"]
     paradigms = (scored.groupby(keys + ["paradigm", "phenomenon"], dropna=False, sort=True)
                  .agg(pairs=("correct", "size"), accuracy=("correct", "mean")).reset_index())
     overall = (scored.groupby(keys, dropna=False, sort=True)
@@ -223,7 +223,7 @@ def minimal_pairs(model: str | os.PathLike = "minilm", data: str | os.PathLike |
         for seed in seeds:
             twin = network.untrained(seed)
             frames.append(score_pairs(twin, pairs, whole_word=whole_word, layers=layer_list,
-                                      batch_tokens=batch_tokens, encoder="untrained", seed=seed, progress=progress))
+                                      batch_tokens=batch_tokens, weights="untrained", seed=seed, progress=progress))
             del twin
     scored = pd.concat(frames, ignore_index=True)
     if layer_list is None:
@@ -241,6 +241,6 @@ def minimal_pairs(model: str | os.PathLike = "minilm", data: str | os.PathLike |
 def plot_pairs(paradigms: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:
     """Accuracy (percent) per paradigm at the model's output layer, model vs untrained twin, chance 50%."""
     last = paradigms[paradigms["layer"] == paradigms["layer"].max()]
-    model = last[last["encoder"] == "trained"].set_index("paradigm")["accuracy"].sort_index()
-    twin = last[last["encoder"] == "untrained"].groupby("paradigm")["accuracy"].mean()
+    model = last[last["weights"] == "trained"].set_index("paradigm")["accuracy"].sort_index()
+    twin = last[last["weights"] == "untrained"].groupby("paradigm")["accuracy"].mean()
     return model_vs_twin_bars(model, twin, list(model.index), "accuracy (%)", 0.5, path, title, full_scale=True)

@@ -151,7 +151,7 @@ def store_static(store, encoder: Encoder, samples: Sequence[StaticSample], layer
             for sample in samples:
                 for reference, (value, baseline) in static_layer(vectors, embeddings[sample.type_ids],
                                                                  sample).items():
-                    rows.append({"encoder": encoder_kind, "seed": sample.seed, "layer": layer,
+                    rows.append({"weights": encoder_kind, "seed": sample.seed, "layer": layer,
                                  "reference": reference, "value": value, "baseline": baseline,
                                  "adjusted": value - baseline})
             bar.advance(task)
@@ -160,7 +160,7 @@ def store_static(store, encoder: Encoder, samples: Sequence[StaticSample], layer
 
 def summarize(layers: pd.DataFrame) -> pd.DataFrame:
     """Mean and std over seeds per encoder, reference and layer."""
-    return (layers.groupby(["encoder", "reference", "layer"], sort=True)
+    return (layers.groupby(["weights", "reference", "layer"], sort=True)
             .agg(value=("value", "mean"), value_std=("value", "std"), baseline=("baseline", "mean"),
                  adjusted=("adjusted", "mean"), adjusted_std=("adjusted", "std"), seeds=("seed", "nunique"))
             .reset_index())
@@ -171,7 +171,7 @@ def u_shape(summary: pd.DataFrame, reference: str = "input_embedding", encoder: 
     """Does the curve fall from the first layer and rise again at the last (the Convexity report's "last
     layer regains similarity")? Yes when the minimum is at an inner layer and the last layer sits at
     least ``min_regain`` above it. Returns the verdict, the minimum's layer and the values."""
-    part = summary[(summary["encoder"] == encoder) & (summary["reference"] == reference)].sort_values("layer")
+    part = summary[(summary["weights"] == encoder) & (summary["reference"] == reference)].sort_values("layer")
     values = part[column].to_numpy(dtype=float)
     layers = part["layer"].astype(int).to_numpy()
     if len(values) < 3:
@@ -189,7 +189,7 @@ def static_similarity(model: str | os.PathLike | Encoder = "minilm", data: str |
     """Similarity of every layer to (a) the input embeddings and (b) per-type context averages, raw and
     adjusted by random token pairs, for the model and its untrained twins (one per seed).
 
-    Tables: ``layers`` (encoder, seed, layer, reference, value, baseline, adjusted) and ``summary``.
+    Tables: ``layers`` (weights, seed, layer, reference, value, baseline, adjusted) and ``summary``.
     """
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
@@ -242,7 +242,7 @@ def plot_static(summary: pd.DataFrame, path: str | os.PathLike, title: str = "")
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=False)
     for axis, reference in zip(axes, REFERENCES):
         for kind, colour in (("trained", "C0"), ("untrained", "C1")):
-            part = summary[(summary["encoder"] == kind) & (summary["reference"] == reference)].sort_values("layer")
+            part = summary[(summary["weights"] == kind) & (summary["reference"] == reference)].sort_values("layer")
             if part.empty:
                 continue
             name = "model" if kind == "trained" else "untrained twin"

@@ -620,7 +620,7 @@ def senteval_tasks(languages: dict[str, LanguageTreebank], cache: Path) -> pd.Da
             if entry is not None:
                 sizes = entry["totals"]
                 rows.append({"language": code, "task": TABLE2_COLUMNS[task], "status": "built",
-                             "train": sizes["tr"], "dev": sizes["va"], "test": sizes["te"], "reason": ""})
+                             "train": sizes["train"], "dev": sizes["dev"], "test": sizes["test"], "reason": ""})
             else:
                 rows.append({"language": code, "task": TABLE2_COLUMNS[task], "status": "absent", "train": 0,
                              "dev": 0, "test": 0, "reason": manifest["skipped"].get(task, "not built")})

@@ -39,10 +39,6 @@ class EmptySplitError(DataError):
     """A task has no examples in a split of its corpus: the task cannot be built from it."""
 
 
-#: SentEval split codes -> ours.
-_SENTEVAL_SPLITS = {"tr": "train", "va": "dev", "te": "test"}
-
-
 @dataclass
 class SplitExamples:
     """Examples of one split: ``refs`` ``[n, k]`` int indices into the pool (see module doc), labels,
@@ -317,7 +313,7 @@ def keep_referenced(datasets: Sequence[ProbingDataset]) -> None:
 
 def senteval_dataset(task: str, sentences: Sequence[Sentence], max_train: int | None, max_eval: int | None,
                      resplit: bool = False, notes: Sequence[str] = ()) -> ProbingDataset:
-    """A sentence-level task from SentEval-format sentences (``label`` and ``split`` in tr/va/te).
+    """A sentence-level task from SentEval-format sentences (``label``, and ``split`` in train/dev/test).
 
     ``resplit=True`` (for the shipped test-only samples) re-splits them 60/20/20 with a fixed seed."""
     by_split: dict[str, list[Sentence]] = {s: [] for s in SPLITS}
@@ -328,14 +324,14 @@ def senteval_dataset(task: str, sentences: Sequence[Sentence], max_train: int | 
         by_split = {"train": order[:a], "dev": order[a:b], "test": order[b:]}
     else:
         for sentence in sentences:
-            by_split[_SENTEVAL_SPLITS.get(sentence.split, sentence.split)].append(sentence)
+            by_split[sentence.split].append(sentence)
         by_split = {s: shuffled(v) for s, v in by_split.items()}
     pools, splits = {}, {}
     for split in SPLITS:
         cap = max_train if split == "train" else max_eval
         chosen = by_split[split][:cap] if cap is not None else by_split[split]
         if not chosen:
-            raise DataError(f"{task}: no {split} sentences; expected tr/va/te splits")
+            raise DataError(f"{task}: no {split} sentences; expected train/dev/test splits")
         pools[split] = chosen
         splits[split] = SplitExamples(np.arange(len(chosen), dtype=np.int64)[:, None],
                                       np.asarray([s.label for s in chosen], dtype=object))

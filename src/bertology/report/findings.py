@@ -463,8 +463,8 @@ def contextuality_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
     if summary is None or summary.empty:
         return []
     rows = summary[summary["measure"] == "self_similarity"]
-    ours = rows[rows["encoder"] == "trained"].sort_values("layer")
-    twin = rows[rows["encoder"] != "trained"].sort_values("layer")
+    ours = rows[rows["weights"] == "trained"].sort_values("layer")
+    twin = rows[rows["weights"] != "trained"].sort_values("layer")
     if len(ours) < 2:
         return []
     first, last = ours.iloc[0], ours.iloc[-1]

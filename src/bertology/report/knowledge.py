@@ -67,7 +67,7 @@ def contextuality_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def static_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Adjusted similarity to (a) the input embedding and (b) the type average per layer, beside the twin."""
-    pivot = summary.pivot_table(index="layer", columns=["reference", "encoder"], values="adjusted")
+    pivot = summary.pivot_table(index="layer", columns=["reference", "weights"], values="adjusted")
     absent = pd.Series(index=pivot.index, dtype=float)
     return pd.DataFrame({
         "layer": pivot.index.astype(int),
@@ -80,7 +80,7 @@ def static_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def mlm_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Held-out top-1 and top-10 accuracy (%) and perplexity per layer, beside the twin."""
-    trained, twin = summary[summary["encoder"] == "trained"], summary[summary["encoder"] == "untrained"]
+    trained, twin = summary[summary["weights"] == "trained"], summary[summary["weights"] == "untrained"]
     merged = trained.merge(twin, on="layer", suffixes=("", "_twin"), how="left")
     return pd.DataFrame({
         "layer": merged["layer"].astype(int), "top-1": merged["top1"].map(percent),
@@ -91,7 +91,7 @@ def mlm_probe_table(summary: pd.DataFrame) -> pd.DataFrame:
 
 def lama_table(corpora: pd.DataFrame) -> pd.DataFrame:
     """P@1, P@10 and MRR (%) per LAMA corpus, beside the twin's P@1."""
-    trained, twin = corpora[corpora["encoder"] == "trained"], corpora[corpora["encoder"] == "untrained"]
+    trained, twin = corpora[corpora["weights"] == "trained"], corpora[corpora["weights"] == "untrained"]
     merged = trained.merge(twin[["corpus", "p_at_1"]], on="corpus", suffixes=("", "_twin"), how="left")
     return pd.DataFrame({
         "corpus": merged["corpus"], "relations": merged["relations"], "facts": merged["facts"],
@@ -101,7 +101,7 @@ def lama_table(corpora: pd.DataFrame) -> pd.DataFrame:
 
 def pairs_table(paradigms: pd.DataFrame) -> pd.DataFrame:
     """Minimal-pair accuracy (%) per paradigm, beside the twin."""
-    trained, twin = paradigms[paradigms["encoder"] == "trained"], paradigms[paradigms["encoder"] == "untrained"]
+    trained, twin = paradigms[paradigms["weights"] == "trained"], paradigms[paradigms["weights"] == "untrained"]
     merged = trained.merge(twin[["paradigm", "accuracy"]], on="paradigm", suffixes=("", "_twin"), how="left")
     return pd.DataFrame({
         "paradigm": merged["paradigm"], "pairs": merged["pairs"], "model": merged["accuracy"].map(percent),
@@ -177,6 +177,9 @@ def knowledge(context: ReportContext) -> Section:
     settings = {"sentences": sentences, "mlm_probe_sentences": 0 if quick else 300, "seeds": list(context.seeds[:1]),
                 "mlm_probe_corrupt": "target"}
     folder = context.out_dir / "knowledge"
+    # "twin_column": the tables name the model and its twin in `weights` (it was `encoder`): older entries are
+    # recomputed, not read with the old column
+    key = {**context.model_key, **settings, "twin_column": "weights"}
 
     def compute() -> Result:
         built = knowledge_section(context.encoder, folder, max_sentences=sentences, seeds=context.seeds[:1],
@@ -184,7 +187,7 @@ def knowledge(context: ReportContext) -> Section:
                                   cache_dir=context.store_dir, progress=context.progress)
         return bundle(built.results, built.notes, built.settings)
 
-    cached = context.cache.get_or_compute("knowledge", {**context.model_key, **settings}, compute)
+    cached = context.cache.get_or_compute("knowledge", key, compute)
     results = unbundle(cached)
     section = Section("knowledge", SECTION_TITLES["knowledge"],
                       note=f"On the first {sentences} EWT dev sentences, the model beside its untrained twin (seed "

@@ -17,7 +17,7 @@ import torch
 from bertology.finetune.evaluation import TaskEvaluator, checkpoint_task
 from bertology.finetune.model import load_finetuned
 from bertology.finetune.train import FinetuneConfig, finetune, finished_run
-from bertology.heads.glue import head_rows
+from bertology.readouts.glue import head_rows
 from bertology.intervention.importance import single_head_ablation, summarize_single_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
@@ -142,7 +142,7 @@ def _head_job(name: str, seed: int, train_folder: str, dev_folder: str, context:
 
 def glue_heads_runner(*, address: str | None = None, workers: int | None = None, cpus_per_worker: float = 1,
                       gpus_per_worker: float = 0):
-    """A ``runner`` for :func:`bertology.heads.glue.run_glue_heads`: one Ray task per head x seed, each
+    """A ``runner`` for :func:`bertology.readouts.glue.run_glue_heads`: one Ray task per head x seed, each
     reading the activation stores from their folders (on a path every node sees)."""
 
     def runner(jobs, train_folder: str, dev_folder: str, context: dict) -> list[list[dict]]:

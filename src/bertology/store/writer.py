@@ -2,7 +2,7 @@
 
 Every store is written through :class:`StoreWriter`: by extraction (:func:`bertology.extraction.extract`),
 by the Ray engine (:mod:`bertology.scale`, whose actors write shards with :func:`write_shard` and whose driver
-records them) and by the frozen-feature activations (:mod:`bertology.heads.activations`). The writer
+records them) and by the frozen-feature activations (:mod:`bertology.readouts.activations`). The writer
 
 * **plans**: the index's model record (:func:`model_record`), the input hash, and shards cut to a byte target
   (:func:`plan_shards`);

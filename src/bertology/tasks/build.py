@@ -27,7 +27,9 @@ from bertology.tasks.builders import BUILDERS, SPLITS, BuildContext, TaskOutput
 from bertology.tasks.catalog import SENTEVAL_FILES, SPLIT_CHOICES, TABLE2_COLUMNS, TASK_NAMES, resolve_task_name
 
 MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = "bertology-senteval-tasks/1"
+MANIFEST_FORMAT = "bertology-senteval-tasks/2"
+#: The first format named splits by SentEval's codes (tr/va/te) inside the manifest too; it is read as /2.
+MANIFEST_FORMAT_TR_VA_TE = "bertology-senteval-tasks/1"
 #: SentEval's corpus held sentences of 5-28 Moses tokens (its SentLen bins end at 28).
 DEFAULT_LENGTH_RANGE = (5, 28)
 #: Fractions used to split a treebank that does not come as train/dev/test files.
@@ -35,7 +37,7 @@ RANDOM_SPLIT = (0.8, 0.1, 0.1)
 #: Fractions of ``split="pooled"``: every sentence of the treebank re-split with a large test share, so the
 #: big binary tasks (BShift, SOMO) reach a 95% interval of about +/-1.5 points on UD EWT.
 POOLED_SPLIT = (0.5, 0.1, 0.4)
-#: Treebank split -> SentEval split code.
+#: Split -> SentEval's code for it, written only into the task files (the format's own vocabulary).
 SENTEVAL_SPLIT = {"train": "tr", "dev": "va", "test": "te"}
 
 
@@ -63,7 +65,7 @@ class BuildReport:
     def summary(self) -> str:
         lines = [f"built {len(self.built)} task(s) in {self.out_dir} ({self.split_source})"]
         for row in self.totals().itertuples(index=False):
-            lines.append(f"  {row.task}: tr={row.tr} va={row.va} te={row.te}")
+            lines.append(f"  {row.task}: train={row.train} dev={row.dev} test={row.test}")
         for task, reason in self.skipped.items():
             lines.append(f"  skipped {task}: {reason}")
         return "\n".join(lines)
@@ -85,9 +87,8 @@ def _conllu_files(paths: Sequence[Path]) -> list[Path]:
 
 
 def split_role(path: Path) -> str | None:
-    """tr/va/te of a treebank file, by the one naming rule of :func:`bertology.data.treebank.split_of`."""
-    split = split_of(path)
-    return SENTEVAL_SPLIT[split] if split is not None else None
+    """train/dev/test of a treebank file, by the one naming rule of :func:`bertology.data.treebank.split_of`."""
+    return split_of(path)
 
 
 def _clean_words(sentence: Sentence) -> Sentence:
@@ -101,7 +102,7 @@ def _clean_words(sentence: Sentence) -> Sentence:
 def load_splits(
     treebank: str | os.PathLike | Sequence[str | os.PathLike], seed: int = 0, split: str = "treebank"
 ) -> tuple[dict[str, list[Sentence]], list[dict], str]:
-    """Sentences per split (tr/va/te), the input files (path, sha256, split) and how splits were made.
+    """Sentences per split (train/dev/test), the input files (path, sha256, split) and how splits were made.
 
     ``split="treebank"``: a treebank given as train, dev and test files keeps those splits; anything else
     (one file, or files that do not name all three splits) is pooled and split 80/10/10 at random
@@ -133,20 +134,20 @@ def load_splits(
     order = np.random.default_rng([seed, 7]).permutation(len(pooled))
     n_tr = int(round(shares[0] * len(pooled)))
     n_va = int(round(shares[1] * len(pooled)))
-    by_split["tr"] = [pooled[i] for i in sorted(order[:n_tr])]
-    by_split["va"] = [pooled[i] for i in sorted(order[n_tr:n_tr + n_va])]
-    by_split["te"] = [pooled[i] for i in sorted(order[n_tr + n_va:])]
+    by_split["train"] = [pooled[i] for i in sorted(order[:n_tr])]
+    by_split["dev"] = [pooled[i] for i in sorted(order[n_tr:n_tr + n_va])]
+    by_split["test"] = [pooled[i] for i in sorted(order[n_tr + n_va:])]
     percents = "/".join(f"{round(100 * x)}" for x in shares)
     return by_split, file_info, f"random {percents} split of the pooled sentences (seeded)"
 
 
 def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int], seed: int,
              form_shares: tuple[float, float, float] | None = None):
-    """De-duplicate across and within splits (te > va > tr), filter by length, count corpus statistics."""
+    """De-duplicate across and within splits (test > dev > train), filter by length, count corpus statistics."""
     seen: set[str] = set()
     kept: dict[str, list[Sentence]] = {}
     stats: dict[str, dict] = {}
-    for split in ("te", "va", "tr"):
+    for split in ("test", "dev", "train"):
         unique = []
         for sentence in by_split[split]:
             text = " ".join(sentence.words)
@@ -172,7 +173,7 @@ def _prepare(by_split: dict[str, list[Sentence]], length_range: tuple[int, int],
                 frequency[w.lower()] += 1
                 # A word's usual spelling is learnt away from the sentence start, where it is capitalised.
                 (spellings if position > 0 else initial_spellings)[w] += 1
-                if split == "tr":
+                if split == "train":
                     train_frequency[w.lower()] += 1
     casing: dict[str, str] = {}
     for table in (spellings, initial_spellings):
@@ -201,7 +202,7 @@ def _task_text(output: TaskOutput) -> str:
     lines = []
     for split in SPLITS:
         for inst in output.instances[split]:
-            lines.append(f"{split}\t{inst.label}\t{' '.join(inst.words)}\n")
+            lines.append(f"{SENTEVAL_SPLIT[split]}\t{inst.label}\t{' '.join(inst.words)}\n")
     return "".join(lines)
 
 
@@ -212,6 +213,22 @@ def _counts(output: TaskOutput) -> dict[str, dict[str, int]]:
     }
 
 
+def manifest_entry_splits(entry: dict) -> dict:
+    """A task's manifest entry with its splits named train/dev/test (an entry of the first format names them
+    tr/va/te; one of the current format is returned as it is)."""
+    if not isinstance(entry, dict):
+        return entry
+    named = {code: split for split, code in SENTEVAL_SPLIT.items()}
+    out = dict(entry)
+    for key in ("input", "counts", "totals"):
+        if isinstance(entry.get(key), dict):
+            out[key] = {named.get(split, split): value for split, value in entry[key].items()}
+    if isinstance(entry.get("treebank"), list):
+        out["treebank"] = [{**f, "split": named.get(f.get("split"), f.get("split"))} if isinstance(f, dict) else f
+                           for f in entry["treebank"]]
+    return out
+
+
 def _read_manifest(out_dir: Path) -> dict:
     path = out_dir / MANIFEST_NAME
     if not path.exists():
@@ -220,8 +237,11 @@ def _read_manifest(out_dir: Path) -> dict:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: not a valid JSON manifest ({exc}); delete it or choose another --out") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") not in (MANIFEST_FORMAT, MANIFEST_FORMAT_TR_VA_TE):
         raise DataError(f"{path}: not a bertology task manifest (expected format {MANIFEST_FORMAT!r})")
+    if manifest["format"] == MANIFEST_FORMAT_TR_VA_TE:
+        manifest["format"] = MANIFEST_FORMAT
+        manifest["tasks"] = {name: manifest_entry_splits(entry) for name, entry in manifest.get("tasks", {}).items()}
     manifest.setdefault("tasks", {})
     manifest.setdefault("skipped", {})
     return manifest
@@ -238,7 +258,7 @@ def build_tasks(
 ) -> BuildReport:
     """Build SentEval probing tasks from a CoNLL-U treebank into ``out_dir``.
 
-    ``treebank`` is a UD directory (its ``*-train/dev/test.conllu(.gz)`` become tr/va/te), one CoNLL-U
+    ``treebank`` is a UD directory (its ``*-train/dev/test.conllu(.gz)`` keep their split), one CoNLL-U
     file or a list of them. ``tasks`` takes canonical names or Table 2 names (default: all ten). Each
     task is written as ``<senteval file name>`` (``split<TAB>label<TAB>sentence``) and described in
     ``manifest.json``. Tasks the treebank cannot support (e.g. no Number feature) are skipped with the

@@ -19,9 +19,9 @@ import numpy as np
 from bertology.data import Sentence
 from bertology.data.treebank import tree_or_none
 
-SPLITS = ("tr", "va", "te")
+SPLITS = ("train", "dev", "test")
 #: Order in which splits claim target word forms: the test split keeps all of its forms.
-CLAIM_ORDER = ("te", "va", "tr")
+CLAIM_ORDER = ("test", "dev", "train")
 
 SENTLEN_BINS = ((5, 8), (9, 12), (13, 16), (17, 20), (21, 25), (26, 28))
 
@@ -53,10 +53,10 @@ class BuildContext:
     splits: dict[str, list[Sentence]]
     seed: int
     frequency: Counter  # lower-cased word form -> count over the whole treebank
-    train_frequency: Counter  # the same over tr only (used where a choice must not look at te)
+    train_frequency: Counter  # the same over train only (used where a choice must not look at test)
     casing: dict[str, str]  # lower-cased form -> its most frequent spelling
-    #: tr/va/te shares when the splits are a random re-split of pooled sentences: lexical tasks then give
-    #: each target form to one split by these shares (:func:`assign_forms`) instead of te claiming first.
+    #: train/dev/test shares when the splits are a random re-split of pooled sentences: lexical tasks then give
+    #: each target form to one split by these shares (:func:`assign_forms`) instead of test claiming first.
     form_shares: tuple[float, float, float] | None = None
 
     def rng(self, task: str) -> np.random.Generator:
@@ -92,7 +92,7 @@ def assign_forms(per_split: dict[str, list[Instance]], shares: tuple[float, floa
     """Every instance moved to the split its target form is given, so each form lives in one split and the
     splits hold about ``shares`` of the instances: forms in order of frequency (ties by spelling) go one by
     one to the split furthest below its share. For randomly re-split sentences only: an instance's own
-    split carries no meaning there, and claiming te-first would hand te every frequent form."""
+    split carries no meaning there, and claiming test-first would hand test every frequent form."""
     pooled = [inst for split in SPLITS for inst in per_split[split]]
     counts = Counter(inst.form for inst in pooled)
     target = dict(zip(SPLITS, (share * len(pooled) for share in shares)))
@@ -109,7 +109,7 @@ def _form_rule(ctx: BuildContext) -> str:
     """How the lexical tasks kept target forms split-disjoint, for the manifest's deviations."""
     if ctx.form_shares is not None:
         return "each form given to one split by the split shares, most frequent first"
-    return "te keeps all; va drops te's forms; tr drops va's and te's"
+    return "test keeps all; dev drops test's forms; train drops dev's and test's"
 
 
 def balance_form_disjoint(
@@ -118,8 +118,8 @@ def balance_form_disjoint(
 ) -> dict[str, list[Instance]]:
     """Balance labels per split and keep every target form in one split only.
 
-    Splits claim forms in the order te, va, tr: te keeps all its instances, va drops those whose form
-    is in te, tr drops those whose form is in va or te. SentEval instead assigned forms to partitions
+    Splits claim forms in the order test, dev, train: test keeps all its instances, dev drops those whose form
+    is in test, train drops those whose form is in dev or test. SentEval instead assigned forms to partitions
     when sampling from a corpus 1000x larger; with a small treebank this keeps the test split intact.
     With ``shares`` (randomly re-split sentences, ``split="pooled"``) forms are given to splits by
     :func:`assign_forms` instead.
@@ -189,8 +189,8 @@ def build_sentence_length(ctx: BuildContext) -> TaskOutput:
         return None
 
     per_split, rejected = _for_each_split(ctx, one)
-    # Bins missing from tr (a treebank without long sentences) are left out rather than emptying the task.
-    present = {inst.label for inst in per_split["tr"]}
+    # Bins missing from train (a treebank without long sentences) are left out rather than emptying the task.
+    present = {inst.label for inst in per_split["train"]}
     labels = [label for label in labels if label in present]
     out = TaskOutput(rejected=rejected, label_order=labels, params={"bins": [list(b) for b in SENTLEN_BINS]})
     for split in SPLITS:
@@ -203,8 +203,8 @@ def build_sentence_length(ctx: BuildContext) -> TaskOutput:
     return out
 
 
-#: WC: how many target words, and how many of the most frequent tr words to skip first. SentEval took
-#: 1000 words from rank 2001 of a ~1000x larger corpus; these keep >= ~20 tr sentences per word on EWT.
+#: WC: how many target words, and how many of the most frequent train words to skip first. SentEval took
+#: 1000 words from rank 2001 of a ~1000x larger corpus; these keep >= ~20 train sentences per word on EWT.
 WC_NUM_WORDS = 50
 WC_SKIP_TOP = 50
 WC_MIN_CHARS = 4
@@ -227,18 +227,18 @@ def build_word_content(ctx: BuildContext) -> TaskOutput:
     out = TaskOutput(rejected=rejected, label_order=sorted(targets),
                      params={"num_words": len(targets), "skip_top": WC_SKIP_TOP, "min_chars": WC_MIN_CHARS})
     if len(targets) < 2:
-        rejected["fewer than 2 candidate target words in tr"] += 1
+        rejected["fewer than 2 candidate target words in train"] += 1
         return out
-    tr_counts = Counter(inst.label for inst in per_split["tr"])
-    # Drop target words absent from tr rather than the whole task.
+    tr_counts = Counter(inst.label for inst in per_split["train"])
+    # Drop target words absent from train rather than the whole task.
     targets = [w for w in targets if tr_counts.get(w, 0) > 0]
     out.label_order = sorted(targets)
     out.instances, quotas = balance_capped(per_split, rng, out.label_order, {s: len(ctx.splits[s]) for s in SPLITS})
     out.params["per_word_quota"] = quotas
     out.deviations += [
         f"{len(targets)} target words (not 1000): lower-cased alphabetic words of >= {WC_MIN_CHARS} characters "
-        f"taken by tr frequency after the {WC_SKIP_TOP} most frequent, where SentEval took 1000 words from rank 2001",
-        "tr is exactly balanced (each word as often as the rarest); va/te are capped per word at the tr quota "
+        f"taken by train frequency after the {WC_SKIP_TOP} most frequent, where SentEval took 1000 words from rank 2001",
+        "train is exactly balanced (each word as often as the rarest); dev/test are capped per word at the train quota "
         "scaled by split size and may miss rare words, so they are only roughly balanced",
     ]
     return out
@@ -267,19 +267,19 @@ def build_tree_depth(ctx: BuildContext) -> TaskOutput:
             cells[inst.stratum][int(inst.label)].append(inst)
         return {length: [cells[length][d] for d in depths] for length in cells}
 
-    # Choose the contiguous range of depth classes (>= 3 classes) that keeps the most sentences in tr;
-    # chosen on tr only, so the test split does not shape the label set.
-    tr_depths = sorted({int(i.label) for i in per_split["tr"]})
+    # Choose the contiguous range of depth classes (>= 3 classes) that keeps the most sentences in train;
+    # chosen on train only, so the test split does not shape the label set.
+    tr_depths = sorted({int(i.label) for i in per_split["train"]})
     best: tuple[int, list[int]] = (0, [])
     for lo_i in range(len(tr_depths)):
         for hi_i in range(lo_i + 2, len(tr_depths)):
             depths = list(range(tr_depths[lo_i], tr_depths[hi_i] + 1))
-            n_tr = sum(len(depths) * min(len(c) for c in cell) for cell in kept_per_split(depths, "tr").values())
+            n_tr = sum(len(depths) * min(len(c) for c in cell) for cell in kept_per_split(depths, "train").values())
             if n_tr > best[0]:
                 best = (n_tr, depths)
     depths = best[1]
     if not depths:
-        rejected["fewer than 3 depth classes co-occur at any length in tr"] += 1
+        rejected["fewer than 3 depth classes co-occur at any length in train"] += 1
         return out
     for split in SPLITS:
         kept = []
@@ -296,7 +296,7 @@ def build_tree_depth(ctx: BuildContext) -> TaskOutput:
         "trees (classes 5-12); dependency trees are flatter",
         "decorrelated from length by exact stratification (same count of every depth class at every sentence "
         "length, per split) instead of sampling from a bivariate Gaussian; the classes are the contiguous depth "
-        "range (>= 3 classes) that keeps the most tr sentences",
+        "range (>= 3 classes) that keeps the most train sentences",
     ]
     return out
 
@@ -355,15 +355,15 @@ def top_sequence(sentence: Sentence) -> str | None:
 
 def balance_capped(per_split: dict[str, list[Instance]], rng: np.random.Generator, labels: list[str],
                    split_sizes: dict[str, int]) -> tuple[dict[str, list[Instance]], dict[str, int]]:
-    """For many-class tasks on a small treebank: tr exactly balanced (every label as often as the rarest
-    in tr); va/te take at most that quota scaled by split size per label, so they are roughly balanced
+    """For many-class tasks on a small treebank: train exactly balanced (every label as often as the rarest
+    in train); dev/test take at most that quota scaled by split size per label, so they are roughly balanced
     but may lack rare labels (demanding every label in every small split would empty them)."""
-    tr_counts = Counter(inst.label for inst in per_split["tr"])
+    tr_counts = Counter(inst.label for inst in per_split["train"])
     quota_tr = min(tr_counts.get(label, 0) for label in labels)
     out, quotas = {}, {}
     for split in SPLITS:
-        quota = quota_tr if split == "tr" else max(
-            1, math.ceil(quota_tr * split_sizes[split] / max(split_sizes["tr"], 1)))
+        quota = quota_tr if split == "train" else max(
+            1, math.ceil(quota_tr * split_sizes[split] / max(split_sizes["train"], 1)))
         taken: Counter = Counter()
         kept = []
         for inst in _shuffled(per_split[split], rng):
@@ -388,16 +388,16 @@ def build_top_constituents(ctx: BuildContext) -> TaskOutput:
         return Instance(seq, sentence.words, sentence.id)
 
     per_split, rejected = _for_each_split(ctx, one)
-    counts = Counter(inst.label for inst in per_split["tr"])
+    counts = Counter(inst.label for inst in per_split["train"])
     classes = [seq for seq, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:TOPCONST_CLASSES]]
     out = TaskOutput(rejected=rejected, label_order=sorted(classes) + ["OTHER"],
                      params={"classes": sorted(classes) + ["OTHER"]})
     if len(classes) < 2:
-        rejected["fewer than 2 top-level sequences in tr"] += 1
+        rejected["fewer than 2 top-level sequences in train"] += 1
         return out
     keep = set(classes)
-    if all(inst.label in keep for inst in per_split["tr"]):
-        out.label_order.remove("OTHER")  # fewer than 20 sequences in tr: no OTHER class
+    if all(inst.label in keep for inst in per_split["train"]):
+        out.label_order.remove("OTHER")  # fewer than 20 sequences in train: no OTHER class
         out.params["classes"] = out.label_order
     relabelled = {
         split: [Instance(i.label if i.label in keep else "OTHER", i.words, i.source_id) for i in per_split[split]]
@@ -410,8 +410,8 @@ def build_top_constituents(ctx: BuildContext) -> TaskOutput:
         "labels come from the dependency tree: the root's dependents before it (UD relations), VP for a verbal "
         "or copular root (else its UPOS), cc_conj for a coordinated clause, '.' (e.g. advmod_nsubj_VP_. for "
         "SentEval's ADVP_NP_VP_.); SentEval used the constituents under S",
-        f"the {TOPCONST_CLASSES} most frequent sequences are counted on tr only",
-        "tr is exactly balanced; va/te are capped per label at the tr quota scaled by split size (roughly balanced)",
+        f"the {TOPCONST_CLASSES} most frequent sequences are counted on train only",
+        "train is exactly balanced; dev/test are capped per label at the train quota scaled by split size (roughly balanced)",
     ]
     return out
 
@@ -642,7 +642,7 @@ def build_odd_man_out(ctx: BuildContext) -> TaskOutput:
         "a ~1000x larger corpus) and the same UPOS and FEATS (SentEval: same PTB tag)",
         f"frequencies are matched on the word itself (log2 ratio <= {SOMO_MAX_LOG2_RATIO}), not on the bigrams "
         "it forms with its neighbours: bigram counts in a treebank are mostly 0 or 1",
-        "replacement words are disjoint across splits (te first, then va, then tr); every sentence appears once",
+        "replacement words are disjoint across splits (test first, then dev, then train); every sentence appears once",
     ]
     return out
 

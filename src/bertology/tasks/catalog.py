@@ -48,7 +48,7 @@ TASKS: dict[str, TaskInfo] = {
     )
 }
 
-#: How the sentences are divided into tr/va/te (``build_tasks(split=...)``, ``bertology tasks build --split``).
+#: How the sentences are divided into train/dev/test (``build_tasks(split=...)``, ``bertology tasks build --split``).
 SPLIT_CHOICES = ("treebank", "pooled")
 
 #: Canonical task names (SentEval file stems), in the order of the paper's Table 2.

@@ -57,10 +57,10 @@ def build_command(
     report = build_tasks(treebank if len(treebank) > 1 else treebank[0], out, tasks=_split_names(tasks),
                          seed=seed, progress=progress, split=split)
     table = Table(title=f"probing tasks in {out} ({report.split_source})")
-    for column in ("task", "column", "tr", "va", "te"):
-        table.add_column(column, justify="right" if column in ("tr", "va", "te") else "left", no_wrap=True)
+    for column in ("task", "column", "train", "dev", "test"):
+        table.add_column(column, justify="right" if column in ("train", "dev", "test") else "left", no_wrap=True)
     for row in report.totals().itertuples(index=False):
-        table.add_row(row.task, TASKS[row.task].column, str(row.tr), str(row.va), str(row.te))
+        table.add_row(row.task, TASKS[row.task].column, str(row.train), str(row.dev), str(row.test))
     console.print(table)
     for task, reason in report.skipped.items():
         console.print(f"[yellow]skipped {task} ({TASKS[task].column}):[/yellow] {reason}")
@@ -89,11 +89,11 @@ def list_command(
         console.print(f"no SentEval task files in {directory}")
         return
     table = Table(title=f"probing tasks in {directory}")
-    for column in ("task", "column", "file", "tr", "va", "te", "labels"):
-        table.add_column(column, justify="right" if column in ("tr", "va", "te") else "left",
+    for column in ("task", "column", "file", "train", "dev", "test", "labels"):
+        table.add_column(column, justify="right" if column in ("train", "dev", "test") else "left",
                          no_wrap=column != "labels")
     for row in frame.itertuples(index=False):
         labels = row.labels if len(row.labels) <= 60 else row.labels[:57] + "..."
-        table.add_row(row.task, row.column, row.file, str(row.tr), str(row.va), str(row.te),
+        table.add_row(row.task, row.column, row.file, str(row.train), str(row.dev), str(row.test),
                       f"{row.n_labels}: {labels}")
     console.print(table)

@@ -12,10 +12,10 @@ import pandas as pd
 
 from bertology.data import Sentence, read_senteval
 from bertology.errors import DataError
-from bertology.tasks.build import MANIFEST_NAME
+from bertology.tasks.build import MANIFEST_NAME, manifest_entry_splits
 from bertology.tasks.catalog import SENTEVAL_FILES, TASK_NAMES, TASKS, resolve_task_name, task_for_file_name
 
-SPLITS = ("tr", "va", "te")
+SPLITS = ("train", "dev", "test")
 
 
 def _label_key(label: str):
@@ -31,7 +31,7 @@ class ProbingTask:
     path: Path
     sentences: list[Sentence]
     labels: np.ndarray  # int64 index into label_names, one per sentence
-    splits: np.ndarray  # "tr" / "va" / "te", one per sentence
+    splits: np.ndarray  # "train" / "dev" / "test", one per sentence
     label_names: list[str]
     manifest: dict | None = field(default=None, repr=False)
 
@@ -77,7 +77,7 @@ def _manifest_entry(directory: Path, name: str) -> dict | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("tasks", {}).get(name)
+        return manifest_entry_splits(json.loads(path.read_text(encoding="utf-8")).get("tasks", {}).get(name))
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
         return None
 

@@ -211,7 +211,7 @@ class StreamingReader:
             except BaseException as error:  # handed to the consumer, which raises it
                 put(error)
 
-        thread = threading.Thread(target=produce, name="bertology-heads-prefetch", daemon=True)
+        thread = threading.Thread(target=produce, name="bertology-readouts-prefetch", daemon=True)
         thread.start()
         try:
             while True:

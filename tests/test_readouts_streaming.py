@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from bertology.errors import ModelError, StoreError
-from bertology.heads.activations import read_labels, write_activations
-from bertology.heads.catalog import build_head
-from bertology.heads.streaming import StreamingReader
-from bertology.heads.train import HeadTrainConfig, check_store_model, train_head
+from bertology.readouts.activations import read_labels, write_activations
+from bertology.readouts.catalog import build_head
+from bertology.readouts.streaming import StreamingReader
+from bertology.readouts.train import HeadTrainConfig, check_store_model, train_head
 from bertology.store import Store
 from bertology.store import writer as store_writer
 
@@ -139,7 +139,7 @@ def test_head_training_resumes_after_an_interruption(tmp_path, store_and_ids, mo
     reference = fresh()
     reference_stats = train_head(reference, store, config)
 
-    import bertology.heads.train as train_module
+    import bertology.readouts.train as train_module
 
     real_loss, calls = train_module.head_loss, {"n": 0}
 
@@ -161,7 +161,7 @@ def test_head_training_resumes_after_an_interruption(tmp_path, store_and_ids, mo
         assert torch.allclose(a, b, atol=1e-6)
     again = train_head(fresh(), store, config, checkpoint=checkpoint)
     assert again.reused
-    with pytest.raises(ModelError, match="a head checkpoint of other settings"):
+    with pytest.raises(ModelError, match="a readout checkpoint of other settings"):
         train_head(fresh(), store, HeadTrainConfig(epochs=1, progress=False), checkpoint=checkpoint)
 
 
@@ -196,5 +196,5 @@ def test_a_store_of_another_model_is_refused(tmp_path, store_and_ids, tiny_bert)
     other = tiny_encoder("bert", seed=5)
     with pytest.raises(StoreError, match="holds activations of other inputs: model"):
         _store(store.path.parent, other)
-    with pytest.raises(StoreError, match="but the head was trained on fingerprint"):
+    with pytest.raises(StoreError, match="but the readout was trained on fingerprint"):
         check_store_model(store, other.fingerprint)

@@ -12,8 +12,8 @@ import pytest
 
 from bertology.data.squad import article_order, read_squad, split_by_article
 from bertology.errors import DataError
-from bertology.heads.qa import best_span, decode_spans, encode_windows, question_answerable, score_spans
-from bertology.heads.squad_eval import (
+from bertology.readouts.qa import best_span, decode_spans, encode_windows, question_answerable, score_spans
+from bertology.readouts.squad_eval import (
     evaluate_squad, exact_match, f1_score, normalize_answer, question_scores, score_predictions, summarize_scores,
 )
 
@@ -97,7 +97,7 @@ def test_shared_subset_and_its_fixed_split(shared_data):
     train_titles, eval_titles = {q.title for q in train}, {q.title for q in evaluation}
     assert not train_titles & eval_titles
     assert len(train) + len(evaluation) == len(questions)
-    # the split docs/heads.md documents
+    # the split docs/readouts.md documents
     assert eval_titles == {"1973_oil_crisis", "French_and_Indian_War", "Packet_switching", "Warsaw"}
     assert (len(train), len(evaluation)) == (4562, 1516)
 

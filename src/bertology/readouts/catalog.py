@@ -13,13 +13,13 @@ import torch
 from torch import nn
 
 from bertology.errors import UsageError
-from bertology.heads.adapter import LayerAdapters
-from bertology.heads.cnn import LayerCNN
-from bertology.heads.names import ADAPTER_NAME as _ADAPTER
-from bertology.heads.names import HEAD_HELP, SEED_HEADS, check_head_name  # noqa: F401 (the names live there)
-from bertology.heads.outputs import ClassOutput, SpanOutput
-from bertology.heads.pooling import LayerAverage, ScalarMix
-from bertology.heads.stack import PoolAdapterConv
+from bertology.readouts.adapter import LayerAdapters
+from bertology.readouts.cnn import LayerCNN
+from bertology.readouts.names import ADAPTER_NAME as _ADAPTER
+from bertology.readouts.names import HEAD_HELP, SEED_HEADS, check_head_name  # noqa: F401 (the names live there)
+from bertology.readouts.outputs import ClassOutput, SpanOutput
+from bertology.readouts.pooling import LayerAverage, ScalarMix
+from bertology.readouts.stack import PoolAdapterConv
 
 TASKS = ("span", "classify")
 
@@ -35,7 +35,7 @@ class FeatureScaler(nn.Module):
     """Per-layer, per-dimension standardisation ``(x - mean) / std`` of the frozen activations.
 
     The statistics are buffers (saved with the head, applied when it scores); they start as the identity
-    and :func:`bertology.heads.train.train_head` sets them from the training activations when asked.
+    and :func:`bertology.readouts.train.train_head` sets them from the training activations when asked.
     Padded positions are set to 0 after scaling, as they were before it."""
 
     def __init__(self, num_layers: int, hidden: int):
@@ -96,7 +96,7 @@ def build_body(name: str, num_layers: int, hidden: int) -> nn.Module:
         return PoolAdapterConv(num_layers, hidden, adapter_size=386)
     kind, size, skip = _ADAPTER.match(name).groups()
     if int(size) < 1:
-        raise UsageError(f"--heads {name!r}: adapter size must be at least 1")
+        raise UsageError(f"--readouts {name!r}: adapter size must be at least 1")
     return LayerAdapters(num_layers, hidden, size=int(size), shared=kind == "shared", skip=bool(skip))
 
 

@@ -1,4 +1,4 @@
-"""What the `bertology heads` commands print: the results as console tables (percent for people)."""
+"""What the `bertology readouts` commands print: the results as console tables (percent for people)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ def squad_table(summary: pd.DataFrame, title: str) -> Table:
     """One line per (checkpoint, head, task) evaluated on its own checkpoint's activations (the seed's
     cross-checkpoint evaluations stay in the saved table)."""
     table = Table(title=title)
-    for column in ("model/head", "fine-tuned", "trainable params (% of encoder)", "EM", "F1", "HasAns F1",
+    for column in ("model/readout", "fine-tuned", "trainable params (% of encoder)", "EM", "F1", "HasAns F1",
                    "NoAns acc", "answerable acc", "training time", "I/O share", "seeds"):
-        table.add_column(column, justify="left" if column == "model/head" else "right")
+        table.add_column(column, justify="left" if column == "model/readout" else "right")
     own = summary[summary["checkpoint"] == summary["eval_checkpoint"]]
     for row in own.to_dict("records"):
         name = row["component"] if row["task"] == "span" else f"{row['component']} (answerable?)"
@@ -50,9 +50,9 @@ def glue_summary(scores: pd.DataFrame) -> pd.DataFrame:
 
 def glue_table(scores: pd.DataFrame, title: str) -> Table:
     table = Table(title=title)
-    for column in ("model/head", "metric", "score", "± sd", "trainable params (% of encoder)", "training time",
+    for column in ("model/readout", "metric", "score", "± sd", "trainable params (% of encoder)", "training time",
                    "I/O share", "seeds"):
-        table.add_column(column, justify="left" if column in ("model/head", "metric") else "right")
+        table.add_column(column, justify="left" if column in ("model/readout", "metric") else "right")
     for row in glue_summary(scores).to_dict("records"):
         rate = row["metric"] in ("accuracy", "f1")
         score = percent(row["value"]) if rate else f"{row['value']:.3f}"

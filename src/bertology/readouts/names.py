@@ -1,5 +1,5 @@
-"""Head names, in a module that imports nothing heavy, so that ``bertology heads --heads`` is checked before
-torch loads; :mod:`bertology.heads.catalog` builds the heads they name."""
+"""Readout names, in a module that imports nothing heavy, so that ``bertology readouts --readouts`` is checked
+before torch loads; :mod:`bertology.readouts.catalog` builds the readouts they name."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ ADAPTER_NAME = re.compile(r"^adapter-(shared|independent)-(\d+)(-skip)?$")
 HEAD_HELP = "lp, ap, last, cnn, stack, adapter-<shared|independent>-<size>[-skip] (e.g. adapter-shared-386-skip)"
 
 
-def check_head_name(name: str) -> str:
-    """The name, lower-cased, or :class:`UsageError` listing the head names."""
+def check_head_name(name: str, option: str = "--readouts") -> str:
+    """The name, lower-cased, or :class:`UsageError` naming ``option`` and listing the readout names."""
     name = name.strip().lower()
     if name in ("lp", "ap", "last", "cnn", "stack") or ADAPTER_NAME.match(name):
         return name
-    raise UsageError(f"--heads {name!r}: unknown head; expected {HEAD_HELP}")
+    raise UsageError(f"{option} {name!r}: unknown readout; expected {HEAD_HELP}")

@@ -153,5 +153,5 @@ def read_labels(store: Store) -> dict:
     """``labels.json`` of a store written by :func:`write_activations`: ``{"kind", "labels"}``."""
     path = store.path / LABELS_NAME
     if not path.is_file():
-        raise StoreError(f"{store.path}: no {LABELS_NAME}; heads train on stores written by `bertology heads`")
+        raise StoreError(f"{store.path}: no {LABELS_NAME}; readouts train on stores written by `bertology readouts`")
     return json.loads(path.read_text(encoding="utf-8"))

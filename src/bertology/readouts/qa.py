@@ -26,7 +26,7 @@ import torch
 from bertology.data.squad import SquadQuestion
 from bertology.errors import DataError
 from bertology.models.batching import pad_batch
-from bertology.heads.squad_eval import evaluate_squad, question_scores
+from bertology.readouts.squad_eval import evaluate_squad, question_scores
 
 MAX_LENGTH = 384
 STRIDE = 128

@@ -1,4 +1,4 @@
-"""`bertology heads squad` and `bertology heads glue` end to end on a tiny model: outputs, resuming, and
+"""`bertology readouts squad` and `bertology readouts glue` end to end on a tiny model: outputs, resuming, and
 one clear error for bad input."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def toy_data(tmp_path_factory):
-    from heads_toy import toy_squad
+    from readouts_toy import toy_squad
 
     return toy_squad(tmp_path_factory.mktemp("toy") / "toy.json.gz", articles=8, paragraphs=4)
 
 
 def invoke(*args, ok: bool = True):
-    from bertology.heads.cli import app
+    from bertology.readouts.cli import app
 
     result = runner.invoke(app, [str(a) for a in args])
     if ok:
@@ -33,7 +33,7 @@ def invoke(*args, ok: bool = True):
 
 def test_squad_end_to_end_writes_the_table_and_resumes(tmp_path, tiny_dir, toy_data):
     out = tmp_path / "squad"
-    args = ("squad", "-m", tiny_dir, "--data", toy_data, "-o", out, "--quick", "--heads", "lp,adapter-shared-64",
+    args = ("squad", "-m", tiny_dir, "--data", toy_data, "-o", out, "--quick", "--readouts", "lp,adapter-shared-64",
             "--checkpoints", "0.5,1", "--curve", "0.25", "--no-progress", "--device", "cpu")
     first = invoke(*args)
     assert "not comparable to official SQuAD" in " ".join(first.output.split())
@@ -75,8 +75,8 @@ def test_squad_bad_input_is_one_clear_error(tmp_path, tiny_dir):
     bad.write_text(json.dumps({"version": "1.1", "data": []}))
     result = invoke("squad", "-m", tiny_dir, "--data", bad, "-o", tmp_path / "o", "--max-length", 96, ok=False)
     assert isinstance(result.exception, DataError) and "expected SQuAD 'v2.0'" in str(result.exception)
-    result = invoke("squad", "-m", tiny_dir, "--heads", "lp,adapter-64", ok=False)
-    assert isinstance(result.exception, UsageError) and "--heads 'adapter-64'" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--readouts", "lp,adapter-64", ok=False)
+    assert isinstance(result.exception, UsageError) and "--readouts 'adapter-64'" in str(result.exception)
     result = invoke("squad", "-m", tiny_dir, "--checkpoints", "0.3,x", ok=False)
     assert isinstance(result.exception, UsageError) and "--checkpoints" in str(result.exception)
     result = invoke("squad", "-m", tiny_dir, "--data", bad, "--seeds", "0", ok=False)
@@ -85,8 +85,8 @@ def test_squad_bad_input_is_one_clear_error(tmp_path, tiny_dir):
                     "-o", tmp_path / "o", ok=False)
     assert isinstance(result.exception, UsageError) and "takes at most 128 tokens" in str(result.exception)
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.safetensors"))
-    result = invoke("squad", "-m", tiny_dir, "--checkpoints", "0,1", "--head-checkpoints", "0.5", ok=False)
-    assert isinstance(result.exception, UsageError) and "--head-checkpoints '0.5'" in str(result.exception)
+    result = invoke("squad", "-m", tiny_dir, "--checkpoints", "0,1", "--readout-checkpoints", "0.5", ok=False)
+    assert isinstance(result.exception, UsageError) and "--readout-checkpoints '0.5'" in str(result.exception)
     result = invoke("squad", "-m", tiny_dir, "--mode", "squad1", ok=False)
     assert isinstance(result.exception, UsageError) and "--mode 'squad1'" in str(result.exception)
     result = invoke("squad", "-m", tiny_dir, "--eval-share", "1.5", ok=False)
@@ -103,7 +103,7 @@ def test_squad_checkpoint_zero_alone_fine_tunes_nothing(tmp_path, tiny_dir, toy_
     assert not (out / "finetune").exists() and (out / "activations" / "epoch-0" / "heldout").is_dir()
 
 
-def test_glue_frozen_heads_beside_fine_tuning(tmp_path, tiny_dir, shared_data):
+def test_glue_frozen_readouts_beside_fine_tuning(tmp_path, tiny_dir, shared_data):
     from bertology.finetune import FinetuneConfig, finetune
     from bertology.models import load_encoder
 
@@ -114,10 +114,10 @@ def test_glue_frozen_heads_beside_fine_tuning(tmp_path, tiny_dir, shared_data):
     invoke("glue", "--task", "rte", "-m", tiny_dir, "-o", out, "--quick", "--seeds", 2, "--finetune-dir", tuned,
            "--no-progress", "--device", "cpu")
     scores = Result.load(out)["scores"]
-    heads = scores[scores["component"].isin(["lp", "ap"])]
-    assert set(heads["seed"]) == {0, 1} and set(heads["metric"]) == {"accuracy"}
-    assert heads["value"].between(0, 1).all() and (heads["n_train"] == 180).all() and (heads["n_dev"] == 100).all()
-    assert (heads["n_heldout"] == 20).all()  # early stopping on 10% of the 200 training examples
+    readouts = scores[scores["component"].isin(["lp", "ap"])]
+    assert set(readouts["seed"]) == {0, 1} and set(readouts["metric"]) == {"accuracy"}
+    assert readouts["value"].between(0, 1).all() and (readouts["n_train"] == 180).all()
+    assert (readouts["n_dev"] == 100).all() and (readouts["n_heldout"] == 20).all()  # early stopping on 10% of the 200 training examples
     references = scores[scores["component"].str.startswith("sklearn")]
     assert len(references) == 3 and references["value"].between(0, 1).all()
     finetuned = scores[scores["component"].str.startswith("fine-tuned")]
@@ -140,10 +140,10 @@ def test_squad_fine_tuning_resumes_mid_run_to_the_same_weights(tmp_path, tiny_di
     ends with the weights of an uninterrupted run."""
     import torch
 
-    import bertology.heads.finetune_qa as finetune_qa_module
-    from bertology.heads.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model
-    from bertology.heads.qa import encode_windows
-    from bertology.heads.squad import load_questions
+    import bertology.readouts.finetune_qa as finetune_qa_module
+    from bertology.readouts.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model
+    from bertology.readouts.qa import encode_windows
+    from bertology.readouts.squad import load_questions
     from bertology.models import load_encoder
 
     encoder = load_encoder(tiny_dir)
@@ -170,3 +170,51 @@ def test_squad_fine_tuning_resumes_mid_run_to_the_same_weights(tmp_path, tiny_di
     a, b = load_qa_model(straight.checkpoints[0].path), load_qa_model(resumed.checkpoints[0].path)
     for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
         torch.testing.assert_close(x, y, msg=name)
+
+
+# -- the old spellings: `bertology heads`, --heads, --classify-heads, --head-epochs, --head-lr, --head-checkpoints
+
+
+def _bertology(*args):
+    from bertology.cli import app as bertology
+
+    return runner.invoke(bertology, [str(a) for a in args])
+
+
+def _notes(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("note: ")]
+
+
+def test_old_heads_command_and_options_run_the_same_with_a_note_each(tmp_path, tiny_dir, toy_data):
+    common = ("squad", "-m", tiny_dir, "--data", toy_data, "--quick", "--checkpoints", "0", "--mode", "answerable",
+              "--no-progress", "--device", "cpu")
+    new = _bertology("readouts", *common, "-o", tmp_path / "new", "--readouts", "lp", "--readout-epochs", 1,
+                     "--readout-lr", "0.002", "--readout-checkpoints", "0")
+    old = _bertology("heads", *common, "-o", tmp_path / "old", "--heads", "lp", "--head-epochs", 1,
+                     "--head-lr", "0.002", "--head-checkpoints", "0")
+    assert new.exit_code == 0 and old.exit_code == 0, (new.output, old.output)
+    assert _notes(new.stderr) == []
+    assert _notes(old.stderr) == [
+        "note: `bertology heads` is deprecated (it goes in the next release); use `bertology readouts`",
+        *(f"note: --{old_name} is deprecated (it goes in the next release); use --{new_name}"
+          for old_name, new_name in (("heads", "readouts"), ("head-checkpoints", "readout-checkpoints"),
+                                     ("head-epochs", "readout-epochs"), ("head-lr", "readout-lr")))]
+    timing = ["train_seconds", "io_share"]
+    new_scores, old_scores = (Result.load(tmp_path / name)["scores"].drop(columns=timing) for name in ("new", "old"))
+    assert set(new_scores["component"]) == {"lp"}
+    pd.testing.assert_frame_equal(old_scores, new_scores)
+
+
+def test_old_spellings_are_hidden_and_refused_beside_the_new_ones(tiny_dir):
+    listing = _bertology("--help")
+    assert listing.exit_code == 0 and "readouts" in listing.output
+    assert not any(line.strip("│ ").startswith("heads ") for line in listing.output.splitlines())
+    for command in ("squad", "glue"):
+        page = " ".join(_bertology("readouts", command, "--help").output.split())
+        assert "--readouts" in page and "--heads" not in page and "--head-" not in page
+    both = _bertology("readouts", "glue", "--task", "rte", "-m", tiny_dir, "--readouts", "lp", "--heads", "ap")
+    assert isinstance(both.exception, UsageError)
+    assert "--heads is the old spelling of --readouts; give only --readouts" in str(both.exception)
+    classify = _bertology("heads", "squad", "-m", tiny_dir, "--classify-heads", "nope")
+    assert "note: --classify-heads is deprecated" in classify.stderr
+    assert isinstance(classify.exception, UsageError) and "--classify-readouts 'nope'" in str(classify.exception)

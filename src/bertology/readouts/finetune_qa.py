@@ -2,7 +2,7 @@
 
 The recipe is the GLUE one of :mod:`bertology.finetune.train` (AdamW with weight decay 0.01 except biases
 and LayerNorm, linear warm-up over 10% of the steps then linear decay, gradient clipping at 1.0) on
-:class:`~bertology.heads.qa.QAWindows`, with BERT's SQuAD head: one ``hidden x 2`` linear map giving
+:class:`~bertology.readouts.qa.QAWindows`, with BERT's SQuAD head: one ``hidden x 2`` linear map giving
 start and end logits, loss the mean of the two cross-entropies. Batches are length-grouped as GLUE's
 (:func:`~bertology.finetune.batching.training_batches`: on SQuAD windows that halves the padding). The
 schedule runs over the largest
@@ -36,7 +36,7 @@ from bertology.errors import DataError, ModelError
 from bertology.finetune.batching import training_batches
 from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.files import atomic_path, ensure_dir, write_json
-from bertology.heads.qa import QAWindows, score_spans
+from bertology.readouts.qa import QAWindows, score_spans
 from bertology.models.batching import token_budget_batches
 from bertology.models.encoders import Encoder, load_encoder, load_weights_file
 from bertology.runtime import derive_seed, resolve_device

@@ -2,7 +2,7 @@
 
 The optimisation and the step loop are the package's one recipe (:mod:`bertology.finetune.loop`: AdamW,
 linear warm-up over the first 10% of steps then linear decay, clipping), on batches from
-:class:`~bertology.heads.streaming.StreamingReader`. Losses: span - the mean of the
+:class:`~bertology.readouts.streaming.StreamingReader`. Losses: span - the mean of the
 cross-entropies of the start and end positions (BERT's SQuAD loss); classification - cross-entropy, or
 mean squared error with one output (STS-B).
 
@@ -27,9 +27,9 @@ import torch
 from bertology.errors import ModelError, StoreError
 from bertology.files import atomic_path
 from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
-from bertology.heads.activations import read_labels
-from bertology.heads.catalog import HeadModel
-from bertology.heads.streaming import StreamingReader
+from bertology.readouts.activations import read_labels
+from bertology.readouts.catalog import HeadModel
+from bertology.readouts.streaming import StreamingReader
 from bertology.runtime import derive_seed, resolve_device
 from bertology.store.store import Store
 
@@ -186,7 +186,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
             differences = {k: (saved.get("key", {}).get(k), v) for k, v in state_key.items()
                            if saved.get("key", {}).get(k) != v}
             listed = "; ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in differences.items())
-            raise ModelError(f"{checkpoint}: a head checkpoint of other settings or activations ({listed}); "
+            raise ModelError(f"{checkpoint}: a readout checkpoint of other settings or activations ({listed}); "
                              "use another --out folder or delete it")
         head.load_state_dict(saved["head_state"])
         optimiser.load_state_dict(saved)
@@ -255,7 +255,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
                       total, start_step=step, on_step=on_step, on_epoch_end=end_of_epoch,
                       dropout_seed=lambda at: derive_seed(config.seed, "heads-dropout", head.name, at),
                       reseed_each_step=False, examples=lambda batch: len(batch.indices),
-                      description=f"head {head.name}", progress=config.progress)
+                      description=f"readout {head.name}", progress=config.progress)
     step, loop_seconds = log.steps, log.seconds
     take_time()
     if best["state"] is not None:
@@ -266,7 +266,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
                       resumed_from, False, losses, history, best["epoch"])
 
 
-def check_store_model(store: Store, fingerprint: str, what: str = "the head") -> None:
+def check_store_model(store: Store, fingerprint: str, what: str = "the readout") -> None:
     """Refuse a store whose activations come from another model than ``fingerprint``."""
     found = store.index["model"]["fingerprint"]
     if found != fingerprint:

@@ -2,8 +2,8 @@
 
 Each example (a sentence, or a pair as ``[CLS] a [SEP] b [SEP]``, tokenised as ``bertology finetune``
 does, at most ``max_length`` tokens) becomes one vector per layer: the [CLS] position (``pool="cls"``) or
-the mean over its tokens (``"mean"``), written once as float16 to a store (:mod:`bertology.heads.activations`).
-Heads (:mod:`bertology.heads.catalog`, classification task: dropout + linear on the pooled vector; one
+the mean over its tokens (``"mean"``), written once as float16 to a store (:mod:`bertology.readouts.activations`).
+Heads (:mod:`bertology.readouts.catalog`, classification task: dropout + linear on the pooled vector; one
 output and mean squared error for STS-B) are trained on the streamed train vectors and scored on dev with
 ``bertology.finetune``'s GLUE metrics. The train subset for ``max_train`` is drawn exactly as
 ``bertology finetune --max-train`` draws it (same data seed, same examples), so the rows of a fine-tuning
@@ -30,9 +30,9 @@ from bertology.files import ensure_dir, write_json
 from bertology.finetune.batching import encode_examples
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.train import collect_results
-from bertology.heads.activations import read_labels, write_activations
-from bertology.heads.catalog import build_head, check_head_name
-from bertology.heads.train import HeadTrainConfig, feature_stats, predict_head, train_head
+from bertology.readouts.activations import read_labels, write_activations
+from bertology.readouts.catalog import build_head, check_head_name
+from bertology.readouts.train import HeadTrainConfig, feature_stats, predict_head, train_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
@@ -166,7 +166,7 @@ def head_rows(name: str, seed: int, train_store: Store | str, dev_store: Store |
     head_config = replace(config.head, seed=seed, device=config.device, progress=config.progress)
     if heldout_store is None:
         head_config.patience = None
-    folder = ensure_dir(Path(out) / "heads" / f"{name}" / f"seed-{seed}")
+    folder = ensure_dir(Path(out) / "readouts" / f"{name}" / f"seed-{seed}")
     validate = heldout_validator(heldout_store, spec.is_regression) if heldout_store is not None else None
     stats = train_head(head, train_store, head_config, checkpoint=folder / "checkpoint.pt", validate=validate)
     logits = predict_head(head, dev_store)
@@ -273,6 +273,6 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     scores = pd.DataFrame(rows).reindex(columns=GLUE_COLUMNS + ["regularisation"])
     meta = {"model": encoder.describe(), "task": spec.name, "config": asdict(config),
             "finetune_dir": str(finetune_dir) if finetune_dir else None, "seconds": time.perf_counter() - started}
-    result = Result("heads-glue", tables={"scores": scores}, meta=meta)
+    result = Result("readouts-glue", tables={"scores": scores}, meta=meta)
     result.save(out)
     return result

@@ -1,14 +1,14 @@
-"""Frozen-feature heads (BERT Vision): small heads on every layer's activations, SQuAD 2.0 and GLUE.
+"""Frozen-feature readouts (BERT Vision): small models on every layer's activations, SQuAD 2.0 and GLUE.
 
-Input convention of every head: ``x`` ``[batch, layers, tokens, hidden]`` (layer index 0 = embeddings,
+Input convention of every readout: ``x`` ``[batch, layers, tokens, hidden]`` (layer index 0 = embeddings,
 L = last transformer layer, as :mod:`bertology.numbering`) and ``mask`` ``[batch, tokens]``. The pipelines
-(:mod:`bertology.heads.squad`, :mod:`bertology.heads.glue`) are imported from their modules, not here,
+(:mod:`bertology.readouts.squad`, :mod:`bertology.readouts.glue`) are imported from their modules, not here,
 to keep this package light.
 """
 
 from bertology._lazy import lazy_exports
 
-# Imported on first use (bertology._lazy), so `bertology heads --help` does not load torch.
+# Imported on first use (bertology._lazy), so `bertology readouts --help` does not load torch.
 __getattr__ = lazy_exports(__name__, {
     "catalog": ("SEED_HEADS", "HeadModel", "build_head", "check_head_name"),
     "qa": ("QAWindows", "decode_spans", "encode_windows"),

@@ -1,6 +1,6 @@
 """Pooling over layers: LP (Tenney et al.'s scalar mix) and AP (Ma et al.'s average).
 
-Input everywhere in :mod:`bertology.heads`: ``x`` of shape ``[batch, layers, tokens, hidden]`` (layers in
+Input everywhere in :mod:`bertology.readouts`: ``x`` of shape ``[batch, layers, tokens, hidden]`` (layers in
 the one numbering's order: index 0 = embeddings, index L = last transformer layer) and ``mask``
 ``[batch, tokens]`` (True on real tokens). Both poolers return ``[batch, tokens, hidden]``.
 """

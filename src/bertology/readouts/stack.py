@@ -1,7 +1,7 @@
 """The seed's stacks: pooling -> adapter -> 1xN convolution, then the output head.
 
-:class:`PoolAdapterConv`: LP (:class:`~bertology.heads.pooling.ScalarMix`) reduces the layers, one
-bottleneck :class:`~bertology.heads.adapter.Adapter` transforms the pooled vectors, and a 1xN
+:class:`PoolAdapterConv`: LP (:class:`~bertology.readouts.pooling.ScalarMix`) reduces the layers, one
+bottleneck :class:`~bertology.readouts.adapter.Adapter` transforms the pooled vectors, and a 1xN
 depthwise-separable convolution over tokens (Xception's block: an N-token filter per hidden unit, then a
 pointwise ``hidden x hidden`` mix, with a residual) lets neighbouring tokens inform each other.
 ``[batch, layers, tokens, hidden]`` -> ``[batch, tokens, hidden]``.
@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bertology.heads.adapter import Adapter
-from bertology.heads.pooling import ScalarMix
+from bertology.readouts.adapter import Adapter
+from bertology.readouts.pooling import ScalarMix
 
 
 class SeparableTokenConv(nn.Module):

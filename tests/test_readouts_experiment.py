@@ -10,17 +10,17 @@ import pytest
 import torch
 
 from bertology.data.squad import read_squad
-from bertology.heads.catalog import build_head
-from bertology.heads.intervals import PairedBootstrap
-from bertology.heads.qa import choose_null_margin, decode_spans, encode_windows
-from bertology.heads.squad import SquadHeadsConfig, prepare_windows, run_squad_heads, window_store
-from bertology.heads.train import HeadTrainConfig, feature_stats, train_head
+from bertology.readouts.catalog import build_head
+from bertology.readouts.intervals import PairedBootstrap
+from bertology.readouts.qa import choose_null_margin, decode_spans, encode_windows
+from bertology.readouts.squad import SquadHeadsConfig, prepare_windows, run_squad_heads, window_store
+from bertology.readouts.train import HeadTrainConfig, feature_stats, train_head
 from bertology.runtime import derive_seed
 
 
 @pytest.fixture(scope="module")
 def toy_file(tmp_path_factory):
-    from heads_toy import toy_squad
+    from readouts_toy import toy_squad
 
     # 40 words of context: with 24-token windows every context is cut into several windows
     return toy_squad(tmp_path_factory.mktemp("toy") / "toy.json", articles=8, paragraphs=3, words=40)
@@ -120,7 +120,7 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path, 
 
 
 def test_null_margin_is_the_best_f1_cut_on_the_questions_given(tmp_path, tiny_bert):
-    from test_heads_squad_data import _qa, _squad, _write
+    from test_readouts_squad_data import _qa, _squad, _write
 
     context = "the cats sat on the mat near dogs"
     start = context.index("cats")
@@ -143,7 +143,7 @@ def test_null_margin_is_the_best_f1_cut_on_the_questions_given(tmp_path, tiny_be
 
 
 def test_squad2_threshold_is_chosen_on_heldout_articles_never_on_evaluation(tmp_path, toy_file, tiny_bert, monkeypatch):
-    import bertology.heads.squad as squad_module
+    import bertology.readouts.squad as squad_module
 
     seen = []
     original = squad_module.choose_null_margin
@@ -183,9 +183,9 @@ def test_paired_bootstrap_matches_a_hand_computation():
 
 
 def test_training_runs_every_epoch_when_epochs_differ_in_length(tmp_path, tiny_bert):
-    from test_heads_streaming import _store
+    from test_readouts_streaming import _store
 
-    from bertology.heads.streaming import StreamingReader
+    from bertology.readouts.streaming import StreamingReader
 
     store, _ = _store(tmp_path, tiny_bert, shard_bytes=6000)
     reader = StreamingReader(store, 3, seed=derive_seed(0, "heads", "lp"), buffer_shards=3)

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from bertology.errors import UsageError
-from bertology.heads.adapter import LayerAdapters
-from bertology.heads.catalog import SEED_HEADS, build_head, check_head_name
-from bertology.heads.pooling import LayerAverage, ScalarMix
+from bertology.readouts.adapter import LayerAdapters
+from bertology.readouts.catalog import SEED_HEADS, build_head, check_head_name
+from bertology.readouts.pooling import LayerAverage, ScalarMix
 
 LAYERS, HIDDEN, TOKENS, BATCH = 3, 8, 5, 2
 SPAN = 2 * HIDDEN + 2
@@ -67,7 +67,7 @@ def test_seed_heads_all_build():
 
 
 def test_unknown_head_is_one_clear_error():
-    with pytest.raises(UsageError, match="--heads 'adapter-64': unknown head; expected lp, ap"):
+    with pytest.raises(UsageError, match="--readouts 'adapter-64': unknown readout; expected lp, ap"):
         check_head_name("adapter-64")
 
 
@@ -110,12 +110,12 @@ def test_token_mixing_heads_ignore_padding(name):
 
 
 def test_a_head_learns_a_toy_span_task_well_above_chance(tmp_path, tiny_bert):
-    from heads_toy import toy_squad
+    from readouts_toy import toy_squad
 
     from bertology.data.squad import read_squad, split_by_article
-    from bertology.heads.qa import encode_windows
-    from bertology.heads.squad import SquadHeadsConfig, score_head, window_store
-    from bertology.heads.train import HeadTrainConfig, train_head
+    from bertology.readouts.qa import encode_windows
+    from bertology.readouts.squad import SquadHeadsConfig, score_head, window_store
+    from bertology.readouts.train import HeadTrainConfig, train_head
 
     questions = read_squad(toy_squad(Path(tmp_path) / "toy.json", articles=8, paragraphs=6))
     train_questions, eval_questions = split_by_article(questions)

@@ -4,7 +4,7 @@
 starts at zero so each adapter starts as the identity (Houlsby et al.'s near-identity initialisation).
 :class:`LayerAdapters` applies one adapter to every layer (``shared=True``: the same weights for all
 layers; ``False``: one adapter per layer, ``layers`` times the parameters), pools the results with a
-scalar mix (:class:`~bertology.heads.pooling.ScalarMix`) and, with ``skip=True``, adds the final layer's
+scalar mix (:class:`~bertology.readouts.pooling.ScalarMix`) and, with ``skip=True``, adds the final layer's
 activations (the seed's skip connection from the encoder's sequence output). A ``size`` above ``hidden``
 (386 on a 384-wide MiniLM, the seed's "square" size for BERT-large's 1024) widens instead of narrowing.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bertology.heads.pooling import ScalarMix
+from bertology.readouts.pooling import ScalarMix
 
 
 class Adapter(nn.Module):

@@ -5,12 +5,12 @@ Steps (each resumes: finished parts are reused, interrupted ones continue):
 
 1. Questions: a SQuAD v2.0 file split by article (:func:`~bertology.data.squad.split_by_article`), or
    separate train and evaluation files; optionally a seeded subset of each (``max_*_questions``).
-2. Windows (:func:`~bertology.heads.qa.encode_windows`, 384 tokens, stride 128 by default).
-3. Fine-tuning (:func:`bertology.heads.finetune_qa.finetune_qa`) with checkpoints at ``checkpoints`` (fractions of
+2. Windows (:func:`~bertology.readouts.qa.encode_windows`, 384 tokens, stride 128 by default).
+3. Fine-tuning (:func:`bertology.readouts.finetune_qa.finetune_qa`) with checkpoints at ``checkpoints`` (fractions of
    the epoch; 0.3 and 1.0 as the seed), each scored on the evaluation questions.
 4. For each checkpoint, every layer's activations of every window token, train and evaluation, written
-   once as float16 stores (:mod:`bertology.heads.activations`).
-5. Every head (:mod:`bertology.heads.catalog`) trained for ``head.epochs`` epoch(s) per seed on the
+   once as float16 stores (:mod:`bertology.readouts.activations`).
+5. Every head (:mod:`bertology.readouts.catalog`) trained for ``head.epochs`` epoch(s) per seed on the
    streamed train activations, then scored on the evaluation activations of every checkpoint (the seed's
    4.4: heads trained on 0.3-epoch activations, evaluated on 1-epoch ones).
 6. The answerable-or-not framing for ``classify_heads``: window label "holds the answer", question
@@ -35,22 +35,22 @@ import torch
 from bertology.data.squad import EVAL_ARTICLE_SHARE, SquadQuestion, read_squad, split_by_article
 from bertology.errors import DataError, UsageError
 from bertology.files import ensure_dir, save_figure
-from bertology.heads.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model, qa_logits
-from bertology.heads.activations import write_activations
-from bertology.heads.catalog import HeadModel, build_head, check_head_name
-from bertology.heads.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, choose_null_margin, decode_spans, \
+from bertology.readouts.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model, qa_logits
+from bertology.readouts.activations import write_activations
+from bertology.readouts.catalog import HeadModel, build_head, check_head_name
+from bertology.readouts.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, choose_null_margin, decode_spans, \
     encode_windows, question_answerable, score_spans
-from bertology.heads.squad_eval import score_predictions, summarize_scores
-from bertology.heads.train import HeadTrainConfig, check_store_model, predict_head, train_head
+from bertology.readouts.squad_eval import score_predictions, summarize_scores
+from bertology.readouts.train import HeadTrainConfig, check_store_model, predict_head, train_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
 
-#: The span scores in the ``scores`` table (fractions; see :func:`~bertology.heads.qa.score_spans`).
+#: The span scores in the ``scores`` table (fractions; see :func:`~bertology.readouts.qa.score_spans`).
 SPAN_METRICS = ("exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced")
 
-#: The heads `bertology heads squad` trains by default: the seed's Table 1 rows, the CNN, the last layer.
+#: The readouts `bertology readouts squad` trains by default: the seed's Table 1 rows, the CNN, the last layer.
 DEFAULT_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
                  "adapter-independent-64", "stack", "cnn", "last")
 
@@ -327,7 +327,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
             for seed in config.seeds:
                 head = build_head(name, n_layers, hidden, task, seed=derive_seed(seed, "head-init", name, task))
                 head_config = replace(config.head, seed=seed, device=config.device, progress=config.progress)
-                folder = out / "heads" / f"epoch-{fraction:g}" / f"{name}-{task}" / f"seed-{seed}"
+                folder = out / "readouts" / f"epoch-{fraction:g}" / f"{name}-{task}" / f"seed-{seed}"
                 if task == "span":
                     def validate(trained, store=heldout_store):
                         return heldout_choice(heldout_windows, *predict_head(trained, store), mode, max_answer)[0]
@@ -385,7 +385,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
             "heldout_articles": sorted({q.title for q in heldout_windows.questions}),
             "eval_articles": sorted({q.title for q in eval_windows.questions}),
             "note": "scores on a subset of SQuAD 2.0 dev split by article: not comparable to official SQuAD numbers"}
-    result = Result("heads-squad", tables={"scores": scores, "questions": questions, "curve": curve,
+    result = Result("readouts-squad", tables={"scores": scores, "questions": questions, "curve": curve,
                                            "layer_weights": weights_frame, "history": history,
                                            "finetune_losses": finetune_losses, "windows": window_counts},
                     meta=meta, figures=figures)
