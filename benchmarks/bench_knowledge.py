@@ -33,11 +33,11 @@ from stored import save_run, table
 
 def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder: str, repeats: int) -> dict:
     from bertology.data import default_corpus, read_corpus
-    from bertology.geometry.stores import as_encoder
+    from bertology.models.encoders import as_encoder
     from bertology.knowledge.mlm_probe import dropout_store, evaluate_heads, token_rows, train_heads
     from bertology.models.tiny import tiny_encoder
 
-    encoder = tiny_encoder("bert", seed=1, attentions=False) if model == "tiny" else as_encoder(model, "cpu")
+    encoder = tiny_encoder("bert", seed=1, attentions=False) if model == "tiny" else as_encoder(model, device="cpu")
     text = read_corpus(default_corpus("ewt-dev"))[:sentences]
     with tempfile.TemporaryDirectory() as cache:
         store = dropout_store(encoder, text, 0.9, 0, corrupt="all", cache_dir=cache)

@@ -211,6 +211,17 @@ def _own_batching(tree: ast.AST) -> list[str]:
     return found
 
 
+def test_one_way_to_a_model_handle():
+    """Whatever a caller passes as a model becomes an Encoder through ``models.encoders.as_encoder`` only: no
+    capability repeats "an Encoder as given, else load it"."""
+    import re
+
+    pattern = re.compile(r"isinstance\(\w+, Encoder\) else load_encoder\(|def _?as_encoder\(")
+    offenders = sorted(name for name, path in _modules().items() if not name.startswith("bertology.models")
+                       and pattern.search(path.read_text(encoding="utf-8")))
+    assert not offenders, f"use bertology.models.as_encoder instead of a copy: {offenders}"
+
+
 def test_one_batcher():
     """Every loop that runs the model over many inputs batches with ``models/batching.py``
     (``token_budget_batches``, ``pad_batch``); no module keeps its own token-budget cutting or padding."""

@@ -183,3 +183,20 @@ def test_a_handle_on_a_module_built_elsewhere_keeps_its_mode(bare_dir):
     assert Encoder.of(handle) is handle and handle.tokenizer is None and wrapper.training
     logits = handle.forward(_batch(bare), hidden_states=False, logits=True).logits
     assert logits.shape == (2, 2)
+
+
+def test_as_encoder_is_the_one_way_to_a_handle(tmp_path):
+    from bertology.finetune.model import GlueModel
+    from bertology.models import as_encoder
+
+    tiny = tiny_encoder("bert", seed=3)
+    assert as_encoder(tiny) is tiny  # a handle is taken as it is
+    classifier = GlueModel(tiny.model, num_labels=2)
+    wrapped = as_encoder(classifier, tokenizer=tiny.tokenizer, name="after")
+    assert wrapped.model is tiny.model and wrapped.name == "after"  # a fine-tuned classifier by its encoder
+    with pytest.raises(ModelError, match="after: an in-memory model needs its tokenizer"):
+        as_encoder(classifier, name="after")
+    tiny.model.save_pretrained(tmp_path)
+    tiny.tokenizer.save_pretrained(tmp_path)
+    loaded = as_encoder(str(tmp_path))  # a folder is loaded by load_encoder
+    assert loaded.fingerprint == tiny.fingerprint

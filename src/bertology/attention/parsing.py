@@ -44,7 +44,7 @@ from bertology.numbering import head_label
 from bertology.progress import track
 from bertology.results import Result, tidy
 from bertology.extraction import extract
-from bertology.models import Encoder, load_encoder
+from bertology.models import as_encoder
 from bertology.runtime import resolve_device
 
 DIRECTIONS: tuple[str, str] = ("dep->head", "head->dep")
@@ -637,7 +637,7 @@ def run_attention_analysis(
     ``meta`` holds the models (name, fingerprint, untrained seed), the treebank files, the settings and
     ``uniform_entropy`` (of the dev sentences).
     """
-    encoder = model if isinstance(model, Encoder) else load_encoder(model, device=resolve_device(device))
+    encoder = as_encoder(model, device=resolve_device(device))
     splits = find_splits(treebank if treebank is not None else packaged_treebank(),
                          required=("dev", "test"))
     data = {split: read_conllu(path) for split, path in splits.items()}

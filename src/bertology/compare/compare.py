@@ -33,7 +33,7 @@ from bertology.errors import DataError, ModelError
 from bertology.files import ensure_dir, save_figure
 from bertology.finetune.batching import seeded_subset
 from bertology.intervention.hooks import model_layout
-from bertology.models import Encoder, load_encoder
+from bertology.models import as_encoder
 from bertology.numbering import head_label
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -41,19 +41,6 @@ from bertology.runtime import resolve_device
 
 #: ``component`` of the parameters of a layer block that several layers share (ALBERT).
 SHARED_LAYERS = "shared layers"
-
-
-def _as_encoder(model, tokenizer=None, name: str = "model"):
-    """An Encoder from an Encoder, an alias/path, or an in-memory model with its tokenizer. Its attention
-    implementation is left as it is: attention weights are asked for per forward pass."""
-    if isinstance(model, Encoder):
-        return model
-    if isinstance(model, torch.nn.Module):
-        if tokenizer is None:
-            raise ModelError(f"{name}: an in-memory model needs its tokenizer")
-        backbone = getattr(model, "backbone", model)  # a GlueModel compares by its encoder
-        return Encoder.from_model(backbone, tokenizer, name=name)
-    return load_encoder(model)
 
 
 def _texts(sentences) -> tuple[list, bool]:
@@ -161,8 +148,8 @@ def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_
     ``weights_by_layer`` (see the module doc). Layers are compared by number up to the shallower model's
     depth; parameters by name.
     """
-    before_enc = _as_encoder(before, tokenizer, "before")
-    after_enc = _as_encoder(after, tokenizer, "after")
+    before_enc = as_encoder(before, tokenizer=tokenizer, name="before")
+    after_enc = as_encoder(after, tokenizer=tokenizer, name="after")
     texts, split = _texts(sentences)
     texts = seeded_subset(texts, max_sentences, seed)
     if len(texts) < 2:

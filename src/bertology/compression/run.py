@@ -23,7 +23,7 @@ from bertology.compression.methods import (Variant, compress, file_bytes, nonzer
 from bertology.compression.names import Method, parse_methods
 from bertology.errors import UsageError
 from bertology.files import save_figure
-from bertology.models import Encoder, load_encoder
+from bertology.models import Encoder, as_encoder, load_encoder
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.compression.finetuned import default_config, task_retention
@@ -31,10 +31,6 @@ from bertology.data.glue import glue_task
 from bertology.intervention.hooks import mask_heads
 
 REFERENCE = "original"
-
-
-def _as_encoder(model: str | os.PathLike | Encoder) -> Encoder:
-    return model if isinstance(model, Encoder) else load_encoder(model)
 
 
 def _calibration(encoder: Encoder, sentences, batch_size: int = 16) -> list[dict]:
@@ -87,8 +83,8 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
     if rounds < 1:
         raise UsageError(f"--rounds {rounds}: expected at least 1")
     out = Path(out) if out is not None else None
-    base = _as_encoder(model)
-    reference = _as_encoder(teacher) if teacher is not None else base
+    base = as_encoder(model)
+    reference = as_encoder(teacher) if teacher is not None else base
     sets = sets or packaged_sets()
     work = out / "_work" if out is not None else Path(tempfile.mkdtemp(prefix="bertology-compress-"))
     variants: list[Variant] = []

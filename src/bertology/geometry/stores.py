@@ -15,7 +15,7 @@ from bertology.data import default_corpus, read_corpus
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError
 from bertology.extraction import corpus_hash, extract
-from bertology.models import Encoder, load_encoder
+from bertology.models import Encoder
 from bertology.options import check_cache_dir, check_positive
 from bertology.store import Store
 
@@ -31,24 +31,19 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 def load_sentences(data: str | os.PathLike | None = None, max_sentences: int | None = None,
-                   ) -> tuple[list[Sentence], Path]:
+                   sentences: Sequence[Sentence] | None = None) -> tuple[list[Sentence], Path | None]:
     """The sentences of ``data`` (any format :func:`bertology.data.read_corpus` reads; default the packaged
-    UD English EWT dev), the first ``max_sentences`` of them when given, and the path read."""
+    UD English EWT dev), the first ``max_sentences`` of them when given, and the path read; ``sentences``
+    given directly are used instead (their path is ``None``)."""
+    if sentences is not None:
+        sentences = list(sentences)
+        return (sentences[:max_sentences] if max_sentences else sentences), None
     path = Path(data) if data is not None else default_corpus("ewt-dev")
     check_positive(max_sentences, "--max-sentences")
     sentences = read_corpus(path)
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
     return sentences, path
-
-
-def as_encoder(model: str | os.PathLike | Encoder, device: str | None = None) -> Encoder:
-    """An :class:`Encoder` as given, or loaded by alias, folder or hub id."""
-    if isinstance(model, Encoder):
-        if device is not None:
-            model.model.to(device)
-        return model
-    return load_encoder(model, device=device)
 
 
 def cached_store(encoder: Encoder, sentences: Sequence[Sentence], *, pool: str = "word-mean",

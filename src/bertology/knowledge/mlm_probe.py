@@ -42,7 +42,8 @@ from torch import nn
 from bertology.data import default_corpus
 from bertology.errors import DataError, UsageError
 from bertology.finetune.loop import Optimisation, Optimiser, train_steps
-from bertology.geometry.stores import as_encoder, cached_store, load_sentences
+from bertology.geometry.stores import cached_store, load_sentences
+from bertology.models.encoders import as_encoder
 from bertology.knowledge.mlm_settings import CORRUPT, DEFAULTS, check_mlm_probe_settings
 from bertology.knowledge.static import store_token_ids
 from bertology.models import Encoder

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from bertology.errors import BertologyError, DataError, ModelError
 from bertology.geometry.contextuality import contextuality
-from bertology.geometry.stores import as_encoder
+from bertology.models.encoders import as_encoder
 from bertology.knowledge.lama import lama
 from bertology.knowledge.mlm import load_masked_lm
 from bertology.knowledge.mlm_probe import mlm_probe

@@ -32,7 +32,8 @@ from threadpoolctl import threadpool_limits
 from bertology.errors import DataError
 from bertology.geometry.contextuality import is_punctuation
 from bertology.geometry.measures import unit_rows
-from bertology.geometry.stores import as_encoder, cached_store, load_sentences
+from bertology.geometry.stores import cached_store, load_sentences
+from bertology.models.encoders import as_encoder
 from bertology.models import Encoder
 from bertology.numbering import parse_layers
 from bertology.plots import finish_layer_figure
@@ -194,10 +195,7 @@ def static_similarity(model: str | os.PathLike | Encoder = "minilm", data: str |
     seeds = tuple(int(s) for s in seeds)
     if not seeds:
         raise DataError("no seeds given; expected at least one")
-    if sentences is None:
-        sentences, input_path = load_sentences(data, max_sentences)
-    else:
-        sentences, input_path = (list(sentences)[:max_sentences] if max_sentences else list(sentences)), None
+    sentences, input_path = load_sentences(data, max_sentences, sentences)
     run_device = str(resolve_device(device))
     encoder = as_encoder(model, device=run_device)
     chosen = parse_layers(layers, encoder.num_layers)

@@ -55,7 +55,7 @@ from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
 from bertology.extraction import corpus_hash, extract
 from bertology.geometry.stores import cache_root
-from bertology.models import Encoder, load_encoder
+from bertology.models import as_encoder
 from bertology.probing import datasets
 from bertology.probing.datasets import features, sentence_mean_vectors
 from bertology.probing.probes import LayerwiseProbe
@@ -210,7 +210,7 @@ def run_languages(
             else:
                 absent.append({"measure": task, "language": code, "reason": problem})
 
-    encoder = model if isinstance(model, Encoder) else load_encoder(model, device=str(run_device))
+    encoder = as_encoder(model, device=str(run_device))
     model_name = encoder.name
     layer_ids = parse_layers(layers, encoder.num_layers)
     layer_ids = list(range(encoder.num_layers + 1)) if layer_ids is None else list(layer_ids)

@@ -518,3 +518,23 @@ def _load_with_head(source: str, display: str, config, head: str | None, attn: s
                 f"{' and more' if len(missing) > 1 else ''}), so it cannot fill in [MASK]; pass a masked LM "
                 "instead, e.g. --model bert-base-cased or a folder saved from AutoModelForMaskedLM")
     return model
+
+
+def as_encoder(model: "str | os.PathLike | Encoder | torch.nn.Module", *, device: str | None = None,
+               tokenizer=None, name: str = "model") -> Encoder:
+    """The one way from whatever a caller passes as a model to the handle: an :class:`Encoder` as given (moved
+    to ``device`` when one is named), a module built in code with its ``tokenizer`` (a fine-tuned ``GlueModel``
+    is taken by its encoder), or an alias, folder or hub id loaded by :func:`load_encoder`."""
+    if isinstance(model, Encoder):
+        if device is not None:
+            model.model.to(device)
+        return model
+    if isinstance(model, torch.nn.Module):
+        if tokenizer is None:
+            raise ModelError(f"{name}: an in-memory model needs its tokenizer")
+        encoder = Encoder.from_model(getattr(model, "backbone", model), tokenizer, name=name)
+        if device is not None:
+            encoder.model.to(device)
+        return encoder
+    return load_encoder(model, device=device)
+

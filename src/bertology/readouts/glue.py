@@ -33,7 +33,7 @@ from bertology.finetune.train import collect_results
 from bertology.readouts.activations import read_labels, write_activations
 from bertology.readouts.catalog import build_head, check_head_name
 from bertology.readouts.train import HeadTrainConfig, feature_stats, predict_head, train_head
-from bertology.models.encoders import Encoder, load_encoder
+from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
@@ -249,7 +249,7 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     # pooling it allows and the fine-tuning folder (whose rows are collected now, added at the end).
     train, dev = _examples(spec.name, config)
     train, heldout = split_heldout(train, config.heldout_share, config.data_seed)
-    encoder = model if isinstance(model, Encoder) else load_encoder(model)
+    encoder = as_encoder(model)
     check_pool(encoder.tokenizer, config.pool, encoder.name)
     finetuned = finetune_rows(finetune_dir, encoder, spec.name) if finetune_dir is not None else []
     out = ensure_dir(out)

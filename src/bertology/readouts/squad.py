@@ -42,7 +42,7 @@ from bertology.readouts.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindo
     encode_windows, question_answerable, score_spans
 from bertology.readouts.squad_eval import score_predictions, summarize_scores
 from bertology.readouts.train import HeadTrainConfig, check_store_model, predict_head, train_head
-from bertology.models.encoders import Encoder, load_encoder
+from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
@@ -267,7 +267,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     """
     config = config or SquadHeadsConfig()
     check_file_pair(train_path, eval_path)  # before the model loads
-    encoder = model if isinstance(model, Encoder) else load_encoder(model)
+    encoder = as_encoder(model)
     if config.max_length > encoder.max_length:
         raise UsageError(f"--max-length {config.max_length}: {encoder.name} takes at most {encoder.max_length} tokens")
     started = time.perf_counter()
@@ -311,7 +311,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     for fraction, source in sources:
         if head_fractions is not None and not any(abs(fraction - f) < 1e-9 for f in head_fractions):
             continue
-        source_encoder = source if isinstance(source, Encoder) else load_encoder(source)
+        source_encoder = as_encoder(source)
         folder = out / "activations" / f"epoch-{fraction:g}"
         stores[fraction] = {part: window_store(source_encoder, windows[part], folder / part, config)
                             for part in ("train", "heldout", "eval")}
