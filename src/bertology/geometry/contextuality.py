@@ -49,14 +49,12 @@ from threadpoolctl import threadpool_limits
 
 from bertology.errors import DataError
 from bertology.geometry import measures
-from bertology.geometry.stores import cached_store, load_sentences
-from bertology.models.encoders import as_encoder
+from bertology.geometry.stores import cached_store, prepare_run
 from bertology.models import Encoder
-from bertology.numbering import parse_layers
 from bertology.plots import finish_layer_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
-from bertology.runtime import derive_seed, resolve_device
+from bertology.runtime import derive_seed
 
 MEASURES = ("self_similarity", "intra_sentence_similarity", "max_explainable_variance", "anisotropy")
 BASELINE_OF = {"self_similarity": "anisotropy", "intra_sentence_similarity": "anisotropy",
@@ -292,13 +290,9 @@ def contextuality(model: str | os.PathLike | Encoder = "minilm", data: str | os.
     std over seeds) and ``types`` (per word type and layer, first seed). Cosines and variance shares are
     plain numbers in [-1, 1] and [0, 1].
     """
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise DataError("no seeds given; expected at least one")
-    sentences, input_path = load_sentences(data, max_sentences, sentences)
-    run_device = str(resolve_device(device))
-    encoder = as_encoder(model, device=run_device)
-    chosen = parse_layers(layers, encoder.num_layers)
+    run = prepare_run(model, data, sentences, seeds=seeds, layers=layers, max_sentences=max_sentences, device=device)
+    seeds, sentences, input_path, run_device, encoder, chosen = (run.seeds, run.sentences, run.input_path, run.device,
+                                                                 run.encoder, run.layers)
     words = [s.words for s in sentences]
     plans = [plan_sample(words, seed, min_count, max_pairs, samples) for seed in seeds]
     store = cached_store(encoder, sentences, pool="word-mean", cache_dir=cache_dir, input_path=input_path,

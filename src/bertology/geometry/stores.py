@@ -8,6 +8,7 @@ command on the same model and text reads the store instead of running the model 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -15,8 +16,10 @@ from bertology.data import default_corpus, read_corpus
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError
 from bertology.extraction import corpus_hash, extract
-from bertology.models import Encoder
+from bertology.models.encoders import Encoder, as_encoder
+from bertology.numbering import parse_layers
 from bertology.options import check_cache_dir, check_positive
+from bertology.runtime import resolve_device
 from bertology.store import Store
 
 
@@ -44,6 +47,32 @@ def load_sentences(data: str | os.PathLike | None = None, max_sentences: int | N
     if max_sentences is not None:
         sentences = sentences[:max_sentences]
     return sentences, path
+
+
+@dataclass(frozen=True)
+class EncoderRun:
+    """What every sentence-level analysis of one encoder starts from: its seeds, sentences, device, handle and
+    chosen layers, checked once."""
+
+    seeds: tuple[int, ...]
+    sentences: list[Sentence]
+    input_path: Path | None
+    device: str
+    encoder: Encoder
+    layers: list[int] | None
+
+
+def prepare_run(model, data=None, sentences: Sequence[Sentence] | None = None, *, seeds: Sequence[int],
+                layers=None, max_sentences: int | None = None, device: str | None = "auto") -> EncoderRun:
+    """Check ``seeds``, read the sentences (:func:`load_sentences`), resolve the device, get the handle
+    (:func:`bertology.models.as_encoder`) and parse ``layers`` against it."""
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise DataError("no seeds given; expected at least one")
+    sentences, input_path = load_sentences(data, max_sentences, sentences)
+    run_device = str(resolve_device(device))
+    encoder = as_encoder(model, device=run_device)
+    return EncoderRun(seeds, sentences, input_path, run_device, encoder, parse_layers(layers, encoder.num_layers))
 
 
 def cached_store(encoder: Encoder, sentences: Sequence[Sentence], *, pool: str = "word-mean",

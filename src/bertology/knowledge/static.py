@@ -32,14 +32,12 @@ from threadpoolctl import threadpool_limits
 from bertology.errors import DataError
 from bertology.geometry.contextuality import is_punctuation
 from bertology.geometry.measures import unit_rows
-from bertology.geometry.stores import cached_store, load_sentences
-from bertology.models.encoders import as_encoder
+from bertology.geometry.stores import cached_store, prepare_run
 from bertology.models import Encoder
-from bertology.numbering import parse_layers
 from bertology.plots import finish_layer_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
-from bertology.runtime import derive_seed, resolve_device
+from bertology.runtime import derive_seed
 
 REFERENCES = ("input_embedding", "type_average")
 _MARKERS = ("##", "Ġ", "▁")
@@ -192,13 +190,9 @@ def static_similarity(model: str | os.PathLike | Encoder = "minilm", data: str |
 
     Tables: ``layers`` (weights, seed, layer, reference, value, baseline, adjusted) and ``summary``.
     """
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise DataError("no seeds given; expected at least one")
-    sentences, input_path = load_sentences(data, max_sentences, sentences)
-    run_device = str(resolve_device(device))
-    encoder = as_encoder(model, device=run_device)
-    chosen = parse_layers(layers, encoder.num_layers)
+    run = prepare_run(model, data, sentences, seeds=seeds, layers=layers, max_sentences=max_sentences, device=device)
+    seeds, sentences, input_path, run_device, encoder, chosen = (run.seeds, run.sentences, run.input_path, run.device,
+                                                                 run.encoder, run.layers)
     store = cached_store(encoder, sentences, pool="tokens", cache_dir=cache_dir, input_path=input_path,
                          device=run_device, progress=progress)
     token_ids = store_token_ids(store, encoder.tokenizer)
