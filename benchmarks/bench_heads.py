@@ -65,14 +65,14 @@ def synthetic_store(path: Path, windows: int, seed: int = 0, shard_bytes: int = 
 
 
 def train_epoch(store_path: Path, head_name: str, prefetch: bool, batch_size: int) -> dict:
-    from bertology.readouts.catalog import build_head
-    from bertology.readouts.train import HeadTrainConfig, train_head
+    from bertology.readouts.catalog import build_readout
+    from bertology.readouts.train import ReadoutTrainConfig, train_readout
     from bertology.store import Store
 
     store = Store.open(store_path)
-    head = build_head(head_name, LAYERS, HIDDEN, "span", seed=0)
-    config = HeadTrainConfig(epochs=1, batch_size=batch_size, progress=False, prefetch=prefetch, checkpoint_every=0)
-    stats = train_head(head, store, config)
+    head = build_readout(head_name, LAYERS, HIDDEN, "span", seed=0)
+    config = ReadoutTrainConfig(epochs=1, batch_size=batch_size, progress=False, prefetch=prefetch, checkpoint_every=0)
+    stats = train_readout(head, store, config)
     return {"head": head_name, "prefetch": prefetch, "steps": stats.steps, "seconds": stats.seconds,
             "wait_seconds": stats.wait_seconds, "io_share": stats.io_share,
             "tokens_per_second": float(store.row_counts.sum()) / stats.seconds}

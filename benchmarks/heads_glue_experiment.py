@@ -2,7 +2,7 @@
 the same features and beside fine-tuning with a recipe that converges.
 
 Runs what ``bertology readouts glue --task sst2 -m minilm --max-train 2000 --seeds 3 --pool {cls,mean}
---finetune-dir FT`` runs (:func:`run_glue_heads`, readouts for at most 50 epochs with early stopping on a
+--finetune-dir FT`` runs (:func:`run_glue_readouts`, readouts for at most 50 epochs with early stopping on a
 seeded 10% of the 2,000 training sentences, patience 5, features standardised), where FT is
 ``bertology finetune -m minilm -t sst2 --max-train 2000 --epochs 2 --lr 1e-4 --seeds 3``. Stores the page's
 table in ``benchmarks/results/heads_glue_sst2_minilm_cpu.json`` with every readout's per-seed accuracy, epochs,
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from bertology.readouts.activations import read_labels
-from bertology.readouts.glue import REFERENCES, GlueHeadsConfig, run_glue_heads
+from bertology.readouts.glue import REFERENCES, GlueReadoutsConfig, run_glue_readouts
 from bertology.readouts.intervals import PairedBootstrap
-from bertology.readouts.train import HeadTrainConfig
+from bertology.readouts.train import ReadoutTrainConfig
 from bertology.probing.summary import bootstrap_intervals
 from bertology.store.store import Store
 
@@ -53,12 +53,14 @@ def main() -> None:
     raw: dict = {"pools": {}}
     rows = []
     for pool in ("cls", "mean"):
-        config = GlueHeadsConfig(heads=HEADS, seeds=tuple(range(args.seeds)), pool=pool, max_train=args.max_train,
-                                 head=HeadTrainConfig(epochs=50, lr=1e-3, batch_size=32, patience=5, standardise=True),
-                                 progress=False)
+        config = GlueReadoutsConfig(readouts=HEADS, seeds=tuple(range(args.seeds)), pool=pool,
+                                    max_train=args.max_train,
+                                    readout=ReadoutTrainConfig(epochs=50, lr=1e-3, batch_size=32, patience=5,
+                                                               standardise=True),
+                                    progress=False)
         out = args.out / pool
         ft = args.finetune_dir if args.finetune_dir is not None and args.finetune_dir.is_dir() else None
-        result = run_glue_heads("minilm", "sst2", out, config, finetune_dir=ft)
+        result = run_glue_readouts("minilm", "sst2", out, config, finetune_dir=ft)
         scores = result["scores"]
         scores = scores[scores["metric"] == "accuracy"]
         dev = Store.open(out / "activations" / "dev")

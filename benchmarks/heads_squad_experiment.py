@@ -1,7 +1,7 @@
 """docs/readouts.md's SQuAD results: BERT Vision's question on MiniLM - can readouts on the frozen activations of
 every layer of the *pretrained* encoder (checkpoint 0, no fine-tuning) match fine-tuning?
 
-Runs what this command runs (:func:`run_squad_heads` with the same settings; finished parts are reused)::
+Runs what this command runs (:func:`run_squad_readouts` with the same settings; finished parts are reused)::
 
     bertology readouts squad -m minilm --mode answerable --eval-share 0.4 --heldout-share 0.2 \\
         --max-train-questions 1000 --checkpoints 0,1 --readout-checkpoints 0 \\
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bertology.readouts.catalog import build_head
+from bertology.readouts.catalog import build_readout
 from bertology.readouts.finetune_qa import QAFinetuneConfig
 from bertology.readouts.intervals import PairedBootstrap, per_question_matrix
-from bertology.readouts.squad import SquadHeadsConfig, prepare_windows, run_squad_heads, score_logits
-from bertology.readouts.train import HeadTrainConfig, predict_head
+from bertology.readouts.squad import SquadReadoutsConfig, prepare_windows, run_squad_readouts, score_logits
+from bertology.readouts.train import ReadoutTrainConfig, predict_readout
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
 
@@ -74,12 +74,13 @@ def main() -> None:
     heads = tuple(args.heads.split(","))
     checkpoints = tuple(float(epoch) for epoch in args.finetune_checkpoints.split(","))
     finetune = QAFinetuneConfig(checkpoints=checkpoints, lr=2e-4, batch_size=16, seed=0, device="cpu", progress=False)
-    config = SquadHeadsConfig(heads=heads, classify_heads=(), seeds=(0,), mode="answerable", eval_share=0.4,
-                              heldout_share=0.2, max_train_questions=1000, pretrained=True, head_checkpoints=(0.0,),
-                              finetune=finetune if args.finetune else None,
-                              head=HeadTrainConfig(epochs=10, lr=1e-3, batch_size=16, patience=2, standardise=True),
-                              device="cpu", progress=False)
-    result = run_squad_heads("minilm", args.out, config)
+    config = SquadReadoutsConfig(readouts=heads, classify_readouts=(), seeds=(0,), mode="answerable", eval_share=0.4,
+                                 heldout_share=0.2, max_train_questions=1000, pretrained=True,
+                                 readout_checkpoints=(0.0,), finetune=finetune if args.finetune else None,
+                                 readout=ReadoutTrainConfig(epochs=10, lr=1e-3, batch_size=16, patience=2,
+                                                            standardise=True),
+                                 device="cpu", progress=False)
+    result = run_squad_readouts("minilm", args.out, config)
     scores, questions = result["scores"], result["questions"]
     own = scores[(scores["checkpoint"] == scores["eval_checkpoint"]) & (scores["task"] == "span")]
 
@@ -87,12 +88,12 @@ def main() -> None:
     windows = prepare_windows(__import__("bertology.models", fromlist=["load_encoder"]).load_encoder("minilm").tokenizer,
                               config)
     eval_store = Store.open(args.out / "activations" / "epoch-0" / "eval")
-    untrained = build_head("lp", len(eval_store.layers), eval_store.dim, "span",
-                           seed=derive_seed(0, "head-init", "lp", "span"))
+    untrained = build_readout("lp", len(eval_store.layers), eval_store.dim, "span",
+                              seed=derive_seed(0, "head-init", "lp", "span"))
     from bertology.readouts.train import feature_stats
 
     untrained.scaler.set(*feature_stats(Store.open(args.out / "activations" / "epoch-0" / "train")))
-    chance, chance_questions = score_logits(windows["eval"], *predict_head(untrained, eval_store), "answerable")
+    chance, chance_questions = score_logits(windows["eval"], *predict_readout(untrained, eval_store), "answerable")
 
     systems = per_question_matrix(questions[questions["checkpoint"] == questions["eval_checkpoint"]]
                                   .assign(system=lambda f: f["component"] + "@" + f["checkpoint"].map("{:g}".format)),

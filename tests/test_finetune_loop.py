@@ -13,7 +13,7 @@ from bertology.errors import UsageError
 from bertology.finetune.loop import Optimisation, Optimiser, train_steps
 from bertology.finetune.train import FinetuneConfig
 from bertology.readouts.finetune_qa import QAFinetuneConfig
-from bertology.readouts.train import HeadTrainConfig
+from bertology.readouts.train import ReadoutTrainConfig
 
 
 def test_every_training_config_embeds_one_optimisation_and_keeps_the_flat_spellings():
@@ -26,13 +26,13 @@ def test_every_training_config_embeds_one_optimisation_and_keeps_the_flat_spelli
                                          "max_train": None, "max_steps": None, "data_seed": 0,
                                          "variant": "baseline"}
     # each config starts from its own recipe; flat keywords change only what they name
-    assert HeadTrainConfig(lr=1e-2).optimisation == Optimisation(lr=1e-2, batch_size=16, device="cpu")
+    assert ReadoutTrainConfig(lr=1e-2).optimisation == Optimisation(lr=1e-2, batch_size=16, device="cpu")
     assert QAFinetuneConfig(seed=3).optimisation == Optimisation(lr=5e-5, batch_size=16, seed=3)
     # dataclasses.replace and asdict (the Ray sweep ships configs as dicts) read back
     moved = dataclasses.replace(config, device="cuda", variant="drop-last:1")
     assert (moved.device, moved.lr, moved.variant) == ("cuda", 1e-4, "drop-last:1")
     assert FinetuneConfig(**dataclasses.asdict(config)) == config
-    head = HeadTrainConfig()
+    head = ReadoutTrainConfig()
     head.lr = 0.5
     assert head.optimisation.lr == 0.5
     with pytest.raises(UsageError, match="--lr -1"):

@@ -254,7 +254,7 @@ def test_a_run_on_a_tiny_multilingual_bert_matches_hand_computations(languages_r
     means = {code: _store_means(tiny_mbert, folder, code, cache) for code in ("de", "fr", "zh")}
     layer = 2
     de, fr = means["de"][1][layer], means["fr"][1][layer]
-    row = result["centroids"].query("encoder == 'model' and layer == @layer and language_a == 'de' "
+    row = result["centroids"].query("baseline == 'none' and layer == @layer and language_a == 'de' "
                                     "and language_b == 'fr'").iloc[0]
     assert row["euclidean"] == pytest.approx(np.linalg.norm(de.mean(0) - fr.mean(0)), rel=1e-5)
     split = split_ids([s.id for s in means["de"][0].sentences])
@@ -263,23 +263,23 @@ def test_a_run_on_a_tiny_multilingual_bert_matches_hand_computations(languages_r
         q, c = (de - de.mean(0), fr - fr.mean(0)) if centred else (de, fr)
         similarity = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (c / np.linalg.norm(c, axis=1, keepdims=True)).T
         expected = (similarity.argmax(1) == np.arange(len(q)))[test].mean()
-        stored = result["retrieval"].query("encoder == 'model' and layer == @layer and query_language == 'de' and "
+        stored = result["retrieval"].query("baseline == 'none' and layer == @layer and query_language == 'de' and "
                                            f"target_language == 'fr' and centering == '{'centered' if centred else 'none'}'")
         assert stored["accuracy"].iloc[0] == pytest.approx(expected)
-    # Exactly one best layer per encoder and centering, chosen on the non-test queries.
-    best = result["retrieval_summary"].groupby(["encoder", "centering"])["best"].sum()
+    # Exactly one best layer per baseline and centering, chosen on the non-test queries.
+    best = result["retrieval_summary"].groupby(["baseline", "centering"])["best"].sum()
     assert (best == 1).all() and len(best) == 4
 
 
 def test_identity_transfer_and_baselines_are_consistent(languages_run):
     result, _, _ = languages_run
     identity = result["identity_summary"]
-    majority = identity.query("encoder == 'majority' and split == 'test'")["mean"]
+    majority = identity.query("baseline == 'majority' and split == 'test'")["mean"]
     assert np.allclose(majority, 1 / 3, atol=0.05)  # three languages of the same size
-    model_test = identity.query("encoder == 'model' and split == 'test'")
+    model_test = identity.query("baseline == 'none' and split == 'test'")
     assert (model_test["ci_low"] <= model_test["mean"] + 1e-9).all()
     assert (model_test["mean"] <= model_test["ci_high"] + 1e-9).all()
-    assert set(identity["encoder"]) == {"model", "twin", "majority"}
+    assert set(identity["baseline"]) == {"none", "untrained", "majority"}
     # Chinese's UPOS column is not universal: its probes are absent with the reason; the others ran.
     absent = result["absent"]
     assert list(absent["measure"]) == ["upos"] and list(absent["language"]) == ["zh"]
@@ -287,10 +287,10 @@ def test_identity_transfer_and_baselines_are_consistent(languages_run):
     transfer = result["transfer_summary"]
     assert "zh" not in set(transfer.query("task == 'upos'")["language"])
     assert "zh" in set(transfer.query("task == 'deprel'")["language"]), "its relations are universal"
-    ratio = result["transfer_ratio"].query("task == 'upos' and language == 'de' and encoder == 'model' and layer == 1"
+    ratio = result["transfer_ratio"].query("task == 'upos' and language == 'de' and baseline == 'none' and layer == 1"
                                            ).iloc[0]
     assert ratio["ratio"] == pytest.approx(ratio["zero_shot"] / ratio["in_language"])
-    rows = result["transfer"].query("task == 'upos' and language == 'de' and encoder == 'model' and layer == 1 "
+    rows = result["transfer"].query("task == 'upos' and language == 'de' and baseline == 'none' and layer == 1 "
                                     "and split == 'test'")
     for setting, column in (("zero-shot", "zero_shot"), ("in-language", "in_language")):
         assert rows[rows["setting"] == setting]["accuracy"].mean() == pytest.approx(ratio[column])

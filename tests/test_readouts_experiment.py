@@ -1,5 +1,5 @@
 """The redesigned SQuAD experiment's parts: answerable-only windows, checkpoint 0 (no fine-tuning),
-standardised features stored with the head, early stopping, the no-answer threshold chosen on held-out
+standardised features stored with the readout, early stopping, the no-answer threshold chosen on held-out
 articles, and the paired bootstrap."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from bertology.data.squad import read_squad
-from bertology.readouts.catalog import build_head
+from bertology.readouts.catalog import build_readout
 from bertology.readouts.intervals import PairedBootstrap
 from bertology.readouts.qa import choose_null_margin, decode_spans, encode_windows
-from bertology.readouts.squad import SquadHeadsConfig, prepare_windows, run_squad_heads, window_store
-from bertology.readouts.train import HeadTrainConfig, feature_stats, train_head
+from bertology.readouts.squad import SquadReadoutsConfig, prepare_windows, run_squad_readouts, window_store
+from bertology.readouts.train import ReadoutTrainConfig, feature_stats, train_readout
 from bertology.runtime import derive_seed
 
 
@@ -26,9 +26,9 @@ def toy_file(tmp_path_factory):
     return toy_squad(tmp_path_factory.mktemp("toy") / "toy.json", articles=8, paragraphs=3, words=40)
 
 
-def _config(**kwargs) -> SquadHeadsConfig:
-    defaults = dict(max_length=32, stride=8, progress=False, finetune=None, heads=("lp",), classify_heads=())
-    return SquadHeadsConfig(**{**defaults, **kwargs})
+def _config(**kwargs) -> SquadReadoutsConfig:
+    defaults = dict(max_length=32, stride=8, progress=False, finetune=None, readouts=("lp",), classify_readouts=())
+    return SquadReadoutsConfig(**{**defaults, **kwargs})
 
 
 def test_answerable_mode_keeps_answered_questions_and_drops_training_windows_without_the_answer(toy_file, tiny_bert):
@@ -52,10 +52,11 @@ def test_answerable_mode_keeps_answered_questions_and_drops_training_windows_wit
     assert not titles["heldout"] & titles["eval"]
 
 
-def test_checkpoint_zero_trains_heads_on_the_untouched_pretrained_encoder(tmp_path, toy_file, tiny_bert):
+def test_checkpoint_zero_trains_readouts_on_the_untouched_pretrained_encoder(tmp_path, toy_file, tiny_bert):
     before = {k: v.clone() for k, v in tiny_bert.model.state_dict().items()}
-    config = _config(mode="answerable", head=HeadTrainConfig(epochs=2, patience=1, standardise=True, batch_size=8))
-    result = run_squad_heads(tiny_bert, tmp_path / "run", config, data=toy_file)
+    config = _config(mode="answerable",
+                     readout=ReadoutTrainConfig(epochs=2, patience=1, standardise=True, batch_size=8))
+    result = run_squad_readouts(tiny_bert, tmp_path / "run", config, data=toy_file)
     scores = result["scores"]
     assert set(scores["checkpoint"]) == {0.0} and "fine-tuned" not in set(scores["component"])
     assert not (tmp_path / "run" / "finetune").exists()  # no fine-tuning at all
@@ -73,26 +74,27 @@ def _toy_store(tmp_path, tiny_bert, toy_file, name="train"):
     return window_store(tiny_bert, windows, tmp_path / name, _config()), windows
 
 
-def test_standardisation_statistics_are_stored_with_the_head_and_applied_when_scoring(tmp_path, tiny_bert, toy_file):
+def test_standardisation_statistics_are_stored_with_the_readout_and_applied_when_scoring(tmp_path, tiny_bert, toy_file):
     store, _ = _toy_store(tmp_path, tiny_bert, toy_file)
-    head = build_head("ap", len(store.layers), store.dim, "span", seed=0)
-    train_head(head, store, HeadTrainConfig(epochs=1, standardise=True, batch_size=8, progress=False),
-               checkpoint=tmp_path / "head.pt")
+    readout = build_readout("ap", len(store.layers), store.dim, "span", seed=0)
+    train_readout(readout, store, ReadoutTrainConfig(epochs=1, standardise=True, batch_size=8, progress=False),
+                  checkpoint=tmp_path / "head.pt")
     for i, layer in enumerate(store.layers):
         rows = store.layer(layer).astype(np.float64)
-        assert np.allclose(head.scaler.mean[i].numpy(), rows.mean(0), atol=1e-4)
-        assert np.allclose(head.scaler.std[i].numpy(), rows.std(0), rtol=1e-3, atol=1e-5)
-    assert np.allclose(feature_stats(store)[0], head.scaler.mean.numpy())
-    # a fresh head loaded from the checkpoint carries the statistics and scores as the trained one
-    fresh = build_head("ap", len(store.layers), store.dim, "span", seed=1)
+        assert np.allclose(readout.scaler.mean[i].numpy(), rows.mean(0), atol=1e-4)
+        assert np.allclose(readout.scaler.std[i].numpy(), rows.std(0), rtol=1e-3, atol=1e-5)
+    assert np.allclose(feature_stats(store)[0], readout.scaler.mean.numpy())
+    # a fresh readout loaded from the checkpoint carries the statistics and scores as the trained one
+    fresh = build_readout("ap", len(store.layers), store.dim, "span", seed=1)
     fresh.load_state_dict(torch.load(tmp_path / "head.pt", weights_only=False)["head_state"])
-    assert torch.equal(fresh.scaler.mean, head.scaler.mean)
+    assert torch.equal(fresh.scaler.mean, readout.scaler.mean)
     x = torch.as_tensor(np.stack([store.layer(l)[:5] for l in store.layers]))[None].float()  # [1, layers, 5, H]
     mask = torch.ones(1, 5, dtype=torch.bool)
-    fresh.eval(), head.eval()
-    manual = head.output(head.body((x - head.scaler.mean[None, :, None]) / head.scaler.std[None, :, None], mask), mask)
+    fresh.eval(), readout.eval()
+    scaled = (x - readout.scaler.mean[None, :, None]) / readout.scaler.std[None, :, None]
+    manual = readout.output(readout.body(scaled, mask), mask)
     assert torch.allclose(fresh(x, mask)[0], manual[0], atol=1e-5)
-    unscaled = head.output(head.body(x, mask), mask)
+    unscaled = readout.output(readout.body(x, mask), mask)
     assert not torch.allclose(unscaled[0], manual[0], atol=1e-3)
 
 
@@ -101,20 +103,20 @@ def test_early_stopping_stops_after_patience_and_keeps_the_best_epoch(tmp_path, 
     scripted = iter([0.1, 0.5, 0.3, 0.2, 0.9, 0.9])
     states = []
 
-    def validate(head):
-        states.append({k: v.clone() for k, v in head.state_dict().items()})
+    def validate(readout):
+        states.append({k: v.clone() for k, v in readout.state_dict().items()})
         return next(scripted)
 
-    head = build_head("lp", len(store.layers), store.dim, "span", seed=0)
-    config = HeadTrainConfig(epochs=6, patience=2, lr=1e-2, batch_size=8, progress=False)
-    stats = train_head(head, store, config, checkpoint=tmp_path / "head.pt", validate=validate)
+    readout = build_readout("lp", len(store.layers), store.dim, "span", seed=0)
+    config = ReadoutTrainConfig(epochs=6, patience=2, lr=1e-2, batch_size=8, progress=False)
+    stats = train_readout(readout, store, config, checkpoint=tmp_path / "head.pt", validate=validate)
     assert stats.epochs_run == 4 and stats.best_epoch == 2  # epochs 3 and 4 did not beat 0.5
     assert [row["score"] for row in stats.history] == [0.1, 0.5, 0.3, 0.2]
-    assert all(torch.equal(v, states[1][k]) for k, v in head.state_dict().items())
+    assert all(torch.equal(v, states[1][k]) for k, v in readout.state_dict().items())
     assert not torch.equal(states[1]["output.linear.weight"], states[3]["output.linear.weight"])
-    # a finished checkpoint gives back the best head without training
-    again = build_head("lp", len(store.layers), store.dim, "span", seed=0)
-    reused = train_head(again, store, config, checkpoint=tmp_path / "head.pt", validate=validate)
+    # a finished checkpoint gives back the best readout without training
+    again = build_readout("lp", len(store.layers), store.dim, "span", seed=0)
+    reused = train_readout(again, store, config, checkpoint=tmp_path / "head.pt", validate=validate)
     assert reused.reused and reused.best_epoch == 2
     assert all(torch.equal(v, states[1][k]) for k, v in again.state_dict().items())
 
@@ -153,8 +155,8 @@ def test_squad2_threshold_is_chosen_on_heldout_articles_never_on_evaluation(tmp_
         return original(windows, *args, **kwargs)
 
     monkeypatch.setattr(squad_module, "choose_null_margin", recording)
-    config = _config(mode="squad2", head=HeadTrainConfig(epochs=1, batch_size=8))
-    result = run_squad_heads(tiny_bert, tmp_path / "run", config, data=toy_file)
+    config = _config(mode="squad2", readout=ReadoutTrainConfig(epochs=1, batch_size=8))
+    result = run_squad_readouts(tiny_bert, tmp_path / "run", config, data=toy_file)
     windows = prepare_windows(tiny_bert.tokenizer, config, toy_file)
     heldout = {q.id for q in windows["heldout"].questions}
     evaluation = {q.id for q in windows["eval"].questions}
@@ -191,7 +193,7 @@ def test_training_runs_every_epoch_when_epochs_differ_in_length(tmp_path, tiny_b
     reader = StreamingReader(store, 3, seed=derive_seed(0, "heads", "lp"), buffer_shards=3)
     sizes = [sum(len(group.batches) for group in reader.plan(epoch)) for epoch in range(5)]
     assert sizes[1] < sizes[0]  # shard groups differ by epoch, and so do their partial last batches
-    head = build_head("lp", len(store.layers), store.dim, "span", seed=0)
-    stats = train_head(head, store, HeadTrainConfig(epochs=5, batch_size=3, buffer_shards=3, progress=False),
-                       validate=lambda trained: 0.0)
+    readout = build_readout("lp", len(store.layers), store.dim, "span", seed=0)
+    stats = train_readout(readout, store, ReadoutTrainConfig(epochs=5, batch_size=3, buffer_shards=3, progress=False),
+                          validate=lambda trained: 0.0)
     assert stats.steps == sum(sizes) and [row["epoch"] for row in stats.history] == [1, 2, 3, 4, 5]

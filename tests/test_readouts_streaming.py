@@ -1,5 +1,5 @@
 """Activation stores and the streaming reader: exactly once per epoch, correct rows, shard-level shuffling,
-resuming (the reader, head training and the store writer), and stores of another model refused."""
+resuming (the reader, readout training and the store writer), and stores of another model refused."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import torch
 
 from bertology.errors import ModelError, StoreError
 from bertology.readouts.activations import read_labels, write_activations
-from bertology.readouts.catalog import build_head
+from bertology.readouts.catalog import build_readout
 from bertology.readouts.streaming import StreamingReader
-from bertology.readouts.train import HeadTrainConfig, check_store_model, train_head
+from bertology.readouts.train import ReadoutTrainConfig, check_store_model, train_readout
 from bertology.store import Store
 from bertology.store import writer as store_writer
 
@@ -129,19 +129,19 @@ def test_a_damaged_shard_is_a_clear_error_from_the_prefetcher(tmp_path, tiny_ber
         list(StreamingReader(store, batch_size=4, shuffle=False).epoch(0))
 
 
-def test_head_training_resumes_after_an_interruption(tmp_path, store_and_ids, monkeypatch):
+def test_readout_training_resumes_after_an_interruption(tmp_path, store_and_ids, monkeypatch):
     store, _ = store_and_ids
-    config = HeadTrainConfig(epochs=2, lr=1e-2, batch_size=4, checkpoint_every=3, progress=False)
+    config = ReadoutTrainConfig(epochs=2, lr=1e-2, batch_size=4, checkpoint_every=3, progress=False)
 
     def fresh():
-        return build_head("lp", len(store.layers), store.dim, "span", seed=0)
+        return build_readout("lp", len(store.layers), store.dim, "span", seed=0)
 
     reference = fresh()
-    reference_stats = train_head(reference, store, config)
+    reference_stats = train_readout(reference, store, config)
 
     import bertology.readouts.train as train_module
 
-    real_loss, calls = train_module.head_loss, {"n": 0}
+    real_loss, calls = train_module.readout_loss, {"n": 0}
 
     def failing_loss(*args):
         calls["n"] += 1
@@ -150,19 +150,19 @@ def test_head_training_resumes_after_an_interruption(tmp_path, store_and_ids, mo
         return real_loss(*args)
 
     checkpoint = tmp_path / "head.pt"
-    monkeypatch.setattr(train_module, "head_loss", failing_loss)
+    monkeypatch.setattr(train_module, "readout_loss", failing_loss)
     with pytest.raises(KeyboardInterrupt):
-        train_head(fresh(), store, config, checkpoint=checkpoint)
-    monkeypatch.setattr(train_module, "head_loss", real_loss)
+        train_readout(fresh(), store, config, checkpoint=checkpoint)
+    monkeypatch.setattr(train_module, "readout_loss", real_loss)
     resumed = fresh()
-    stats = train_head(resumed, store, config, checkpoint=checkpoint)
+    stats = train_readout(resumed, store, config, checkpoint=checkpoint)
     assert stats.resumed_from == 6 and stats.steps == reference_stats.steps
     for a, b in zip(reference.parameters(), resumed.parameters()):
         assert torch.allclose(a, b, atol=1e-6)
-    again = train_head(fresh(), store, config, checkpoint=checkpoint)
+    again = train_readout(fresh(), store, config, checkpoint=checkpoint)
     assert again.reused
     with pytest.raises(ModelError, match="a readout checkpoint of other settings"):
-        train_head(fresh(), store, HeadTrainConfig(epochs=1, progress=False), checkpoint=checkpoint)
+        train_readout(fresh(), store, ReadoutTrainConfig(epochs=1, progress=False), checkpoint=checkpoint)
 
 
 def test_store_writing_resumes_after_an_interruption(tmp_path, tiny_bert, monkeypatch):

@@ -1,7 +1,7 @@
 """The one optimisation recipe and the one step loop behind every training run in bertology.
 
 Every training configuration embeds an :class:`Optimisation` (``FinetuneConfig.optimisation``,
-``QAFinetuneConfig.optimisation``, ``HeadTrainConfig.optimisation``, the MLM probe's): AdamW with weight decay
+``QAFinetuneConfig.optimisation``, ``ReadoutTrainConfig.optimisation``, the MLM probe's): AdamW with weight decay
 on matrices only (biases and LayerNorm weights are 1-d), linear warm-up over ``warmup_ratio`` of the steps then
 linear decay to 0, gradient clipping, bf16 autocast on CUDA, the batch size, a step limit, the run's seed and
 device. :class:`Optimiser` is that recipe at work on one model, and :func:`train_steps` the one step loop:

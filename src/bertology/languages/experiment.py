@@ -28,6 +28,9 @@ zero-shot probes choose on the English dev split, never on the target language. 
 all of a language's aligned sentences; queries are the test-split sentences; the best layer is chosen on
 the queries of the other splits. Intervals: the 95% percentile interval of the bootstrap over test examples
 pooled over seeds (:func:`bertology.probing.summary.bootstrap_intervals`).
+
+Every table says which network a row measures in a ``baseline`` column, in probing's words: ``none`` (the
+model itself), ``untrained`` (its twin) or ``majority`` (the majority class, no network).
 """
 
 from __future__ import annotations
@@ -67,8 +70,10 @@ from bertology.tasks.catalog import TABLE2_COLUMNS, TASK_NAMES
 
 #: The probe tasks that transfer: name -> (probe level, builder name in bertology.probing.datasets, column).
 TRANSFER_TASKS = {"upos": ("token", "upos_examples", "upos"), "deprel": ("edge", "deprel_examples", "deprel")}
-#: The two encoders every measure runs on.
-MODEL, TWIN, MAJORITY = "model", "twin", "majority"
+#: The ``baseline`` column's values, probing's words: the model itself, its untrained twin, the majority class.
+MODEL, TWIN, MAJORITY = "none", "untrained", "majority"
+#: Their first spellings, still in the seed purposes (so the bootstrap intervals do not move) and progress lines.
+SEED_WORDS = {MODEL: "model", TWIN: "twin", MAJORITY: "majority"}
 IN_LANGUAGE, ZERO_SHOT = "in-language", "zero-shot"
 RAW, CENTERED = "none", "centered"
 #: The ``language`` of the rows that score the zero-shot probes on their own (English) dev split.
@@ -225,19 +230,19 @@ def run_languages(
     with progress_bar(progress, transient=True) as bar:
         job = bar.add_task("languages", total=len(encoders) * (len(languages) + 2))
         for kind, current in encoders:
-            bar.update(job, description=f"languages ({kind}): English probes")
+            bar.update(job, description=f"languages ({SEED_WORDS[kind]}): English probes")
             english_probes = _fit_english(current, english_data, layer_ids, seeds, train_fraction, probe_kwargs,
                                           cache, progress, str(run_device), tables["transfer"], kind)
             bar.advance(job)
             means: dict[str, np.ndarray] = {}
             for code, treebank in languages.items():
-                bar.update(job, description=f"languages ({kind}): {code}")
+                bar.update(job, description=f"languages ({SEED_WORDS[kind]}): {code}")
                 means[code] = _language_pass(current, kind, code, treebank, split, layer_ids, seeds,
                                              [t for t in tasks if code in usable[t]], english_probes, english_data,
                                              max_train, max_dev, train_fraction, probe_kwargs, cache, progress,
                                              str(run_device), tables["transfer"], hits)
                 bar.advance(job)
-            bar.update(job, description=f"languages ({kind}): identity, centroids, retrieval")
+            bar.update(job, description=f"languages ({SEED_WORDS[kind]}): identity, centroids, retrieval")
             _identity(kind, languages, means, split, layer_ids, seeds, train_fraction, probe_kwargs,
                       tables["identity"], hits)
             _geometry(kind, languages, means, layer_ids, projection_sentences, tables)
@@ -250,20 +255,20 @@ def run_languages(
         "languages": _languages_table(languages, split, aligned_ids),
         "tokenizer": pd.DataFrame([tokenizer_row(encoder.tokenizer, t.sentences, encoder.max_length, code)
                                    for code, t in languages.items()], columns=TOKENIZER_COLUMNS),
-        "identity": pd.DataFrame(tables["identity"], columns=["encoder", "layer", "seed", "split", "accuracy"]),
+        "identity": pd.DataFrame(tables["identity"], columns=["baseline", "layer", "seed", "split", "accuracy"]),
         "centroids": pd.DataFrame(tables["centroids"]),
         "projection": pd.DataFrame(tables["projection"]),
     }
-    result_tables["identity_summary"] = _summary(result_tables["identity"], ["encoder"], hits, ("identity",), n_boot)
+    result_tables["identity_summary"] = _summary(result_tables["identity"], ["baseline"], hits, ("identity",), n_boot)
     if aligned_ids is not None:
         frame = pd.DataFrame(tables["retrieval"])
         result_tables["retrieval"] = frame
         result_tables["retrieval_summary"] = _retrieval_summary(frame, retrieval_hits, n_boot)
     if tasks:
-        frame = pd.DataFrame(tables["transfer"], columns=["task", "language", "encoder", "setting", "layer", "seed",
+        frame = pd.DataFrame(tables["transfer"], columns=["task", "language", "baseline", "setting", "layer", "seed",
                                                           "split", "accuracy"])
         result_tables["transfer"] = frame
-        summary = _summary(frame, ["task", "language", "encoder", "setting"], hits, ("transfer",), n_boot)
+        summary = _summary(frame, ["task", "language", "baseline", "setting"], hits, ("transfer",), n_boot)
         result_tables["transfer_summary"] = summary
         result_tables["transfer_ratio"], result_tables["transfer_best"] = _transfer_ratios(summary, hits, n_boot)
     if senteval:
@@ -438,16 +443,16 @@ def _geometry(kind, languages, means, layers, sample_size: int, tables) -> None:
         vectors, labels = _stack(languages, {c: m[li:li + 1] for c, m in means.items()}, None, None)
         codes, centre = measures.centroids(vectors[0], labels)
         for row in measures.centroid_distances(codes, centre):
-            tables["centroids"].append({"encoder": kind, "layer": layer, **row})
+            tables["centroids"].append({"baseline": kind, "layer": layer, **row})
         sampled = np.concatenate([means[code][li, sample[code]] for code in codes])
         sampled_labels = [code for code in codes for _ in sample[code]]
         points, centre_points, explained = measures.project_2d(sampled, centre)
         for (x, y_), code in zip(points, sampled_labels):
-            tables["projection"].append({"encoder": kind, "layer": layer, "language": code, "kind": "sentence",
+            tables["projection"].append({"baseline": kind, "layer": layer, "language": code, "kind": "sentence",
                                          "x": float(x), "y": float(y_), "explained_1": float(explained[0]),
                                          "explained_2": float(explained[1])})
         for (x, y_), code in zip(centre_points, codes):
-            tables["projection"].append({"encoder": kind, "layer": layer, "language": code, "kind": "centroid",
+            tables["projection"].append({"baseline": kind, "layer": layer, "language": code, "kind": "centroid",
                                          "x": float(x), "y": float(y_), "explained_1": float(explained[0]),
                                          "explained_2": float(explained[1])})
 
@@ -473,7 +478,7 @@ def _retrieval(kind, languages, means, ids, split, layers, rows, collected) -> N
                         continue
                     found = measures.retrieval_hits(vectors[a], vectors[b], targets)
                     pair_hits.append(found)
-                    rows.append({"encoder": kind, "centering": centering, "layer": layer, "query_language": a,
+                    rows.append({"baseline": kind, "centering": centering, "layer": layer, "query_language": a,
                                  "target_language": b, "accuracy": float(found[is_test].mean()) if is_test.any()
                                  else np.nan, "selection_accuracy": float(found[~is_test].mean()) if (~is_test).any()
                                  else np.nan, "n_test": int(is_test.sum())})
@@ -496,7 +501,8 @@ def _summary(frame: pd.DataFrame, keys: list[str], hits: dict, prefix: tuple, n_
         if key[: len(prefix)] != prefix:
             continue
         values = key[len(prefix):]
-        low, high = bootstrap_intervals(by_seed, n_boot=n_boot, seed=derive_seed(0, "bootstrap", *key))
+        purpose = [SEED_WORDS[v] if column == "baseline" else v for column, v in zip(keys, values)]
+        low, high = bootstrap_intervals(by_seed, n_boot=n_boot, seed=derive_seed(0, "bootstrap", *prefix, *purpose))
         mask = np.ones(len(grouped), dtype=bool)
         for column, value in zip(keys, values):
             mask &= grouped[column].to_numpy() == value
@@ -519,7 +525,7 @@ def best_layer(summary: pd.DataFrame, selector: dict, split: str = "dev") -> int
 
 
 def _transfer_ratios(summary: pd.DataFrame, hits: dict, n_boot: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per task, language and encoder: zero-shot / in-language test accuracy per layer (with a paired bootstrap
+    """Per task, language and baseline (model or twin): zero-shot / in-language test accuracy per layer (with a paired bootstrap
     interval), and the best-layer comparison (each setting's layer chosen on its own dev: English for zero-shot)."""
     ratios, best = [], []
     keys = sorted({k[1:4] for k in hits if k[0] == "transfer" and k[3] in (MODEL, TWIN)})
@@ -529,31 +535,31 @@ def _transfer_ratios(summary: pd.DataFrame, hits: dict, n_boot: int) -> tuple[pd
         if not zero or not within:
             continue
         seeds = sorted(set(zero) & set(within))
-        boot_seed = derive_seed(0, "bootstrap-ratio", task, code, kind)
+        boot_seed = derive_seed(0, "bootstrap-ratio", task, code, SEED_WORDS[kind])
         zb = np.stack([bootstrap_accuracies(zero[s], n_boot, boot_seed) for s in seeds])  # [seeds, layers, boot]
         wb = np.stack([bootstrap_accuracies(within[s], n_boot, boot_seed) for s in seeds])
         ratio_boot = zb / np.where(wb > 0, wb, np.nan)
         zero_mean = np.mean([zero[s].mean(axis=1) for s in seeds], axis=0)
         within_mean = np.mean([within[s].mean(axis=1) for s in seeds], axis=0)
-        rows = summary[(summary["task"] == task) & (summary["language"] == code) & (summary["encoder"] == kind)
+        rows = summary[(summary["task"] == task) & (summary["language"] == code) & (summary["baseline"] == kind)
                        & (summary["setting"] == IN_LANGUAGE) & (summary["split"] == "test")]
         layers = sorted(int(v) for v in rows["layer"].unique())
         for li, layer in enumerate(layers):
             flat = ratio_boot[:, li].ravel()
-            ratios.append({"task": task, "language": code, "encoder": kind, "layer": layer,
+            ratios.append({"task": task, "language": code, "baseline": kind, "layer": layer,
                            "zero_shot": float(zero_mean[li]), "in_language": float(within_mean[li]),
                            "ratio": float(zero_mean[li] / within_mean[li]) if within_mean[li] > 0 else np.nan,
                            "ci_low": float(np.nanquantile(flat, 0.025)), "ci_high": float(np.nanquantile(flat, 0.975))})
-        zs_layer = best_layer(summary, {"task": task, "language": SOURCE, "encoder": kind, "setting": ZERO_SHOT})
-        in_layer = best_layer(summary, {"task": task, "language": code, "encoder": kind, "setting": IN_LANGUAGE})
+        zs_layer = best_layer(summary, {"task": task, "language": SOURCE, "baseline": kind, "setting": ZERO_SHOT})
+        in_layer = best_layer(summary, {"task": task, "language": code, "baseline": kind, "setting": IN_LANGUAGE})
         if zs_layer is None or in_layer is None:
             continue
         zi, wi = layers.index(zs_layer), layers.index(in_layer)
         flat = (zb[:, zi] / np.where(wb[:, wi] > 0, wb[:, wi], np.nan)).ravel()
         majority = summary[(summary["task"] == task) & (summary["language"] == code)
-                           & (summary["encoder"] == MAJORITY) & (summary["setting"] == IN_LANGUAGE)
+                           & (summary["baseline"] == MAJORITY) & (summary["setting"] == IN_LANGUAGE)
                            & (summary["split"] == "test")]["mean"]
-        best.append({"task": task, "language": code, "encoder": kind,
+        best.append({"task": task, "language": code, "baseline": kind,
                      "zero_shot_layer": zs_layer, "zero_shot": float(zero_mean[zi]),
                      "zero_shot_ci_low": float(np.quantile(zb[:, zi].ravel(), 0.025)),
                      "zero_shot_ci_high": float(np.quantile(zb[:, zi].ravel(), 0.975)),
@@ -568,9 +574,9 @@ def _transfer_ratios(summary: pd.DataFrame, hits: dict, n_boot: int) -> tuple[pd
 
 
 def _retrieval_summary(frame: pd.DataFrame, collected: dict, n_boot: int) -> pd.DataFrame:
-    """Mean accuracy @1 over language pairs per encoder, centering and layer (test queries), its interval (a
-    bootstrap over the test sentences, each with its translations in every pair), the mean on the selection
-    queries and ``best``: the layer chosen on them."""
+    """Mean accuracy @1 over language pairs per baseline (model or twin), centering and layer (test queries),
+    its interval (a bootstrap over the test sentences, each with its translations in every pair), the mean on
+    the selection queries and ``best``: the layer chosen on them."""
     rows = []
     for (kind, centering, layer), pair_hits in collected.items():
         per_query = pair_hits.mean(axis=0)
@@ -579,13 +585,13 @@ def _retrieval_summary(frame: pd.DataFrame, collected: dict, n_boot: int) -> pd.
             low, high = np.quantile(boot, 0.025), np.quantile(boot, 0.975)
         else:
             low = high = np.nan
-        part = frame[(frame["encoder"] == kind) & (frame["centering"] == centering) & (frame["layer"] == layer)]
-        rows.append({"encoder": kind, "centering": centering, "layer": layer, "mean": float(part["accuracy"].mean()),
+        part = frame[(frame["baseline"] == kind) & (frame["centering"] == centering) & (frame["layer"] == layer)]
+        rows.append({"baseline": kind, "centering": centering, "layer": layer, "mean": float(part["accuracy"].mean()),
                      "ci_low": float(low), "ci_high": float(high),
                      "selection_mean": float(part["selection_accuracy"].mean()), "pairs": len(part)})
     out = pd.DataFrame(rows)
     out["best"] = False
-    for (kind, centering), group in out.groupby(["encoder", "centering"]):
+    for (kind, centering), group in out.groupby(["baseline", "centering"]):
         top = group["selection_mean"].max()
         layer = group[group["selection_mean"] >= top - 1e-12]["layer"].min()
         out.loc[group.index[group["layer"] == layer], "best"] = True

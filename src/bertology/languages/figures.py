@@ -13,7 +13,9 @@ from matplotlib.ticker import MaxNLocator
 from bertology.plots import finish_figure, finish_layer_figure
 from bertology.results import Result
 
-_STYLE = {"model": ("#2a5db0", "-"), "twin": ("#999999", "--"), "majority": ("#d95f02", ":")}
+_STYLE = {"none": ("#2a5db0", "-"), "untrained": ("#999999", "--"), "majority": ("#d95f02", ":")}
+#: What a figure calls each value of the ``baseline`` column.
+_LABEL = {"none": "model", "untrained": "untrained twin", "majority": "majority"}
 
 
 def _band(axis, rows: pd.DataFrame, label: str, color: str, style: str = "-") -> None:
@@ -31,19 +33,20 @@ def plot_identity(result: Result, path: str | os.PathLike, title: str = "") -> P
     summary = result["identity_summary"]
     test = summary[summary["split"] == "test"]
     figure, axis = plt.subplots(figsize=(5.5, 3.4))
-    for kind, label in (("model", "model"), ("twin", "untrained twin"), ("majority", "majority")):
-        rows = test[test["encoder"] == kind]
+    for kind, label in _LABEL.items():
+        rows = test[test["baseline"] == kind]
         if len(rows):
             _band(axis, rows, label, *_STYLE[kind])
     axis.set_ylabel("language identity accuracy (%)")
     return finish_layer_figure(figure, [axis], path, title or "Language identity from mean-pooled sentence vectors")
 
 
-def plot_projection(result: Result, path: str | os.PathLike, encoder: str = "model", title: str = "") -> Path:
+def plot_projection(result: Result, path: str | os.PathLike, baseline: str = "none", title: str = "") -> Path:
     """Per layer, the first two principal components of a sample of sentences (dots) and of the language
-    centroids (labelled markers): Libovický et al. (2019)'s Figure 7, at every layer."""
+    centroids (labelled markers): Libovický et al. (2019)'s Figure 7, at every layer; ``baseline`` ``none``
+    (the model) or ``untrained`` (its twin)."""
     table = result["projection"]
-    table = table[table["encoder"] == encoder]
+    table = table[table["baseline"] == baseline]
     layers = sorted(int(v) for v in table["layer"].unique())
     codes = list(dict.fromkeys(table["language"]))
     colors = plt.get_cmap("tab10" if len(codes) <= 10 else "tab20")
@@ -69,7 +72,7 @@ def plot_projection(result: Result, path: str | os.PathLike, encoder: str = "mod
     for axis in axes.ravel()[len(layers):]:
         axis.axis("off")
     axes.ravel()[0].legend(fontsize=6, ncol=2, markerscale=0.6)
-    figure.suptitle(title or f"Language centroids (X) and sampled sentences, {encoder}", fontsize=10)
+    figure.suptitle(title or f"Language centroids (X) and sampled sentences, {_LABEL[baseline]}", fontsize=10)
     return finish_figure(figure, path)
 
 
@@ -78,35 +81,35 @@ def plot_retrieval(result: Result, path: str | os.PathLike, title: str = "") -> 
     raw and centred, model and twin."""
     summary = result["retrieval_summary"]
     figure, axis = plt.subplots(figsize=(5.5, 3.4))
-    for kind, label in (("model", "model"), ("twin", "untrained twin")):
+    for kind, label in (("none", "model"), ("untrained", "untrained twin")):
         for centering, marker_style in (("none", "-"), ("centered", "-.")):
-            rows = summary[(summary["encoder"] == kind) & (summary["centering"] == centering)]
+            rows = summary[(summary["baseline"] == kind) & (summary["centering"] == centering)]
             if len(rows):
-                color = _STYLE[kind][0] if centering == "none" else ("#1b9e77" if kind == "model" else "#66a61e")
+                color = _STYLE[kind][0] if centering == "none" else ("#1b9e77" if kind == "none" else "#66a61e")
                 _band(axis, rows, f"{label}, {'centred' if centering == 'centered' else 'raw'}", color,
-                      marker_style if kind == "model" else "--")
+                      marker_style if kind == "none" else "--")
     axis.set_ylabel("retrieval accuracy @1 (%)")
     return finish_layer_figure(figure, [axis], path, title or "Parallel sentence retrieval (mean over language pairs)")
 
 
-def retrieval_matrix(result: Result, encoder: str = "model", centering: str = "centered") -> tuple[int, pd.DataFrame]:
+def retrieval_matrix(result: Result, baseline: str = "none", centering: str = "centered") -> tuple[int, pd.DataFrame]:
     """``(layer, query x target accuracy table)`` at the layer chosen on the selection queries."""
     summary = result["retrieval_summary"]
-    chosen = summary[(summary["encoder"] == encoder) & (summary["centering"] == centering) & summary["best"]]
+    chosen = summary[(summary["baseline"] == baseline) & (summary["centering"] == centering) & summary["best"]]
     layer = int(chosen["layer"].iloc[0])
     rows = result["retrieval"]
-    rows = rows[(rows["encoder"] == encoder) & (rows["centering"] == centering) & (rows["layer"] == layer)]
+    rows = rows[(rows["baseline"] == baseline) & (rows["centering"] == centering) & (rows["layer"] == layer)]
     codes = list(dict.fromkeys(list(rows["query_language"]) + list(rows["target_language"])))
     matrix = rows.pivot(index="query_language", columns="target_language", values="accuracy").reindex(
         index=codes, columns=codes)
     return layer, matrix
 
 
-def plot_retrieval_matrix(result: Result, path: str | os.PathLike, encoder: str = "model", title: str = "") -> Path:
+def plot_retrieval_matrix(result: Result, path: str | os.PathLike, baseline: str = "none", title: str = "") -> Path:
     """Query language x target language retrieval accuracy @1 at the best layer, raw and centred."""
     figure, axes = plt.subplots(1, 2, figsize=(10, 4.4))
     for axis, centering in zip(axes, ("none", "centered")):
-        layer, matrix = retrieval_matrix(result, encoder, centering)
+        layer, matrix = retrieval_matrix(result, baseline, centering)
         values = 100 * matrix.to_numpy(dtype=float)
         image = axis.imshow(values, vmin=0, vmax=100, cmap="viridis")
         axis.set_xticks(range(len(matrix.columns)), matrix.columns, fontsize=8)
@@ -119,7 +122,7 @@ def plot_retrieval_matrix(result: Result, path: str | os.PathLike, encoder: str 
                           color="white" if value < 50 else "black")
         axis.set_title(f"{'centred' if centering == 'centered' else 'raw'}, layer {layer}", fontsize=9)
     figure.colorbar(image, ax=axes, shrink=0.8).set_label("accuracy @1 (%)")
-    figure.suptitle(title or f"Retrieval accuracy @1 per language pair ({encoder}, best layer)", fontsize=10)
+    figure.suptitle(title or f"Retrieval accuracy @1 per language pair ({_LABEL[baseline]}, best layer)", fontsize=10)
     return _finish_with_colorbar(figure, path)
 
 
@@ -138,14 +141,14 @@ def plot_transfer(result: Result, path: str | os.PathLike, task: str = "upos", t
     columns = min(5, len(codes))
     rows = -(-len(codes) // columns)
     figure, axes = plt.subplots(rows, columns, figsize=(2.9 * columns, 2.5 * rows), squeeze=False, sharey=True)
-    lines = (("model", "in-language", "#2a5db0", "-", "in-language"), ("model", "zero-shot", "#d62728", "-",
-             "zero-shot from English"), ("twin", "in-language", "#2a5db0", "--", "twin, in-language"),
-             ("twin", "zero-shot", "#d62728", "--", "twin, zero-shot"),
+    lines = (("none", "in-language", "#2a5db0", "-", "in-language"), ("none", "zero-shot", "#d62728", "-",
+             "zero-shot from English"), ("untrained", "in-language", "#2a5db0", "--", "twin, in-language"),
+             ("untrained", "zero-shot", "#d62728", "--", "twin, zero-shot"),
              ("majority", "in-language", "#d95f02", ":", "majority"))
     for axis, code in zip(axes.ravel(), codes):
         at = summary[summary["language"] == code]
         for kind, setting, color, style, label in lines:
-            part = at[(at["encoder"] == kind) & (at["setting"] == setting)]
+            part = at[(at["baseline"] == kind) & (at["setting"] == setting)]
             if len(part):
                 _band(axis, part, label, color, style)
         axis.set_title(code, fontsize=9)

@@ -31,13 +31,13 @@ def identity_table(result: Result) -> pd.DataFrame:
     """Layer x (model, twin, majority): language-identity test accuracy with its interval; the layer chosen on
     dev marked ``*``."""
     summary = result["identity_summary"]
-    best = {kind: best_layer(summary, {"encoder": kind}) for kind in ("model", "twin")}
+    best = {kind: best_layer(summary, {"baseline": kind}) for kind in ("none", "untrained")}
     rows = []
     for layer in sorted(int(v) for v in summary["layer"].unique()):
         row = {"layer": str(layer)}
-        for kind, header in (("model", "model"), ("twin", "untrained twin"), ("majority", "majority")):
-            picked = _pick(summary, encoder=kind, layer=layer, split="test")
-            if picked is None and kind == "twin":
+        for kind, header in (("none", "model"), ("untrained", "untrained twin"), ("majority", "majority")):
+            picked = _pick(summary, baseline=kind, layer=layer, split="test")
+            if picked is None and kind == "untrained":
                 continue
             row[header] = _cell(picked) + (" *" if best.get(kind) == layer else "")
         rows.append(row)
@@ -51,18 +51,18 @@ def retrieval_table(result: Result) -> pd.DataFrame:
     rows = []
     for layer in sorted(int(v) for v in summary["layer"].unique()):
         row = {"layer": str(layer)}
-        for kind, name in (("model", "model"), ("twin", "twin")):
+        for kind, name in (("none", "model"), ("untrained", "twin")):
             for centering, label in (("none", "raw"), ("centered", "centred")):
-                picked = _pick(summary, encoder=kind, centering=centering, layer=layer)
+                picked = _pick(summary, baseline=kind, centering=centering, layer=layer)
                 if picked is not None:
                     row[f"{name}, {label}"] = _cell(picked) + (" *" if bool(picked["best"]) else "")
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def retrieval_matrix_table(result: Result, encoder: str = "model", centering: str = "centered") -> pd.DataFrame:
+def retrieval_matrix_table(result: Result, baseline: str = "none", centering: str = "centered") -> pd.DataFrame:
     """Query language x searched language accuracy @1 (test queries) at the layer chosen on the others."""
-    layer, matrix = retrieval_matrix(result, encoder, centering)
+    layer, matrix = retrieval_matrix(result, baseline, centering)
     frame = matrix.map(lambda v: "–" if pd.isna(v) else percent(v))
     frame.index.name = f"query \\ searched (layer {layer})"
     return frame.reset_index()
@@ -75,8 +75,8 @@ def transfer_table(result: Result, task: str = "upos") -> pd.DataFrame:
     best = best[best["task"] == task]
     rows = []
     for code in dict.fromkeys(best["language"]):
-        model = _pick(best, language=code, encoder="model")
-        twin = _pick(best, language=code, encoder="twin")
+        model = _pick(best, language=code, baseline="none")
+        twin = _pick(best, language=code, baseline="untrained")
         row = {"language": code}
         for label, source in (("", model), ("twin ", twin)):
             if source is None:
@@ -92,10 +92,10 @@ def transfer_table(result: Result, task: str = "upos") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def transfer_layers_table(result: Result, task: str = "upos", encoder: str = "model") -> pd.DataFrame:
+def transfer_layers_table(result: Result, task: str = "upos", baseline: str = "none") -> pd.DataFrame:
     """Language x layer: ``zero-shot / in-language`` test accuracy (percent, mean over seeds)."""
     ratio = result["transfer_ratio"]
-    ratio = ratio[(ratio["task"] == task) & (ratio["encoder"] == encoder)]
+    ratio = ratio[(ratio["task"] == task) & (ratio["baseline"] == baseline)]
     rows = []
     for code in dict.fromkeys(ratio["language"]):
         row = {"language": code}
@@ -116,10 +116,10 @@ def tokenizer_table(result: Result) -> pd.DataFrame:
     })
 
 
-def centroid_table(result: Result, encoder: str = "model", layer: int | None = None) -> pd.DataFrame:
+def centroid_table(result: Result, baseline: str = "none", layer: int | None = None) -> pd.DataFrame:
     """Language x language cosine distance between centroids at ``layer`` (default the last)."""
     table = result["centroids"]
-    table = table[table["encoder"] == encoder]
+    table = table[table["baseline"] == baseline]
     layer = int(table["layer"].max()) if layer is None else layer
     table = table[table["layer"] == layer]
     codes = list(dict.fromkeys(list(table["language_a"]) + list(table["language_b"])))

@@ -10,13 +10,13 @@ from bertology._lazy import lazy_exports
 
 # Imported on first use (bertology._lazy), so `bertology readouts --help` does not load torch.
 __getattr__ = lazy_exports(__name__, {
-    "catalog": ("SEED_HEADS", "HeadModel", "build_head", "check_head_name"),
+    "catalog": ("SEED_READOUTS", "ReadoutModel", "build_readout", "check_readout_name"),
     "qa": ("QAWindows", "decode_spans", "encode_windows"),
     "squad_eval": ("evaluate_squad", "normalize_answer", "score_predictions"),
     "streaming": ("StreamingReader",),
-    "train": ("HeadTrainConfig", "predict_head", "train_head"),
+    "train": ("ReadoutTrainConfig", "predict_readout", "train_readout"),
 })
 
-__all__ = ["SEED_HEADS", "HeadModel", "HeadTrainConfig", "QAWindows", "StreamingReader", "build_head",
-           "check_head_name", "decode_spans", "encode_windows", "evaluate_squad", "normalize_answer",
-           "predict_head", "score_predictions", "train_head"]
+__all__ = ["SEED_READOUTS", "QAWindows", "ReadoutModel", "ReadoutTrainConfig", "StreamingReader", "build_readout",
+           "check_readout_name", "decode_spans", "encode_windows", "evaluate_squad", "normalize_answer",
+           "predict_readout", "score_predictions", "train_readout"]

@@ -8,7 +8,7 @@ names a shard only once it is whole (size + SHA-256), ``sentences.json`` with on
 like any other store. Rows per input: every token (``pool="tokens"``: SQuAD windows, ``rows = tokens``
 including [CLS]/[SEP]), or one row (``"cls"``: position 0; ``"mean"``: the mean over the input's tokens).
 
-Beside the index, ``labels.json`` holds what the heads train on (span positions, answerable flags, GLUE
+Beside the index, ``labels.json`` holds what the readouts train on (span positions, answerable flags, GLUE
 labels). Re-running with the same model and inputs resumes an interrupted write, or returns the finished
 store at once; a store of another model or input in the folder is refused (or replaced with
 ``overwrite=True``).

@@ -1,8 +1,8 @@
-"""Heads by name: a body over all layers plus an output head, with parameter counts.
+"""Readouts by name: a body over all layers plus an output layer (the task head), with parameter counts.
 
-Names (``build_head``): ``lp``, ``ap``, ``last`` (the final layer alone: the encoder's own view),
+Names (``build_readout``): ``lp``, ``ap``, ``last`` (the final layer alone: the encoder's own view),
 ``adapter-<shared|independent>-<size>[-skip]`` (e.g. ``adapter-shared-386-skip``), ``cnn``, and ``stack``
-(LP -> shared adapter 386 -> 1x3 separable convolution). Every head takes ``x`` ``[batch, layers, tokens,
+(LP -> shared adapter 386 -> 1x3 separable convolution). Every readout takes ``x`` ``[batch, layers, tokens,
 hidden]`` and ``mask`` ``[batch, tokens]``; the span task returns start and end logits ``[batch, tokens]``,
 the classification task logits ``[batch, num_labels]``.
 """
@@ -16,7 +16,8 @@ from bertology.errors import UsageError
 from bertology.readouts.adapter import LayerAdapters
 from bertology.readouts.cnn import LayerCNN
 from bertology.readouts.names import ADAPTER_NAME as _ADAPTER
-from bertology.readouts.names import HEAD_HELP, SEED_HEADS, check_head_name  # noqa: F401 (the names live there)
+# The names live in names.py (light to import, checked before torch loads); the catalog re-exports them.
+from bertology.readouts.names import READOUT_HELP, SEED_READOUTS, check_readout_name  # noqa: F401
 from bertology.readouts.outputs import ClassOutput, SpanOutput
 from bertology.readouts.pooling import LayerAverage, ScalarMix
 from bertology.readouts.stack import PoolAdapterConv
@@ -25,7 +26,7 @@ TASKS = ("span", "classify")
 
 
 class FinalLayer(nn.Module):
-    """The last layer's activations unchanged: a head on it sees what the encoder's own head sees."""
+    """The last layer's activations unchanged: a readout on it sees what the encoder's own task head sees."""
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return x[:, -1]
@@ -34,8 +35,8 @@ class FinalLayer(nn.Module):
 class FeatureScaler(nn.Module):
     """Per-layer, per-dimension standardisation ``(x - mean) / std`` of the frozen activations.
 
-    The statistics are buffers (saved with the head, applied when it scores); they start as the identity
-    and :func:`bertology.readouts.train.train_head` sets them from the training activations when asked.
+    The statistics are buffers (saved with the readout, applied when it scores); they start as the identity
+    and :func:`bertology.readouts.train.train_readout` sets them from the training activations when asked.
     Padded positions are set to 0 after scaling, as they were before it."""
 
     def __init__(self, num_layers: int, hidden: int):
@@ -55,7 +56,7 @@ class FeatureScaler(nn.Module):
         return scaled
 
 
-class HeadModel(nn.Module):
+class ReadoutModel(nn.Module):
     """``scaler`` (identity unless standardised) then ``body`` (layers -> one ``[batch, tokens, hidden]``)
     then ``output`` (span or class logits)."""
 
@@ -83,7 +84,7 @@ class HeadModel(nn.Module):
 
 
 def build_body(name: str, num_layers: int, hidden: int) -> nn.Module:
-    name = check_head_name(name)
+    name = check_readout_name(name)
     if name == "lp":
         return ScalarMix(num_layers)
     if name == "ap":
@@ -100,9 +101,9 @@ def build_body(name: str, num_layers: int, hidden: int) -> nn.Module:
     return LayerAdapters(num_layers, hidden, size=int(size), shared=kind == "shared", skip=bool(skip))
 
 
-def build_head(name: str, num_layers: int, hidden: int, task: str = "span", num_labels: int = 2,
-               seed: int | None = None) -> HeadModel:
-    """A fresh head ``name`` for ``num_layers`` stored layers (embeddings included) of width ``hidden``.
+def build_readout(name: str, num_layers: int, hidden: int, task: str = "span", num_labels: int = 2,
+                  seed: int | None = None) -> ReadoutModel:
+    """A fresh readout ``name`` for ``num_layers`` stored layers (embeddings included) of width ``hidden``.
 
     ``seed`` fixes the initial weights (the global torch generator is left as it was).
     """
@@ -116,4 +117,4 @@ def build_head(name: str, num_layers: int, hidden: int, task: str = "span", num_
         output = SpanOutput(hidden) if task == "span" else ClassOutput(hidden, num_labels)
     finally:
         torch.random.set_rng_state(state)
-    return HeadModel(check_head_name(name), body, output, task, num_layers, hidden)
+    return ReadoutModel(check_readout_name(name), body, output, task, num_layers, hidden)

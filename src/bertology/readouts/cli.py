@@ -52,7 +52,7 @@ def _old_option(name: str):
 QUICK_NOTE = ("--quick: a small run for smoke tests (few questions, short windows, two readouts); options given "
               "explicitly win")
 
-#: The span readouts `readouts squad` trains by default (bertology.readouts.squad.DEFAULT_HEADS, not imported here).
+#: The span readouts `readouts squad` trains by default (bertology.readouts.squad.DEFAULT_READOUTS, not imported here).
 SQUAD_READOUTS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
                "adapter-independent-64", "stack", "cnn", "last")
 SQUAD_DEFAULTS = {"--max-length": 384, "--stride": 128, "--batch-size": 16, "--finetune-batch-size": 16,
@@ -80,9 +80,9 @@ def _say_quick(given: dict, sizes: dict) -> None:
 
 
 def _names(text: str, option: str) -> tuple[str, ...]:
-    from bertology.readouts.names import check_head_name
+    from bertology.readouts.names import check_readout_name
 
-    names = tuple(check_head_name(part, option) for part in text.split(",") if part.strip())
+    names = tuple(check_readout_name(part, option) for part in text.split(",") if part.strip())
     if not names:
         raise UsageError(f"{option} {text!r}: expected comma-separated readout names")
     return names
@@ -230,24 +230,24 @@ def squad_command(
         _say_quick(given, sizes)
     from bertology.finetune.loop import Optimisation
     from bertology.readouts.finetune_qa import QAFinetuneConfig
-    from bertology.readouts.squad import SquadHeadsConfig, run_squad_heads, summary_table
+    from bertology.readouts.squad import SquadReadoutsConfig, run_squad_readouts, summary_table
     from bertology.readouts.tables import squad_table
-    from bertology.readouts.train import HeadTrainConfig
+    from bertology.readouts.train import ReadoutTrainConfig
 
-    config = SquadHeadsConfig(
-        heads=span_readouts, classify_heads=classify, seeds=seed_list(seeds, seed), max_length=max_length,
+    config = SquadReadoutsConfig(
+        readouts=span_readouts, classify_readouts=classify, seeds=seed_list(seeds, seed), max_length=max_length,
         stride=stride, max_train_questions=max_train_questions, max_eval_questions=max_eval_questions, mode=mode,
-        eval_share=eval_share, heldout_share=heldout_share, pretrained=0 in fractions, head_checkpoints=on_readouts,
+        eval_share=eval_share, heldout_share=heldout_share, pretrained=0 in fractions, readout_checkpoints=on_readouts,
         finetune=QAFinetuneConfig(checkpoints=tuned_fractions, evaluate_at=curve_points, progress=progress,
                                   optimisation=Optimisation(lr=finetune_lr, batch_size=finetune_batch_size, seed=seed,
                                                             device=run_device))
         if tuned_fractions else None,
-        head=HeadTrainConfig(epochs=readout_epochs, patience=patience or None, standardise=standardise,
-                             optimisation=Optimisation(lr=readout_lr, batch_size=batch_size)),
+        readout=ReadoutTrainConfig(epochs=readout_epochs, patience=patience or None, standardise=standardise,
+                                   optimisation=Optimisation(lr=readout_lr, batch_size=batch_size)),
         device=run_device,
         progress=progress)
     out = out or default_out("readouts-squad", model, "quick" if quick else None)
-    result = run_squad_heads(model, out, config, data=data, train_path=train_file, eval_path=eval_file)
+    result = run_squad_readouts(model, out, config, data=data, train_path=train_file, eval_path=eval_file)
     console = Console()
     console.print(squad_table(summary_table(result["scores"]),
                               f"{result.meta['model']['name']} on SQuAD 2.0 ({result['scores']['n_eval_questions'].iloc[0]}"
@@ -315,10 +315,10 @@ def glue_command(
         from bertology.scale import require_ray
 
         require_ray()
-        from bertology.scale.sweeps import glue_heads_runner
+        from bertology.scale.sweeps import glue_readouts_runner
 
-        runner = glue_heads_runner(address=address, workers=workers, cpus_per_worker=cpus_per_worker,
-                                   gpus_per_worker=gpus_per_worker)
+        runner = glue_readouts_runner(address=address, workers=workers, cpus_per_worker=cpus_per_worker,
+                                      gpus_per_worker=gpus_per_worker)
     spec = glue_task(task)
     given = {"--max-train": max_train, "--max-dev": max_dev, "--epochs": epochs, "--patience": patience,
              "--readouts": readouts}
@@ -342,19 +342,20 @@ def glue_command(
     if quick:
         _say_quick(given, sizes)
     from bertology.finetune.loop import Optimisation
-    from bertology.readouts.glue import GlueHeadsConfig, run_glue_heads
+    from bertology.readouts.glue import GlueReadoutsConfig, run_glue_readouts
     from bertology.readouts.tables import glue_table
-    from bertology.readouts.train import HeadTrainConfig
+    from bertology.readouts.train import ReadoutTrainConfig
 
-    config = GlueHeadsConfig(heads=names, seeds=seed_list(seeds, seed), pool=pool, max_train=max_train, max_dev=max_dev,
-                             data_dir=str(data_dir) if data_dir else None, heldout_share=heldout_share,
-                             references=references,
-                             head=HeadTrainConfig(epochs=epochs, patience=patience or None, standardise=standardise,
-                                                  optimisation=Optimisation(lr=lr, batch_size=batch_size)),
-                             device=run_device,
-                             progress=progress)
+    config = GlueReadoutsConfig(readouts=names, seeds=seed_list(seeds, seed), pool=pool, max_train=max_train,
+                                max_dev=max_dev, data_dir=str(data_dir) if data_dir else None,
+                                heldout_share=heldout_share, references=references,
+                                readout=ReadoutTrainConfig(epochs=epochs, patience=patience or None,
+                                                           standardise=standardise,
+                                                           optimisation=Optimisation(lr=lr, batch_size=batch_size)),
+                                device=run_device,
+                                progress=progress)
     out = out or default_out("readouts-glue", model, spec.name, pool, "quick" if quick else None)
-    result = run_glue_heads(model, spec.name, out, config, finetune_dir=finetune_dir, runner=runner)
+    result = run_glue_readouts(model, spec.name, out, config, finetune_dir=finetune_dir, runner=runner)
     console = Console()
     console.print(glue_table(result["scores"], f"{result.meta['model']['name']} on GLUE {spec.name} dev: frozen readouts "
                                                "vs fine-tuning"))

@@ -1,9 +1,9 @@
-"""GLUE sentence tasks with heads on frozen all-layer sentence vectors, beside fine-tuning.
+"""GLUE sentence tasks with readouts on frozen all-layer sentence vectors, beside fine-tuning.
 
 Each example (a sentence, or a pair as ``[CLS] a [SEP] b [SEP]``, tokenised as ``bertology finetune``
 does, at most ``max_length`` tokens) becomes one vector per layer: the [CLS] position (``pool="cls"``) or
 the mean over its tokens (``"mean"``), written once as float16 to a store (:mod:`bertology.readouts.activations`).
-Heads (:mod:`bertology.readouts.catalog`, classification task: dropout + linear on the pooled vector; one
+Readouts (:mod:`bertology.readouts.catalog`, classification task: dropout + linear on the pooled vector; one
 output and mean squared error for STS-B) are trained on the streamed train vectors and scored on dev with
 ``bertology.finetune``'s GLUE metrics. The train subset for ``max_train`` is drawn exactly as
 ``bertology finetune --max-train`` draws it (same data seed, same examples), so the rows of a fine-tuning
@@ -31,26 +31,26 @@ from bertology.finetune.batching import encode_examples
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.train import collect_results
 from bertology.readouts.activations import read_labels, write_activations
-from bertology.readouts.catalog import build_head, check_head_name
-from bertology.readouts.train import HeadTrainConfig, feature_stats, predict_head, train_head
+from bertology.readouts.catalog import build_readout, check_readout_name
+from bertology.readouts.train import ReadoutTrainConfig, feature_stats, predict_readout, train_readout
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
 
-DEFAULT_GLUE_HEADS = ("lp", "ap", "last", "adapter-shared-64", "adapter-shared-386-skip", "cnn")
+DEFAULT_GLUE_READOUTS = ("lp", "ap", "last", "adapter-shared-64", "adapter-shared-386-skip", "cnn")
 GLUE_COLUMNS = ["model", "task", "component", "pool", "seed", "trainable_params", "param_share", "metric", "value",
                 "epochs_run", "best_epoch", "train_seconds", "io_share", "n_train", "n_heldout", "n_dev"]
 #: The scikit-learn references: a converged logistic regression (C by cross-validation on the training rows)
-#: on the features a linear head sees - the last layer (``last``), the mean of the standardised layers
+#: on the features a linear readout sees - the last layer (``last``), the mean of the standardised layers
 #: (``ap``) and all layers side by side (a superset of ``lp``'s weighted sum).
 REFERENCES = {"last": "sklearn logreg (last layer)", "ap": "sklearn logreg (mean of layers)",
               "lp": "sklearn logreg (all layers)"}
 
 
 @dataclass
-class GlueHeadsConfig:
-    heads: tuple[str, ...] = DEFAULT_GLUE_HEADS
+class GlueReadoutsConfig:
+    readouts: tuple[str, ...] = DEFAULT_GLUE_READOUTS
     seeds: tuple[int, ...] = (0,)
     pool: str = "cls"
     max_train: int | None = None
@@ -60,14 +60,14 @@ class GlueHeadsConfig:
     data_dir: str | None = None
     # Held out of the training examples (seeded) for early stopping; 0: train on all, fixed epochs.
     heldout_share: float = 0.1
-    references: bool = True  # the scikit-learn logistic regressions beside the heads
-    head: HeadTrainConfig = field(default_factory=lambda: HeadTrainConfig(epochs=50, batch_size=32, patience=5,
-                                                                          standardise=True))
+    references: bool = True  # the scikit-learn logistic regressions beside the readouts
+    readout: ReadoutTrainConfig = field(default_factory=lambda: ReadoutTrainConfig(epochs=50, batch_size=32,
+                                                                                   patience=5, standardise=True))
     device: str = "cpu"
     progress: bool = True
 
     def __post_init__(self):
-        self.heads = tuple(check_head_name(h) for h in self.heads)
+        self.readouts = tuple(check_readout_name(h) for h in self.readouts)
         if self.pool not in ("cls", "mean"):
             raise DataError(f"pool {self.pool!r}: expected cls or mean")
         if not self.seeds:
@@ -87,7 +87,7 @@ def split_heldout(train: list, share: float, seed: int = 0) -> tuple[list, list]
     return [e for i, e in enumerate(train) if i not in chosen], [e for i, e in enumerate(train) if i in chosen]
 
 
-def _examples(task: str, config: GlueHeadsConfig):
+def _examples(task: str, config: GlueReadoutsConfig):
     train = read_glue(task, "train", config.data_dir)
     dev = read_glue(task, "dev", config.data_dir)
     if config.max_train is not None and config.max_train < len(train):
@@ -99,7 +99,7 @@ def _examples(task: str, config: GlueHeadsConfig):
     return train, dev
 
 
-def sentence_store(encoder: Encoder, examples, task: str, out: Path, config: GlueHeadsConfig):
+def sentence_store(encoder: Encoder, examples, task: str, out: Path, config: GlueReadoutsConfig):
     encoded = encode_examples(encoder.tokenizer, examples, config.max_length)
     spec = glue_task(task)
     labels = [float(v) for v in encoded.labels] if spec.is_regression else [int(v) for v in encoded.labels]
@@ -136,12 +136,12 @@ def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list
 
 
 def heldout_validator(store: Store, regression: bool):
-    """``validate(head)``: minus the mean held-out loss (cross-entropy, or squared error for regression) -
+    """``validate(readout)``: minus the mean held-out loss (cross-entropy, or squared error for regression) -
     smoother than accuracy on a few hundred examples, so early stopping follows convergence."""
     labels = np.asarray(read_labels(store)["labels"]["label"])
 
-    def validate(head) -> float:
-        logits = torch.as_tensor(predict_head(head, store))
+    def validate(readout) -> float:
+        logits = torch.as_tensor(predict_readout(readout, store))
         if regression:
             return -float(torch.mean((logits[:, 0] - torch.as_tensor(labels, dtype=torch.float32)) ** 2))
         return -float(torch.nn.functional.cross_entropy(logits, torch.as_tensor(labels, dtype=torch.long)))
@@ -149,10 +149,10 @@ def heldout_validator(store: Store, regression: bool):
     return validate
 
 
-def head_rows(name: str, seed: int, train_store: Store | str, dev_store: Store | str, *, task: str,
-              config: GlueHeadsConfig, model_name: str, model_parameters: int, out: str,
-              heldout_store: Store | str | None = None) -> list[dict]:
-    """Train head ``name`` with ``seed`` on the train store's vectors (early stopping on ``heldout_store``
+def readout_rows(name: str, seed: int, train_store: Store | str, dev_store: Store | str, *, task: str,
+                 config: GlueReadoutsConfig, model_name: str, model_parameters: int, out: str,
+                 heldout_store: Store | str | None = None) -> list[dict]:
+    """Train readout ``name`` with ``seed`` on the train store's vectors (early stopping on ``heldout_store``
     when the recipe has a patience), score it on dev: its table rows. The stores may be given as folders
     (a worker on another process opens them itself)."""
     spec = glue_task(task)
@@ -161,19 +161,19 @@ def head_rows(name: str, seed: int, train_store: Store | str, dev_store: Store |
     if heldout_store is not None and not isinstance(heldout_store, Store):
         heldout_store = Store.open(heldout_store)
     dev_labels = np.asarray(read_labels(dev_store)["labels"]["label"])
-    head = build_head(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
-                      seed=derive_seed(seed, "glue-head-init", spec.name, name))
-    head_config = replace(config.head, seed=seed, device=config.device, progress=config.progress)
+    readout = build_readout(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
+                            seed=derive_seed(seed, "glue-head-init", spec.name, name))
+    readout_config = replace(config.readout, seed=seed, device=config.device, progress=config.progress)
     if heldout_store is None:
-        head_config.patience = None
+        readout_config.patience = None
     folder = ensure_dir(Path(out) / "readouts" / f"{name}" / f"seed-{seed}")
     validate = heldout_validator(heldout_store, spec.is_regression) if heldout_store is not None else None
-    stats = train_head(head, train_store, head_config, checkpoint=folder / "checkpoint.pt", validate=validate)
-    logits = predict_head(head, dev_store)
+    stats = train_readout(readout, train_store, readout_config, checkpoint=folder / "checkpoint.pt", validate=validate)
+    logits = predict_readout(readout, dev_store)
     predictions = logits[:, 0] if spec.is_regression else logits.argmax(-1)
     np.save(folder / "dev_predictions.npy", predictions)  # per example: what a bootstrap over dev resamples
     return [{"model": model_name, "task": spec.name, "component": name, "pool": config.pool, "seed": seed,
-             "trainable_params": head.num_parameters, "param_share": head.parameter_share(model_parameters),
+             "trainable_params": readout.num_parameters, "param_share": readout.parameter_share(model_parameters),
              "metric": metric, "value": float(value), "epochs_run": stats.epochs_run, "best_epoch": stats.best_epoch,
              "train_seconds": stats.seconds, "io_share": stats.io_share, "n_train": train_store.n_sentences,
              "n_heldout": heldout_store.n_sentences if heldout_store is not None else 0,
@@ -182,7 +182,7 @@ def head_rows(name: str, seed: int, train_store: Store | str, dev_store: Store |
 
 
 def layer_features(store: Store, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
-    """``[examples, layers, hidden]`` standardised with the training statistics (as the heads see them)."""
+    """``[examples, layers, hidden]`` standardised with the training statistics (as the readouts see them)."""
     stacked = np.stack([store.layer(layer).astype(np.float32) for layer in store.layers], axis=1)
     return (stacked - mean[None]) / std[None]
 
@@ -197,7 +197,7 @@ def _fit_reference(regression: bool, train_x: np.ndarray, train_y: np.ndarray, d
     return fitted, fitted.predict(dev_x), float(np.ravel(fitted.C_)[0])
 
 
-def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: GlueHeadsConfig, model_name: str,
+def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: GlueReadoutsConfig, model_name: str,
                    out: str | Path) -> list[dict]:
     """The scikit-learn references (:data:`REFERENCES`) on the heads' training rows, scored on dev.
 
@@ -212,8 +212,8 @@ def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: G
     rows = []
     key = {"train": train_store.index["input"]["hash"], "dev": dev_store.index["input"]["hash"],
            "fingerprint": train_store.index["model"]["fingerprint"]}
-    for head_name, view in views.items():
-        folder = Path(out) / "references" / head_name
+    for view_name, view in views.items():
+        folder = Path(out) / "references" / view_name
         saved = folder / "reference.json"
         if saved.is_file():  # a finished fit on the same stores is reused (a rerun adds fine-tuning rows)
             record = json.loads(saved.read_text(encoding="utf-8"))
@@ -227,7 +227,7 @@ def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: G
         folder = ensure_dir(folder)
         np.save(folder / "dev_predictions.npy", predictions)
         seconds = time.perf_counter() - started
-        fitted_rows = [{"model": model_name, "task": spec.name, "component": REFERENCES[head_name], "pool": config.pool,
+        fitted_rows = [{"model": model_name, "task": spec.name, "component": REFERENCES[view_name], "pool": config.pool,
                   "seed": None, "trainable_params": int(np.size(fitted.coef_) + np.size(fitted.intercept_)),
                   "param_share": None, "metric": metric, "value": float(value), "epochs_run": None,
                   "best_epoch": None, "train_seconds": seconds, "io_share": None, "n_train": len(train_y),
@@ -238,12 +238,12 @@ def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: G
     return rows
 
 
-def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: GlueHeadsConfig | None = None, *,
-                   finetune_dir: str | Path | None = None, runner=None) -> Result:
-    """Frozen heads on ``task`` (one row per head x seed x metric), plus fine-tuning rows from
+def run_glue_readouts(model: str | Encoder, task: str, out: str | Path, config: GlueReadoutsConfig | None = None, *,
+                      finetune_dir: str | Path | None = None, runner=None) -> Result:
+    """Frozen readouts on ``task`` (one row per readout x seed x metric), plus fine-tuning rows from
     ``finetune_dir``; saved to ``out`` and returned. ``runner(jobs, train_folder, dev_folder, context)``, if
-    given, runs the (head, seed) ``jobs`` elsewhere and returns each one's :func:`head_rows` (in order)."""
-    config = config or GlueHeadsConfig()
+    given, runs the (readout, seed) ``jobs`` elsewhere and returns each one's :func:`readout_rows` (in order)."""
+    config = config or GlueReadoutsConfig()
     spec = glue_task(task)
     # Every input is read and checked before the output folder is created: the data files, the model, the
     # pooling it allows and the fine-tuning folder (whose rows are collected now, added at the end).
@@ -258,13 +258,13 @@ def run_glue_heads(model: str | Encoder, task: str, out: str | Path, config: Glu
     dev_store = sentence_store(encoder, dev, spec.name, out / "activations" / "dev", config)
     heldout_store = (sentence_store(encoder, heldout, spec.name, out / "activations" / "heldout", config)
                      if heldout else None)
-    jobs = [(name, seed) for name in config.heads for seed in config.seeds]
+    jobs = [(name, seed) for name in config.readouts for seed in config.seeds]
     context = {"task": spec.name, "config": config, "model_name": encoder.name,
                "model_parameters": encoder.num_parameters, "out": str(out),
                "heldout_store": str(heldout_store.path) if heldout_store is not None else None}
     if runner is None:
-        rows = [row for name, seed in jobs for row in head_rows(name, seed, train_store, dev_store, **context)]
-    else:  # e.g. bertology.scale: one Ray task per head x seed, each opening the stores by path
+        rows = [row for name, seed in jobs for row in readout_rows(name, seed, train_store, dev_store, **context)]
+    else:  # e.g. bertology.scale: one Ray task per readout x seed, each opening the stores by path
         rows = [row for part in runner(jobs, str(train_store.path), str(dev_store.path), context) for row in part]
     if config.references:
         rows += reference_rows(train_store, dev_store, task=spec.name, config=config, model_name=encoder.name,

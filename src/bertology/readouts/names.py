@@ -8,16 +8,16 @@ import re
 from bertology.errors import UsageError
 
 #: The seed's Table 1 rows, in its order, plus the CNN and the final-layer baseline.
-SEED_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
-              "adapter-independent-64", "stack", "cnn", "last")
+SEED_READOUTS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
+                 "adapter-independent-64", "stack", "cnn", "last")
 #: ``adapter-<shared|independent>-<size>[-skip]``: groups kind, size, skip.
 ADAPTER_NAME = re.compile(r"^adapter-(shared|independent)-(\d+)(-skip)?$")
-HEAD_HELP = "lp, ap, last, cnn, stack, adapter-<shared|independent>-<size>[-skip] (e.g. adapter-shared-386-skip)"
+READOUT_HELP = "lp, ap, last, cnn, stack, adapter-<shared|independent>-<size>[-skip] (e.g. adapter-shared-386-skip)"
 
 
-def check_head_name(name: str, option: str = "--readouts") -> str:
+def check_readout_name(name: str, option: str = "--readouts") -> str:
     """The name, lower-cased, or :class:`UsageError` naming ``option`` and listing the readout names."""
     name = name.strip().lower()
     if name in ("lp", "ap", "last", "cnn", "stack") or ADAPTER_NAME.match(name):
         return name
-    raise UsageError(f"{option} {name!r}: unknown readout; expected {HEAD_HELP}")
+    raise UsageError(f"{option} {name!r}: unknown readout; expected {READOUT_HELP}")

@@ -1,4 +1,4 @@
-"""The seed's experiment end to end: fine-tune part of an epoch and a full one, then train heads on the
+"""The seed's experiment end to end: fine-tune part of an epoch and a full one, then train readouts on the
 frozen all-layer activations of each checkpoint, and score everything with the official SQuAD 2.0 rules.
 
 Steps (each resumes: finished parts are reused, interrupted ones continue):
@@ -10,10 +10,10 @@ Steps (each resumes: finished parts are reused, interrupted ones continue):
    the epoch; 0.3 and 1.0 as the seed), each scored on the evaluation questions.
 4. For each checkpoint, every layer's activations of every window token, train and evaluation, written
    once as float16 stores (:mod:`bertology.readouts.activations`).
-5. Every head (:mod:`bertology.readouts.catalog`) trained for ``head.epochs`` epoch(s) per seed on the
+5. Every readout (:mod:`bertology.readouts.catalog`) trained for ``readout.epochs`` epoch(s) per seed on the
    streamed train activations, then scored on the evaluation activations of every checkpoint (the seed's
-   4.4: heads trained on 0.3-epoch activations, evaluated on 1-epoch ones).
-6. The answerable-or-not framing for ``classify_heads``: window label "holds the answer", question
+   4.4: readouts trained on 0.3-epoch activations, evaluated on 1-epoch ones).
+6. The answerable-or-not framing for ``classify_readouts``: window label "holds the answer", question
    answerable when a window says so.
 
 Scores on the shared dev subset are **not comparable to official SQuAD 2.0 numbers** (half of dev, split
@@ -37,11 +37,11 @@ from bertology.errors import DataError, UsageError
 from bertology.files import ensure_dir, save_figure
 from bertology.readouts.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model, qa_logits
 from bertology.readouts.activations import write_activations
-from bertology.readouts.catalog import HeadModel, build_head, check_head_name
+from bertology.readouts.catalog import ReadoutModel, build_readout, check_readout_name
 from bertology.readouts.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, choose_null_margin, decode_spans, \
     encode_windows, question_answerable, score_spans
 from bertology.readouts.squad_eval import score_predictions, summarize_scores
-from bertology.readouts.train import HeadTrainConfig, check_store_model, predict_head, train_head
+from bertology.readouts.train import ReadoutTrainConfig, check_store_model, predict_readout, train_readout
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
@@ -51,8 +51,8 @@ from bertology.store.store import Store
 SPAN_METRICS = ("exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced")
 
 #: The readouts `bertology readouts squad` trains by default: the seed's Table 1 rows, the CNN, the last layer.
-DEFAULT_HEADS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
-                 "adapter-independent-64", "stack", "cnn", "last")
+DEFAULT_READOUTS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
+                    "adapter-independent-64", "stack", "cnn", "last")
 
 #: ``squad2``: every question, the no-answer decision included; ``answerable``: only questions with an answer
 #: (SQuAD 1.1-style), training windows without the answer dropped, a span always predicted.
@@ -65,9 +65,9 @@ QUESTION_COLUMNS = ["checkpoint", "eval_checkpoint", "component", "task", "seed"
 
 
 @dataclass
-class SquadHeadsConfig:
-    heads: tuple[str, ...] = DEFAULT_HEADS
-    classify_heads: tuple[str, ...] = ("lp",)
+class SquadReadoutsConfig:
+    readouts: tuple[str, ...] = DEFAULT_READOUTS
+    classify_readouts: tuple[str, ...] = ("lp",)
     seeds: tuple[int, ...] = (0,)
     max_length: int = MAX_LENGTH
     stride: int = STRIDE
@@ -78,17 +78,17 @@ class SquadHeadsConfig:
     mode: str = "squad2"
     eval_share: float = EVAL_ARTICLE_SHARE   # of the articles, for evaluation
     heldout_share: float = 0.2               # of the training articles, for early stopping and the threshold
-    pretrained: bool = True                  # checkpoint 0: heads on the encoder as it is, no fine-tuning
-    head_checkpoints: tuple[float, ...] | None = None  # the checkpoints heads train on (None: every one)
+    pretrained: bool = True                  # checkpoint 0: readouts on the encoder as it is, no fine-tuning
+    readout_checkpoints: tuple[float, ...] | None = None  # the checkpoints readouts train on (None: every one)
     finetune: QAFinetuneConfig | None = field(default_factory=QAFinetuneConfig)
-    head: HeadTrainConfig = field(default_factory=HeadTrainConfig)
+    readout: ReadoutTrainConfig = field(default_factory=ReadoutTrainConfig)
     batch_tokens: int = 8192
     device: str = "cpu"
     progress: bool = True
 
     def __post_init__(self):
-        self.heads = tuple(check_head_name(h) for h in self.heads)
-        self.classify_heads = tuple(check_head_name(h) for h in self.classify_heads)
+        self.readouts = tuple(check_readout_name(h) for h in self.readouts)
+        self.classify_readouts = tuple(check_readout_name(h) for h in self.classify_readouts)
         if not self.seeds:
             raise DataError("no seeds; expected at least one")
         if self.mode not in MODES:
@@ -148,7 +148,7 @@ def select_mode(questions: list[SquadQuestion], mode: str) -> list[SquadQuestion
     return questions if mode == "squad2" else [q for q in questions if q.answers]
 
 
-def prepare_windows(tokenizer, config: "SquadHeadsConfig", data: str | Path | None = None,
+def prepare_windows(tokenizer, config: "SquadReadoutsConfig", data: str | Path | None = None,
                     train_path: str | Path | None = None, eval_path: str | Path | None = None) -> dict[str, QAWindows]:
     """``{"train", "heldout", "eval"}`` windows of the experiment, as ``config`` asks.
 
@@ -171,7 +171,7 @@ def prepare_windows(tokenizer, config: "SquadHeadsConfig", data: str | Path | No
     return windows
 
 
-def window_store(encoder: Encoder, windows: QAWindows, out: Path, config: SquadHeadsConfig) -> Store:
+def window_store(encoder: Encoder, windows: QAWindows, out: Path, config: SquadReadoutsConfig) -> Store:
     """Every layer of every window token (float16) plus span and answerable labels, in a store at ``out``."""
     tokens = [encoder.tokenizer.convert_ids_to_tokens(ids) for ids in windows.input_ids]
     records = [{"id": wid, "question": windows.questions[int(q)].id, "words": toks}
@@ -183,15 +183,15 @@ def window_store(encoder: Encoder, windows: QAWindows, out: Path, config: SquadH
                              batch_tokens=config.batch_tokens, device=config.device, progress=config.progress)
 
 
-def score_head(head: HeadModel, store: Store, windows: QAWindows, max_answer_length: int) -> dict:
-    """Official scores of a span head, or answerable accuracy of a classification head, on ``store``."""
+def score_readout(readout: ReadoutModel, store: Store, windows: QAWindows, max_answer_length: int) -> dict:
+    """Official scores of a span readout, or answerable accuracy of a classification readout, on ``store``."""
     if store.n_sentences != len(windows):
         raise DataError(f"{store.path}: {store.n_sentences} windows stored, {len(windows)} expected")
-    if head.task == "span":
-        starts, ends = predict_head(head, store)
+    if readout.task == "span":
+        starts, ends = predict_readout(readout, store)
         metrics = score_spans(windows, starts, ends, max_answer_length)
         return {key: metrics[key] for key in SPAN_METRICS}
-    logits = torch.as_tensor(predict_head(head, store))
+    logits = torch.as_tensor(predict_readout(readout, store))
     probability = torch.softmax(logits, dim=-1)[:, 1].numpy()
     predicted = question_answerable(windows, probability)
     truth = {q.id: bool(q.answers) for q in windows.questions}
@@ -199,7 +199,7 @@ def score_head(head: HeadModel, store: Store, windows: QAWindows, max_answer_len
 
 
 def lp_weights_figure(weights: pd.DataFrame):
-    """Learned layer weights of the LP heads: one line per checkpoint (and seed), layers on the x axis."""
+    """Learned layer weights of the LP readouts: one line per checkpoint (and seed), layers on the x axis."""
     matplotlib.use("Agg")  # on a machine with a display too: the figure goes to a file
     figure, axis = plt.subplots(figsize=(6, 3.5))
     chosen = weights[(weights["component"] == "lp") & (weights["task"] == "span")]
@@ -241,31 +241,31 @@ def heldout_choice(windows: QAWindows, starts, ends, mode: str, max_answer_lengt
     return score_logits(windows, starts, ends, mode, max_answer_length, margin)[0]["f1"], margin
 
 
-def classify_accuracy(head: HeadModel, store: Store, windows: QAWindows) -> float:
-    logits = torch.as_tensor(predict_head(head, store))
+def classify_accuracy(readout: ReadoutModel, store: Store, windows: QAWindows) -> float:
+    logits = torch.as_tensor(predict_readout(readout, store))
     probability = torch.softmax(logits, dim=-1)[:, 1].numpy()
     predicted = question_answerable(windows, probability)
     return float(np.mean([predicted[q.id] == bool(q.answers) for q in windows.questions]))
 
 
-def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsConfig | None = None, *,
-                    data: str | Path | None = None, train_path: str | Path | None = None,
-                    eval_path: str | Path | None = None) -> Result:
+def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReadoutsConfig | None = None, *,
+                       data: str | Path | None = None, train_path: str | Path | None = None,
+                       eval_path: str | Path | None = None) -> Result:
     """The whole experiment into ``out`` (see the module docstring); returns and saves the Result.
 
     Checkpoint 0 is the pretrained encoder, frozen and never fine-tuned (``config.pretrained``); the
-    others are fractions of a fine-tuning epoch. Heads train with early stopping on held-out training
-    articles (``config.head.patience``) and, in ``squad2`` mode, every system's no-answer margin is
+    others are fractions of a fine-tuning epoch. Readouts train with early stopping on held-out training
+    articles (``config.readout.patience``) and, in ``squad2`` mode, every system's no-answer margin is
     chosen on those held-out articles; the evaluation articles are only scored.
 
-    Tables: ``scores`` (one row per checkpoint x evaluated checkpoint x head x task x seed, the head's name
+    Tables: ``scores`` (one row per checkpoint x evaluated checkpoint x readout x task x seed, the readout's name
     in ``component``, plus the fine-tuned encoders themselves as component ``fine-tuned``), ``questions``
     (per-question EM/F1 of every span row: what the paired bootstrap resamples), ``curve`` (the encoder's
     scores at each evaluated fraction of the epoch), ``layer_weights`` (learned softmax weights of
-    LP/adapters/stack), ``history`` (per head epoch: training loss and held-out score), ``finetune_losses``
+    LP/adapters/stack), ``history`` (per readout epoch: training loss and held-out score), ``finetune_losses``
     and ``windows`` (window counts).
     """
-    config = config or SquadHeadsConfig()
+    config = config or SquadReadoutsConfig()
     check_file_pair(train_path, eval_path)  # before the model loads
     encoder = as_encoder(model)
     if config.max_length > encoder.max_length:
@@ -306,10 +306,10 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
     sources: list[tuple[float, Encoder | Path]] = [(0.0, encoder)] if config.pretrained else []
     if tuned is not None:
         sources += [(c.fraction, c.path) for c in tuned.checkpoints]
-    head_fractions = set(config.head_checkpoints) if config.head_checkpoints is not None else None
+    readout_fractions = set(config.readout_checkpoints) if config.readout_checkpoints is not None else None
     stores: dict[float, dict[str, Store]] = {}
     for fraction, source in sources:
-        if head_fractions is not None and not any(abs(fraction - f) < 1e-9 for f in head_fractions):
+        if readout_fractions is not None and not any(abs(fraction - f) < 1e-9 for f in readout_fractions):
             continue
         source_encoder = as_encoder(source)
         folder = out / "activations" / f"epoch-{fraction:g}"
@@ -318,30 +318,30 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
         del source_encoder
 
     weights, histories = [], []
-    classify = config.classify_heads if mode == "squad2" else ()  # every question is answerable otherwise
-    jobs = [(name, "span") for name in config.heads] + [(name, "classify") for name in classify]
+    classify = config.classify_readouts if mode == "squad2" else ()  # every question is answerable otherwise
+    jobs = [(name, "span") for name in config.readouts] + [(name, "classify") for name in classify]
     for fraction, parts in stores.items():
         train_store, heldout_store = parts["train"], parts["heldout"]
         n_layers, hidden = len(train_store.layers), train_store.dim
         for name, task in jobs:
             for seed in config.seeds:
-                head = build_head(name, n_layers, hidden, task, seed=derive_seed(seed, "head-init", name, task))
-                head_config = replace(config.head, seed=seed, device=config.device, progress=config.progress)
+                readout = build_readout(name, n_layers, hidden, task, seed=derive_seed(seed, "head-init", name, task))
+                readout_config = replace(config.readout, seed=seed, device=config.device, progress=config.progress)
                 folder = out / "readouts" / f"epoch-{fraction:g}" / f"{name}-{task}" / f"seed-{seed}"
                 if task == "span":
                     def validate(trained, store=heldout_store):
-                        return heldout_choice(heldout_windows, *predict_head(trained, store), mode, max_answer)[0]
+                        return heldout_choice(heldout_windows, *predict_readout(trained, store), mode, max_answer)[0]
                 else:
                     def validate(trained, store=heldout_store):
                         return classify_accuracy(trained, store, heldout_windows)
-                stats = train_head(head, train_store, head_config, checkpoint=ensure_dir(folder) / "checkpoint.pt",
-                                   validate=validate)
+                stats = train_readout(readout, train_store, readout_config,
+                                      checkpoint=ensure_dir(folder) / "checkpoint.pt", validate=validate)
                 histories += [{"checkpoint": fraction, "component": name, "task": task, "seed": seed, **row}
                               for row in stats.history]
                 margin, heldout_score = 0.0, None
                 if task == "span":
-                    heldout_score, margin = heldout_choice(heldout_windows, *predict_head(head, heldout_store), mode,
-                                                           max_answer)
+                    heldout_score, margin = heldout_choice(heldout_windows, *predict_readout(readout, heldout_store),
+                                                           mode, max_answer)
                 for eval_fraction, eval_parts in stores.items():
                     eval_store = eval_parts["eval"]
                     if eval_fraction == fraction:  # other checkpoints' activations are the seed's 4.4, on purpose
@@ -352,17 +352,17 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
                     keys = {"checkpoint": fraction, "eval_checkpoint": eval_fraction, "component": name,
                             "task": task, "seed": seed}
                     if task == "span":
-                        scores, per_question = score_logits(eval_windows, *predict_head(head, eval_store), mode,
+                        scores, per_question = score_logits(eval_windows, *predict_readout(readout, eval_store), mode,
                                                             max_answer, margin)
                         add_question_rows(per_question, **keys)
                     else:
-                        scores = {"answerable_accuracy": classify_accuracy(head, eval_store, eval_windows)}
-                    rows.append({**base, **keys, "trainable_params": head.num_parameters,
-                                 "param_share": head.parameter_share(encoder.num_parameters), **scores,
+                        scores = {"answerable_accuracy": classify_accuracy(readout, eval_store, eval_windows)}
+                    rows.append({**base, **keys, "trainable_params": readout.num_parameters,
+                                 "param_share": readout.parameter_share(encoder.num_parameters), **scores,
                                  "heldout_f1": heldout_score, "epochs_run": stats.epochs_run,
                                  "best_epoch": stats.best_epoch, "train_seconds": stats.seconds,
                                  "io_share": stats.io_share})
-                mix = head.layer_weights()
+                mix = readout.layer_weights()
                 if mix is not None:
                     weights += [{"checkpoint": fraction, "component": name, "task": task, "seed": seed,
                                  "layer": layer, "weight": float(w)} for layer, w in zip(train_store.layers, mix)]
@@ -394,7 +394,7 @@ def run_squad_heads(model: str | Encoder, out: str | Path, config: SquadHeadsCon
 
 
 def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds per (checkpoint, eval checkpoint, head, task), with the seed count."""
+    """Mean over seeds per (checkpoint, eval checkpoint, readout, task), with the seed count."""
     keys = ["checkpoint", "eval_checkpoint", "component", "task"]
     numeric = ["trainable_params", "param_share", "exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced",
                "answerable_accuracy", "train_seconds", "io_share"]

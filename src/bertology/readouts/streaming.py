@@ -1,7 +1,7 @@
 """Streaming all-layer activations from a store into training batches, without holding the set in memory.
 
 The seed's lesson: with every layer of every token materialised, "loading the data usually takes more
-than 90% of the training time". Here a background thread does all the loading while the head trains:
+than 90% of the training time". Here a background thread does all the loading while the readout trains:
 
 * **Shards, shuffled.** Each epoch visits the store's shards in a random order (seeded by ``seed`` and
   the epoch), ``buffer_shards`` at a time. The shards of a group are read straight from their files into

@@ -19,7 +19,7 @@ def _seconds(value) -> str:
 
 
 def squad_table(summary: pd.DataFrame, title: str) -> Table:
-    """One line per (checkpoint, head, task) evaluated on its own checkpoint's activations (the seed's
+    """One line per (checkpoint, readout, task) evaluated on its own checkpoint's activations (the seed's
     cross-checkpoint evaluations stay in the saved table)."""
     table = Table(title=title)
     for column in ("model/readout", "fine-tuned", "trainable params (% of encoder)", "EM", "F1", "HasAns F1",

@@ -1,4 +1,4 @@
-"""Training a head on streamed activations, resumably, and predicting with it.
+"""Training a readout on streamed activations, resumably, and predicting with it.
 
 The optimisation and the step loop are the package's one recipe (:mod:`bertology.finetune.loop`: AdamW,
 linear warm-up over the first 10% of steps then linear decay, clipping), on batches from
@@ -6,7 +6,7 @@ linear warm-up over the first 10% of steps then linear decay, clipping), on batc
 cross-entropies of the start and end positions (BERT's SQuAD loss); classification - cross-entropy, or
 mean squared error with one output (STS-B).
 
-Resuming: with ``checkpoint`` set, the head, optimiser, scheduler and position (epoch, batch) are saved
+Resuming: with ``checkpoint`` set, the readout, optimiser, scheduler and position (epoch, batch) are saved
 atomically every ``checkpoint_every`` batches and at the end; a later call with the same settings
 continues from there (the data order is fixed by the seed, so the remaining batches are the same ones),
 and a finished checkpoint is loaded without training. A checkpoint trained on activations of another
@@ -28,7 +28,7 @@ from bertology.errors import ModelError, StoreError
 from bertology.files import atomic_path
 from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.readouts.activations import read_labels
-from bertology.readouts.catalog import HeadModel
+from bertology.readouts.catalog import ReadoutModel
 from bertology.readouts.streaming import StreamingReader
 from bertology.runtime import derive_seed, resolve_device
 from bertology.store.store import Store
@@ -36,9 +36,9 @@ from bertology.store.store import Store
 
 @embeds_optimisation
 @dataclass
-class HeadTrainConfig:
-    """How a head trains: ``optimisation`` (:class:`~bertology.finetune.loop.Optimisation`, whose fields are
-    also keywords and attributes of the config: ``HeadTrainConfig(lr=1e-2).lr``) and the reading of the
+class ReadoutTrainConfig:
+    """How a readout trains: ``optimisation`` (:class:`~bertology.finetune.loop.Optimisation`, whose fields are
+    also keywords and attributes of the config: ``ReadoutTrainConfig(lr=1e-2).lr``) and the reading of the
     activations."""
 
     epochs: int = 1
@@ -49,7 +49,7 @@ class HeadTrainConfig:
     progress: bool = True
     prefetch: bool = True  # False: read on the training thread (the benchmark's baseline)
     # Early stopping: with a ``validate`` callable, score after every epoch and stop after ``patience``
-    # epochs without improvement; ``epochs`` is then the most epochs. The best epoch's head is kept.
+    # epochs without improvement; ``epochs`` is then the most epochs. The best epoch's readout is kept.
     patience: int | None = None
     standardise: bool = False  # per-layer, per-dimension mean/std of the training activations
 
@@ -98,8 +98,8 @@ def _targets(store: Store, task: str) -> dict[str, torch.Tensor]:
     return {"label": torch.as_tensor(values, dtype=dtype)}
 
 
-def head_loss(head: HeadModel, outputs, targets: dict[str, torch.Tensor]) -> torch.Tensor:
-    if head.task == "span":
+def readout_loss(readout: ReadoutModel, outputs, targets: dict[str, torch.Tensor]) -> torch.Tensor:
+    if readout.task == "span":
         start, end = outputs
         return (torch.nn.functional.cross_entropy(start, targets["start"])
                 + torch.nn.functional.cross_entropy(end, targets["end"])) / 2
@@ -113,7 +113,7 @@ _STATS: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
 
 def feature_stats(store: Store) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation ``[layers, hidden]`` of every stored row (float64 sums, shard by shard);
-    a dimension with no spread gets std 1. Cached per store for the process (every head of a run shares
+    a dimension with no spread gets std 1. Cached per store for the process (every readout of a run shares
     the training store's statistics)."""
     key = (str(store.path), store.index["input"]["hash"])
     if key not in _STATS:
@@ -140,21 +140,24 @@ def _save(path: Path, payload: dict) -> None:
         torch.save(payload, tmp)
 
 
-def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = None,
-               checkpoint: str | Path | None = None, validate=None) -> TrainStats:
-    """Train ``head`` in place on every example of ``store`` for ``config.epochs`` epochs.
+def train_readout(readout: ReadoutModel, store: Store, config: ReadoutTrainConfig | None = None,
+                  checkpoint: str | Path | None = None, validate=None) -> TrainStats:
+    """Train ``readout`` in place on every example of ``store`` for ``config.epochs`` epochs.
 
-    ``validate(head) -> float`` (higher is better; e.g. F1 or accuracy on held-out training articles)
+    ``validate(readout) -> float`` (higher is better; e.g. F1 or accuracy on held-out training articles)
     is called after every epoch; with ``config.patience`` training stops after that many epochs without
-    a better score, and the head ends with the weights of its best epoch. With ``config.standardise`` the
+    a better score, and the readout ends with the weights of its best epoch. With ``config.standardise`` the
     head's scaler is set from :func:`feature_stats` of ``store`` before the first step."""
-    config = config or HeadTrainConfig()
+    config = config or ReadoutTrainConfig()
     if config.patience is not None and validate is None:
         raise ModelError("early stopping (patience) needs a validate function: a score on held-out data")
-    targets = _targets(store, head.task)
+    targets = _targets(store, readout.task)
     fingerprint = store.index["model"]["fingerprint"]
     device = resolve_device(config.device)
-    reader = StreamingReader(store, config.batch_size, shuffle=True, seed=derive_seed(config.seed, "heads", head.name),
+    # The seed purposes ("heads", "heads-dropout", like "head-init" in squad/glue) and the checkpoint keys
+    # ("head", "head_state") keep their first spelling: the same seeds, and saved checkpoints still resume.
+    reader = StreamingReader(store, config.batch_size, shuffle=True,
+                             seed=derive_seed(config.seed, "heads", readout.name),
                              buffer_shards=config.buffer_shards, queue_depth=config.queue_depth,
                              pin_memory=device.type == "cuda", prefetch=config.prefetch)
     # Epochs differ a little in length (their shard groups, hence their last partial batches, differ), so
@@ -169,17 +172,17 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
     total = sum(epoch_size(epoch) for epoch in range(config.epochs))
     if config.max_steps is not None:
         total = min(total, config.max_steps)
-    head.to(device)
-    optimiser = Optimiser(head, config.optimisation, total, device)
+    readout.to(device)
+    optimiser = Optimiser(readout, config.optimisation, total, device)
     step, seconds, waited, losses = 0, 0.0, 0.0, []
     history: list[dict] = []
     best: dict = {"score": -np.inf, "epoch": None, "state": None}
     if config.standardise:
-        head.scaler.set(*feature_stats(store))
+        readout.scaler.set(*feature_stats(store))
     checkpoint = Path(checkpoint) if checkpoint is not None else None
-    state_key = {"head": head.name, "task": head.task, "fingerprint": fingerprint,
+    state_key = {"head": readout.name, "task": readout.task, "fingerprint": fingerprint,
                  "store_input": store.index["input"]["hash"], "recipe": config.recipe(),
-                 "parameters": head.num_parameters}
+                 "parameters": readout.num_parameters}
     if checkpoint is not None and checkpoint.is_file():
         saved = torch.load(checkpoint, map_location="cpu", weights_only=False)
         if saved.get("key") != state_key:
@@ -188,7 +191,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
             listed = "; ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in differences.items())
             raise ModelError(f"{checkpoint}: a readout checkpoint of other settings or activations ({listed}); "
                              "use another --out folder or delete it")
-        head.load_state_dict(saved["head_state"])
+        readout.load_state_dict(saved["head_state"])
         optimiser.load_state_dict(saved)
         step, seconds, waited, losses = saved["step"], saved["seconds"], saved["wait_seconds"], saved["losses"]
         history = saved.get("history", [])
@@ -202,7 +205,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
     def save(at_step: int, done: bool) -> None:
         if checkpoint is None:
             return
-        _save(checkpoint, {"key": state_key, "head_state": head.state_dict(), **optimiser.state_dict(),
+        _save(checkpoint, {"key": state_key, "head_state": readout.state_dict(), **optimiser.state_dict(),
                            "step": at_step, "seconds": seconds, "history": history, "best": best,
                            "wait_seconds": waited, "losses": losses, "done": done, "config": asdict(config)})
 
@@ -219,7 +222,7 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
         mask = batch.mask.to(device, non_blocking=True)
         index = torch.as_tensor(batch.indices)
         wanted = {key: value[index].to(device) for key, value in targets.items()}
-        return head_loss(head, head(x, mask), wanted)
+        return readout_loss(readout, readout(x, mask), wanted)
 
     def on_step(at_step: int, seconds_so_far: float, loss: float) -> None:
         nonlocal loop_seconds
@@ -235,12 +238,12 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
         row = {"epoch": epoch, "step": at_step,
                "loss": float(np.mean(epoch_losses)) if epoch_losses else float("nan")}
         if validate is not None:
-            head.eval()
-            row["score"] = float(validate(head))
-            head.train()
+            readout.eval()
+            row["score"] = float(validate(readout))
+            readout.train()
             if row["score"] > best["score"]:
                 best.update(score=row["score"], epoch=epoch,
-                            state={k: v.detach().clone() for k, v in head.state_dict().items()})
+                            state={k: v.detach().clone() for k, v in readout.state_dict().items()})
         history.append(row)
         stop = (config.patience is not None and best["epoch"] is not None
                 and epoch - best["epoch"] >= config.patience)
@@ -249,18 +252,18 @@ def train_head(head: HeadModel, store: Store, config: HeadTrainConfig | None = N
         return stop
 
     reader.wait_seconds = 0.0
-    head.train()
+    readout.train()
     # dropout draws from one seeded stream from the step the run starts at; the caller's is untouched
     log = train_steps(optimiser, batch_loss, lambda epoch, first: reader.epoch(epoch, start_batch=first), epoch_size,
                       total, start_step=step, on_step=on_step, on_epoch_end=end_of_epoch,
-                      dropout_seed=lambda at: derive_seed(config.seed, "heads-dropout", head.name, at),
+                      dropout_seed=lambda at: derive_seed(config.seed, "heads-dropout", readout.name, at),
                       reseed_each_step=False, examples=lambda batch: len(batch.indices),
-                      description=f"readout {head.name}", progress=config.progress)
+                      description=f"readout {readout.name}", progress=config.progress)
     step, loop_seconds = log.steps, log.seconds
     take_time()
     if best["state"] is not None:
-        head.load_state_dict(best["state"])
-    head.eval()
+        readout.load_state_dict(best["state"])
+    readout.eval()
     save(step, True)
     return TrainStats(step, seconds, waited, float(np.mean(losses[-20:])) if losses else float("nan"),
                       resumed_from, False, losses, history, best["epoch"])
@@ -274,22 +277,22 @@ def check_store_model(store: Store, fingerprint: str, what: str = "the readout")
                          f"but {what} was trained on fingerprint {fingerprint}; use the matching store")
 
 
-def predict_head(head: HeadModel, store: Store, batch_size: int = 32, device: str = "cpu"):
+def predict_readout(readout: ReadoutModel, store: Store, batch_size: int = 32, device: str = "cpu"):
     """Outputs for every example of ``store`` in store order.
 
-    Span heads: ``(starts, ends)``, lists of per-example logit arrays (one value per stored row);
-    classification heads: an array ``[examples, num_labels]``.
+    Span readouts: ``(starts, ends)``, lists of per-example logit arrays (one value per stored row);
+    classification readouts: an array ``[examples, num_labels]``.
     """
     # built outside inference mode: its reusable buffers are written in place by the prefetch thread
     reader = StreamingReader(store, batch_size, shuffle=False, buffer_shards=1, queue_depth=2)
-    head.to(device).eval()
+    readout.to(device).eval()
     starts: list = [None] * store.n_sentences
     ends: list = [None] * store.n_sentences
     logits = None
     for batch in reader.epoch(0):
         with torch.inference_mode():
-            outputs = head(batch.x.to(device), batch.mask.to(device))
-        if head.task == "span":
+            outputs = readout(batch.x.to(device), batch.mask.to(device))
+        if readout.task == "span":
             start, end = (o.float().cpu().numpy() for o in outputs)
             for row, i in enumerate(batch.indices):
                 n = int(store.row_counts[i])
@@ -299,4 +302,4 @@ def predict_head(head: HeadModel, store: Store, batch_size: int = 32, device: st
             if logits is None:
                 logits = np.zeros((store.n_sentences, values.shape[-1]), dtype=np.float32)
             logits[batch.indices] = values
-    return (starts, ends) if head.task == "span" else logits
+    return (starts, ends) if readout.task == "span" else logits

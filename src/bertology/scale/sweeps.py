@@ -17,7 +17,7 @@ import torch
 from bertology.finetune.evaluation import TaskEvaluator, checkpoint_task
 from bertology.finetune.model import load_finetuned
 from bertology.finetune.train import FinetuneConfig, finetune, finished_run
-from bertology.readouts.glue import head_rows
+from bertology.readouts.glue import readout_rows
 from bertology.intervention.importance import single_head_ablation, summarize_single_head
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.results import Result
@@ -134,21 +134,21 @@ def single_head_ablation_ray(
                         if len(raw) else 0, "engine": "ray", "workers": workers})
 
 
-def _head_job(name: str, seed: int, train_folder: str, dev_folder: str, context: dict, threads: int, device: str):
+def _readout_job(name: str, seed: int, train_folder: str, dev_folder: str, context: dict, threads: int, device: str):
     torch.set_num_threads(max(1, threads))
     config = dataclasses.replace(context["config"], device=device, progress=False)
-    return head_rows(name, seed, train_folder, dev_folder, **{**context, "config": config})
+    return readout_rows(name, seed, train_folder, dev_folder, **{**context, "config": config})
 
 
-def glue_heads_runner(*, address: str | None = None, workers: int | None = None, cpus_per_worker: float = 1,
-                      gpus_per_worker: float = 0):
-    """A ``runner`` for :func:`bertology.readouts.glue.run_glue_heads`: one Ray task per head x seed, each
+def glue_readouts_runner(*, address: str | None = None, workers: int | None = None, cpus_per_worker: float = 1,
+                         gpus_per_worker: float = 0):
+    """A ``runner`` for :func:`bertology.readouts.glue.run_glue_readouts`: one Ray task per readout x seed, each
     reading the activation stores from their folders (on a path every node sees)."""
 
     def runner(jobs, train_folder: str, dev_folder: str, context: dict) -> list[list[dict]]:
         ray = connect(address, progress=False)
         check_resources(cpus_per_worker, gpus_per_worker)  # one line, not an endless wait
-        remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_head_job)
+        remote = ray.remote(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or 0, max_retries=1)(_readout_job)
         limit = min(workers or default_workers(cpus_per_worker, gpus_per_worker), len(jobs))
         device = "cuda" if gpus_per_worker else "cpu"
         train, dev = str(Path(train_folder).resolve()), str(Path(dev_folder).resolve())
