@@ -64,7 +64,11 @@ def compare(before: Path, after: Path) -> int:
     problems = same = 0
     for file in sorted(before.rglob("*.csv")):
         relative = file.relative_to(before)
-        if "cache" in relative.parts or (after / relative).exists() is False:
+        if "cache" in relative.parts:
+            continue
+        if not (after / relative).exists():
+            problems += 1
+            print(f"missing after: {relative}")
             continue
         a, b = _canonical(pd.read_csv(file)), _canonical(pd.read_csv(after / relative))
         if a.equals(b):
@@ -74,7 +78,10 @@ def compare(before: Path, after: Path) -> int:
             print(f"differs: {relative}")
     for page in sorted(before.rglob("index.html")):
         relative = page.relative_to(before)
-        if (after / relative).exists():
+        if not (after / relative).exists():
+            problems += 1
+            print(f"missing after: {relative}")
+        else:
             a, b = _html_tables(page), _html_tables(after / relative)
             equal = sum(x == y for x, y in zip(a, b))
             if len(a) != len(b) or equal != len(a):
