@@ -105,6 +105,25 @@ def test_a_best_layer_below_the_majority_is_flagged_not_marked():
     assert "NOT above the majority baseline" in verdict.sentence()
 
 
+def test_a_task_without_a_majority_baseline_is_marked_on_distinguishability_alone():
+    verdict = best_layer(_table([0.30, 0.45, 0.20], 0.01, majority=np.nan))  # structural probes: no majority
+    assert verdict.distinguishable and verdict.marked == 1 and verdict.label() == "1"
+    assert best_layer(_table([0.44, 0.45, 0.20], 0.02, majority=np.nan)).marked is None
+
+
+def test_report_findings_use_the_same_rule():
+    from bertology.report.findings import best_layer as report_best_layer
+
+    # Dev favours layer 2 by a wide margin; on test layers 1 and 2 overlap: tied, judged on test.
+    table = _table([0.30, 0.44, 0.45], 0.02, dev=[0.30, 0.40, 0.50])
+    dev = table.assign(split="dev", mean=table["dev_mean"], ci_low=table["dev_mean"] - 0.001,
+                       ci_high=table["dev_mean"] + 0.001)
+    choice = report_best_layer(pd.concat([table, dev], ignore_index=True), "t")
+    verdict = best_layer(table)
+    assert choice["layer"] == verdict.layer == 2 and choice["indistinguishable"] == list(verdict.layers) == [1, 2]
+    assert not choice["marked"] and verdict.marked is None
+
+
 def test_layer_span():
     assert layer_span([4, 2, 3, 6]) == "2-4, 6"
     assert layer_span([0]) == "0"

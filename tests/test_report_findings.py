@@ -174,7 +174,7 @@ def test_best_layer_is_marked_only_outside_the_runner_up_and_above_majority():
     for task, finding in by_task.items():
         check_probing_finding(finding, tables["results"], tables["datasets"])
     assert "SentLen peaks at layer 2: 85.0%" in by_task["sentence_length"].text
-    assert "layers 1–3 are indistinguishable on dev" in by_task["bigram_shift"].flags
+    assert "layers 1–3 are indistinguishable on test" in by_task["bigram_shift"].flags
     assert "not above the majority baseline" in by_task["subj_number"].flags
     untrained = [f for f in findings({"probing": tables}) if f.topic == "untrained"]
     surface = next(f for f in untrained if f.details["group"] == "surface")

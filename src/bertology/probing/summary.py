@@ -165,8 +165,9 @@ class BestLayer:
 
     @property
     def marked(self) -> int | None:
-        """The layer to mark as best: only when distinguishable and above the majority baseline."""
-        return self.layer if self.distinguishable and self.beats_majority else None
+        """The layer to mark as best: only when distinguishable and above the majority baseline (where the
+        task has one: the structural probes have none)."""
+        return self.layer if self.distinguishable and (self.beats_majority or pd.isna(self.majority)) else None
 
     def label(self) -> str:
         """Short form for a table cell: ``"3"``, ``"2-4 (tied)"``; ``" <maj"`` is appended when the chosen

@@ -6,8 +6,8 @@ and returns :class:`Finding` records; :func:`findings_section` renders them at t
 test recomputes every number from the tables and checks the "best layer" rule:
 
 * the best layer is chosen on **dev** (never on test); its **test** accuracy is the number shown;
-* it is *marked* only when its dev accuracy lies outside the runner-up's dev interval; otherwise the
-  sentence says which layers are indistinguishable;
+* it is *marked* only when its test accuracy lies above every other layer's test interval; otherwise the
+  sentence says which layers are indistinguishable (the rule of :func:`bertology.probing.summary.best_layer`);
 * a best layer whose test interval reaches down to the majority baseline is flagged "at chance".
 
 Intervals: the probing tables' ``ci_low``/``ci_high`` columns when they have them; until then
@@ -27,6 +27,7 @@ import pandas as pd
 
 from bertology.probing.names import POWER_HALF_WIDTH
 from bertology.probing.report import table2_frame
+from bertology.probing.summary import best_layer as summary_best_layer
 from bertology.results import percent
 from bertology.tasks import TABLE2_COLUMNS, TASK_NAMES
 
@@ -170,30 +171,23 @@ def _linear_chain(results: pd.DataFrame, task: str) -> float | None:
 
 
 def best_layer(scores: pd.DataFrame, task: str) -> dict:
-    """The layer chosen on dev for ``task`` and whether it may be marked best.
+    """The layer chosen on dev for ``task`` and whether it may be marked best, by the one rule of
+    :func:`bertology.probing.summary.best_layer` (chosen on dev, ties judged on the test intervals).
 
     Returns ``{"layer", "marked", "indistinguishable", "runner_up", "at_chance"}``: ``indistinguishable``
-    lists (sorted) every layer whose dev interval reaches the best dev accuracy, the best included;
-    ``marked`` is True when that is the best layer alone; ``at_chance`` when the best layer's test interval
-    reaches down to the majority baseline.
+    lists (sorted) the chosen layer and every layer whose test interval reaches its test accuracy;
+    ``marked`` is True when that is the chosen layer alone and it is above chance; ``at_chance`` when its
+    test interval reaches down to the majority baseline.
     """
-    dev = scores[(scores["task"] == task) & (scores["split"] == "dev")].sort_values("layer")
-    test = scores[(scores["task"] == task) & (scores["split"] == "test")].set_index("layer")
-    if dev.empty:
+    dev = scores[(scores["task"] == task) & (scores["split"] == "dev")].set_index("layer")["mean"]
+    test = scores[(scores["task"] == task) & (scores["split"] == "test")]
+    if dev.empty or test.empty:
         return {"layer": None, "marked": False, "indistinguishable": [], "runner_up": None, "at_chance": False}
-    ordered = dev.sort_values(["mean", "layer"], ascending=[False, True])
-    best = int(ordered["layer"].iloc[0])
-    best_mean = float(ordered["mean"].iloc[0])
-    runner_up = int(ordered["layer"].iloc[1]) if len(ordered) > 1 else None
-    tied = sorted(int(r.layer) for r in dev.itertuples() if r.layer == best or r.ci_high >= best_mean)
-    judged = not pd.isna(ordered["ci_high"].iloc[0])  # without an interval nothing can be marked best
-    at_chance = False
-    if best in test.index:
-        row = test.loc[best]
-        majority = row["majority"]
-        at_chance = bool(not pd.isna(majority) and row["ci_low"] <= majority)
-    return {"layer": best, "marked": judged and tied == [best] and not at_chance, "indistinguishable": tied,
-            "runner_up": runner_up, "at_chance": at_chance}
+    table = test.assign(dev_mean=test["layer"].map(dev))
+    verdict = summary_best_layer(table, task)
+    at_chance = bool(not pd.isna(verdict.majority) and not pd.isna(verdict.ci_low) and not verdict.beats_majority)
+    return {"layer": verdict.layer, "marked": verdict.marked is not None, "indistinguishable": list(verdict.layers),
+            "runner_up": verdict.runner_up, "at_chance": at_chance}
 
 
 def _num(value) -> float | None:
@@ -253,7 +247,7 @@ def probing_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
             where = f"is best on dev at layer {choice['layer']}"
         flags = []
         if len(choice["indistinguishable"]) > 1:
-            flags.append(f"{_layers_text(choice['indistinguishable'])} are indistinguishable on dev")
+            flags.append(f"{_layers_text(choice['indistinguishable'])} are indistinguishable on test")
         if choice["at_chance"]:
             flags.append("not above the majority baseline")
         interval = row["interval"]
