@@ -16,6 +16,8 @@ forward passes; it is written once under ``--dir`` and is in the page cache afte
 trained on for a second epoch would be.
 
     .venv/bin/python benchmarks/bench_heads.py [--windows 300] [--dir /tmp/bench-heads] [--threads 1]
+
+Stored as ``benchmarks/results/<--name>.json`` (default ``bench_heads_cpu``): tables ``io`` and ``rss``.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ def main() -> None:
     parser.add_argument("--dir", default="/tmp/bench-heads")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the training loop")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--name", default="bench_heads_cpu", help="stored run: benchmarks/results/<name>.json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--store", help=argparse.SUPPRESS)
     parser.add_argument("--head", default="lp", help=argparse.SUPPRESS)
@@ -141,7 +144,23 @@ def main() -> None:
         print(f"  {label}: {peaks[label]['peak_rss_mb']:.0f} MiB ({Path(store).name})")
     ratio = peaks["4x"]["peak_rss_mb"] / peaks["1x"]["peak_rss_mb"]
     print(f"  ratio 4x/1x: {ratio:.2f} (target < 1.2)")
-    print(json.dumps({"io": rows, "rss": peaks, "rss_ratio": ratio}, indent=None))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from stored import save_run, table
+
+    io_rows = []
+    for baseline, ours in zip(rows[::2], rows[1::2]):
+        io_rows.append([baseline["head"], f"{100 * baseline['io_share']:.1f}", f"{baseline['seconds']:.2f}",
+                        f"{100 * ours['io_share']:.1f}", f"{ours['seconds']:.2f}",
+                        f"{baseline['seconds'] / ours['seconds']:.2f}x"])
+    save_run(args.name, argv=sys.argv, raw={"io": rows, "rss": peaks, "rss_ratio": ratio,
+                                            "windows": args.windows, "threads": args.threads,
+                                            "batch_size": args.batch_size, "load_average": os.getloadavg()},
+             tables={"io": table(["readout", "I/O share, read on the training thread (%)", "epoch s",
+                                  "I/O share, prefetcher (%)", "epoch s", "epoch time ratio"], io_rows),
+                     "rss": table(["store", "windows", "peak RSS (MiB)"],
+                                  [[label, str(args.windows * (1 if label == "1x" else 4)),
+                                    f"{peaks[label]['peak_rss_mb']:.0f}"] for label in ("1x", "4x")]
+                                  + [["ratio 4x/1x", "", f"{ratio:.2f}"]])})
 
 
 if __name__ == "__main__":
