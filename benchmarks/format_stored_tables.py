@@ -94,6 +94,8 @@ def table2(args) -> None:
 
     source = RESULTS / "probe_senteval_minilm_default_table2.csv"
     sizes_source = RESULTS / "probe_senteval_minilm_default_datasets.csv"
+    run_source = RESULTS / "probe_senteval_minilm_default_run.json"
+    run = json.loads(run_source.read_text(encoding="utf-8"))
     frame = pd.read_csv(source, keep_default_na=True, dtype={"delta_sign": str})
     frame["delta_sign"] = frame["delta_sign"].fillna("")
     layered = frame[frame["layer"].notna()].copy()
@@ -120,8 +122,8 @@ def table2(args) -> None:
                      "sizes": table(["task", "train", "dev", "test"],
                                     [[TABLE2_COLUMNS[task], *(f"{raw['sizes'][task][k]:,}" for k in ("n_train", "n_dev", "n_test"))]
                                      for task in tasks])},
-             source=f"{relative(source)} and {relative(sizes_source)} (commit 52e2e78: bertology probe -m minilm "
-             "--tasks senteval --seeds 3, the table2_frame and datasets tables as written)")
+             source=f"{relative(source)} and {relative(sizes_source)} (the table2_frame and datasets tables as "
+             f"written by the run {relative(run_source)}: {run['command']}, commit {run['commit']})")
 
 
 def points(value: float) -> str:
