@@ -192,3 +192,20 @@ def test_get_params_clone_and_set_params_on_the_layered_probe(planted_splits):
     assert copy.seed == 5 and copy.l2 == (1e-2,)
     np.testing.assert_allclose(copy.fit(Xtr, ytr, Xdv, ydv).score_layers(Xte, yte)[2],
                                fitted.score_layers(Xte, yte)[2], atol=0.05)
+
+
+def test_probe_fits_after_torch_set_num_threads():
+    """The torch 2.13 CPU wheel's LU solve fails after ``torch.set_num_threads(n > 1)`` (MKL 2024.2); the ridge
+    start of the L-BFGS probe must not depend on it (a benchmark or user setting threads crashed the probe)."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3, 400, 384)).astype(np.float32)
+    y = (X[1, :, 0] > 0).astype(int)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        probe = LayerwiseProbe(kind="linear", seed=0).fit(X, y, X[:, :100], y[:100])
+    finally:
+        torch.set_num_threads(before)
+    assert probe.score_layers(X[:, :100], y[:100])[1] > 0.9

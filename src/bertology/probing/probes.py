@@ -248,7 +248,10 @@ def _ridge_start(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2: torch.Ten
     cross = X.transpose(1, 2) @ targets / n  # [L, d, C]
     eye = torch.eye(d, dtype=X.dtype, device=X.device)
     system = gram[:, None] + (l2[..., None, None] + 1e-4) * eye  # [L, G, d, d]
-    return torch.linalg.solve(system, cross[:, None].expand(-1, l2.shape[1], -1, -1)).contiguous()
+    # Cholesky, not torch.linalg.solve: the system is symmetric positive definite, and the LU solve of the
+    # torch 2.13 CPU wheel (MKL 2024.2) fails ("Pivots given to lu_solve...") after torch.set_num_threads(n > 1).
+    factor = torch.linalg.cholesky(system)
+    return torch.cholesky_solve(cross[:, None].expand(-1, l2.shape[1], -1, -1).contiguous(), factor).contiguous()
 
 
 def _linear_loss_and_grad(l2: torch.Tensor) -> Callable:
