@@ -6,7 +6,7 @@ Clones this repository's HEAD into an empty folder (nothing beside it: no ``../s
 the report's path and time, sections that failed or were skipped, and the wall time of the whole command
 (the install from an empty pip cache included). Stored as ``benchmarks/results/<--name>.json``:
 
-    .venv/bin/python benchmarks/bench_make_demo.py [--dir /tmp/fresh-demo] [--name make_demo_fresh_minilm_cpu]
+    .venv/bin/python benchmarks/bench_make_demo.py [--dir /tmp/fresh-demo] [--name make_demo_fresh_current_minilm_cpu]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def parse(log: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/fresh-demo", help="emptied, then holds the clone and the empty HOME")
-    parser.add_argument("--name", default="make_demo_fresh_minilm_cpu", help="stored run: benchmarks/results/<name>.json")
+    parser.add_argument("--name", default="make_demo_fresh_current_minilm_cpu", help="stored run: benchmarks/results/<name>.json")
     args = parser.parse_args()
     root = Path(args.dir)
     shutil.rmtree(root, ignore_errors=True)
