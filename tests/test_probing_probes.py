@@ -209,3 +209,25 @@ def test_probe_fits_after_torch_set_num_threads():
     finally:
         torch.set_num_threads(before)
     assert probe.score_layers(X[:, :100], y[:100])[1] > 0.9
+
+
+def test_converged_probe_is_scikit_learns_logistic_regression():
+    """``stop="converged"`` keeps the optimum of the penalised loss, which scikit-learn's lbfgs logistic
+    regression also finds (C = 1 / (l2 * n); three classes, so both are multinomial with every class's
+    weights penalised); the early-stopped default keeps a best-on-dev checkpoint."""
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1, 600, 20)).astype(np.float32)
+    y = (X[0] @ rng.standard_normal((20, 3)) + rng.standard_normal((600, 3))).argmax(1)
+    train, dev = slice(0, 400), slice(400, 600)
+    l2 = 0.01
+    probe = LayerwiseProbe(kind="linear", l2=[l2], stop="converged", device="cpu").fit(
+        X[:, train], y[train], X[:, dev], y[dev])
+    mean, scale = X[0, train].mean(0), X[0, train].std(0)
+    reference = LogisticRegression(C=1.0 / (l2 * 400), tol=1e-8, max_iter=5000).fit((X[0, train] - mean) / scale, y[train])
+    ours = probe.predict_proba(X[:, dev])[0]
+    theirs = reference.predict_proba((X[0, dev] - mean) / scale)
+    assert np.abs(ours - theirs).max() < 2e-4
+    with pytest.raises(DataError, match="stop"):
+        LayerwiseProbe(stop="late", device="cpu").fit(X[:, train], y[train], X[:, dev], y[dev])

@@ -108,6 +108,10 @@ def _keep_best(best: dict[str, torch.Tensor], current: dict[str, torch.Tensor], 
         best[key] = torch.where(mask, value.detach(), best[key])
 
 
+#: How a probe stops training: ``early`` (the default: early stopping on dev, keeping each probe's best-on-dev
+#: checkpoint) or ``converged`` (train to convergence, keep the final weights; L2 still chosen on dev).
+STOP_RULES = ("early", "converged")
+
 def _train_batched(
     params: dict[str, torch.Tensor],
     forward: Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor],
@@ -128,6 +132,7 @@ def _train_batched(
     group: Callable[[torch.Tensor], torch.Tensor],
     tol: float,
     loss_and_grad: Callable | None = None,
+    stop: str = "early",
 ) -> _TrainResult:
     """Minimise the sum of per-problem losses; keep, per problem, the parameters best on dev.
 
@@ -136,7 +141,14 @@ def _train_batched(
     group (``group`` maps per-problem dev accuracy to per-group accuracy) has improved by more than
     ``tol`` for ``patience`` evaluations. ``loss_and_grad(params, X, y) -> (loss, grads)`` replaces
     autograd in full-batch L-BFGS when the gradient has a closed form (the linear probe's).
+
+    ``stop="converged"`` trains to convergence (or ``max_iter``) instead and keeps every problem's final
+    parameters and their dev accuracy: the result no longer depends on which checkpoint of the path scored
+    best on dev, so it moves far less with tiny changes of the start or the features (docs/probing.md).
     """
+    if stop not in STOP_RULES:
+        raise DataError(f"stop {stop!r}; expected one of {', '.join(STOP_RULES)}")
+    early = stop == "early"
     for p in params.values():
         p.requires_grad_(True)
     leaves = list(params.values())
@@ -190,7 +202,7 @@ def _train_batched(
             stale = record()
             converged = abs(previous - loss) <= 1e-7 * max(1.0, abs(loss))
             previous = loss
-            if bool((stale >= patience).all()) or converged:
+            if (early and bool((stale >= patience).all())) or converged:
                 break
     elif optimizer == "adam":
         opt = torch.optim.Adam(leaves, lr=lr)
@@ -207,12 +219,15 @@ def _train_batched(
             if steps % eval_every:
                 continue
             stale = record()
-            if bool((stale >= patience).all()):
+            if early and bool((stale >= patience).all()):
                 break
     else:
         raise DataError(f"optimizer {optimizer!r}; expected 'lbfgs' or 'adam'")
     for p in params.values():
         p.requires_grad_(False)
+    if not early:
+        return _TrainResult(params={k: v.detach().clone() for k, v in params.items()}, dev_accuracy=dev_accuracy(),
+                            n_steps=steps)
     return _TrainResult(params=best, dev_accuracy=state["best_acc"], n_steps=steps)
 
 
@@ -319,7 +334,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256):
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "early"):
         self.kind = kind
         self.l2 = l2
         self.hidden = hidden
@@ -332,6 +347,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.lr = lr
         self.batch_size = batch_size
+        self.stop = stop
 
     def _validate(self, X, y=None, *, reset: bool, name: str = "X"):
         """``X`` as float32 ``[n_layers, n, dim]`` (and ``y`` as a 1-D array), checked against the fit."""
@@ -411,7 +427,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
             max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
             eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
             patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
-            group=group, tol=self.tol,
+            group=group, tol=self.tol, stop=self.stop,
             loss_and_grad=_linear_loss_and_grad(l2) if self.kind == "linear" and "mix" not in params else None,
         )
 
@@ -445,6 +461,11 @@ class LayerwiseProbe(_ProbeBase):
     ``warm_start`` (linear only) starts L-BFGS from the ridge-regression solution onto centred one-hot
     labels, per layer and L2 value (one d x d solve each), which converges in fewer steps.
 
+    ``stop``: ``"early"`` (early stopping on dev; each probe keeps its best-on-dev checkpoint) or
+    ``"converged"`` (L-BFGS to convergence or ``max_iter``, final weights kept, L2 chosen on dev from them):
+    slower, closer to scikit-learn's logistic regression and far less sensitive to 1e-6 changes of its start
+    or features (``benchmarks/bench_probe_stop.py``).
+
     Scores: :meth:`score` returns one float, the test accuracy of the layer chosen on dev
     (``best_layer_index_``); :meth:`score_layers` returns every layer's accuracy. Input ``[n, dim]`` is one
     layer and gives scikit-learn's shapes (``predict`` -> ``[n]``).
@@ -456,10 +477,11 @@ class LayerwiseProbe(_ProbeBase):
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True):
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True,
+                 stop: str = "early"):
         super().__init__(kind=kind, l2=l2, hidden=hidden, seed=seed, device=device, optimizer=optimizer,
                          max_iter=max_iter, eval_every=eval_every, patience=patience, tol=tol, lr=lr,
-                         batch_size=batch_size)
+                         batch_size=batch_size, stop=stop)
         self.warm_start = warm_start
 
     def fit(self, X, y, X_dev=None, y_dev=None) -> "LayerwiseProbe":
