@@ -34,6 +34,12 @@ def probe(
                                "as underpowered."),
     train_fraction: float = typer.Option(1.0, help="Share of the (capped) training examples each seed draws "
                                          "(1 = all; below 1 each seed draws its own random subset)."),
+    train_sampling: str = typer.Option("bootstrap", help="How each seed draws its training examples: bootstrap "
+                                       "(default; a resample with replacement, so the seed spread and the "
+                                       "intervals include the probe's training variation) or all (the same "
+                                       "examples for every seed)."),
+    mdl: bool = typer.Option(False, "--mdl", help="Also measure each layer's online codelength (MDL, Voita and "
+                             "Titov 2020) for the task, its control task and the untrained twin."),
     layers: Optional[str] = options.layers_option(),
     device: str = options.device_option(),
     cache_dir: Optional[Path] = typer.Option(None, help="Where extracted stores are cached "
@@ -65,8 +71,8 @@ def probe(
         spec = ProbingSpec(
             tasks=tasks, treebank=treebank, seeds=tuple(seed_values), layers=layers, probe=probe_kind,
             max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, quick=quick,
-            train_fraction=train_fraction, untrained=untrained, control=control, control_types=control_types,
-            sentence_control=sentence_control, senteval_split=senteval_split, scalar_mix=scalar_mix)
+            train_fraction=train_fraction, train_sampling=train_sampling, mdl=mdl, untrained=untrained,
+            control=control, control_types=control_types, sentence_control=sentence_control, senteval_split=senteval_split, scalar_mix=scalar_mix)
     except SettingError as error:
         raise error.as_option({"probe": "--probe"}) from None
     options.check_cache_dir(cache_dir)

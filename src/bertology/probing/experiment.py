@@ -74,7 +74,7 @@ from bertology.probing.tasks import (  # resolve_tasks: public here too
 )
 from bertology.probing.names import SCALAR_MIX
 from bertology.probing.report import PRIMARY_METRIC, best_layer_table, summarize, table2_frame
-from bertology.probing.spec import ProbingSpec
+from bertology.probing.spec import TRAIN_SAMPLINGS, ProbingSpec
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -448,12 +448,25 @@ def _intervals(model: str, task: str, layers: Sequence[int], correct: dict, n_bo
     return out
 
 
-def _train_index(seed: int, task: str, n_train: int, train_fraction: float) -> np.ndarray:
-    """The training examples seed ``seed`` uses: all of them, or a random ``train_fraction`` of them."""
-    if train_fraction >= 1:
-        return np.arange(n_train)
+def _train_index(seed: int, task: str, n_train: int, train_fraction: float, sampling: str = "bootstrap",
+                 labels=None) -> np.ndarray:
+    """The training examples seed ``seed`` uses (indices into the training split, sorted; repeats allowed).
+
+    ``all``: every example, or a random ``train_fraction`` of them. ``bootstrap``: ``round(train_fraction *
+    n_train)`` draws with replacement, a resample of the training set, so that the seeds vary what the
+    probe's number depends on (the training sample) and the seed spread measures it. With ``labels``, a
+    resample holding fewer than two classes is drawn again (a probe needs two)."""
+    size = n_train if train_fraction >= 1 else max(2, int(round(train_fraction * n_train)))
     rng = np.random.default_rng(derive_seed(seed, "train-subset", task))
-    return np.sort(rng.permutation(n_train)[: max(2, int(round(train_fraction * n_train)))])
+    if sampling == "all":
+        return np.arange(n_train) if train_fraction >= 1 else np.sort(rng.permutation(n_train)[:size])
+    if sampling != "bootstrap":
+        raise DataError(f"train sampling {sampling!r}; expected {' or '.join(TRAIN_SAMPLINGS)}")
+    for _ in range(100):
+        index = np.sort(rng.integers(0, n_train, size=size))
+        if labels is None or len(set(np.asarray(labels)[index].tolist())) > 1:
+            return index
+    return np.arange(n_train) if train_fraction >= 1 else np.sort(rng.permutation(n_train)[:size])
 
 
 def used_train(n_train: int, train_fraction: float) -> int:
@@ -555,7 +568,8 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                     twin_of_features = twin_seed
             for dataset in classify:
                 name, y = dataset.name, _labels(dataset)
-                train_index = _train_index(seed, name, len(y["train"]), spec.train_fraction)
+                train_index = _train_index(seed, name, len(y["train"]), spec.train_fraction, spec.train_sampling,
+                                           y["train"])
                 X = {s: features[name, s] for s in SPLITS}
                 bar.update(job, description=f"{name} seed {seed}: encoder")
                 ours = fit_and_score(spec.probe, probe_kwargs, seed, X, y, train_index, layer_ids, model, name, "none",
@@ -663,7 +677,7 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
         "max_sentences": spec.max_sentences, "quick": spec.quick, "untrained": spec.untrained,
         "control": spec.control, "control_types": types,
         "sentence_control": spec.sentence_control if spec.control is True else "none",
-        "senteval_split": spec.senteval_split, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
+        "senteval_split": spec.senteval_split, "train_sampling": spec.train_sampling, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
         "treebank": None if plan.treebank is None else str(plan.treebank), "device": str(device),
         "probe_options": dict(spec.probe_options), "n_boot": spec.n_boot,
         "interval": "95% percentile interval of the bootstrap over evaluation examples pooled over seeds",

@@ -36,7 +36,7 @@ from bertology.probing.experiment import (
     used_train,
 )
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
-from bertology.probing.spec import check_probe_settings
+from bertology.probing.spec import TRAIN_SAMPLINGS, SettingError, check_probe_settings
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -124,6 +124,7 @@ def probe_labels(
     l2: float | Sequence[float] = DEFAULT_L2,
     hidden: int = 128,
     train_fraction: float = 1.0,
+    train_sampling: str = "bootstrap",
     n_boot: int = 1000,
     split_seed: int = 0,
     task: str = "labels",
@@ -144,15 +145,19 @@ def probe_labels(
     store's word forms under ``control_types``: ``"auto"`` follows the tokenizer the store was extracted
     with, lower-cased for an uncased one, exact forms otherwise; or ``"lower"``/``"exact"``; an array
     without ``control_keys`` gets no control baseline; given keys are used as they are).
-    Seed ``s`` initialises the probes, draws the control labels and, when ``train_fraction`` < 1, its
-    share of the training rows (``derive_seed(s, "train-subset", task)``; default: all of them). Every
+    Seed ``s`` draws its training rows (``train_sampling="bootstrap"``, the default: a resample with
+    replacement of ``train_fraction`` of them, ``derive_seed(s, "train-subset", task)``; ``"all"``: every row,
+    or a random ``train_fraction`` subset), initialises the probes and draws the control labels. Every
     accuracy gets a 95% interval (``ci_low``/``ci_high`` in ``summary`` and ``table2``): the bootstrap over
-    evaluation rows pooled over seeds (:mod:`bertology.probing.summary`).
+    evaluation rows pooled over seeds (:mod:`bertology.probing.summary`), so with bootstrap seeds it includes
+    the probe's training variation as well as the test-set sampling.
 
     Returns a :class:`~bertology.results.Result` with the tables of :func:`run_probing` (``results``,
     ``summary``, ``table2``, ``datasets``); accuracies are fractions.
     """
     seeds = check_probe_settings(probe, seeds, train_fraction)
+    if train_sampling not in TRAIN_SAMPLINGS:
+        raise SettingError("train_sampling", train_sampling, f"expected {' or '.join(TRAIN_SAMPLINGS)}")
     features = _open(features)
     types_used = "given keys" if control_keys is not None else None
     if _is_store(features):
@@ -202,7 +207,7 @@ def probe_labels(
     with progress_bar(progress, transient=True) as bar:
         job = bar.add_task(f"probing {task}", total=len(seeds) * (1 + with_control + (twin is not None)))
         for seed in seeds:
-            train_index = _train_index(seed, task, len(y["train"]), train_fraction)
+            train_index = _train_index(seed, task, len(y["train"]), train_fraction, train_sampling, y["train"])
             task_rows = _fit_and_score(probe, probe_kwargs, seed, Xs, y, train_index, layer_ids, model, task, "none",
                                        scalar_mix=False, correct=correct)
             rows += task_rows
@@ -227,7 +232,7 @@ def probe_labels(
                            "notes": [] if with_control else ["no control task: no control_keys"],
                            "n_train": used, "n_dev": len(index["dev"]), "n_test": len(index["test"]), "status": "ok"}])
     meta = {"model": model, "task": task, "seeds": seeds, "layers": [int(l) for l in layer_ids],
-            "train_fraction": train_fraction, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
+            "train_fraction": train_fraction, "train_sampling": train_sampling, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
             "control": bool(with_control), "control_types": types_used if with_control else None, "untrained": twin is not None, "split_seed": split_seed,
             "splits_given": splits is not None}
     intervals = pd.DataFrame(_intervals(model, task, layer_ids, correct, n_boot))

@@ -6,8 +6,16 @@ single optimiser run fits ``n_layers * len(l2)`` independent probes. Because the
 independent per-probe losses, every probe gets exactly the gradient it would get alone; only the
 optimiser's step-size search is shared.
 
-Model selection is honest: the L2 strength (and the early-stopping point) are chosen per layer on the
-dev split; the test split is only ever scored.
+Model selection is honest: the L2 strength is chosen per layer on the dev split; the test split is only
+ever scored.
+
+The linear probe is exact by default (``stop="converged"``): an L2-regularised multinomial logistic regression
+is a strictly convex problem with one optimum, and :func:`fit_multinomial` solves it to a gradient tolerance,
+so the answer does not depend on the optimiser's path (its start, the batch composition of extraction, the
+linear-algebra routine). The solver is L-BFGS with one history per problem (every layer its own step sizes
+and curvature pairs), preconditioned by a Kronecker-factored estimate of the Hessian (feature covariance x
+softmax curvature, both eigendecomposed once per refresh), and warm-started along the L2 grid from the
+stronger neighbour. ``stop="early"`` keeps the former rule (best-on-dev checkpoint of an early-stopped path).
 """
 
 from __future__ import annotations
@@ -108,9 +116,15 @@ def _keep_best(best: dict[str, torch.Tensor], current: dict[str, torch.Tensor], 
         best[key] = torch.where(mask, value.detach(), best[key])
 
 
-#: How a probe stops training: ``early`` (the default: early stopping on dev, keeping each probe's best-on-dev
-#: checkpoint) or ``converged`` (train to convergence, keep the final weights; L2 still chosen on dev).
-STOP_RULES = ("early", "converged")
+#: How a probe stops training: ``converged`` (the default: train to the optimum and keep the final weights; for the
+#: linear probe a gradient tolerance, for the MLP the training loss's convergence; L2 still chosen on dev) or
+#: ``early`` (the former default: early stopping on dev, keeping each probe's best-on-dev checkpoint; its numbers
+#: depend on the optimisation path, docs/probing.md).
+STOP_RULES = ("converged", "early")
+
+#: The linear probe's convergence tolerance: the largest absolute gradient entry of the mean loss (scikit-learn's
+#: ``tol`` for lbfgs is the same measure, default 1e-4).
+GTOL = 1e-6
 
 def _train_batched(
     params: dict[str, torch.Tensor],
@@ -206,20 +220,33 @@ def _train_batched(
                 break
     elif optimizer == "adam":
         opt = torch.optim.Adam(leaves, lr=lr)
+        previous_epoch, flat = None, 0
         while steps < max_iter:
             order = torch.randperm(n, generator=generator).to(y_train.device)
+            epoch_loss = 0.0
             for start in range(0, n, batch_size):
                 idx = order[start : start + batch_size]
                 opt.zero_grad(set_to_none=True)
                 batch_X = X_train.index_select(sample_axis, idx)
-                loss = (_nll_per_problem(forward(params, batch_X), y_train[idx]) + penalty(params)).sum()
-                loss.backward()
+                per_problem = _nll_per_problem(forward(params, batch_X), y_train[idx]) + penalty(params)
+                per_problem.sum().backward()
                 opt.step()
+                epoch_loss = epoch_loss + per_problem.detach() * len(idx) / n
             steps += 1
+            if not early:
+                # The MLP's deterministic rule: stop once no problem's mean training loss over an epoch fell by
+                # more than ``tol`` (nats) for ``patience`` epochs in a row; keep the final weights. Absolute, not
+                # relative: a loss falling toward zero keeps a large relative fall long after it stops mattering.
+                if previous_epoch is not None:
+                    flat = flat + 1 if bool((previous_epoch - epoch_loss <= tol).all()) else 0
+                previous_epoch = epoch_loss
+                if flat >= patience:
+                    break
+                continue
             if steps % eval_every:
                 continue
             stale = record()
-            if early and bool((stale >= patience).all()):
+            if bool((stale >= patience).all()):
                 break
     else:
         raise DataError(f"optimizer {optimizer!r}; expected 'lbfgs' or 'adam'")
@@ -292,6 +319,162 @@ def _linear_loss_and_grad(l2: torch.Tensor) -> Callable:
     return loss_and_grad
 
 
+
+# ----------------------------------------------------------------------------------------------
+# the exact linear probe: multinomial logistic regression solved to its optimum
+
+
+def _softmax_loss(X: torch.Tensor, onehot: torch.Tensor, W: torch.Tensor, b: torch.Tensor, l2: torch.Tensor,
+                  bias_l2: torch.Tensor, grad: bool = True):
+    """Mean cross-entropy + ``l2/2 ||W||^2`` (+ ``bias_l2/2 ||b||^2``) of every problem, and its closed-form
+    gradient: X [B, n, d], onehot [n, C], W [B, d, C], b [B, C], l2 and bias_l2 [B]."""
+    n = X.shape[1]
+    logp = torch.log_softmax(torch.baddbmm(b.unsqueeze(1), X, W), -1)
+    loss = -(logp * onehot).sum((-2, -1)) / n + 0.5 * l2 * W.pow(2).sum((-2, -1)) + 0.5 * bias_l2 * b.pow(2).sum(-1)
+    if not grad:
+        return loss
+    residual = logp.exp_().sub_(onehot).div_(n)
+    grad_W = torch.bmm(X.transpose(1, 2), residual).add_(l2[:, None, None] * W)
+    grad_b = residual.sum(1).add_(bias_l2[:, None] * b)
+    return loss, grad_W, grad_b, residual
+
+
+def _dot(aW, ab, cW, cb) -> torch.Tensor:
+    return (aW * cW).sum((-2, -1)) + (ab * cb).sum(-1)
+
+
+class _KroneckerPreconditioner:
+    """An approximate inverse Hessian of the multinomial loss of every problem: ``(A (x) S + l2 I)^-1``, with
+    ``S`` the feature covariance and ``A`` the mean softmax curvature ``mean_i diag(p_i) - p_i p_i^T`` (the
+    Kronecker factorisation of K-FAC). Both factors are eigendecomposed, so applying it costs two small
+    matrix products per side; ``A`` is refreshed from the current probabilities now and then."""
+
+    def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor):
+        n = X.shape[1]
+        covariance = torch.bmm(X.transpose(1, 2), X).double() / n
+        eigenvalues, self.U = torch.linalg.eigh(covariance)
+        self.lam = eigenvalues.clamp_min(0).to(X.dtype)
+        self.U = self.U.to(X.dtype)
+        self.l2, self.bias_l2 = l2, bias_l2
+
+    def refresh(self, X: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> None:
+        p = torch.softmax(torch.baddbmm(b.unsqueeze(1), X, W), -1)
+        curvature = torch.diag_embed(p.mean(1)) - torch.bmm(p.transpose(1, 2), p) / X.shape[1]
+        alpha, V = torch.linalg.eigh(curvature.double())
+        self.alpha, self.V = alpha.clamp_min(0).to(X.dtype), V.to(X.dtype)
+        # The bias sees unit "feature variance"; the softmax's all-ones direction has no curvature, so it is
+        # floored (that direction does not change the probabilities).
+        self.bias_scale = 1.0 / (self.alpha + self.bias_l2[:, None]).clamp_min(1e-3)
+
+    def __call__(self, gW: torch.Tensor, gb: torch.Tensor):
+        inner = torch.bmm(torch.bmm(self.U.transpose(1, 2), gW), self.V)
+        inner = inner / (self.lam[:, :, None] * self.alpha[:, None, :] + self.l2[:, None, None])
+        rW = torch.bmm(torch.bmm(self.U, inner), self.V.transpose(1, 2))
+        rb = torch.bmm(torch.bmm(gb.unsqueeze(1), self.V) * self.bias_scale.unsqueeze(1), self.V.transpose(1, 2))
+        return rW, rb.squeeze(1)
+
+
+def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
+           bias_l2: torch.Tensor, gtol: float, max_iter: int, history: int = 10, refresh_every: int = 20):
+    """Minimise :func:`_softmax_loss` for every problem of the batch (axis 0) with its own L-BFGS: its own
+    curvature pairs, step sizes (Armijo backtracking with quadratic interpolation) and stopping. A problem
+    stops when its largest gradient entry is at most ``gtol``, or when no step along its direction lowers the
+    loss any more (the limit of the arithmetic). Returns ``(W, b, iterations, gradient max)``."""
+    batch = X.shape[0]
+    preconditioner = _KroneckerPreconditioner(X, l2, bias_l2)
+    preconditioner.refresh(X, W, b)
+    loss, gW, gb, _ = _softmax_loss(X, onehot, W, b, l2, bias_l2)
+    pairs: list[tuple] = []
+    gamma = torch.ones(batch, dtype=X.dtype, device=X.device)
+    done = torch.zeros(batch, dtype=torch.bool, device=X.device)
+    iterations = 0
+    while iterations < max_iter:
+        gmax = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1))
+        active = (gmax > gtol) & ~done
+        if not bool(active.any()):
+            break
+        if iterations and iterations % refresh_every == 0:
+            # A fresh curvature estimate changes the metric: the old pairs no longer describe it.
+            preconditioner.refresh(X, W, b)
+            pairs, gamma = [], torch.ones_like(gamma)
+        # two-loop recursion, every problem at once
+        qW, qb, alphas = gW, gb, []
+        for sW, sb, yW, yb, rho in reversed(pairs):
+            a = rho * _dot(sW, sb, qW, qb)
+            qW, qb = qW - a[:, None, None] * yW, qb - a[:, None] * yb
+            alphas.append(a)
+        rW, rb = preconditioner(qW, qb)
+        rW, rb = gamma[:, None, None] * rW, gamma[:, None] * rb
+        for (sW, sb, yW, yb, rho), a in zip(pairs, reversed(alphas)):
+            c = a - rho * _dot(yW, yb, rW, rb)
+            rW, rb = rW + c[:, None, None] * sW, rb + c[:, None] * sb
+        dW, db = -rW, -rb
+        slope = _dot(gW, gb, dW, db)
+        uphill = slope >= 0
+        if bool(uphill.any()):  # not a descent direction: the preconditioned gradient is one
+            pW, pb = preconditioner(gW, gb)
+            dW = torch.where(uphill[:, None, None], -pW, dW)
+            db = torch.where(uphill[:, None], -pb, db)
+            slope = _dot(gW, gb, dW, db)
+        step = active.to(X.dtype)
+        for _ in range(40):
+            W_new, b_new = W + step[:, None, None] * dW, b + step[:, None] * db
+            trial = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2, grad=False)
+            accepted = (trial <= loss + 1e-4 * step * slope) | ~active
+            if bool(accepted.all()):
+                break
+            curvature = 2 * (trial - loss - step * slope)
+            guess = torch.where(curvature > 0, -slope * step * step / curvature.clamp_min(1e-30), 0.5 * step)
+            step = torch.where(accepted, step, torch.minimum(torch.maximum(guess, 0.1 * step), 0.5 * step))
+        stalled = active & ~accepted
+        step = torch.where(stalled, torch.zeros_like(step), step)
+        W_new, b_new = W + step[:, None, None] * dW, b + step[:, None] * db
+        new_loss, new_gW, new_gb, _ = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2)
+        sW, sb, yW, yb = W_new - W, b_new - b, new_gW - gW, new_gb - gb
+        sy = _dot(sW, sb, yW, yb)
+        keep = active & (sy > 1e-10 * _dot(sW, sb, sW, sb).sqrt() * _dot(yW, yb, yW, yb).sqrt())
+        if bool(keep.any()):
+            hyW, hyb = preconditioner(yW, yb)
+            gamma = torch.where(keep, sy / _dot(yW, yb, hyW, hyb).clamp_min(1e-30), gamma)
+            rho = torch.where(keep, 1.0 / sy.clamp_min(1e-30), torch.zeros_like(sy))
+            mask = keep.to(X.dtype)
+            pairs.append((sW * mask[:, None, None], sb * mask[:, None], yW, yb, rho))
+            pairs = pairs[-history:]
+        done = done | stalled
+        W, b, loss, gW, gb = W_new, b_new, new_loss, new_gW, new_gb
+        iterations += 1
+    gmax = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1))
+    return W, b, iterations, gmax
+
+
+def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: Sequence[float], *,
+                    gtol: float = GTOL, max_iter: int = 1000, continuation: bool = True,
+                    bias_l2: bool = False) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """The exact L2-regularised multinomial logistic regression of every layer, for every L2 value.
+
+    ``X`` ``[n_layers, n, dim]`` (standardised features, on any device), ``y`` ``[n]`` class indices in
+    ``[0, n_classes)``; the loss is ``mean cross-entropy + l2/2 ||W||^2`` (the bias unpenalised unless
+    ``bias_l2``, which penalises it as the weights: the MDL probe's, whose classes may be absent from a
+    prefix). ``l2_grid`` is solved in the order given (strongest first), every layer at once (its own L-BFGS,
+    :func:`_lbfgs`); with ``continuation`` each value starts from the previous value's optimum, which is the
+    same optimum reached faster. Returns ``W`` ``[n_layers, n_l2, dim, C]``, ``b`` ``[n_layers, n_l2, C]``
+    and the total number of iterations."""
+    L, _, d = X.shape
+    onehot = torch.nn.functional.one_hot(y, n_classes).to(X.dtype)
+    W = torch.zeros(L, d, n_classes, dtype=X.dtype, device=X.device)
+    b = torch.zeros(L, n_classes, dtype=X.dtype, device=X.device)
+    weights, biases, total = [], [], 0
+    for value in l2_grid:
+        l2 = torch.full((L,), float(value), dtype=X.dtype, device=X.device)
+        start_W, start_b = (W, b) if continuation else (torch.zeros_like(W), torch.zeros_like(b))
+        W, b, iterations, _ = _lbfgs(X, onehot, l2, start_W, start_b, bias_l2=l2 if bias_l2 else torch.zeros_like(l2),
+                                     gtol=gtol, max_iter=max_iter)
+        weights.append(W)
+        biases.append(b)
+        total += iterations
+    return torch.stack(weights, 1), torch.stack(biases, 1), total
+
+
 def _weight_penalty(l2: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     """0.5 * l2 * squared norm of the weight matrices (not the biases) of every problem."""
 
@@ -334,7 +517,8 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "early"):
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "converged",
+                 gtol: float = GTOL):
         self.kind = kind
         self.l2 = l2
         self.hidden = hidden
@@ -348,6 +532,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
         self.lr = lr
         self.batch_size = batch_size
         self.stop = stop
+        self.gtol = gtol
 
     def _validate(self, X, y=None, *, reset: bool, name: str = "X"):
         """``X`` as float32 ``[n_layers, n, dim]`` (and ``y`` as a 1-D array), checked against the fit."""
@@ -458,13 +643,17 @@ class LayerwiseProbe(_ProbeBase):
     order and, when no dev split is given, which 10% of train is held out (``derive_seed(seed,
     "dev-holdout")``).
 
-    ``warm_start`` (linear only) starts L-BFGS from the ridge-regression solution onto centred one-hot
-    labels, per layer and L2 value (one d x d solve each), which converges in fewer steps.
+    ``warm_start`` (linear only): with ``converged``, each L2 value starts from the optimum of the next
+    stronger one (continuation; the optimum is the same); with ``early``, L-BFGS starts from the
+    ridge-regression solution onto centred one-hot labels.
 
-    ``stop``: ``"early"`` (early stopping on dev; each probe keeps its best-on-dev checkpoint) or
-    ``"converged"`` (L-BFGS to convergence or ``max_iter``, final weights kept, L2 chosen on dev from them):
-    slower, closer to scikit-learn's logistic regression and far less sensitive to 1e-6 changes of its start
-    or features (``benchmarks/bench_probe_stop.py``).
+    ``stop``: ``"converged"`` (the default; the linear probe is solved exactly, :func:`fit_multinomial`, to a
+    largest gradient entry of ``gtol``; the MLP trains until its training loss stops falling, see ``tol``;
+    final weights kept, L2 chosen on dev from them) or ``"early"`` (the former default: early stopping on
+    dev, each probe keeping its best-on-dev checkpoint, which makes the numbers depend on the optimisation
+    path: ``benchmarks/compare_probe_runs.py``). ``tol``: with ``early``, the dev improvement that resets
+    the patience; with the MLP's ``converged``, the fall of the epoch's mean training loss (nats) under which
+    an epoch counts as flat (``patience`` flat epochs stop it).
 
     Scores: :meth:`score` returns one float, the test accuracy of the layer chosen on dev
     (``best_layer_index_``); :meth:`score_layers` returns every layer's accuracy. Input ``[n, dim]`` is one
@@ -478,10 +667,10 @@ class LayerwiseProbe(_ProbeBase):
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True,
-                 stop: str = "early"):
+                 stop: str = "converged", gtol: float = GTOL):
         super().__init__(kind=kind, l2=l2, hidden=hidden, seed=seed, device=device, optimizer=optimizer,
                          max_iter=max_iter, eval_every=eval_every, patience=patience, tol=tol, lr=lr,
-                         batch_size=batch_size, stop=stop)
+                         batch_size=batch_size, stop=stop, gtol=gtol)
         self.warm_start = warm_start
 
     def fit(self, X, y, X_dev=None, y_dev=None) -> "LayerwiseProbe":
@@ -494,11 +683,16 @@ class LayerwiseProbe(_ProbeBase):
         """
         data, gen = self._setup(X, y, X_dev, y_dev)
         L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
-        l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_).expand(L, G)
-        params = _init_head(self.kind, (L, G), self.n_features_in_, C, self.hidden, gen, self.device_)
-        if self.kind == "linear" and self.warm_start:
-            params["W"] = _ridge_start(data[0], data[1], C, l2) * RIDGE_START_SCALE
-        result = self._train(params, l2, data, gen, group=lambda acc: acc.max(dim=1).values)
+        if self.stop not in STOP_RULES:
+            raise DataError(f"stop {self.stop!r}; expected one of {', '.join(STOP_RULES)}")
+        if self.kind == "linear" and self.stop == "converged" and (self.optimizer or "lbfgs") == "lbfgs":
+            result = self._fit_exact(data, C)
+        else:
+            l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_).expand(L, G)
+            params = _init_head(self.kind, (L, G), self.n_features_in_, C, self.hidden, gen, self.device_)
+            if self.kind == "linear" and self.warm_start:
+                params["W"] = _ridge_start(data[0], data[1], C, l2) * RIDGE_START_SCALE
+            result = self._train(params, l2, data, gen, group=lambda acc: acc.max(dim=1).values)
         self.dev_scores_ = result.dev_accuracy.cpu().numpy()
         best = self.dev_scores_.argmax(axis=1)  # first max = strongest L2 among ties
         self.best_index_ = best
@@ -511,6 +705,17 @@ class LayerwiseProbe(_ProbeBase):
         self.params_ = {k: v[rows, pick].unsqueeze(1) for k, v in result.params.items()}
         self.n_iter_ = result.n_steps
         return self
+
+    def _fit_exact(self, data, n_classes: int) -> _TrainResult:
+        """Every layer and L2 value solved to its optimum (:func:`fit_multinomial`); ``warm_start``: each L2
+        value starts from its stronger neighbour's optimum (else from zero: the same optimum, more steps)."""
+        Xtr, ytr, Xdv, ydv = data
+        W, b, iterations = fit_multinomial(Xtr, ytr, n_classes, self.l2_grid_, gtol=self.gtol,
+                                           max_iter=self.max_iter or 1000, continuation=self.warm_start)
+        params = {"W": W, "b": b}
+        with torch.no_grad():
+            dev = _accuracy_per_problem(self._forward(params, Xdv), ydv)
+        return _TrainResult(params=params, dev_accuracy=dev, n_steps=iterations)
 
     def _forward(self, params, X):
         """X [L, n, d] -> logits [L, G, n, C]."""

@@ -8,6 +8,7 @@ it.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -22,6 +23,8 @@ from bertology.probing.tasks import resolve_tasks
 CONTROL_TYPES = ("auto", "lower", "exact")
 #: Control tasks for SentEval sentence tasks (:mod:`bertology.probing.controls`).
 SENTENCE_CONTROLS = ("none", "first-word", "bag-of-words")
+#: How each seed draws its training examples (:func:`bertology.probing.experiment._train_index`).
+TRAIN_SAMPLINGS = ("bootstrap", "all")
 #: How SentEval tasks built from the treebank are split.
 SENTEVAL_SPLITS = ("pooled", "treebank")
 
@@ -51,22 +54,49 @@ def check_probe_settings(probe: str, seeds: Iterable[int], train_fraction: float
     return seeds
 
 
+#: Voita and Titov's timestamps: 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.25, 12.5, 25, 50 and 100% of the training set.
+DEFAULT_TIMESTAMPS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
+
+
+def check_timestamps(timestamps: Sequence[float], n_train: int | None = None) -> tuple[float, ...]:
+    """The timestamps as a tuple, checked: not empty, strictly increasing, each in (0, 1]; with ``n_train``,
+    a training set at least as large as the first block (one example)."""
+    values = tuple(float(t) for t in timestamps)
+    if not values:
+        raise SettingError("mdl_timestamps", "", "give at least one share of the training set in (0, 1]",
+                           shown="(none)")
+    outside = [t for t in values if not 0 < t <= 1 or not math.isfinite(t)]
+    if outside:
+        raise SettingError("mdl_timestamps", outside[0], "every timestamp must be a share of the training set in (0, 1]")
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise SettingError("mdl_timestamps", ",".join(f"{t:g}" for t in values),
+                           "timestamps must be strictly increasing", shown=",".join(f"{t:g}" for t in values))
+    if n_train is not None and int(values[0] * n_train) < 1:
+        raise SettingError("mdl_timestamps", values[0], f"the training set ({n_train} examples) is smaller than the "
+                           f"first block ({values[0]:g} of it is under one example); give a larger first timestamp "
+                           "or more training examples")
+    return values
+
+
 @dataclass(frozen=True)
 class ProbingSpec:
     """What to probe and how; every field has the default of ``bertology probe``.
 
     ``tasks``: names or a comma-separated string (``"senteval"``, ``"ud"``, registered tasks, ``structural``,
     SentEval names such as ``BShift``), kept resolved. ``treebank``: a UD folder (default: the packaged EWT).
-    ``seeds``: seed ``s`` initialises the probes, draws the control labels and is the untrained twin's seed.
+    ``seeds``: seed ``s`` draws the training resample, initialises the probes, draws the control labels and is the
+    untrained twin's seed.
     ``layers``: ``None`` (all), a list or a spec such as ``"0,3,6"``, ``"1-4"``, ``"L3"``, ``"last"``.
     Sizes: ``max_train``/``max_eval`` examples per task (default: :data:`bertology.probing.experiment.DEFAULT_MAX_TRAIN`,
     or the small ``quick`` caps), ``max_sentences`` per split of each source, ``train_fraction`` of the capped
-    training examples per seed. Baselines: ``untrained`` twin (one per seed, or the first seed's for all with
+    training examples per seed, drawn as ``train_sampling`` says (``bootstrap``: each seed a resample with
+    replacement, so the seed spread is the training variation; ``all``: the same examples for every seed). Baselines: ``untrained`` twin (one per seed, or the first seed's for all with
     ``twin_per_seed=False``), ``control`` tasks (``True``, ``False`` or ``"token"``: word, arc and span tasks
     only) keyed on ``control_types``, ``sentence_control`` for SentEval tasks. ``scalar_mix``: also a probe
     on a learned mix of all layers. ``l2``: the strengths each layer chooses from on dev (``None``: the
 probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the MLP probe's width. ``probe_options`` go to every probe (e.g. ``max_iter``),
-    ``structural_options`` to the structural probes; ``n_boot`` bootstrap resamples per interval.
+    ``structural_options`` to the structural probes; ``n_boot`` bootstrap resamples per interval. ``mdl``: also the online codelength of each layer (task,
+    control task, untrained twin; the first seed) over ``mdl_timestamps`` (:mod:`bertology.probing.mdl`).
     """
 
     tasks: tuple[str, ...] = ("upos",)
@@ -81,6 +111,7 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
     max_sentences: int | None = None
     quick: bool = False
     train_fraction: float = 1.0
+    train_sampling: str = "bootstrap"
     untrained: bool = True
     twin_per_seed: bool = True
     control: bool | str = True
@@ -93,6 +124,8 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
     structural_options: Mapping = field(default_factory=dict)
     probe_options: Mapping = field(default_factory=dict)
     n_boot: int = 1000
+    mdl: bool = False
+    mdl_timestamps: tuple[float, ...] = DEFAULT_TIMESTAMPS
 
     def __post_init__(self) -> None:
         normal = {
@@ -104,6 +137,7 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
                    else float(self.l2)),
             "structural_options": dict(self.structural_options or {}),
             "probe_options": dict(self.probe_options or {}),
+            "mdl_timestamps": check_timestamps(self.mdl_timestamps),
         }
         for name in ("treebank", "wnut", "senteval_samples"):
             value = getattr(self, name)
@@ -118,7 +152,8 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
         for name, value, allowed in (("control", self.control, (True, False, "token")),
                                      ("control_types", self.control_types, CONTROL_TYPES),
                                      ("sentence_control", self.sentence_control, SENTENCE_CONTROLS),
-                                     ("senteval_split", self.senteval_split, SENTEVAL_SPLITS)):
+                                     ("senteval_split", self.senteval_split, SENTEVAL_SPLITS),
+                                     ("train_sampling", self.train_sampling, TRAIN_SAMPLINGS)):
             if not any(value is choice or (isinstance(choice, str) and value == choice) for choice in allowed):
                 raise SettingError(name, value, "expected " + ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}")
         if self.n_boot < 1:

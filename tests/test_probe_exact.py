@@ -1,0 +1,197 @@
+"""The exact linear probe, seeds that vary the training sample, and MDL (online codelength)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from bertology.errors import DataError
+from bertology.probing.mdl import DEFAULT_TIMESTAMPS, block_ends, online_codelength
+from bertology.probing.probes import LayerwiseProbe, fit_multinomial
+from bertology.probing.spec import ProbingSpec
+
+
+def _problem(n=300, d=12, classes=3, layers=2, seed=0, noise=1.5):
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(classes, d))
+    y = rng.integers(0, classes, size=n)
+    X = np.stack([centres[y] * (1 + l) + noise * rng.normal(size=(n, d)) for l in range(layers)]).astype(np.float32)
+    return X, y
+
+
+def _standardise(X):
+    mean, sd = X.mean(1, keepdims=True), X.std(1, keepdims=True)
+    return (X - mean) / sd
+
+
+def test_fit_multinomial_is_scikit_learns_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _problem()
+    Z = _standardise(X).astype(np.float64)
+    for l2 in (1e-1, 1e-3):
+        # In float64 and at a tight tolerance the solver reaches scikit-learn's optimum to its precision; at the
+        # default (float32 features, GTOL) to well under a thousandth in probability.
+        tight = fit_multinomial(torch.from_numpy(Z), torch.from_numpy(y), 3, [l2], gtol=1e-10)
+        default = fit_multinomial(torch.from_numpy(Z).float(), torch.from_numpy(y), 3, [l2])
+        for layer in range(Z.shape[0]):
+            reference = LogisticRegression(C=1 / (l2 * len(y)), tol=1e-12, max_iter=100_000).fit(Z[layer], y)
+            expected = reference.predict_proba(Z[layer])
+            W, b = tight[0][layer, 0], tight[1][layer, 0]
+            assert np.abs(torch.softmax(torch.from_numpy(Z[layer]) @ W + b, -1).numpy() - expected).max() < 1e-6
+            W, b = default[0][layer, 0].double(), default[1][layer, 0].double()
+            assert np.abs(torch.softmax(torch.from_numpy(Z[layer]) @ W + b, -1).numpy() - expected).max() < 1e-3
+
+
+def test_the_optimum_does_not_depend_on_the_start_or_the_path():
+    X, y = _problem(seed=1)
+    Z = torch.from_numpy(_standardise(X))
+    grid = (1e-2, 1e-3, 1e-4)
+    warm, _, _ = fit_multinomial(Z, torch.from_numpy(y), 3, grid, continuation=True)
+    cold, _, _ = fit_multinomial(Z, torch.from_numpy(y), 3, grid, continuation=False)
+    # Two different paths (each L2 from its neighbour's optimum, or each from zero) end at one optimum.
+    assert (warm - cold).abs().max() < 1e-3 * warm.abs().max()
+
+
+def test_the_default_probe_is_exact_and_moves_no_prediction_under_a_tiny_change_of_features():
+    X, y = _problem(n=600, seed=2)
+    Xdev, ydev = _problem(n=200, seed=3)
+    Xtest, ytest = _problem(n=400, seed=4)
+    shift = 1e-6 * np.random.default_rng(5).standard_normal(X.shape).astype(np.float32)
+    a = LayerwiseProbe(device="cpu").fit(X, y, Xdev, ydev)
+    b = LayerwiseProbe(device="cpu").fit(X + shift, y, Xdev, ydev)
+    assert a.stop == "converged"
+    assert (a.predict(Xtest) == b.predict(Xtest)).all()
+    np.testing.assert_array_equal(a.best_l2_, b.best_l2_)
+    # The early-stopped path is still there, on request, and is not the same estimator.
+    early = LayerwiseProbe(device="cpu", stop="early").fit(X, y, Xdev, ydev)
+    assert early.n_iter_ != a.n_iter_
+
+
+def test_mlp_probe_stops_on_training_loss_not_on_dev():
+    X, y = _problem(n=300, seed=6)
+    Xdev, ydev = _problem(n=100, seed=7)
+    probe = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200).fit(X, y, Xdev, ydev)
+    again = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200).fit(X, y, Xdev, ydev)
+    assert probe.n_iter_ < 200  # the training loss converged before the budget
+    np.testing.assert_array_equal(probe.predict(X), again.predict(X))  # deterministic for a seed
+    # Dev plays no part in when it stops: other dev labels, the same stopping epoch.
+    shuffled = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, l2=1e-3).fit(
+        X, y, Xdev, np.random.default_rng(0).permutation(ydev))
+    same = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, l2=1e-3).fit(X, y, Xdev, ydev)
+    assert shuffled.n_iter_ == same.n_iter_
+
+
+def test_bootstrap_seeds_give_the_trained_probe_a_spread_and_wider_intervals():
+    from bertology.probing.labels import probe_labels
+
+    X, y = _problem(n=900, d=8, seed=8, noise=3.0)
+    spreads, widths = {}, {}
+    for sampling in ("bootstrap", "all"):
+        result = probe_labels(X, y, seeds=(0, 1, 2), control=False, train_sampling=sampling, device="cpu", n_boot=200)
+        summary = result["summary"]
+        rows = summary[(summary.baseline == "none") & (summary.split == "test") & (summary.metric == "accuracy")]
+        spreads[sampling] = rows["std"].max()
+        widths[sampling] = (rows["ci_high"] - rows["ci_low"]).mean()
+        assert result.meta["train_sampling"] == sampling
+    assert spreads["all"] == 0  # the exact probe on the same examples: one answer
+    assert spreads["bootstrap"] > 0  # resampled training sets: the training variation shows
+    assert widths["bootstrap"] > widths["all"]
+
+
+def test_bootstrap_resample_has_two_classes_and_repeats():
+    from bertology.probing.experiment import _train_index
+
+    labels = np.array([0] * 50 + [1])
+    index = _train_index(0, "t", len(labels), 1.0, "bootstrap", labels)
+    assert len(index) == len(labels) and len(set(index)) < len(labels)
+    assert set(labels[index]) == {0, 1}
+    np.testing.assert_array_equal(_train_index(0, "t", 10, 1.0, "all"), np.arange(10))
+    with pytest.raises(DataError, match="train sampling"):
+        _train_index(0, "t", 10, 1.0, "jackknife")
+
+
+# ----------------------------------------------------------------------------------------------
+# MDL
+
+
+def _reference_codelength(X, y, dev_X, dev_y, ends, l2, order, K):
+    """The online code by hand: each block's probe fitted by scipy's L-BFGS-B in float64 on the same objective
+    (mean cross-entropy + l2/2 of every squared weight and bias), standardised on its prefix."""
+    from scipy.optimize import minimize
+
+    X, y = X[order], y[order]
+    bits = ends[0] * math.log2(K)
+    for start, end in zip(ends, ends[1:]):
+        prefix = X[:start].astype(np.float64)
+        mean, sd = prefix.mean(0), prefix.std(0)
+        sd = np.where(sd > 1e-6, sd, 1.0)
+        Z, d = (prefix - mean) / sd, X.shape[1]
+
+        def objective(theta):
+            W, b = theta[: d * K].reshape(d, K), theta[d * K:]
+            logits = Z @ W + b
+            logits -= logits.max(1, keepdims=True)
+            logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+            p = np.exp(logp)
+            onehot = np.eye(K)[y[:start]]
+            loss = -(logp * onehot).sum() / start + 0.5 * l2 * (W ** 2).sum() + 0.5 * l2 * (b ** 2).sum()
+            r = (p - onehot) / start
+            return loss, np.concatenate([(Z.T @ r + l2 * W).ravel(), r.sum(0) + l2 * b])
+
+        theta = minimize(objective, np.zeros(d * K + K), jac=True, method="L-BFGS-B",
+                         options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 10_000}).x
+        W, b = theta[: d * K].reshape(d, K), theta[d * K:]
+        logits = ((X[start:end] - mean) / sd) @ W + b
+        logp = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)) - logits.max(1, keepdims=True)
+        bits += -logp[np.arange(end - start), y[start:end]].sum() / math.log(2)
+    return bits
+
+
+def test_online_codelength_matches_a_hand_computation():
+    from bertology.runtime import derive_seed
+
+    X, y = _problem(n=80, d=4, classes=3, layers=1, seed=9, noise=1.0)
+    Xdev, ydev = _problem(n=30, d=4, classes=3, layers=1, seed=10, noise=1.0)
+    timestamps = (0.1, 0.25, 0.5, 1.0)
+    code = online_codelength(X, y, Xdev, ydev, timestamps=timestamps, l2=1e-2, seed=3, device="cpu")
+    ends = block_ends(timestamps, 80)
+    assert code.blocks == ends == [8, 20, 40, 80]
+    order = np.random.default_rng(derive_seed(3, "mdl-order")).permutation(80)
+    expected = _reference_codelength(X[0], y, Xdev[0], ydev, ends, 1e-2, order, 3)
+    assert code.online[0] == pytest.approx(expected, rel=1e-4)
+    assert code.uniform[0] == pytest.approx(80 * math.log2(3))
+    assert code.compression[0] == pytest.approx(code.uniform[0] / code.online[0])
+    assert code.block_bits[0, 0] == pytest.approx(8 * math.log2(3))
+
+
+def test_codelength_is_uniform_when_nothing_can_be_learned_and_shorter_when_something_can():
+    X, y = _problem(n=1000, d=6, classes=4, layers=1, seed=11, noise=0.3)
+    Xdev, ydev = _problem(n=100, d=6, classes=4, layers=1, seed=12, noise=0.3)
+    # An enormous L2 keeps every probe at zero weights: every label costs log2 K, the online code is uniform.
+    flat = online_codelength(X, y, Xdev, ydev, l2=1e6, device="cpu", timestamps=(0.1, 0.5, 1.0))
+    assert flat.online[0] == pytest.approx(flat.uniform[0], rel=1e-3)
+    learned = online_codelength(X, y, Xdev, ydev, device="cpu")
+    shuffled = online_codelength(X, np.random.default_rng(0).permutation(y), Xdev, ydev, device="cpu")
+    assert learned.compression[0] > 2 > shuffled.compression[0]
+    assert len(learned.blocks) == len(DEFAULT_TIMESTAMPS)
+
+
+@pytest.mark.parametrize("timestamps, message", [
+    ((), "at least one"),
+    ((0.5, 0.2, 1.0), "strictly increasing"),
+    ((0.0, 1.0), r"in \(0, 1\]"),
+    ((0.5, 1.5), r"in \(0, 1\]"),
+])
+def test_bad_timestamps_are_refused_in_the_spec(timestamps, message):
+    with pytest.raises(DataError, match=message):
+        ProbingSpec(mdl=True, mdl_timestamps=timestamps)
+
+
+def test_a_training_set_smaller_than_the_first_block_is_refused():
+    X, y = _problem(n=50, d=3, layers=1)
+    with pytest.raises(DataError, match="smaller than the first block"):
+        online_codelength(X, y, X, y, timestamps=(0.001, 1.0), device="cpu")
