@@ -417,6 +417,33 @@ def scale_heads(model: nn.Module, scales: torch.Tensor) -> Iterator[torch.Tensor
 
 
 @contextlib.contextmanager
+def head_contexts(model: nn.Module, layers=None) -> Iterator[dict[int, torch.Tensor]]:
+    """Record each head's context (``hook_z``) inside the block: yields a dict that every forward pass fills with
+    ``{layer: [batch, tokens, heads, head_size]}`` (layers 1..L, ``layers`` to keep some; the last pass wins;
+    detached). Heads are those present, in the original numbering's order; a mask or scale active outside this
+    block is already applied (hooks run in the order they were registered)."""
+    layout = model_layout(model)
+    wanted = set(layout.layer_list(layers if layers is not None else "all"))
+    record: dict[int, torch.Tensor] = {}
+    counter = _CallCounter()
+    handles = [layout.base_model.register_forward_pre_hook(counter.reset)]
+    for site in layout.sites:
+
+        def pre_hook(module, args, kwargs, site=site):
+            context = args[0] if args else kwargs["input"]
+            layer = counter.next_layer(id(site.output), site.layers)
+            if layer in wanted:
+                record[layer] = context.detach().unflatten(-1, (-1, site.head_size))
+
+        handles.append(site.output.register_forward_pre_hook(pre_hook, with_kwargs=True))
+    try:
+        yield record
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
 def mask_heads(model: nn.Module, heads: HeadSpec) -> Iterator[list[tuple[int, int]]]:
     """Remove the listed heads inside the block: ``"L4H5,L3H0"``, ``"L4"`` (every head of layer 4),
     ``[(4, 5)]`` or ``{4: [5]}``, layers 1..L as in ``hidden_states``, heads from 0.
