@@ -242,15 +242,17 @@ class Encoder:
 
     @property
     def head_module(self):
-        """The masked-LM head as a module (``cls`` in BERT, ``lm_head`` in RoBERTa, ``head`` then ``decoder`` in
-        ModernBERT), or ``None`` when the model exposes none: what :meth:`head_logits` applies to hidden states."""
+        """The masked-LM head as a module (``cls`` in BERT, ``lm_head`` in RoBERTa, the modules its family's
+        ``mlm_head`` names in order elsewhere: ModernBERT's ``head`` then ``decoder``), or ``None`` when the model
+        exposes none: what :meth:`head_logits` applies to hidden states."""
+        names = family(getattr(self.config, "model_type", "")).mlm_head
+        if names and all(isinstance(getattr(self.model, n, None), torch.nn.Module) for n in names):
+            modules = [getattr(self.model, n) for n in names]
+            return modules[0] if len(modules) == 1 else torch.nn.Sequential(*modules)
         for name in ("cls", "lm_head"):
             module = getattr(self.model, name, None)
             if module is not None:
                 return module
-        if self.head == "masked-lm" and all(isinstance(getattr(self.model, n, None), torch.nn.Module)
-                                            for n in ("head", "decoder")):
-            return torch.nn.Sequential(self.model.head, self.model.decoder)
         return None
 
     def head_logits(self, states: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,8 @@ A family that differs says how in ONE :class:`Family` entry here, and nothing el
   head removal (pruning with smaller shapes) slices them;
 * ``head_size_key``: the config key of a head's width when it is not ``hidden_size // heads``;
 * ``token_types``: whether the model takes ``token_type_ids`` (ModernBERT has none);
+* ``mlm_head``: the modules of its masked-LM model that map hidden states to vocabulary scores, in order, when
+  they are not BERT's ``cls`` or RoBERTa's ``lm_head`` (the logit lens applies them to any layer);
 * ``prune_refusal``: why heads cannot be removed from this family's shapes (masking them still works);
 * ``tokenizer`` and ``tiny_config``: how :func:`bertology.models.tiny.tiny_encoder` builds a tiny random
   model of the family for tests.
@@ -45,6 +47,7 @@ class Family:
     head_size_key: str | None = None
     token_types: bool = True
     prune_refusal: str | None = None
+    mlm_head: tuple[str, ...] = ()
     #: tiny-model tokenizer kind: "wordpiece", "bpe" (byte-level) or "unigram" (SentencePiece-style)
     tokenizer: str = "wordpiece"
     #: extra config keywords for a tiny model, given the common ones (hidden_size, num_hidden_layers...)
@@ -83,12 +86,14 @@ def _modernbert(common: dict) -> dict:
 
 for _entry in (
     Family("bert"),
-    Family("electra", tiny_config=lambda common: {"embedding_size": common["hidden_size"]}),
+    Family("electra", mlm_head=("generator_predictions", "generator_lm_head"),
+           tiny_config=lambda common: {"embedding_size": common["hidden_size"]}),
     Family("roberta", prefix_space=True, position_offset=2, tokenizer="bpe", tiny_config=_roberta_like),
     Family("camembert", prefix_space=True, position_offset=2, tokenizer="bpe", tiny_config=_roberta_like),
     Family("xlm-roberta", prefix_space=True, position_offset=2, tokenizer="bpe", tiny_config=_roberta_like),
     Family("longformer", prefix_space=True, position_offset=2, tokenizer="bpe", tiny_config=_roberta_like),
     Family("albert", attention_output="attention.dense", attention="attention", tokenizer="unigram",
+           mlm_head=("predictions",),
            tiny_config=lambda common: {"embedding_size": 16}),
     Family("deberta-v2", attention_names=("query_proj", "key_proj", "value_proj"), head_size_key="attention_head_size",
            tokenizer="unigram", tiny_config=lambda common: {"relative_attention": True, "position_buckets": 32,
@@ -97,10 +102,11 @@ for _entry in (
            prune_refusal="its fused in_proj interleaves each head's query, key and value rows and adds q/v biases "
                          "outside it"),
     Family("distilbert", attention_output="attention.out_lin", attention="attention",
-           attention_names=("q_lin", "k_lin", "v_lin"), tiny_config=_distilbert),
+           attention_names=("q_lin", "k_lin", "v_lin"), tiny_config=_distilbert,
+           mlm_head=("vocab_transform", "activation", "vocab_layer_norm", "vocab_projector")),
     Family("mpnet", attention_output="attention.attn.o", attention="attention.attn", attention_names=("q", "k", "v"),
            prune_refusal="its relative position bias is one table shared by the heads of every layer"),
     Family("modernbert", attention_output="attn.Wo", attention="attn", attention_names=("Wqkv",),
-           head_size_key="head_dim", token_types=False, tiny_config=_modernbert),
+           head_size_key="head_dim", token_types=False, mlm_head=("head", "decoder"), tiny_config=_modernbert),
 ):
     register_family(_entry)
