@@ -5,9 +5,12 @@ head (``head`` then ``decoder``) on any layer."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
+import transformers
 
 from bertology.attention.stats import head_statistics, statistic_matrix
 from bertology.data import sentences_from_strings
@@ -87,8 +90,6 @@ def test_rotary_positions_have_no_offset_and_token_types_are_dropped(modernbert)
 
 
 def test_masked_lm_head_applies_to_any_layer(tmp_path):
-    import transformers
-
     source = tiny_encoder("modernbert", layers=2)
     torch.manual_seed(0)
     mlm = transformers.ModernBertForMaskedLM(source.config).eval()
@@ -102,3 +103,17 @@ def test_masked_lm_head_applies_to_any_layer(tmp_path):
     assert torch.isfinite(encoder.head_logits(out.hidden_states[1])).all()
     bare = load_encoder(tmp_path / "mb")
     assert model_layout(bare.model).num_layers == 2 and Encoder.of(bare.model).head is None
+
+
+def test_sdpa_and_eager_agree_under_masking_on_real_tokens(modernbert):
+    """The hook point needs no attention weights: sdpa (ModernBERT's default; its sliding window a mask) gives the
+    eager outputs with heads masked, on every real token of a padded batch."""
+    batch = dict(modernbert.tokenizer([LONG, "Dogs chase cats ."], padding=True, return_tensors="pt"))
+    real = batch["attention_mask"].bool()
+    outputs = {}
+    for implementation in ("eager", "sdpa"):
+        model = copy.deepcopy(modernbert.model)
+        model.set_attn_implementation(implementation)
+        with torch.no_grad(), mask_heads(model, "L1H0,L2H3"):
+            outputs[implementation] = model(**batch).last_hidden_state[real]
+    torch.testing.assert_close(outputs["sdpa"], outputs["eager"], atol=1e-5, rtol=1e-5)
