@@ -32,6 +32,36 @@ def compare_extraction(name, encoder, sentences, tmp: Path) -> None:
     print(f"{name:>12}: max |cpu - cuda| hidden {hidden:.2e}, word-level attention {attention:.2e}")
 
 
+def check_modernbert(sentences, tmp: Path, device: str = "cuda", tolerance: float = 1e-4) -> None:
+    """A tiny ModernBERT (fused Wqkv, global and 8-token sliding-window layers, rotary positions) on ``device``
+    against the CPU: extraction with word-level attentions (eager), the sdpa path (real tokens), a masked head at
+    the per-head hook point and the gate gradient (head importance)."""
+    from bertology.intervention import mask_heads, scale_heads
+
+    encoder = tiny_encoder("modernbert", layers=4)
+    compare_extraction("tiny-modernbert", encoder, sentences, tmp)
+    texts = [" ".join(s.words) for s in sentences[:16]]
+    batch = dict(encoder.tokenizer(texts, padding=True, return_tensors="pt"))
+    real = batch["attention_mask"].bool()
+    worst = {}
+    for name, implementation in (("eager", "eager"), ("sdpa", "sdpa")):
+        results = {}
+        for where in ("cpu", device):
+            model = copy.deepcopy(encoder.model).to(where)
+            model.set_attn_implementation(implementation)
+            inputs = {k: v.to(where) for k, v in batch.items()}
+            with torch.no_grad(), mask_heads(model, "L2H1,L3H0"):
+                masked = model(**inputs).last_hidden_state.cpu()
+            gates = torch.ones(4, 4, device=where, requires_grad=True)
+            with scale_heads(model, gates):
+                model(**inputs).last_hidden_state.pow(2).mean().backward()
+            results[where] = (masked, gates.grad.cpu())
+        worst[f"{name} masked hidden"] = float((results["cpu"][0] - results[device][0])[real].abs().max())
+        worst[f"{name} gate gradient"] = float((results["cpu"][1] - results[device][1]).abs().max())
+    print("  modernbert: max |cpu - " + device + "| " + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
+    assert all(v <= tolerance for v in worst.values()), f"modernbert on {device} differs from the cpu: {worst}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--minilm-dir", default=None, help="config + tokenizer of MiniLM (random weights used)")
@@ -44,6 +74,7 @@ def main() -> None:
             compare_extraction(f"tiny-{family}", tiny_encoder(family), sentences, Path(tmp))
         if args.minilm_dir:
             compare_extraction("minilm-rand", load_encoder(args.minilm_dir, untrained_seed=0), sentences, Path(tmp))
+        check_modernbert(sentences, Path(tmp))
     rng = np.random.default_rng(0)
     X = rng.normal(size=(4, 3000, 64)).astype(np.float32)
     y = (X[2, :, 0] > 0).astype(int) + (X[2, :, 1] > 0).astype(int)

@@ -31,6 +31,9 @@ def tiny_config(model_type: str):
         extra["embedding_size"] = 16
     if model_type == "deberta-v2":
         extra.update(relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8, max_relative_positions=16)
+    if model_type == "modernbert":  # layers 1 and 3 global, 2 local with a window of 4 (shorter than the inputs)
+        extra.update(local_attention=4, global_attn_every_n_layers=2, attention_bias=True, pad_token_id=0,
+                     bos_token_id=None, eos_token_id=None, cls_token_id=None, sep_token_id=None)
     return transformers.AutoConfig.for_model(model_type, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
                                              num_attention_heads=HEADS, intermediate_size=64, vocab_size=100,
                                              max_position_embeddings=64, **extra)
@@ -57,7 +60,7 @@ def run(model, **kwargs):
         return model(**inputs(), **kwargs)
 
 
-ALL_TYPES = ["bert", "roberta", "electra", "distilbert", "albert", "deberta-v2", "mpnet"]
+ALL_TYPES = ["bert", "roberta", "electra", "distilbert", "albert", "deberta-v2", "mpnet", "modernbert"]
 
 
 def test_trap_head_mask_argument_is_silently_ignored_but_ours_works():
@@ -78,9 +81,13 @@ def zero_value_head(model, layer: int, head: int):
     clone = copy.deepcopy(model)
     site = model_layout(clone).site(layer)
     size = site.head_size
+    if site.fused_qkv:  # modernbert's Wqkv: [q heads | k heads | v heads]
+        linear, start = next(iter(site.projections.values())), 2 * HEADS * size + head * size
+    else:
+        linear, start = site.value, head * size
     with torch.no_grad():
-        site.value.weight[head * size:(head + 1) * size] = 0
-        site.value.bias[head * size:(head + 1) * size] = 0
+        linear.weight[start:start + size] = 0
+        linear.bias[start:start + size] = 0
     return clone
 
 
@@ -95,7 +102,7 @@ def test_mask_equals_zeroing_value_weights(model_type, attn):
     assert (masked - run(model).last_hidden_state).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "albert", "deberta-v2"])
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "albert", "deberta-v2", "modernbert"])
 @pytest.mark.parametrize("layer", [1, 2, 3])
 def test_masking_a_head_of_layer_l_changes_hidden_states_from_l_on(model_type, layer):
     """The one numbering: a head "in layer l" first changes hidden_states[l], never anything below."""
@@ -172,13 +179,17 @@ def test_sdpa_and_eager_agree_under_masking():
 def without_layer(model, layer: int):
     """The reference: a copy without layer ``layer`` (1..L), i.e. without module ``layer - 1``."""
     clone = copy.deepcopy(model)
-    layers = clone.transformer.layer if hasattr(clone, "transformer") else clone.encoder.layer
-    del layers[layer - 1]
+    if hasattr(clone, "layers"):  # modernbert: each layer keeps its own attention type
+        del clone.layers[layer - 1]
+        clone.config.layer_types = [t for i, t in enumerate(clone.config.layer_types) if i != layer - 1]
+    else:
+        layers = clone.transformer.layer if hasattr(clone, "transformer") else clone.encoder.layer
+        del layers[layer - 1]
     clone.config.num_hidden_layers = LAYERS - 1
     return clone
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "mpnet"])
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "distilbert", "mpnet", "modernbert"])
 def test_drop_layer_equals_model_without_that_layer(model_type):
     model = tiny_model(model_type)
     reference = run(without_layer(model, 2)).last_hidden_state
@@ -221,7 +232,8 @@ def test_hook_points_are_named_and_see_per_head_context():
 
 def test_layouts_of_every_architecture():
     expected_output = {"bert": "attention.output.dense", "distilbert": "attention.out_lin",
-                       "albert": "attention.dense", "deberta-v2": "attention.output.dense", "mpnet": "attn.o"}
+                       "albert": "attention.dense", "deberta-v2": "attention.output.dense", "mpnet": "attn.o",
+                       "modernbert": "layers.0.attn.Wo"}
     for model_type in ALL_TYPES:
         layout = model_layout(tiny_model(model_type))
         assert layout.num_layers == LAYERS and layout.num_heads == HEADS
@@ -315,7 +327,7 @@ def test_head_label_names_the_attention_map_it_masks():
 
 def test_unsupported_architecture_raises_model_error():
     gpt2 = transformers.GPT2Model(transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100))
-    with pytest.raises(ModelError, match=r"'gpt2'.*no self-attention module with separate query/key/value"):
+    with pytest.raises(ModelError, match=r"'gpt2'.*no layer has an attention output projection.*register a Family"):
         model_layout(gpt2)
     with pytest.raises(ModelError, match="has no .config"):
         model_layout(torch.nn.Linear(3, 3))

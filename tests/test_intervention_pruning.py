@@ -18,7 +18,7 @@ from bertology.intervention import (
     prune_heads,
     save_pruned,
 )
-from test_intervention_hooks import HEADS, HIDDEN, run, tiny_config, tiny_model
+from test_intervention_hooks import HEADS, HIDDEN, inputs, run, tiny_config, tiny_model
 
 warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 
@@ -35,7 +35,7 @@ def masked_then_pruned(model, heads):
     return masked, pruned
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta", "electra", "distilbert", "deberta-v2"])
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "electra", "distilbert", "deberta-v2", "modernbert"])
 def test_pruning_gives_the_masked_outputs_with_fewer_parameters(model_type):
     model = tiny_model(model_type)
     heads = [(1, 1), (2, 0), (2, 3), (3, 2)]
@@ -50,13 +50,13 @@ def test_pruning_gives_the_masked_outputs_with_fewer_parameters(model_type):
     assert pruned.config.bertology_pruned_heads == ["L1H1", "L2H0", "L2H3", "L3H2"]
 
 
-@pytest.mark.parametrize("model_type", ["bert", "distilbert", "albert"])
+@pytest.mark.parametrize("model_type", ["bert", "distilbert", "albert", "modernbert"])
 def test_layer_with_all_heads_pruned_skips_attention_and_keeps_the_residual(model_type):
     model = tiny_model(model_type)
     heads = "L1,L2,L3" if model_type == "albert" else "L2"
     masked, pruned = masked_then_pruned(model, heads)
     site = model_layout(pruned).site(2)
-    assert site.query.out_features == 0 and site.value.out_features == 0 and site.output.in_features == 0
+    assert all(linear.out_features == 0 for linear in site.projections.values()) and site.output.in_features == 0
     torch.testing.assert_close(run(pruned).last_hidden_state, masked, atol=1e-5, rtol=1e-5)
 
 
@@ -102,6 +102,23 @@ def test_save_and_load_a_pruned_classifier(tmp_path):
     assert count_parameters(loaded) == count_parameters(model)
     with pytest.raises(OutputError, match="not empty"):
         save_pruned(model, tmp_path / "pruned")
+
+
+def test_fused_qkv_pruning_keeps_each_kept_heads_query_key_and_value(tmp_path):
+    """ModernBERT's Wqkv holds [q heads | k heads | v heads]: pruning takes the same head from each block, so the
+    kept heads' attention maps are unchanged; the pruned model saves and loads back."""
+    model = tiny_model("modernbert", "eager")
+    pruned = copy.deepcopy(model)
+    prune_heads(pruned, "L2H1,L2H2")
+    (wqkv,) = model_layout(pruned).site(2).projections.values()
+    assert wqkv.out_features == 3 * 2 * HEAD_SIZE
+    before, after = run(model, output_attentions=True).attentions, run(pruned, output_attentions=True).attentions
+    torch.testing.assert_close(after[1], before[1][:, [0, 3]], atol=1e-6, rtol=1e-5)
+    save_pruned(pruned, tmp_path / "pruned")
+    loaded = load_pruned(tmp_path / "pruned")  # sdpa: padded positions differ from eager's, real ones agree
+    real = inputs()["attention_mask"].bool()
+    torch.testing.assert_close(run(loaded).last_hidden_state[real], run(pruned).last_hidden_state[real],
+                               atol=1e-5, rtol=1e-5)
 
 
 def test_checkpoint_pruned_before_the_one_numbering_still_loads(tmp_path):

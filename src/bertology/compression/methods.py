@@ -275,6 +275,8 @@ def drop_top(encoder: Encoder, method: Method) -> Variant:
     del blocks[layers - k:]
     key = "num_hidden_layers" if hasattr(model.config, "num_hidden_layers") else "n_layers"
     setattr(model.config, key, layers - k)
+    if isinstance(getattr(model.config, "layer_types", None), list):  # modernbert: each layer's attention type
+        model.config.layer_types = model.config.layer_types[:layers - k]
     return _wrap(encoder, model, method, layers_kept=layers - k, layers_dropped=list(range(layers - k + 1, layers + 1)))
 
 

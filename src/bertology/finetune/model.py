@@ -20,7 +20,7 @@ from bertology.errors import ModelError
 from bertology.files import atomic_dir, write_json
 from bertology.models.encoders import Encoder, load_weights_file
 from bertology.finetune.names import CHECKPOINT_META
-from bertology.finetune.variants import Variant, apply_variant, layer_list, parse_variant
+from bertology.finetune.variants import Variant, apply_variant, parse_variant
 from bertology.runtime import resolve_device
 from bertology.intervention.pruning import load_pruned
 
@@ -54,9 +54,9 @@ class GlueModel(nn.Module):
         self.backbone = backbone
         self.num_labels = num_labels
         self.variant = parse_variant(variant)
-        depth = len(layer_list(backbone)[2])
+        config = backbone.config  # the depth apply_variant left (ALBERT's shared layer has no stack to count)
+        depth = int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers"))
         self.objective_layers = objective_layers or self.variant.objective_layers(depth)
-        config = backbone.config
         hidden = int(getattr(config, "hidden_size", None) or getattr(config, "dim"))
         dropout = float(getattr(config, "hidden_dropout_prob", None) or getattr(config, "dropout", 0.1) or 0.1)
         std = float(getattr(config, "initializer_range", 0.02))

@@ -157,6 +157,11 @@ def _reinitialise(module: nn.Module, std: float) -> None:
 def apply_variant(backbone: nn.Module, variant: Variant | str, seed: int = 0) -> nn.Module:
     """Change ``backbone``'s layer stack in place as ``variant`` says; returns it. Updates the config's depth."""
     variant = parse_variant(variant)
+    if not (variant.drop_last or variant.copy_last or variant.extra_layers):
+        # the stack stays as it is (ALBERT, whose one shared layer is no stack, fine-tunes too)
+        config = backbone.config
+        variant.check(int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers")))
+        return backbone
     parent, attribute, layers = layer_list(backbone)
     variant.check(len(layers))
     stack = list(layers)
@@ -182,4 +187,7 @@ def apply_variant(backbone: nn.Module, variant: Variant | str, seed: int = 0) ->
                 sub.layer_idx = index
     setattr(parent, attribute, nn.ModuleList(stack))
     _set_depth(backbone.config, len(stack))
+    if isinstance(getattr(backbone.config, "layer_types", None), list) and \
+            all(hasattr(layer, "attention_type") for layer in stack):  # modernbert: each layer global or local
+        backbone.config.layer_types = [layer.attention_type for layer in stack]
     return backbone

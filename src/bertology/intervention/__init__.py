@@ -11,6 +11,7 @@ from bertology._lazy import lazy_exports
 __getattr__ = lazy_exports(__name__, {
     "ablation": ("ablate_heads", "ablate_layers", "attention_best_heads", "prune_by_importance"),
     "hooks": ("SUPPORTED_MODEL_TYPES", "AttentionSite", "ModelLayout", "drop_layers", "grid_index", "heads_to_scales",
+              "head_contexts",
               "hook_points", "mask_heads", "model_layout", "module_index", "scale_heads"),
     "importance": ("delta_matrix", "flagged_heads", "flagged_vs_random", "head_importance", "heads_frame",
                    "importance_frame", "per_example_loss", "plot_pruning_curve", "pruning_curve",
@@ -34,6 +35,7 @@ __all__ = [
     "flagged_vs_random",
     "grid_index",
     "head_importance",
+    "head_contexts",
     "heads_frame",
     "heads_to_scales",
     "hook_points",

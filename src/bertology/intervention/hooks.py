@@ -1,17 +1,23 @@
 """Where the heads are, and reversible hooks that mask heads and drop layers.
 
-Head masking multiplies the per-head slices of the *input* of each layer's attention output projection
-(``BertSelfOutput.dense``, DistilBERT's ``out_lin``, ALBERT's ``attention.dense``, MPNet's ``attn.o``...).
-That input is the concatenated per-head context ``softmax(QK^T) V``, so scaling slice ``h`` by 0 removes
-head ``h`` exactly as Michel et al. (2019) define it, whatever the attention implementation (eager, sdpa,
-flash): no attention weights are needed. transformers 5 silently ignores ``head_mask=`` (no error, no
-effect), which is why this module exists.
+One per-head hook point serves every attention layout: the *input* of each layer's attention output projection
+(``BertSelfOutput.dense``, DistilBERT's ``out_lin``, ALBERT's ``attention.dense``, MPNet's ``attn.o``,
+DeBERTa-v2's ``output.dense``, ModernBERT's ``attn.Wo``), TransformerLens's ``hook_z``. That input is the
+per-head context ``softmax(QK^T) V`` of every head side by side, ``[batch, tokens, heads * head_size]``, whether
+the model projects q/k/v separately, fused (ModernBERT's ``Wqkv``) or with relative attention (DeBERTa), and
+whatever the attention implementation (eager, sdpa, flash): a forward pre-hook there reshapes it to
+``[batch, tokens, heads, head_size]`` and multiplies each head by its gate. Scaling head ``h`` by 0 removes it
+exactly as Michel et al. (2019) define it, and the gradient with respect to the gates is their head importance;
+masking, importance, pruning curves, flagged-vs-random tests and compression by heads all go through it.
+:func:`head_contexts` reads the same tensor. transformers 5 silently ignores ``head_mask=`` (no error, no
+effect), which is why this module exists. Where the projection sits is the family's ``attention_output``
+(:mod:`bertology.models.families`); nothing else about the attention is needed.
 
 Layer dropping is a forward hook on the transformer block that returns the block's input as its output.
 Every hook is removed when its context manager exits; no weight is copied or changed.
 
-Modules are found by walking the model (q/k/v projections by name, the output projection next to them),
-so the same code serves bert, roberta, electra, distilbert, albert (shared layers), deberta-v2 and mpnet.
+Modules are found in each element of the model's list of layers, at the family's path, so the same code
+serves bert, roberta, electra, xlm-roberta, distilbert, albert (shared layers), deberta-v2, mpnet and modernbert.
 
 Numbering: the one of :mod:`bertology.numbering`. Layer ``l`` (``1..L``) is ``hidden_states[l]``: masking a
 head of layer ``l`` or dropping layer ``l`` changes ``hidden_states[l]`` and nothing below it. Heads count
@@ -31,46 +37,60 @@ import torch
 from torch import nn
 
 from bertology.errors import ModelError
-from bertology.models.families import attention_name_sets
+from bertology.models.families import family
 from bertology.numbering import HeadSpec, head_label, parse_heads, parse_layers, transformer_layers
 
-#: Output projection living inside the attention module itself (fused layouts).
-_FUSED_OUTPUT_NAMES = ("dense", "out_lin", "o", "out_proj")
+SUPPORTED_MODEL_TYPES = ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2", "mpnet",
+                         "camembert", "xlm-roberta", "modernbert")
 #: Per-head projections beyond q/k/v that must be sliced when pruning (DeBERTa's relative attention).
 _EXTRA_PER_HEAD_NAMES = ("pos_key_proj", "pos_query_proj")
-
-SUPPORTED_MODEL_TYPES = ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2", "mpnet",
-                         "camembert", "xlm-roberta")
 
 
 @dataclass
 class AttentionSite:
-    """One physical self-attention module and the logical layers it serves (several for ALBERT)."""
+    """One physical self-attention module and the logical layers it serves (several for ALBERT).
+
+    ``output`` is the attention output projection: its input is the per-head context of every head side by
+    side (``hook_z``), where heads are masked, scaled and measured. ``projections`` are the per-head input
+    projections, separate ``{query, key, value}`` or one fused ``[q heads | k heads | v heads]`` projection:
+    only head removal slices them.
+    """
 
     name: str
     module: nn.Module
-    query: nn.Linear
-    key: nn.Linear
-    value: nn.Linear
     output: nn.Linear
     output_name: str
     block: nn.Module
     block_name: str
+    head_size: int
+    projections: dict[str, nn.Linear] = field(default_factory=dict)
     layers: list[int] = field(default_factory=list)
-    qkv_names: tuple[str, str, str] = ("query", "key", "value")
     extra_per_head: dict[str, nn.Linear] = field(default_factory=dict)
 
     @property
     def fused(self) -> bool:
-        """Whether the output projection is inside the q/k/v module (albert, distilbert, mpnet)."""
+        """Whether the output projection is inside the attention module (albert, distilbert, mpnet, modernbert)."""
         return self.output_name.rpartition(".")[0] == self.name
 
     @property
-    def head_size(self) -> int:
-        size = getattr(self.module, "attention_head_size", None)
-        if size is None:
-            raise ModelError(f"{self.name}: no attention_head_size attribute; cannot split heads")
-        return int(size)
+    def fused_qkv(self) -> bool:
+        """Whether one projection computes query, key and value together (modernbert's ``Wqkv``)."""
+        return len(self.projections) == 1
+
+    def _projection(self, index: int) -> nn.Linear | None:
+        return None if self.fused_qkv or len(self.projections) != 3 else list(self.projections.values())[index]
+
+    @property
+    def query(self) -> nn.Linear | None:
+        return self._projection(0)
+
+    @property
+    def key(self) -> nn.Linear | None:
+        return self._projection(1)
+
+    @property
+    def value(self) -> nn.Linear | None:
+        return self._projection(2)
 
     @property
     def num_heads(self) -> int:
@@ -162,71 +182,57 @@ def _is_linear(module) -> bool:
     return isinstance(module, nn.Linear)
 
 
-def _block_of(model: nn.Module, name: str) -> str:
-    """The nearest ancestor of ``name`` that is an element of a ModuleList: the transformer block."""
-    parts = name.split(".")
-    for end in range(len(parts) - 1, 0, -1):
-        if parts[end].isdigit():
-            parent = model.get_submodule(".".join(parts[:end])) if end else model
-            if isinstance(parent, nn.ModuleList):
-                return ".".join(parts[: end + 1])
-    raise ModelError(f"{name}: attention module is not inside a list of layers; unsupported layout")
+def _submodule(root: nn.Module, path: str) -> nn.Module | None:
+    try:
+        return root.get_submodule(path)
+    except AttributeError:
+        return None
 
 
-def _find_output_projection(model: nn.Module, name: str, module: nn.Module, width: int) -> tuple[str, nn.Linear]:
-    for child in _FUSED_OUTPUT_NAMES:
-        candidate = getattr(module, child, None)
-        if _is_linear(candidate) and candidate.in_features == width:
-            return f"{name}.{child}", candidate
-    # Separate layout (bert, deberta): parent.output.dense after parent.self
-    parent_name = name.rpartition(".")[0]
-    parent = model.get_submodule(parent_name) if parent_name else model
-    output = getattr(parent, "output", None)
-    dense = getattr(output, "dense", None) if output is not None else None
-    if _is_linear(dense) and dense.in_features == width:
-        return f"{parent_name}.output.dense", dense
-    raise ModelError(
-        f"{name}: found query/key/value projections but no attention output projection "
-        f"(looked for {', '.join(_FUSED_OUTPUT_NAMES)} inside it and output.dense beside it)"
-    )
+def _head_size(config, entry, num_heads: int) -> int:
+    if entry.head_size_key and getattr(config, entry.head_size_key, None):
+        return int(getattr(config, entry.head_size_key))
+    return _config_int(config, "hidden_size", "dim") // num_heads
 
 
 def model_layout(model: nn.Module) -> ModelLayout:
-    """Find every self-attention module of a BERT-family model, robustly, by walking its modules.
+    """Find every self-attention module of an encoder: in each element of a list of layers, the attention output
+    projection where its :class:`~bertology.models.families.Family` entry says it is.
 
-    Raises :class:`ModelError` naming the model type when the layout is not one this module understands.
+    Raises :class:`ModelError` naming the model type when no layer has one (a family to register).
     """
     config = getattr(model, "config", None)
     if config is None:
         raise ModelError(f"{type(model).__name__} has no .config; expected a transformers PreTrainedModel")
     model_type = getattr(config, "model_type", type(model).__name__)
+    entry = family(model_type)
     num_layers = _config_int(config, "num_hidden_layers", "n_layers")
     num_heads = _config_int(config, "num_attention_heads", "n_heads")
+    head_size = _head_size(config, entry, num_heads)
 
     found: list[AttentionSite] = []
-    for name, module in model.named_modules():
-        if "crossattention" in name:
-            continue  # decoder cross-attention is not a head of the encoder
-        for q_name, k_name, v_name in attention_name_sets():
-            q, k, v = (getattr(module, n, None) for n in (q_name, k_name, v_name))
-            if not (_is_linear(q) and _is_linear(k) and _is_linear(v)):
+    for list_name, layers in model.named_modules():
+        if not isinstance(layers, nn.ModuleList) or "crossattention" in list_name:
+            continue
+        for index, block in enumerate(layers):
+            output = _submodule(block, entry.attention_output)
+            attention = _submodule(block, entry.attention)
+            if not _is_linear(output) or attention is None:
                 continue
-            if isinstance(module, nn.ModuleList) or isinstance(module, nn.ModuleDict):
-                continue
-            width = v.out_features
-            out_name, out = _find_output_projection(model, name, module, width)
-            block_name = _block_of(model, name)
-            extra = {n: getattr(module, n) for n in _EXTRA_PER_HEAD_NAMES if _is_linear(getattr(module, n, None))}
+            block_name = f"{list_name}.{index}" if list_name else str(index)
+            projections = {n: getattr(attention, n) for n in entry.attention_names
+                           if _is_linear(getattr(attention, n, None))}
+            extra = {n: getattr(attention, n) for n in _EXTRA_PER_HEAD_NAMES if _is_linear(getattr(attention, n, None))}
             found.append(AttentionSite(
-                name=name, module=module, query=q, key=k, value=v, output=out, output_name=out_name,
-                block=model.get_submodule(block_name), block_name=block_name, extra_per_head=extra,
-                qkv_names=(q_name, k_name, v_name),
+                name=f"{block_name}.{entry.attention}", module=attention, output=output,
+                output_name=f"{block_name}.{entry.attention_output}", block=block, block_name=block_name,
+                head_size=head_size, projections=projections, extra_per_head=extra,
             ))
-            break
     if not found:
         raise ModelError(
-            f"model type {model_type!r} ({type(model).__name__}): no self-attention module with separate "
-            f"query/key/value projections found; head masking supports {', '.join(SUPPORTED_MODEL_TYPES)}"
+            f"model type {model_type!r} ({type(model).__name__}): no layer has an attention output projection at "
+            f"{entry.attention_output!r}; head masking supports {', '.join(SUPPORTED_MODEL_TYPES)} (another family: "
+            "register a Family with its attention_output in bertology.models.families)"
         )
 
     if len(found) == num_layers:
@@ -254,10 +260,11 @@ def model_layout(model: nn.Module) -> ModelLayout:
                for layer in transformer_layers(num_layers)}
     for site in found:
         for layer in site.layers:
-            if len(present[layer]) != site.num_heads:
+            if len(present[layer]) * head_size != site.output.in_features:
                 raise ModelError(
-                    f"{site.name}: has {site.num_heads} heads but the config records {len(present[layer])} "
-                    f"for layer {layer}; was the model pruned outside bertology?"
+                    f"{site.output_name}: takes {site.output.in_features} inputs but the config records "
+                    f"{len(present[layer])} heads of {head_size} for layer {layer}; was the model pruned outside "
+                    "bertology?"
                 )
     base = getattr(model, "base_model", model)
     return ModelLayout(model_type=model_type, num_layers=num_layers, num_heads=num_heads, sites=found,
@@ -312,9 +319,12 @@ def hook_points(model: nn.Module) -> dict[str, nn.Module]:
             prefix = f"layer.{layer}"
             points[prefix] = site.block
             points[f"{prefix}.attn"] = site.module
-            points[f"{prefix}.attn.q"] = site.query
-            points[f"{prefix}.attn.k"] = site.key
-            points[f"{prefix}.attn.v"] = site.value
+            if site.fused_qkv:
+                points[f"{prefix}.attn.qkv"] = next(iter(site.projections.values()))
+            elif len(site.projections) == 3:
+                points[f"{prefix}.attn.q"] = site.query
+                points[f"{prefix}.attn.k"] = site.key
+                points[f"{prefix}.attn.v"] = site.value
             points[f"{prefix}.attn.head_context"] = site.output
     return dict(sorted(points.items(), key=lambda kv: _natural_key(kv[0])))
 
@@ -401,6 +411,33 @@ def scale_heads(model: nn.Module, scales: torch.Tensor) -> Iterator[torch.Tensor
         handles.append(site.output.register_forward_pre_hook(pre_hook, with_kwargs=True))
     try:
         yield scales
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+@contextlib.contextmanager
+def head_contexts(model: nn.Module, layers=None) -> Iterator[dict[int, torch.Tensor]]:
+    """Record each head's context (``hook_z``) inside the block: yields a dict that every forward pass fills with
+    ``{layer: [batch, tokens, heads, head_size]}`` (layers 1..L, ``layers`` to keep some; the last pass wins;
+    detached). Heads are those present, in the original numbering's order; a mask or scale active outside this
+    block is already applied (hooks run in the order they were registered)."""
+    layout = model_layout(model)
+    wanted = set(layout.layer_list(layers if layers is not None else "all"))
+    record: dict[int, torch.Tensor] = {}
+    counter = _CallCounter()
+    handles = [layout.base_model.register_forward_pre_hook(counter.reset)]
+    for site in layout.sites:
+
+        def pre_hook(module, args, kwargs, site=site):
+            context = args[0] if args else kwargs["input"]
+            layer = counter.next_layer(id(site.output), site.layers)
+            if layer in wanted:
+                record[layer] = context.detach().unflatten(-1, (-1, site.head_size))
+
+        handles.append(site.output.register_forward_pre_hook(pre_hook, with_kwargs=True))
+    try:
+        yield record
     finally:
         for handle in handles:
             handle.remove()

@@ -1,7 +1,8 @@
 """Actual pruning: slice away the weights of pruned heads so the model is smaller and faster.
 
-For each pruned head the rows of the query/key/value projections (and DeBERTa's relative-position
-projections) and the columns of the attention output projection go. The output projection keeps its
+For each pruned head the rows of the query/key/value projections (the three row blocks of a fused one such
+as ModernBERT's ``Wqkv``, and DeBERTa's relative-position projections) and the columns of the attention output
+projection go. The output projection keeps its
 bias, so a pruned model computes exactly what the masked model computes. A layer whose heads are all
 pruned skips attention altogether: its attention sub-layer adds only the output bias to the residual.
 
@@ -32,10 +33,7 @@ from bertology.intervention.hooks import (AttentionSite, HeadSpec, model_layout,
 from bertology.models.auto import build_model, saved_class
 from bertology.models.checkpoints import set_submodule
 from bertology.models.encoders import Encoder, load_model_config, load_saved_model, load_weights_file
-
-#: Relative position bias shared by every layer's heads: slicing one layer's heads would break the rest.
-_PRUNE_UNSUPPORTED = {"mpnet": "its relative position bias is one table shared by the heads of every layer"}
-
+from bertology.models.families import family
 
 def _sliced_linear(linear: nn.Linear, index: torch.Tensor, dim: int) -> nn.Linear:
     index = index.to(linear.weight.device)
@@ -78,6 +76,12 @@ def _no_heads_forward(model_type: str, site: AttentionSite):
             return self.out_lin(empty_context(hidden_states)), None
 
         return forward
+    if model_type == "modernbert":
+
+        def forward(self, hidden_states, *args, **kwargs):
+            return self.out_drop(self.Wo(empty_context(hidden_states))), None
+
+        return forward
     raise ModelError(f"model type {model_type!r}: pruning every head of a layer is not supported")
 
 
@@ -89,11 +93,13 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[int, list[int]]:
     by one module must prune the same heads.
     """
     layout = model_layout(model)
-    if layout.model_type in _PRUNE_UNSUPPORTED:
-        raise ModelError(
-            f"pruning {layout.model_type}: not supported, {_PRUNE_UNSUPPORTED[layout.model_type]}; "
-            "use mask_heads instead"
-        )
+    refusal = family(layout.model_type).prune_refusal
+    if refusal:
+        raise ModelError(f"pruning {layout.model_type}: not supported, {refusal}; use mask_heads instead")
+    missing = [site.name for site in layout.sites if len(site.projections) not in (1, 3)]
+    if missing:
+        raise ModelError(f"pruning {layout.model_type}: no per-head input projections "
+                         f"{family(layout.model_type).attention_names} in {missing[0]}; use mask_heads instead")
     wanted: dict[int, set[int]] = {}
     for layer, head in layout.heads(heads):
         if head in layout.present_heads[layer]:
@@ -113,8 +119,10 @@ def prune_heads(model: nn.Module, heads: HeadSpec) -> dict[int, list[int]]:
         keep_positions = [pos for pos, head in enumerate(present) if head not in prune]
         size = site.head_size
         index = torch.tensor([pos * size + i for pos in keep_positions for i in range(size)], dtype=torch.long)
-        for attr in site.qkv_names:
-            setattr(site.module, attr, _sliced_linear(getattr(site.module, attr), index, dim=0))
+        width = len(present) * size
+        for attr, linear in site.projections.items():  # a fused projection: the same heads of each row block
+            rows = torch.cat([index + block * width for block in range(3)]) if site.fused_qkv else index
+            setattr(site.module, attr, _sliced_linear(linear, rows, dim=0))
         for attr, linear in site.extra_per_head.items():
             setattr(site.module, attr, _sliced_linear(linear, index, dim=0))
         set_submodule(model, site.output_name, _sliced_linear(site.output, index, dim=1))
@@ -149,7 +157,7 @@ def attention_parameters(model: nn.Module) -> int:
     layout = model_layout(model)
     total = 0
     for site in layout.sites:
-        for linear in (site.query, site.key, site.value, site.output, *site.extra_per_head.values()):
+        for linear in (*site.projections.values(), site.output, *site.extra_per_head.values()):
             total += sum(p.numel() for p in linear.parameters())
     return total
 

@@ -242,8 +242,13 @@ class Encoder:
 
     @property
     def head_module(self):
-        """The masked-LM head as a module (``cls`` in BERT, ``lm_head`` in RoBERTa), or ``None`` when the model
+        """The masked-LM head as a module (``cls`` in BERT, ``lm_head`` in RoBERTa, the modules its family's
+        ``mlm_head`` names in order elsewhere: ModernBERT's ``head`` then ``decoder``), or ``None`` when the model
         exposes none: what :meth:`head_logits` applies to hidden states."""
+        names = family(getattr(self.config, "model_type", "")).mlm_head
+        if names and all(isinstance(getattr(self.model, n, None), torch.nn.Module) for n in names):
+            modules = [getattr(self.model, n) for n in names]
+            return modules[0] if len(modules) == 1 else torch.nn.Sequential(*modules)
         for name in ("cls", "lm_head"):
             module = getattr(self.model, name, None)
             if module is not None:
@@ -299,6 +304,12 @@ class Encoder:
         return int(min(positions, tokenizer_max))
 
     @property
+    def _token_types(self) -> bool:
+        """Whether the model takes ``token_type_ids`` (a ModernBERT saved with a BERT tokenizer gets none)."""
+        config = getattr(self.model, "config", None)
+        return config is None or family(getattr(config, "model_type", "")).token_types
+
+    @property
     def attention_implementation(self) -> str:
         return getattr(self.config, "_attn_implementation", None) or "eager"
 
@@ -341,7 +352,8 @@ class Encoder:
         """
         run = model if model is not None else (self.body if body else self.model)
         device = self.device
-        batch = {key: value.to(device) if hasattr(value, "to") else value for key, value in inputs.items()}
+        batch = {key: value.to(device) if hasattr(value, "to") else value for key, value in inputs.items()
+                 if key != "token_type_ids" or self._token_types}
         switch = self.eager_attention() if attentions else contextlib.nullcontext()
         grad_mode = contextlib.nullcontext() if grad else torch.inference_mode()
         with switch, grad_mode:

@@ -17,8 +17,8 @@ from bertology.models.encoders import Encoder
 from bertology.models.families import FAMILIES as REGISTRY
 from bertology.models.families import family as family_entry
 
-#: The families the test suite builds tiny models of.
-FAMILIES = ("bert", "roberta", "albert", "deberta-v2", "distilbert", "electra")
+#: The families the test suite builds tiny models of (tests/test_family_matrix.py runs every capability on each).
+FAMILIES = ("bert", "roberta", "albert", "deberta-v2", "distilbert", "electra", "mpnet", "xlm-roberta", "modernbert")
 
 _CORPUS = [
     "The quick brown fox jumps over the lazy dog .",
@@ -84,6 +84,11 @@ def tiny_tokenizer(family: str) -> PreTrainedTokenizerFast:
     return _tokenizer(family_entry(family).tokenizer)
 
 
+def _supports_sdpa(config) -> bool:
+    """Whether the family's model class has an sdpa path (DeBERTa-v2 and MPNet compute attention themselves)."""
+    return bool(getattr(AutoModel._model_mapping[type(config)], "_supports_sdpa", False))
+
+
 def tiny_encoder(family: str = "bert", seed: int = 0, layers: int = 2, hidden: int = 32, heads: int = 4,
                  max_positions: int = 128, attentions: bool = True) -> Encoder:
     """A tiny randomly initialised encoder of ``family`` (a model type with an entry in
@@ -98,11 +103,12 @@ def tiny_encoder(family: str = "bert", seed: int = 0, layers: int = 2, hidden: i
                   pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                   eos_token_id=tokenizer.eos_token_id)
     config = AutoConfig.for_model(family, **{**common, **entry.tiny_config(common)})
-    config._attn_implementation = "eager" if attentions else "sdpa"
+    implementation = "sdpa" if not attentions and _supports_sdpa(config) else "eager"
+    config._attn_implementation = implementation
     state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
-        model = AutoModel.from_config(config, attn_implementation=config._attn_implementation)
+        model = AutoModel.from_config(config, attn_implementation=implementation)
     finally:
         torch.random.set_rng_state(state)
     return Encoder.from_model(model.eval(), tokenizer, name=f"tiny-{family}")
