@@ -8,6 +8,7 @@ last epoch: choosing the best epoch on dev would select on the split we report.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -25,6 +26,7 @@ import torch
 from bertology.data.glue import GlueExample, glue_task
 from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, ModelError, UsageError
+from bertology.files import exclusive
 from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
                                          training_batches)
 from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
@@ -246,26 +248,10 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
     results, runs, history = [], [], []
     for seed in config.seeds:
         seed_dir = checkpoint_dir(out_dir, spec.name, variant.name, seed) if out_dir else None
-        if seed_dir is not None and (seed_dir / CHECKPOINT_META).is_file():
-            meta = read_checkpoint_meta(seed_dir)
-            check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
-            metrics, curve, checkpoint, reused = meta["metrics"], meta.get("history", []), seed_dir, True
-            seconds, throughput = meta.get("train_seconds", 0.0), meta.get("train_examples_per_second", 0.0)
-        else:
-            _seed_everything(seed)
-            glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
-            metrics, curve, seconds, throughput = train_one_seed(
-                glue_model, train, dev, spec.name, seed, config, device,
-                description=f"{encoder.name} {spec.name} {variant.name} seed {seed}")
-            checkpoint, reused = None, False
-            if config.save:
-                meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),
-                        "base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed,
-                        "metrics": metrics, "history": curve, "recipe": config.recipe(), "n_train": len(train),
-                        "n_dev": len(dev), "device": str(device), "train_seconds": seconds,
-                        "train_examples_per_second": throughput, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-                checkpoint = save_checkpoint(glue_model.cpu(), encoder.tokenizer, seed_dir, meta)
-            del glue_model
+        # Under the checkpoint's lock: a second process fine-tuning the same run waits, then reuses this checkpoint.
+        with exclusive(seed_dir, "fine-tuning") if seed_dir is not None else contextlib.nullcontext():
+            metrics, curve, checkpoint, reused, seconds, throughput = _run_seed(
+                encoder, spec, variant, seed, config, train, dev, device, seed_dir)
         for metric, value in metrics.items():
             results.append({"model": encoder.name, "base_fingerprint": encoder.fingerprint, "task": spec.name,
                             "variant": variant.name, "seed": seed, "metric": metric, "value": float(value),
@@ -286,6 +272,30 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
     }, meta={"model": encoder.name, "base_fingerprint": encoder.fingerprint, "task": spec.name,
              "variant": variant.name, "config": config_dict(config), "n_train": len(train), "n_dev": len(dev),
              "device": str(device)})
+
+
+def _run_seed(encoder, spec, variant, seed: int, config: FinetuneConfig, train: EncodedExamples, dev: EncodedExamples,
+              device: torch.device, seed_dir: Path | None) -> tuple[dict, list[dict], Path | None, bool, float, float]:
+    """One seed of :func:`finetune`: its finished checkpoint reused, or trained (and saved when ``config.save``)."""
+    if seed_dir is not None and (seed_dir / CHECKPOINT_META).is_file():
+        meta = read_checkpoint_meta(seed_dir)
+        check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
+        return (meta["metrics"], meta.get("history", []), seed_dir, True, meta.get("train_seconds", 0.0),
+                meta.get("train_examples_per_second", 0.0))
+    _seed_everything(seed)
+    glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
+    metrics, curve, seconds, throughput = train_one_seed(
+        glue_model, train, dev, spec.name, seed, config, device,
+        description=f"{encoder.name} {spec.name} {variant.name} seed {seed}")
+    checkpoint = None
+    if config.save:
+        meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),
+                "base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed,
+                "metrics": metrics, "history": curve, "recipe": config.recipe(), "n_train": len(train),
+                "n_dev": len(dev), "device": str(device), "train_seconds": seconds,
+                "train_examples_per_second": throughput, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        checkpoint = save_checkpoint(glue_model.cpu(), encoder.tokenizer, seed_dir, meta)
+    return metrics, curve, checkpoint, False, seconds, throughput
 
 
 def checkpoint_dir(out_dir: str | Path, task: str, variant: str, seed: int) -> Path:

@@ -1,0 +1,147 @@
+"""Kill anywhere, lose nothing: ``kill -9`` at several points of a command, then the same command again, ends with
+the numbers of an uninterrupted run.
+
+The killed run is a fresh interpreter that runs the command line and sends itself SIGKILL at a named point:
+``published:N`` just after the N-th file or folder is renamed into place (every output goes through
+``os.replace``), ``unpublished:N`` just before it (a whole temporary file left beside its target), ``step:N`` just
+after the N-th optimiser step of the one training loop. The rerun and the uninterrupted reference run in this
+process; all three use one intra-op thread, so the deterministic parts compare bit for bit. What is not
+deterministic is left out of the comparison by name: wall-clock times and throughputs, which runs were reused
+and the paths of the folders.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bertology.cli import main
+
+_KILLER = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+    torch.set_num_threads(1)  # as the suite (conftest.py): the same reductions, the same numbers
+    point, count = sys.argv[1].split(":")
+    count, seen = int(count), [0]
+    def reached():
+        seen[0] += 1
+        if seen[0] == count:
+            os.kill(os.getpid(), signal.SIGKILL)
+    if point in ("published", "unpublished"):
+        real_replace = os.replace
+        def replace(*args, **kwargs):
+            if point == "unpublished":
+                reached()
+            real_replace(*args, **kwargs)
+            if point == "published":
+                reached()
+        os.replace = replace
+    elif point == "step":
+        from bertology.finetune.loop import Optimiser
+        real_step = Optimiser.step
+        def step(self, loss):
+            real_step(self, loss)
+            reached()
+        Optimiser.step = step
+    else:
+        raise SystemExit(f"unknown kill point {point}")
+    sys.argv = ["bertology", *sys.argv[2:]]
+    from bertology.cli import main
+    main()
+""")
+
+#: Columns that differ between two runs of the same computation by design: clocks, reuse, where things are.
+VOLATILE = re.compile(r"seconds|per_second|throughput|speed|latency|elapsed|io_share|reused|checkpoint|path|^ms")
+
+
+def _run_killed(tmp_path: Path, point: str, argv: list, env: dict) -> None:
+    script = tmp_path / "killer.py"
+    script.write_text(_KILLER)
+    done = subprocess.run([sys.executable, str(script), point, *map(str, argv)], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", **env}, stdin=subprocess.DEVNULL, timeout=300)
+    # the point was reached (a command that finished first would say nothing about resuming)
+    assert done.returncode == -signal.SIGKILL, (point, done.returncode, done.stderr[-3000:])
+
+
+def _run(argv: list, env: dict, monkeypatch) -> None:
+    with monkeypatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        patch.setattr("sys.argv", ["bertology", *map(str, argv)])
+        try:
+            main()
+        except SystemExit as exit_:
+            assert exit_.code in (0, None), exit_.code
+
+
+def _tables(folder: Path) -> dict[str, pd.DataFrame]:
+    """Every Parquet table under ``folder`` but the hidden ones, without its volatile columns."""
+    tables = {}
+    for path in sorted(folder.rglob("*.parquet")):
+        relative = path.relative_to(folder)
+        if any(part.startswith(".") for part in relative.parts):
+            continue
+        frame = pd.read_parquet(path)
+        tables[str(relative)] = frame.drop(columns=[c for c in frame.columns if VOLATILE.search(str(c))])
+    return tables
+
+
+def _visible_files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")
+            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)}
+
+
+def _assert_same(resumed: Path, reference: Path, *, files_too: bool = True) -> None:
+    ours, theirs = _tables(resumed), _tables(reference)
+    assert ours.keys() == theirs.keys() and ours
+    for name in ours:
+        pd.testing.assert_frame_equal(ours[name], theirs[name], check_exact=True, obj=name)
+    if files_too:
+        assert _visible_files(resumed) == _visible_files(reference)
+
+
+def _kill_and_resume(tmp_path, monkeypatch, command, points, *, env=None, cache=False, compare=None):
+    """The reference run, then for each kill point: killed, rerun, compared with the reference."""
+    env = dict(env or {})
+    reference = tmp_path / "reference"
+    ref_env = {**env, "BERTOLOGY_CACHE": str(tmp_path / "reference-cache")} if cache else env
+    _run(command(reference), ref_env, monkeypatch)
+    for k, point in enumerate(points):
+        out = tmp_path / f"killed-{k}"
+        run_env = {**env, "BERTOLOGY_CACHE": str(tmp_path / f"cache-{k}")} if cache else env
+        _run_killed(tmp_path, point, command(out), run_env)
+        _run(command(out), run_env, monkeypatch)
+        (compare or _assert_same)(out, reference)
+        if cache:
+            _assert_same(tmp_path / f"cache-{k}", tmp_path / "reference-cache", files_too=False)
+
+
+# -- the commands, each on a tiny random model ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sst2_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("glue")
+    (root / "sst2").mkdir()
+    rows = "".join(f"a {'good' if i % 2 else 'bad'} film number {i} .\t{i % 2}\n" for i in range(40))
+    (root / "sst2" / "train.tsv.gz").write_bytes(gzip.compress(("sentence\tlabel\n" + rows).encode()))
+    (root / "sst2" / "dev.tsv").write_text("sentence\tlabel\n" + rows)
+    return root
+
+
+def test_finetune_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir, sst2_dir, monkeypatch):
+    def command(out):
+        return ["finetune", "-m", tiny_dir, "--task", "sst2", "--seeds", "2", "--max-steps", "6", "--batch-size", "4",
+                "--lr", "1e-3", "--data-dir", sst2_dir, "-o", out, "--no-progress"]
+
+    # mid-way through seed 0; seed 0's checkpoint just published; seed 1's about to be; mid-way through seed 1
+    _kill_and_resume(tmp_path, monkeypatch, command, ["step:3", "published:1", "unpublished:2", "step:9"])
