@@ -82,17 +82,17 @@ def _refused_whole(args, out, monkeypatch, capsys, inject) -> str:
 
 
 def _check_command(args, out, monkeypatch, capsys, *, checkpoints: bool = False, tables=(1, 2)):
-    """Full disk on a fresh output (at each of ``tables``, and in a checkpoint when it writes some), then a whole
+    """Full disk on a fresh output (in a checkpoint when it writes some, then at each of ``tables``), then a whole
     run, then a full disk over that finished result: each refused whole; the result is still the finished one."""
+    if checkpoints:  # first: a later run reuses the checkpoints an earlier one finished
+        _refused_whole(args, out, monkeypatch, capsys, _full_in_checkpoints)
     for nth in tables:
         _refused_whole(args, out, monkeypatch, capsys, lambda patch: _full_at(patch, nth))
         assert not (out / "meta.json").exists()  # no result: its tables appear together or not at all
-    if checkpoints:
-        _refused_whole(args, out, monkeypatch, capsys, _full_in_checkpoints)
     code, message = _run(args, monkeypatch, capsys)
     assert code == 0, message
     assert (out / "meta.json").is_file() and _hidden(out) == []
-    _refused_whole(args, out, monkeypatch, capsys, lambda patch: _full_at(patch, 2))
+    _refused_whole(args, out, monkeypatch, capsys, lambda patch: _full_at(patch, 1))
 
 
 @pytest.fixture(scope="module")
@@ -116,13 +116,13 @@ def test_readouts_glue_on_a_full_disk(tmp_path, tiny_dir, sst2_dir, monkeypatch,
     out = tmp_path / "rg"
     args = ["readouts", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", sst2_dir, "--quick",
             "--readouts", "lp", "--seeds", "1", "-o", out, "--no-progress"]
-    _check_command(args, out, monkeypatch, capsys)
+    _check_command(args, out, monkeypatch, capsys, tables=(1,))  # one table: scores
 
 
 def test_readouts_squad_on_a_full_disk(tmp_path, tiny_dir, monkeypatch, capsys):
     from readouts_toy import toy_squad
 
-    data = toy_squad(tmp_path / "toy.json", articles=2, paragraphs=2)
+    data = toy_squad(tmp_path / "toy.json", articles=4, paragraphs=2)
     out = tmp_path / "rs"
     args = ["readouts", "squad", "-m", tiny_dir, "--data", data, "--quick", "--readouts", "lp", "-o", out,
             "--no-progress"]
@@ -146,3 +146,29 @@ def test_mlm_probe_on_a_full_disk(tmp_path, monkeypatch, capsys):
     args = ["knowledge", "mlm-probe", "-m", model, "-d", corpus, "-o", out, "--quick", "--device", "cpu",
             "--no-progress"]
     _check_command(args, out, monkeypatch, capsys)
+
+
+def test_report_on_a_full_disk(tmp_path, tiny_dir, monkeypatch, capsys):
+    out = tmp_path / "reports"
+    args = ["report", "-m", tiny_dir, "-o", out, "--sections", "tokenization", "--max-sentences", "20", "--seeds", "1",
+            "--no-progress"]
+    # a full disk is the run's, not one section's: the report stops in one line instead of showing a failed box
+    for nth in (1, 2):
+        _refused_whole(args, out, monkeypatch, capsys, lambda patch: _full_at(patch, nth))
+        assert not list(out.rglob("index.html")) and not list(out.rglob("meta.json"))
+    code, message = _run(args, monkeypatch, capsys)
+    assert code == 0, message
+    [page] = out.rglob("index.html")
+    assert _hidden(out) == []
+    # the page itself on a full disk: the earlier one stays
+    real_write_text = Path.write_text
+
+    def no_room_for_the_page(self, *args, **kwargs):
+        if self.name.startswith(".index.html."):  # the temporary name of the page being written
+            real_write_text(self, "<html>half a pa")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write_text(self, *args, **kwargs)
+
+    message = _refused_whole([*args, "--fresh"], out, monkeypatch, capsys,
+                             lambda patch: patch.setattr(Path, "write_text", no_room_for_the_page))
+    assert str(page) in message

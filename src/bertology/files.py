@@ -164,8 +164,8 @@ def _staged(path: Path, finish) -> Iterator[Path]:
         yield tmp
         os.chmod(tmp, FOLDER_MODE)
         finish(tmp, path)
-    except OutputError:
-        raise
+    except OutputError as error:  # named where it was going, not where it was staged
+        raise OutputError(str(error).replace(str(tmp), str(path))) from None
     except OSError as error:
         raise describe_os_error(error, path) from None
     finally:
