@@ -52,7 +52,22 @@ _KILLER = textwrap.dedent("""
             real_step(self, loss)
             reached()
         Optimiser.step = step
-    else:
+    if point == "count":  # calibration: how many of each point a whole run passes
+        import atexit
+        replaces, steps = [0], [0]
+        real_replace_ = os.replace
+        def counting_replace(*args, **kwargs):
+            replaces[0] += 1
+            return real_replace_(*args, **kwargs)
+        os.replace = counting_replace
+        from bertology.finetune.loop import Optimiser
+        real_step_ = Optimiser.step
+        def counting_step(self, loss):
+            steps[0] += 1
+            return real_step_(self, loss)
+        Optimiser.step = counting_step
+        atexit.register(lambda: print(f"published {replaces[0]} steps {steps[0]}", file=sys.stderr))
+    elif point not in ("published", "unpublished", "step"):
         raise SystemExit(f"unknown kill point {point}")
     sys.argv = ["bertology", *sys.argv[2:]]
     from bertology.cli import main
@@ -143,5 +158,60 @@ def test_finetune_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir
         return ["finetune", "-m", tiny_dir, "--task", "sst2", "--seeds", "2", "--max-steps", "6", "--batch-size", "4",
                 "--lr", "1e-3", "--data-dir", sst2_dir, "-o", out, "--no-progress"]
 
-    # mid-way through seed 0; seed 0's checkpoint just published; seed 1's about to be; mid-way through seed 1
-    _kill_and_resume(tmp_path, monkeypatch, command, ["step:3", "published:1", "unpublished:2", "step:9"])
+    # mid-way through seed 0; seed 1's checkpoint about to be published (its whole temporary folder left behind:
+    # collect_results counted it as a run until it skipped hidden folders); mid-way through seed 1
+    _kill_and_resume(tmp_path, monkeypatch, command, ["step:3", "unpublished:2", "step:9"])
+
+
+def test_readouts_glue_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir, sst2_dir, monkeypatch):
+    def command(out):
+        return ["readouts", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", sst2_dir, "--quick", "--readouts",
+                "lp", "--seeds", "1", "--no-references", "-o", out, "--no-progress"]
+
+    # while the activation stores are written; after the readout's first training step
+    _kill_and_resume(tmp_path, monkeypatch, command, ["published:5", "step:1"])
+
+
+def test_readouts_squad_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir, monkeypatch):
+    from readouts_toy import toy_squad
+
+    data = toy_squad(tmp_path / "toy.json", articles=4, paragraphs=2)
+
+    def command(out):
+        return ["readouts", "squad", "-m", tiny_dir, "--data", data, "--quick", "--readouts", "lp", "-o", out,
+                "--no-progress"]
+
+    # mid-way through the SQuAD fine-tuning; a temporary file left while the readouts' results are written
+    _kill_and_resume(tmp_path, monkeypatch, command, ["step:5", "unpublished:60"])
+
+
+def test_compress_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir, monkeypatch):
+    def command(out):
+        return ["compress", "-m", tiny_dir, "--methods", "fp16,magnitude:0.5", "--max-train", "30", "--max-dev", "20",
+                "--max-test", "20", "--rounds", "1", "-o", out, "--no-progress"]
+
+    # a checkpoint folder about to be published; late, while the tables are written
+    _kill_and_resume(tmp_path, monkeypatch, command, ["unpublished:3", "published:100"])
+
+
+def test_mlm_probe_killed_anywhere_resumes_to_the_same_numbers(tmp_path, monkeypatch):
+    from knowledge_models import save_tiny_encoder, write_toy_corpus
+
+    model = save_tiny_encoder(tmp_path / "tiny-bert", seed=1)
+    corpus = write_toy_corpus(tmp_path / "toy.txt")
+
+    def command(out):
+        return ["knowledge", "mlm-probe", "-m", model, "-d", corpus, "-o", out, "--quick", "--device", "cpu",
+                "--no-progress"]
+
+    # while the cached stores are written; mid-way through the probes' training
+    _kill_and_resume(tmp_path, monkeypatch, command, ["published:4", "step:3"], cache=True)
+
+
+def test_report_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir, monkeypatch):
+    def command(out):
+        return ["report", "-m", tiny_dir, "-o", out, "--sections", "tokenization,probing", "--max-sentences", "20",
+                "--seeds", "1", "--no-progress"]
+
+    # a cached section about to be published; late in the probing section
+    _kill_and_resume(tmp_path, monkeypatch, command, ["unpublished:2", "published:80"], cache=True)

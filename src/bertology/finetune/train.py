@@ -332,11 +332,19 @@ def check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, co
                          "use another --out folder or delete it")
 
 
+def finished_checkpoints(out_dir: str | Path) -> list[Path]:
+    """The ``finetune.json`` of every finished checkpoint under ``out_dir``, in order; not those in the hidden
+    temporary folders a run killed while saving leaves behind (``.seed-0.x1y2/``), whose checkpoint is not whole."""
+    out_dir = Path(out_dir)
+    return [path for path in sorted(out_dir.rglob(CHECKPOINT_META))
+            if not any(part.startswith(".") for part in path.relative_to(out_dir).parts)]
+
+
 def collect_results(out_dir: str | Path) -> pd.DataFrame:
     """Every finished checkpoint under ``out_dir`` as tidy rows, :func:`finetune`'s ``results`` columns
     (``model, task, variant, seed, metric, value, ...``); a building block of the variants table."""
     rows = []
-    for meta_path in sorted(Path(out_dir).rglob(CHECKPOINT_META)):
+    for meta_path in finished_checkpoints(out_dir):
         meta = read_checkpoint_meta(meta_path.parent)
         for metric, value in meta.get("metrics", {}).items():
             rows.append({"model": meta.get("base_model"), "base_fingerprint": meta.get("base_fingerprint"),
