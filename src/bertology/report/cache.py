@@ -40,12 +40,10 @@ class ResultCache:
         """The Result cached under ``name`` and ``key``, or ``compute()``'s, saved first. Both are read back
         from the folder, so a fresh and a reused Result hold the same types."""
         target = self.path(name, key)
-        if not self.fresh and _finished(target):
-            self.hits.append(name)
-            return Result.load(target)
+        # Under the lock even to read: an entry another process is replacing (--fresh) is never read half-removed.
         with exclusive(target, "computing"):
             if _finished(target) and (not self.fresh or _published_since(target, self.opened)):
-                self.hits.append(name)  # another process finished it while this one waited
+                self.hits.append(name)  # (with fresh: another process finished it while this one waited)
                 return Result.load(target)
             self.misses.append(name)
             result = compute()
