@@ -87,15 +87,26 @@ def _run_killed(tmp_path: Path, point: str, argv: list, env: dict) -> None:
     assert done.returncode == -signal.SIGKILL, (point, done.returncode, done.stderr[-3000:])
 
 
-def _run(argv: list, env: dict, monkeypatch) -> None:
+def _run(argv: list, env: dict, monkeypatch) -> int:
+    """Run the command line here; the optimiser steps it took."""
+    from bertology.finetune.loop import Optimiser
+
+    steps, real_step = [], Optimiser.step
+
+    def counting(self, loss):
+        steps.append(1)
+        return real_step(self, loss)
+
     with monkeypatch.context() as patch:
         for key, value in env.items():
             patch.setenv(key, value)
         patch.setattr("sys.argv", ["bertology", *map(str, argv)])
+        patch.setattr(Optimiser, "step", counting)
         try:
             main()
         except SystemExit as exit_:
             assert exit_.code in (0, None), exit_.code
+    return len(steps)
 
 
 def _tables(folder: Path) -> dict[str, pd.DataFrame]:
@@ -123,20 +134,22 @@ def _assert_same(resumed: Path, reference: Path) -> None:
     assert _visible_files(resumed) == _visible_files(reference)
 
 
-def _kill_and_resume(tmp_path, monkeypatch, command, points, *, env=None, cache=False, compare=None):
-    """The reference run, then for each kill point: killed, rerun, compared with the reference."""
+def _kill_and_resume(tmp_path, monkeypatch, command, points, *, env=None, cache=False, compare=None) -> list[int]:
+    """The reference run, then for each kill point: killed, rerun, compared with the reference. Returns the
+    optimiser steps of the reference run, then of each rerun."""
     env = dict(env or {})
     reference = tmp_path / "reference"
     ref_env = {**env, "BERTOLOGY_CACHE": str(tmp_path / "reference-cache")} if cache else env
-    _run(command(reference), ref_env, monkeypatch)
+    steps = [_run(command(reference), ref_env, monkeypatch)]
     for k, point in enumerate(points):
         out = tmp_path / f"killed-{k}"
         run_env = {**env, "BERTOLOGY_CACHE": str(tmp_path / f"cache-{k}")} if cache else env
         _run_killed(tmp_path, point, command(out), run_env)
-        _run(command(out), run_env, monkeypatch)
+        steps.append(_run(command(out), run_env, monkeypatch))
         (compare or _assert_same)(out, reference)
         if cache:  # the stores it cached: the same shards, byte for byte
             assert _shards(tmp_path / f"cache-{k}") == _shards(tmp_path / "reference-cache")
+    return steps
 
 
 def _shards(folder: Path) -> dict[str, bytes]:
@@ -162,11 +175,16 @@ def sst2_dir(tmp_path_factory):
 def test_finetune_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir, sst2_dir, monkeypatch):
     def command(out):
         return ["finetune", "-m", tiny_dir, "--task", "sst2", "--seeds", "2", "--max-steps", "6", "--batch-size", "4",
-                "--lr", "1e-3", "--data-dir", sst2_dir, "-o", out, "--no-progress"]
+                "--lr", "1e-3", "--data-dir", sst2_dir, "--checkpoint-every", "2", "-o", out, "--no-progress"]
 
-    # mid-way through seed 0; seed 1's checkpoint about to be published (its whole temporary folder left behind:
-    # collect_results counted it as a run until it skipped hidden folders); mid-way through seed 1
-    _kill_and_resume(tmp_path, monkeypatch, command, ["step:3", "unpublished:2", "step:9"])
+    # Files published in a whole run: seed 0's states at steps 2 and 4, its finetune.json (in the temporary folder)
+    # and its checkpoint folder, the same for seed 1, then the tables. Killed mid-way through seed 0 (step 5); just before seed 1's checkpoint is published (its whole
+    # temporary folder left behind: collect_results counted it as a run until it skipped hidden folders);
+    # mid-way through seed 1 (its step 3).
+    steps = _kill_and_resume(tmp_path, monkeypatch, command, ["step:5", "unpublished:8", "step:9"])
+    # what was done is not redone: the reruns resume from the last state saved (seed 0 at step 4; seed 1 at step 4,
+    # then at step 2), and a finished seed is reused
+    assert steps == [12, 2 + 6, 2, 4]
 
 
 def test_readouts_glue_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir, sst2_dir, monkeypatch):
