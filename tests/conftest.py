@@ -9,6 +9,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# The suite passes however it is launched: what a launcher's environment may hold and the tests read through
+# the product is dropped (the debug switch changes every error's shape; a terminal's size and forced colours
+# change how rich wraps and styles one-line messages). Tests that need one set it themselves.
+for _name in ("BERTOLOGY_DEBUG", "COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE",
+              "TTY_INTERACTIVE", "CLICOLOR_FORCE"):
+    os.environ.pop(_name, None)
 # The product never looks beside the checkout for data; the tests read this project's shared data folder
 # (../shared/data, as CI has it) through the one documented way in: $BERTOLOGY_DATA.
 _SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

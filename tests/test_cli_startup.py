@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -20,10 +21,18 @@ HEAVY = ("torch", "transformers", "sklearn", "matplotlib", "scipy", "pandas", "p
 INTERRUPTED = "interrupted; rerun the same command to resume"
 
 
-def _python(code: str) -> str:
+def _sigint(disposition):
+    """A ``preexec_fn`` that gives the child ``disposition`` for SIGINT, whatever the runner's is: a runner started
+    as a background job of a non-interactive shell (``nohup make test &``, some CI runners) ignores SIGINT, and
+    a child inherits an ignored signal across ``exec``."""
+    return lambda: signal.signal(signal.SIGINT, disposition)
+
+
+def _python(code: str, sigint=signal.SIG_DFL) -> str:
     env = dict(os.environ, HF_HUB_OFFLINE="1", COLUMNS="200")
     env.pop("BERTOLOGY_DEBUG", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                          stdin=subprocess.DEVNULL, preexec_fn=_sigint(sigint))
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -189,13 +198,18 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line_and_exit_130():
         "from bertology.cli import main\n"
         "print('imported')\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL, preexec_fn=_sigint(signal.SIG_DFL))
     assert done.returncode == 130 and done.stderr.strip().splitlines() == [INTERRUPTED], done.stderr
     assert "imported" not in done.stdout
 
 
 def test_importing_the_cli_leaves_ctrl_c_as_it_was():
     out = _python("import signal\nimport bertology.cli\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)")
+    assert out.strip() == "True"
+    # a process started with SIGINT ignored (a background job) keeps it ignored: the CLI installs nothing then
+    out = _python("import signal\nimport bertology.cli\nprint(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)",
+                  sigint=signal.SIG_IGN)
     assert out.strip() == "True"
 
 

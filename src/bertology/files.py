@@ -3,6 +3,8 @@
 Every output is written to a temporary name in its folder and renamed into place, so a reader (or a
 resumed run) never sees half a file. Operating-system failures (no space left, a read-only folder, a file
 where a folder should be) become one :class:`~bertology.errors.OutputError` line naming the path.
+What several processes may write at once (a store, a cached result, a fine-tuning checkpoint) is written
+under :func:`exclusive`: the second process waits, then finds the first one's result and reuses it.
 """
 
 from __future__ import annotations
@@ -13,11 +15,18 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Iterator
 
 from bertology.errors import OutputError
+
+try:
+    import fcntl
+except ImportError:  # not on POSIX: exclusive() runs its body unlocked
+    fcntl = None
 
 _REASONS = {
     errno.ENOSPC: "no space left on the device",
@@ -155,8 +164,8 @@ def _staged(path: Path, finish) -> Iterator[Path]:
         yield tmp
         os.chmod(tmp, FOLDER_MODE)
         finish(tmp, path)
-    except OutputError:
-        raise
+    except OutputError as error:  # named where it was going, not where it was staged
+        raise OutputError(str(error).replace(str(tmp), str(path))) from None
     except OSError as error:
         raise describe_os_error(error, path) from None
     finally:
@@ -208,3 +217,71 @@ def _move_into(source: Path, target: Path) -> None:
         if destination.is_dir():
             shutil.rmtree(destination)
         os.replace(entry, destination)
+
+
+_held = threading.local()
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock file :func:`exclusive` takes for ``path``: ``.<name>.lock`` beside it (gone when released)."""
+    path = Path(path)
+    return path.parent / f".{path.name}.lock"
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike, what: str = "writing") -> Iterator[None]:
+    """Hold the one lock on ``path`` (a store, a cache entry, a checkpoint folder) while the body runs.
+
+    Another process (or thread) asking for the same ``path`` waits, saying so once on stderr, and runs its body
+    after this one's: a body that first looks for a finished result then reuses it instead of writing it a second
+    time. An ``fcntl`` lock on ``.<name>.lock`` beside ``path``: the kernel releases it when its holder dies (even by
+    ``kill -9``), so a lock is never stale; the file is removed on release. Taken again by the thread that holds
+    it, it is already held (no deadlock). Where no lock file can be made (a read-only or missing folder), the
+    body runs unlocked and says itself what is wrong with the folder.
+    """
+    path = Path(path).absolute()
+    held = _held.__dict__.setdefault("paths", set())
+    if path in held:
+        yield
+        return
+    target = lock_path(path)
+    handle = _acquire(target, path, what)
+    held.add(path)
+    try:
+        yield
+    finally:
+        held.discard(path)
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                target.unlink()  # while still held: a waiter on this file retries on the new one
+            os.close(handle)
+
+
+def _acquire(target: Path, path: Path, what: str) -> int | None:
+    if fcntl is None:
+        return None
+    told = False
+    while True:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = os.open(target, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not told:
+                    print(f"waiting for another process {what} {path}", file=sys.stderr, flush=True)
+                    told = True
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            # The holder we waited for removed the file on release: lock the one there now, if any.
+            try:
+                if os.fstat(handle).st_ino == os.stat(target).st_ino:
+                    return handle
+            except FileNotFoundError:
+                pass
+        except BaseException:
+            os.close(handle)
+            raise
+        os.close(handle)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from bertology.errors import DataError
-from bertology.files import ensure_dir, write_json, write_table
+from bertology.files import staged_dir, write_json, write_table
 
 #: Integer columns that are nullable everywhere.
 INTEGER_COLUMNS = ("layer", "head", "seed")
@@ -93,13 +93,17 @@ class Result:
         return key in self.tables
 
     def save(self, out: str | os.PathLike) -> Path:
-        """Write every table (Parquet + CSV) and ``meta.json`` into ``out``; returns ``out``."""
-        out = ensure_dir(out)
-        for key, frame in self.tables.items():
-            write_table(frame, out / key)
-        payload = {"name": self.name, "tables": sorted(self.tables), "meta": self.meta,
-                   "figures": {k: str(Path(v).name) for k, v in self.figures.items()}}
-        write_json(out / "meta.json", payload)
+        """Write every table (Parquet + CSV) and ``meta.json`` into ``out``; returns ``out``.
+
+        All of them or none (:func:`~bertology.files.staged_dir`): a full disk or a kill part-way leaves the
+        folder as it was, never new tables beside an old ``meta.json``; other files in ``out`` are kept."""
+        out = Path(out)
+        with staged_dir(out) as staged:
+            for key, frame in self.tables.items():
+                write_table(frame, staged / key)
+            payload = {"name": self.name, "tables": sorted(self.tables), "meta": self.meta,
+                       "figures": {k: str(Path(v).name) for k, v in self.figures.items()}}
+            write_json(staged / "meta.json", payload)
         return out
 
     @classmethod

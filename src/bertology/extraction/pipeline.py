@@ -31,6 +31,7 @@ from bertology.extraction.alignment import (
     EncodedSentence, Segment, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
 )
 from bertology.extraction.spec import MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ExtractionSpec
+from bertology.files import exclusive
 from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
@@ -313,14 +314,15 @@ def extract(
     hundred thousand tokens and up (see BENCHMARKS.md). The same store, written by several processes or
     machines at once: :func:`bertology.scale.extract_ray`.
     """
-    plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite, **settings)
-    if plan.complete:
+    with exclusive(out, "writing the store"):  # a second process on the same store waits, then reuses it
+        plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite, **settings)
+        if plan.complete:
+            return Store.open(plan.out)
+        try:
+            _run(plan, progress, device, compile_model)
+        except OutputError as error:
+            raise plan.writer.output_error(error) from None
         return Store.open(plan.out)
-    try:
-        _run(plan, progress, device, compile_model)
-    except OutputError as error:
-        raise plan.writer.output_error(error) from None
-    return Store.open(plan.out)
 
 
 def run_context(encoder: Encoder, autocast: str | None, attention_layers: Sequence[int]) -> contextlib.ExitStack:

@@ -44,6 +44,8 @@ def finetune_command(
     max_train: Optional[int] = typer.Option(None, "--max-train",
                                             help="Subsample the train set to N examples (same subset for every seed)."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after N optimizer steps (smoke runs)."),
+    checkpoint_every: int = typer.Option(100, "--checkpoint-every", help="Steps between the saved states an "
+                                         "interrupted seed resumes from (0: none; a finished seed is always kept)."),
     device: str = device_option(),
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="GLUE root (default: $BERTOLOGY_DATA/glue, else Hugging Face datasets nyu-mll/glue)."),
     eval_each_epoch: bool = typer.Option(True, "--eval-each-epoch/--final-eval-only",
@@ -109,7 +111,7 @@ def finetune_command(
     config = FinetuneConfig(seeds=chosen_seeds, epochs=epochs, max_length=max_length, max_train=max_train,
                             optimisation=Optimisation(lr=lr, batch_size=batch_size, max_steps=max_steps, device=device),
                             variant=variants[0], data_dir=str(data_dir.resolve()) if data_dir else None, progress=progress,
-                            eval_each_epoch=eval_each_epoch)
+                            eval_each_epoch=eval_each_epoch, checkpoint_every=checkpoint_every)
     if engine == "ray":
         from bertology.scale import finetune_sweep_ray
 

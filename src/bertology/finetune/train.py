@@ -8,6 +8,7 @@ last epoch: choosing the best epoch on dev would select on the split we report.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -25,6 +26,7 @@ import torch
 from bertology.data.glue import GlueExample, glue_task
 from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, ModelError, UsageError
+from bertology.files import atomic_path, exclusive
 from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
                                          training_batches)
 from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
@@ -60,9 +62,12 @@ class FinetuneConfig:
     data_dir: str | None = None    # GLUE root (default $BERTOLOGY_DATA/glue, else `datasets`)
     save: bool = True
     progress: bool = True
+    checkpoint_every: int = 100    # steps between resume states of an unfinished seed (0: none); not in the recipe
 
     def __post_init__(self):
         self.seeds = tuple(int(s) for s in self.seeds)
+        if self.checkpoint_every < 0:
+            raise UsageError(f"--checkpoint-every {self.checkpoint_every}: must be 0 (never) or a number of steps")
         if not self.seeds:
             raise DataError("no seeds given; expected at least one (e.g. seeds=(0, 1, 2), or --seeds 3 --seed 0)")
         if any(seed < 0 for seed in self.seeds):
@@ -87,6 +92,10 @@ class FinetuneConfig:
 #: The per-seed, per-metric table of :func:`finetune` and :func:`collect_results`.
 RESULT_COLUMNS = ["model", "base_fingerprint", "task", "variant", "seed", "metric", "value", "split", "n_train",
                   "n_dev", "epochs", "lr", "checkpoint"]
+
+
+#: Beside an unfinished seed's folder: ``seed-0.train-state.pt``, the state it resumes from (removed when it finishes).
+STATE_NAME = "train-state.pt"
 
 
 def _seed_everything(seed: int) -> None:
@@ -179,17 +188,55 @@ def _fresh_backbone(encoder) -> torch.nn.Module:
 
 
 def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExamples, task: str, seed: int,
-                   config: FinetuneConfig, device: torch.device, description: str = "") -> tuple[dict, list[dict], float, float]:
-    """Fine-tune ``model`` in place; returns (final dev metrics, per-epoch history, seconds, train examples/s)."""
+                   config: FinetuneConfig, device: torch.device, description: str = "",
+                   state_path: Path | None = None, state_key: dict | None = None) -> tuple[dict, list[dict], float, float]:
+    """Fine-tune ``model`` in place; returns (final dev metrics, per-epoch history, seconds, train examples/s).
+
+    With ``state_path``, the run's state (weights, optimiser and schedule, the generator dropout draws from, the
+    step, the dev curve so far) is saved there atomically every ``config.checkpoint_every`` steps, and a state
+    saved for the same ``state_key`` is resumed from: a run killed part-way continues where it was and ends with
+    the weights and numbers of an uninterrupted one."""
     model.to(device)
     model.train()
-    rng = np.random.default_rng(seed)
     recipe = dataclasses.replace(config.optimisation, seed=seed)
     steps_per_epoch = math.ceil(len(train) / recipe.batch_size)
     total_steps = recipe.steps(math.ceil(steps_per_epoch * config.epochs))
     optimiser = Optimiser(model, recipe, total_steps, device)
     pad_to = None if config.dynamic_padding else config.max_length
     history: list[dict] = []
+    key = json.loads(json.dumps(state_key or {}, sort_keys=True, default=str))
+    start_step, seconds_before = 0, 0.0
+    epoch_losses: list[float] = []  # this epoch's, from its first step on (a resumed run's too)
+    if state_path is not None and state_path.is_file():
+        state = torch.load(state_path, map_location="cpu", weights_only=False)
+        if state.get("key") == key:
+            model.load_state_dict(state["model"])
+            optimiser.load_state_dict(state)
+            torch.set_rng_state(state["torch_rng"])
+            if device.type == "cuda" and state.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(state["cuda_rng"], device)
+            history[:], start_step, seconds_before = state["history"], state["step"], state["seconds"]
+            epoch_losses[:] = state["epoch_losses"]
+
+    def epoch_order(epoch: int) -> list[np.ndarray]:
+        # every earlier epoch's shuffle is replayed: the same order whether the run was resumed or not
+        rng = np.random.default_rng(seed)
+        for _ in range(epoch):
+            training_batches(train.lengths, recipe.batch_size, rng, group_by_length=config.group_by_length)
+        return training_batches(train.lengths, recipe.batch_size, rng, group_by_length=config.group_by_length)
+
+    def after_step(step: int, seconds: float, loss: float) -> None:
+        epoch_losses.append(loss)
+        # not at an epoch's end: its dev scores come after this callback, and a state must hold them
+        if (state_path is None or not config.checkpoint_every or step % config.checkpoint_every
+                or step % steps_per_epoch == 0 or step >= total_steps):
+            return
+        with atomic_path(state_path) as tmp:
+            torch.save({"key": key, "model": model.state_dict(), **optimiser.state_dict(),
+                        "torch_rng": torch.get_rng_state(),
+                        "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                        "history": history, "epoch_losses": epoch_losses, "step": step,
+                        "seconds": seconds_before + seconds}, tmp)
 
     handle = Encoder.of(model)
 
@@ -201,18 +248,17 @@ def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExample
     def after_epoch(epoch: int, step: int, losses: list[float]) -> None:
         if config.eval_each_epoch or step >= total_steps:
             scores = glue_metric(task, predict(model, dev, config.eval_batch_size, device), dev.labels)
-            history.append({"epoch": epoch, "step": step, "train_loss": float(np.mean(losses)) if losses else None,
-                            **scores})
+            history.append({"epoch": epoch, "step": step,
+                            "train_loss": float(np.mean(epoch_losses)) if epoch_losses else None, **scores})
+        epoch_losses.clear()
 
     # dropout draws from the generator _seed_everything(seed) seeded, as before the shared loop existed
     log = train_steps(
-        optimiser, batch_loss,
-        lambda epoch, first: training_batches(train.lengths, recipe.batch_size, rng,
-                                              group_by_length=config.group_by_length)[first:],
-        steps_per_epoch, total_steps, on_epoch_end=after_epoch, description=description or f"{task} seed {seed}",
-        progress=config.progress)
+        optimiser, batch_loss, lambda epoch, first: epoch_order(epoch)[first:], steps_per_epoch, total_steps,
+        start_step=start_step, on_step=after_step, on_epoch_end=after_epoch,
+        description=description or f"{task} seed {seed}", progress=config.progress)
     final = {k: v for k, v in history[-1].items() if k not in ("epoch", "step", "train_loss")}
-    return final, history, log.seconds, log.examples / log.seconds if log.seconds else 0.0
+    return final, history, seconds_before + log.seconds, log.examples / log.seconds if log.seconds else 0.0
 
 
 def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: str | Path | None = None) -> Result:
@@ -246,26 +292,10 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
     results, runs, history = [], [], []
     for seed in config.seeds:
         seed_dir = checkpoint_dir(out_dir, spec.name, variant.name, seed) if out_dir else None
-        if seed_dir is not None and (seed_dir / CHECKPOINT_META).is_file():
-            meta = read_checkpoint_meta(seed_dir)
-            check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
-            metrics, curve, checkpoint, reused = meta["metrics"], meta.get("history", []), seed_dir, True
-            seconds, throughput = meta.get("train_seconds", 0.0), meta.get("train_examples_per_second", 0.0)
-        else:
-            _seed_everything(seed)
-            glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
-            metrics, curve, seconds, throughput = train_one_seed(
-                glue_model, train, dev, spec.name, seed, config, device,
-                description=f"{encoder.name} {spec.name} {variant.name} seed {seed}")
-            checkpoint, reused = None, False
-            if config.save:
-                meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),
-                        "base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed,
-                        "metrics": metrics, "history": curve, "recipe": config.recipe(), "n_train": len(train),
-                        "n_dev": len(dev), "device": str(device), "train_seconds": seconds,
-                        "train_examples_per_second": throughput, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-                checkpoint = save_checkpoint(glue_model.cpu(), encoder.tokenizer, seed_dir, meta)
-            del glue_model
+        # Under the checkpoint's lock: a second process fine-tuning the same run waits, then reuses this checkpoint.
+        with exclusive(seed_dir, "fine-tuning") if seed_dir is not None else contextlib.nullcontext():
+            metrics, curve, checkpoint, reused, seconds, throughput = _run_seed(
+                encoder, spec, variant, seed, config, train, dev, device, seed_dir)
         for metric, value in metrics.items():
             results.append({"model": encoder.name, "base_fingerprint": encoder.fingerprint, "task": spec.name,
                             "variant": variant.name, "seed": seed, "metric": metric, "value": float(value),
@@ -286,6 +316,36 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
     }, meta={"model": encoder.name, "base_fingerprint": encoder.fingerprint, "task": spec.name,
              "variant": variant.name, "config": config_dict(config), "n_train": len(train), "n_dev": len(dev),
              "device": str(device)})
+
+
+def _run_seed(encoder, spec, variant, seed: int, config: FinetuneConfig, train: EncodedExamples, dev: EncodedExamples,
+              device: torch.device, seed_dir: Path | None) -> tuple[dict, list[dict], Path | None, bool, float, float]:
+    """One seed of :func:`finetune`: its finished checkpoint reused, or trained (and saved when ``config.save``)."""
+    if seed_dir is not None and (seed_dir / CHECKPOINT_META).is_file():
+        meta = read_checkpoint_meta(seed_dir)
+        check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
+        return (meta["metrics"], meta.get("history", []), seed_dir, True, meta.get("train_seconds", 0.0),
+                meta.get("train_examples_per_second", 0.0))
+    _seed_everything(seed)
+    glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
+    state_path = seed_dir.with_name(f"{seed_dir.name}.{STATE_NAME}") if seed_dir is not None and config.save else None
+    state_key = {"base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed, "recipe": config.recipe(),
+                 "n_train": len(train)}
+    metrics, curve, seconds, throughput = train_one_seed(
+        glue_model, train, dev, spec.name, seed, config, device,
+        description=f"{encoder.name} {spec.name} {variant.name} seed {seed}", state_path=state_path,
+        state_key=state_key)
+    checkpoint = None
+    if config.save:
+        meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),
+                "base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed,
+                "metrics": metrics, "history": curve, "recipe": config.recipe(), "n_train": len(train),
+                "n_dev": len(dev), "device": str(device), "train_seconds": seconds,
+                "train_examples_per_second": throughput, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        checkpoint = save_checkpoint(glue_model.cpu(), encoder.tokenizer, seed_dir, meta)
+    if state_path is not None:
+        state_path.unlink(missing_ok=True)  # the finished checkpoint holds everything now
+    return metrics, curve, checkpoint, False, seconds, throughput
 
 
 def checkpoint_dir(out_dir: str | Path, task: str, variant: str, seed: int) -> Path:
@@ -322,11 +382,19 @@ def check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, co
                          "use another --out folder or delete it")
 
 
+def finished_checkpoints(out_dir: str | Path) -> list[Path]:
+    """The ``finetune.json`` of every finished checkpoint under ``out_dir``, in order; not those in the hidden
+    temporary folders a run killed while saving leaves behind (``.seed-0.x1y2/``), whose checkpoint is not whole."""
+    out_dir = Path(out_dir)
+    return [path for path in sorted(out_dir.rglob(CHECKPOINT_META))
+            if not any(part.startswith(".") for part in path.relative_to(out_dir).parts)]
+
+
 def collect_results(out_dir: str | Path) -> pd.DataFrame:
     """Every finished checkpoint under ``out_dir`` as tidy rows, :func:`finetune`'s ``results`` columns
     (``model, task, variant, seed, metric, value, ...``); a building block of the variants table."""
     rows = []
-    for meta_path in sorted(Path(out_dir).rglob(CHECKPOINT_META)):
+    for meta_path in finished_checkpoints(out_dir):
         meta = read_checkpoint_meta(meta_path.parent)
         for metric, value in meta.get("metrics", {}).items():
             rows.append({"model": meta.get("base_model"), "base_fingerprint": meta.get("base_fingerprint"),

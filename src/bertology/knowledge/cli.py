@@ -31,6 +31,17 @@ def _number(value, digits: int = 3) -> str:
     return "–" if value is None or value != value else f"{value:.{digits}f}"
 
 
+def _save(result, out, key: str, name: str, draw) -> None:
+    """The figure (``draw(path)``) and the result's tables together or not at all: a full disk or a kill part-way
+    leaves an earlier result in ``out`` as it was."""
+    from bertology.files import staged_dir
+
+    with staged_dir(out) as staged:
+        result.figures[key] = draw(staged / name)
+        result.save(staged)
+    result.figures[key] = Path(out) / name
+
+
 @app.command("static")
 def static_command(
     model: str = options.model_option(),
@@ -60,9 +71,8 @@ def static_command(
     result = static_similarity(model, data, seeds=chosen_seeds, layers=layers, untrained=untrained,
                                min_count=min_count, max_sentences=max_sentences, device=device,
                                cache_dir=cache_dir, progress=progress)
-    result.figures["static"] = plot_static(result["summary"], Path(out) / "static_similarity.png",
-                                           title=f"{result.meta['model']['name']}: similarity to static embeddings")
-    result.save(out)
+    _save(result, out, "static", "static_similarity.png", lambda path: plot_static(
+        result["summary"], path, title=f"{result.meta['model']['name']}: similarity to static embeddings"))
     summary = result["summary"]
     view = Table(title=f"similarity to static embeddings, {result.meta['model']['name']} (adjusted = minus "
                  f"random pairs; mean over {len(chosen_seeds)} seed(s))")
@@ -143,10 +153,9 @@ def mlm_probe_command(
                        dropout=dropout, corrupt=corrupt, epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder,
                        max_sentences=max_sentences, max_eval_sentences=max_eval_sentences, autocast=bf16,
                        device=device, cache_dir=cache_dir, progress=progress)
-    result.figures["mlm_probe"] = plot_mlm_probe(result["summary"], result["baselines"], Path(out) / "mlm_probe.png",
-                                                 title=f"{result.meta['model']['name']}: MLM probe per layer "
-                                                 f"(input dropout {dropout:g}, {corrupt})")
-    result.save(out)
+    _save(result, out, "mlm_probe", "mlm_probe.png", lambda path: plot_mlm_probe(
+        result["summary"], result["baselines"], path,
+        title=f"{result.meta['model']['name']}: MLM probe per layer (input dropout {dropout:g}, {corrupt})"))
     summary = result["summary"]
     view = Table(title=f"MLM probe, {result.meta['model']['name']}: held-out accuracy (%) and perplexity, mean "
                  f"over {len(chosen_seeds)} seed(s)")
@@ -207,9 +216,8 @@ def lama_command(
                   untrained=untrained, batch_size=batch_size, device=device, progress=progress)
     from bertology.knowledge.lama import plot_lama
 
-    result.figures["lama"] = plot_lama(result["relations"], Path(out) / "lama.png",
-                                       title=f"{result.meta['model']}: LAMA P@1 per relation")
-    result.save(out)
+    _save(result, out, "lama", "lama.png", lambda path: plot_lama(
+        result["relations"], path, title=f"{result.meta['model']}: LAMA P@1 per relation"))
     corpus_table = result["corpora"]
     last = corpus_table["layer"].max()
     view = Table(title=f"LAMA, {result.meta['model']} ({result.meta['vocabulary']['kept']:,} candidates; "
@@ -267,9 +275,8 @@ def pairs_command(
                            progress=progress)
     from bertology.knowledge.pairs import plot_pairs
 
-    result.figures["pairs"] = plot_pairs(result["paradigms"], Path(out) / "pairs.png",
-                                         title=f"{result.meta['model']}: minimal pairs per paradigm")
-    result.save(out)
+    _save(result, out, "pairs", "pairs.png", lambda path: plot_pairs(
+        result["paradigms"], path, title=f"{result.meta['model']}: minimal pairs per paradigm"))
     paradigms = result["paradigms"]
     last = paradigms["layer"].max()
     view = Table(title=f"minimal pairs, {result.meta['model']}: accuracy (%), PLL"

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from bertology.errors import DataError, StoreError
+from bertology.files import exclusive
 from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
@@ -50,7 +51,23 @@ def inputs_hash(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Seq
     return digest.hexdigest()[:16]
 
 
-def write_activations(
+def write_activations(encoder: Encoder, input_ids: Sequence[Sequence[int]],
+                      token_type_ids: Sequence[Sequence[int]] | None, records: Sequence[dict], labels: dict,
+                      out: str | Path, **settings) -> Store:
+    """Every layer's activations (0 = embeddings .. L) of each input into the store ``out``.
+
+    ``records[i]`` (JSON-able, with an ``id``) describes input ``i`` in ``sentences.json``; ``labels`` (lists
+    of one value per input) goes to ``labels.json``; ``settings`` (e.g. window length and stride) and
+    ``kind`` are kept in the index. Returns the opened store. Under the store's lock
+    (:func:`~bertology.files.exclusive`): a second process writing the same store waits, then reuses it.
+    Keywords: ``pool``, ``kind``, ``settings``, ``dtype``, ``batch_tokens``, ``shard_bytes``, ``device``,
+    ``overwrite``, ``progress`` (see :func:`_write_activations`).
+    """
+    with exclusive(out, "writing the store"):
+        return _write_activations(encoder, input_ids, token_type_ids, records, labels, out, **settings)
+
+
+def _write_activations(
     encoder: Encoder,
     input_ids: Sequence[Sequence[int]],
     token_type_ids: Sequence[Sequence[int]] | None,
@@ -68,12 +85,7 @@ def write_activations(
     overwrite: bool = False,
     progress: bool = True,
 ) -> Store:
-    """Every layer's activations (0 = embeddings .. L) of each input into the store ``out``.
-
-    ``records[i]`` (JSON-able, with an ``id``) describes input ``i`` in ``sentences.json``; ``labels`` (lists
-    of one value per input) goes to ``labels.json``; ``settings`` (e.g. window length and stride) and
-    ``kind`` are kept in the index. Returns the opened store.
-    """
+    """:func:`write_activations` under the store's lock."""
     if pool not in ROW_POOLS:
         raise DataError(f"pool {pool!r}: expected one of {', '.join(ROW_POOLS)}")
     if dtype not in DTYPES:

@@ -35,7 +35,7 @@ from torch import nn
 from bertology.errors import DataError, ModelError
 from bertology.finetune.batching import training_batches
 from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
-from bertology.files import atomic_path, ensure_dir, write_json
+from bertology.files import atomic_dir, atomic_path, ensure_dir, write_json
 from bertology.readouts.qa import QAWindows, score_spans
 from bertology.models.batching import token_budget_batches
 from bertology.models.encoders import Encoder, load_encoder, load_weights_file
@@ -157,12 +157,14 @@ def evaluate_qa(model: QAModel, windows: QAWindows, pad_id: int, batch_tokens: i
 
 
 def _save_checkpoint(model: QAModel, tokenizer, path: Path, meta: dict) -> Path:
-    path = ensure_dir(path)
-    model.backbone.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    with atomic_path(path / "qa_head.safetensors") as tmp:
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.qa_outputs.state_dict().items()}, str(tmp))
-    write_json(path / QA_META, meta)  # written last: its presence marks a finished checkpoint
+    # A whole folder or none (a kill or a full disk in save_pretrained leaves no half checkpoint to be overwritten
+    # or mistaken); QA_META inside marks it finished.
+    with atomic_dir(path) as tmp:
+        model.backbone.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.qa_outputs.state_dict().items()},
+                  str(tmp / "qa_head.safetensors"))
+        write_json(tmp / QA_META, meta)
     return path
 
 

@@ -26,7 +26,7 @@ from sklearn.linear_model import LogisticRegressionCV, RidgeCV
 from bertology.data.glue import glue_task, read_glue
 from bertology.errors import DataError, UsageError
 from bertology.extraction.alignment import check_pool
-from bertology.files import ensure_dir, write_json
+from bertology.files import atomic_path, ensure_dir, write_json
 from bertology.finetune.batching import encode_examples
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.train import collect_results
@@ -171,7 +171,7 @@ def readout_rows(name: str, seed: int, train_store: Store | str, dev_store: Stor
     stats = train_readout(readout, train_store, readout_config, checkpoint=folder / "checkpoint.pt", validate=validate)
     logits = predict_readout(readout, dev_store)
     predictions = logits[:, 0] if spec.is_regression else logits.argmax(-1)
-    np.save(folder / "dev_predictions.npy", predictions)  # per example: what a bootstrap over dev resamples
+    save_predictions(folder, predictions)  # per example: what a bootstrap over dev resamples
     return [{"model": model_name, "task": spec.name, "component": name, "pool": config.pool, "seed": seed,
              "trainable_params": readout.num_parameters, "param_share": readout.parameter_share(model_parameters),
              "metric": metric, "value": float(value), "epochs_run": stats.epochs_run, "best_epoch": stats.best_epoch,
@@ -179,6 +179,14 @@ def readout_rows(name: str, seed: int, train_store: Store | str, dev_store: Stor
              "n_heldout": heldout_store.n_sentences if heldout_store is not None else 0,
              "n_dev": dev_store.n_sentences}
             for metric, value in glue_metric(spec.name, predictions, dev_labels).items()]
+
+
+def save_predictions(folder: Path, predictions: np.ndarray) -> Path:
+    """``folder/dev_predictions.npy``, whole or not at all (a kill or a full disk leaves no half array)."""
+    path = folder / "dev_predictions.npy"
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        np.save(handle, predictions)
+    return path
 
 
 def layer_features(store: Store, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
@@ -225,7 +233,7 @@ def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: G
             warnings.simplefilter("ignore", FutureWarning)
             fitted, predictions, chosen = _fit_reference(spec.is_regression, view(train_x), train_y, view(dev_x))
         folder = ensure_dir(folder)
-        np.save(folder / "dev_predictions.npy", predictions)
+        save_predictions(folder, predictions)
         seconds = time.perf_counter() - started
         fitted_rows = [{"model": model_name, "task": spec.name, "component": REFERENCES[view_name], "pool": config.pool,
                   "seed": None, "trainable_params": int(np.size(fitted.coef_) + np.size(fitted.intercept_)),

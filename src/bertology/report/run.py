@@ -15,7 +15,7 @@ from rich.console import Console
 
 from bertology import __version__
 from bertology.data import default_corpus, read_conllu
-from bertology.errors import MissingData
+from bertology.errors import MissingData, OutputError
 from bertology.files import write_text
 from bertology.models import Encoder, load_encoder
 from bertology.report import names
@@ -108,6 +108,8 @@ def run_sections(context: ReportContext, sections: Sequence[str] | None = None) 
         except MissingData as error:
             context.skipped[section_id] = str(error)
             section = unavailable_section(context, section_id, str(error), failed=False)
+        except OutputError:  # a full disk or a read-only folder is the run's, not the section's: it stops here, with
+            raise            # every finished part cached whole and an earlier index.html left as it was
         except Exception as error:  # noqa: BLE001 (one section's failure, out of memory included, must not cost the others)
             context.failed[section_id] = f"{type(error).__name__}: {error}"
             section = unavailable_section(context, section_id, context.failed[section_id], failed=True)
