@@ -14,7 +14,7 @@ import pandas as pd
 from bertology import __version__
 from bertology.claims.evaluate import compare_claims
 from bertology.files import write_table, write_text
-from bertology.models import load_encoder
+from bertology.models import Encoder, load_encoder
 from bertology.report.claims import NOTE, SECTION_ID, STYLE, TITLE, checklist_html, evidence_link, verdict_html
 from bertology.report.context import safe_name
 from bertology.report.document import Section, Text, render
@@ -47,12 +47,12 @@ def _write(folder: Path, frame: pd.DataFrame, page: str) -> tuple[Path, Path]:
     return folder / "claims.csv", write_text(folder / "claims.html", page)
 
 
-def run_claims(models: Sequence[str], out: str | Path = "reports", *, fresh: bool = False,
+def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, fresh: bool = False,
                seeds: Sequence[int] = (0, 1, 2), max_sentences: int | None = None, device: str | None = None,
                progress: bool = True, languages: Sequence[str | Path] | None = None) -> ClaimsOutcome:
-    """The checklist for ``models`` (one or more; ``"untrained"`` is the first model's untrained twin, seed 0):
-    each model's report is run (its finished parts reused from ``<out>/<model>/results``) and its verdicts
-    read; one model writes ``<out>/<model>/claims.csv`` and ``claims.html`` beside its report, several write
+    """The checklist for ``models`` (one or more; ``"untrained"`` is the first model's untrained twin, seed 0;
+    a model may also be given as its :class:`~bertology.models.Encoder`). Each model's report is run (its
+    finished parts reused from ``<out>/<model>/results``) and its verdicts read; one model writes ``<out>/<model>/claims.csv`` and ``claims.html`` beside its report, several write
     ``<out>/claims-<a>-vs-<b>.../`` with one verdict column per model."""
     started = time.perf_counter()
     first = None
@@ -62,12 +62,15 @@ def run_claims(models: Sequence[str], out: str | Path = "reports", *, fresh: boo
             if first is None:
                 raise ValueError("'untrained' needs a model before it (its twin is that model re-initialised)")
             encoder = first.untrained(0)
+        elif isinstance(model, Encoder):
+            encoder = model
         else:
             encoder = load_encoder(model, device=str(resolve_device(device)))
-            first = first or encoder
+        if first is None:
+            first = encoder
         name = safe_name(encoder.name if encoder.name != "model" else str(model))
-        finetuned = model if str(model) != "untrained" and is_finetuned(model) else None
-        outcome = run_report(str(model), out, fresh=fresh, seeds=seeds, max_sentences=max_sentences, progress=progress,
+        finetuned = model if isinstance(model, (str, Path)) and str(model) != "untrained" and is_finetuned(model) else None
+        outcome = run_report(name, out, fresh=fresh, seeds=seeds, max_sentences=max_sentences, progress=progress,
                              device=device, encoder=encoder, finetuned=finetuned, languages=languages)
         label = name if name not in tables else f"{name}-{len(tables)}"
         tables[label] = outcome.claims
