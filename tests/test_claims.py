@@ -271,7 +271,7 @@ CASES = [
     ("harmful-heads", interventions(curve=[(0, 0.8), (0.25, 0.8), (0.5, 0.6)], n=2000), U),
     ("agreement", pairs(0.8), H), ("agreement", pairs(0.4), F), ("agreement", pairs(0.52, n=50), U),
     ("agreement", {"knowledge": {"contextuality": pd.DataFrame({"x": [1]})}}, U),
-    ("lama", lama(0.3, 0.01), H), ("lama", lama(0.01, 0.02), F), ("lama", lama(0.02, 0.015, facts=100), U),
+    ("lama", lama(0.3, 0.01), H), ("lama", lama(0.01, 0.05), F), ("lama", lama(0.02, 0.015, facts=100), U),
     ("numerals-split", fertility(1.5), H), ("numerals-split", fertility(0.9), F), ("numerals-split", fertility(1.1), U),
     ("untrained-surface", twin_surface(0.05, 0.1), H), ("untrained-surface", twin_surface(0.4, 0.5), F),
     ("untrained-surface", twin_surface(0.25, 0.35), U),

@@ -59,6 +59,7 @@ def claims_command(
         from bertology.claims.evaluate import display_frame
 
         shown = display_frame(frame)
+        shown["claim"] = frame["claim"]
         for column in ("claim", "verdict", "number", "baseline", "interval", "paper's number"):
             table.add_column(column, overflow="fold")
         for _, row in shown.iterrows():
@@ -71,7 +72,7 @@ def claims_command(
         for label in labels:
             table.add_column(label, overflow="fold")
         for _, row in frame.iterrows():
-            table.add_row(row["statement"], *(f"{row[m]} ({row[m + ' number']})" for m in labels))
+            table.add_row(row["claim"], *(f"{row[m]} ({row[m + ' number']})" for m in labels))
     console = Console()
     console.print(table)
     console.print(f"claims written to {outcome.csv} and {outcome.html} ({time.perf_counter() - started:.0f} s)",

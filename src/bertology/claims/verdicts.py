@@ -82,11 +82,14 @@ def decide(low: float | None, high: float | None, null: float, greater: bool = T
 
 
 def binomial_interval(p: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """The normal-approximation interval of a proportion ``p`` over ``n`` examples, clipped to [0, 1]."""
+    """The Wilson score interval of a proportion ``p`` over ``n`` examples (sound near 0 and 1 and for small
+    ``n``, where the normal approximation collapses to a point)."""
     if n is None or _nan(n) or n <= 0 or _nan(p):
         return (math.nan, math.nan)
-    half = z * math.sqrt(max(p * (1 - p), 0.0) / n)
-    return (max(0.0, p - half), min(1.0, p + half))
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z * z / (4 * n * n)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def bonferroni_z(tests: int) -> float:
