@@ -381,5 +381,5 @@ def test_stored_run_twin_fails_the_specialisation_claims_minilm_holds():
     for claim_id in held:
         assert twin.loc[claim_id, "verdict"] == FAILS, (claim_id, twin.loc[claim_id, "reason"])
     stored = json.loads((Path(__file__).parents[1] / "benchmarks" / "results" / "claims_minilm_cpu.json").read_text())
-    verdicts = {row["claim"]: row["verdict"] for row in stored["tables"]["claims"]["minilm"]}
+    verdicts = {row["claim"]: row["verdict"] for row in stored["raw"]["verdicts"]["minilm"]}
     assert verdicts == ours["verdict"].to_dict(), "the stored verdicts are what the stored tables give"

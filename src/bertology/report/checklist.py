@@ -34,6 +34,8 @@ class ClaimsOutcome:
     table: pd.DataFrame
     reports: dict[str, Path] = field(default_factory=dict)
     failed: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: model -> the result tables its verdicts read (section -> table -> frame)
+    results: dict[str, dict] = field(default_factory=dict)
 
 
 def _page(title: str, body: str, header: dict) -> str:
@@ -56,7 +58,7 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
     ``<out>/claims-<a>-vs-<b>.../`` with one verdict column per model."""
     started = time.perf_counter()
     first = None
-    tables, reports, failed = {}, {}, {}
+    tables, reports, failed, results = {}, {}, {}, {}
     for model in models:
         if str(model) == "untrained":
             if first is None:
@@ -76,6 +78,7 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
         tables[label] = outcome.claims
         reports[label] = outcome.path
         failed[label] = dict(outcome.failed)
+        results[label] = outcome.results
     header = {"models": ", ".join(tables), "seeds": ", ".join(map(str, seeds)),
               "max sentences": str(max_sentences or "all"), "bertology": __version__,
               "run time": f"{time.perf_counter() - started:.0f} s", "generated": time.strftime("%Y-%m-%d %H:%M")}
@@ -85,12 +88,12 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
         folder = Path(reports[label]).parent
         body = checklist_html(frame, None, "index.html")
         csv, page = _write(folder, frame, _page(f"bertology claims: {label}", body, header))
-        return ClaimsOutcome(csv, page, frame, reports, failed)
+        return ClaimsOutcome(csv, page, frame, reports, failed, results)
     folder = Path(out) / ("claims-" + "-vs-".join(tables))
     wide = compare_claims(tables)
     body = compare_html(wide, tables, {label: f"../{Path(path).parent.name}/index.html" for label, path in reports.items()})
     csv, page = _write(folder, wide, _page("bertology claims: " + " vs ".join(tables), body, header))
-    return ClaimsOutcome(csv, page, wide, reports, failed)
+    return ClaimsOutcome(csv, page, wide, reports, failed, results)
 
 
 def compare_html(wide: pd.DataFrame, tables: dict[str, pd.DataFrame], pages: dict[str, str]) -> str:

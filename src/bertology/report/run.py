@@ -43,8 +43,9 @@ class ReportOutcome:
     path: Path
     failed: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-    #: the checklist ("The Primer, checked"): one row per claim (bertology.claims)
+    #: the checklist ("The Primer, checked"): one row per claim (bertology.claims), and the tables it read
     claims: pd.DataFrame | None = None
+    results: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -204,7 +205,8 @@ def run_report(
     page = render(f"bertology report: {encoder.name}", header, built, context.notes + setup_notes(),
                   render_cache=context.cache.root / "figures")
     path = write_text(context.out_dir / "index.html", page)
-    return ReportOutcome(path, failed=dict(context.failed), skipped=dict(context.skipped), claims=context.claims)
+    return ReportOutcome(path, failed=dict(context.failed), skipped=dict(context.skipped), claims=context.claims,
+                         results=context.results)
 
 
 def build_report(model: str = "minilm", out: str | Path = "reports", **options) -> Path:
