@@ -43,6 +43,8 @@ RETENTION_FLOOR = 0.97
 NUMERAL_RATIO = 1.2
 #: Anisotropy "clearly positive": the mean cosine of two random words' vectors above this.
 ANISOTROPY_FLOOR = 0.1
+#: Heads as parsers: a relation is judged only with at least this many test words (fewer cannot exclude anything).
+MIN_WORDS = 30
 
 
 def table(results: Results, section: str, name: str) -> pd.DataFrame | None:
@@ -304,18 +306,18 @@ def word_order_lower(results: Results) -> Verdict:
 
 
 def syntactic_heads(results: Results) -> Verdict:
-    """Heads as parsers (Clark et al.): per relation, the head chosen on dev, scored on test, against the best
-    fixed offset on test. Holds when at least one relation's interval (Bonferroni-corrected over the relations)
-    lies above its offset baseline; does not hold when every relation's interval lies at or below its baseline;
-    otherwise cannot tell."""
+    """Heads as parsers (Clark et al.): per relation with at least 30 test words, the head chosen on dev, scored
+    on test, against the best fixed offset on test. Holds when at least one relation's interval (Wilson,
+    Bonferroni-corrected over the relations) lies above its offset baseline; does not hold when every relation's
+    interval lies at or below its baseline; otherwise cannot tell."""
     claim, evidence = "syntactic-heads", "attention-parsers"
     best = table(results, "attention", "best_heads")
     if best is None or "held_out_accuracy" not in best.columns:
         return _not_run(claim, "attention", "best_heads", evidence)
     rows = best[best["relation"] != "all"].dropna(subset=["held_out_accuracy", "held_out_baseline_accuracy"])
-    rows = rows[rows["held_out_count"].fillna(0) > 0]
+    rows = rows[rows["held_out_count"].fillna(0) >= MIN_WORDS]
     if rows.empty:
-        return missing(claim, "no relation has test words to score its head on", evidence)
+        return missing(claim, f"no relation has {MIN_WORDS} test words to score its head on", evidence)
     z = bonferroni_z(len(rows))
     bounds = [binomial_interval(p, n, z) for p, n in zip(rows["held_out_accuracy"], rows["held_out_count"])]
     rows = rows.assign(ci_low=[b[0] for b in bounds], ci_high=[b[1] for b in bounds])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import html
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,8 +24,6 @@ from bertology.report.run import run_report
 from bertology.runtime import resolve_device
 
 
-
-
 @dataclass
 class ClaimsOutcome:
     """What ``bertology claims`` wrote: the checklist (CSV + HTML) and each model's report."""
@@ -36,6 +35,11 @@ class ClaimsOutcome:
     failed: dict[str, dict[str, str]] = field(default_factory=dict)
     #: model -> the result tables its verdicts read (section -> table -> frame)
     results: dict[str, dict] = field(default_factory=dict)
+
+
+def report_anchors(page: Path) -> set[str]:
+    """The ids in a written report, so that a checklist beside it links only to what is there."""
+    return set(re.findall(r"""id=['"]([^'"]+)['"]""", Path(page).read_text(encoding="utf-8")))
 
 
 def _page(title: str, body: str, header: dict) -> str:
@@ -86,17 +90,19 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
         label = next(iter(tables))
         frame = tables[label]
         folder = Path(reports[label]).parent
-        body = checklist_html(frame, None, "index.html")
+        body = checklist_html(frame, report_anchors(reports[label]), "index.html")
         csv, page = _write(folder, frame, _page(f"bertology claims: {label}", body, header))
         return ClaimsOutcome(csv, page, frame, reports, failed, results)
     folder = Path(out) / ("claims-" + "-vs-".join(tables))
     wide = compare_claims(tables)
-    body = compare_html(wide, tables, {label: f"../{Path(path).parent.name}/index.html" for label, path in reports.items()})
+    body = compare_html(wide, tables, {label: f"../{Path(path).parent.name}/index.html" for label, path in reports.items()},
+                        {label: report_anchors(path) for label, path in reports.items()})
     csv, page = _write(folder, wide, _page("bertology claims: " + " vs ".join(tables), body, header))
     return ClaimsOutcome(csv, page, wide, reports, failed, results)
 
 
-def compare_html(wide: pd.DataFrame, tables: dict[str, pd.DataFrame], pages: dict[str, str]) -> str:
+def compare_html(wide: pd.DataFrame, tables: dict[str, pd.DataFrame], pages: dict[str, str],
+                 present: dict[str, set[str]] | None = None) -> str:
     """One row per claim, one column per model: its verdict, number and a link to its evidence."""
     models = list(tables)
     head = "<th>claim</th><th>paper's number</th>" + "".join(f"<th>{html.escape(m)}</th>" for m in models)
@@ -105,7 +111,7 @@ def compare_html(wide: pd.DataFrame, tables: dict[str, pd.DataFrame], pages: dic
         cells = []
         for model in models:
             own = tables[model].set_index("claim").loc[row["claim"]]
-            link = evidence_link(own["evidence"], None, pages[model])
+            link = evidence_link(own["evidence"], (present or {}).get(model), pages[model])
             number = html.escape(row[f"{model} number"])
             evidence = f" <a href='{html.escape(link)}'>evidence</a>" if link else ""
             cells.append(f"<td>{verdict_html(row[model])} {number}{evidence}"

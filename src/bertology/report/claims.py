@@ -27,7 +27,7 @@ NOTE = ("Each claim of the seed documents (the Primer in BERTology above all) ju
 STYLE = ("<style>span.verdict{font-weight:600;padding:0 .3rem;border-radius:3px;white-space:nowrap}"
          "span.v-holds{background:#e3f4e8;color:#1e6b34}span.v-does-not-hold{background:#fbe4e1;color:#9b2c1f}"
          "span.v-cannot-tell{background:#eef0f3;color:#4a5566}table.claims td{vertical-align:top}"
-         "table.claims td.why{font-size:.8rem;color:#555;max-width:26rem}</style>")
+         "table.claims .why{font-size:.8rem;color:#555;max-width:26rem}</style>")
 
 
 def anchors(sections: Sequence[Section]) -> set[str]:
