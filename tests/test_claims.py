@@ -361,7 +361,9 @@ def test_compare_puts_one_verdict_column_per_model():
 # The stored MiniLM run (benchmarks/results/claims_minilm_cpu.json and the tables it read)
 
 STORED = Path(__file__).parent / "data" / "claims"
-SPECIALISATION = ("syntactic-heads",)
+#: Claims that heads specialise: in syntactic relations (Clark), in layer-wise behaviour (Clark), in patterns that
+#: are not uniform (Kovaleva).
+SPECIALISATION = ("syntactic-heads", "heads-alike", "heterogeneous-minority")
 
 
 def _stored_results(model: str) -> dict:
@@ -376,10 +378,13 @@ def _stored_results(model: str) -> dict:
 def test_stored_run_twin_fails_the_specialisation_claims_minilm_holds():
     ours = check_claims(_stored_results("minilm"), model="minilm")["claims"].set_index("claim")
     twin = check_claims(_stored_results("untrained"), model="untrained")["claims"].set_index("claim")
-    held = [c for c in SPECIALISATION if ours.loc[c, "verdict"] == HOLDS]
-    assert held, "MiniLM holds no syntactic-specialisation claim in the stored run"
-    for claim_id in held:
-        assert twin.loc[claim_id, "verdict"] == FAILS, (claim_id, twin.loc[claim_id, "reason"])
+    assert all(ours.loc[c, "verdict"] == HOLDS for c in SPECIALISATION), ours.loc[list(SPECIALISATION), "reason"]
+    assert all(twin.loc[c, "verdict"] != HOLDS for c in SPECIALISATION)
+    assert twin.loc["heads-alike", "verdict"] == FAILS and twin.loc["heterogeneous-minority", "verdict"] == FAILS
+    # At 100 sentences a few relations (advcl, obl: offset baselines near 12%) have too few test words to exclude
+    # that a random head matches them, so the twin's heads-as-parsers verdict is "cannot tell", not "does not hold".
+    assert twin.loc["syntactic-heads", "verdict"] in (FAILS, UNKNOWN)
     stored = json.loads((Path(__file__).parents[1] / "benchmarks" / "results" / "claims_minilm_cpu.json").read_text())
-    verdicts = {row["claim"]: row["verdict"] for row in stored["raw"]["verdicts"]["minilm"]}
-    assert verdicts == ours["verdict"].to_dict(), "the stored verdicts are what the stored tables give"
+    for model, frame in (("minilm", ours), ("untrained", twin)):
+        verdicts = {row["claim"]: row["verdict"] for row in stored["raw"]["verdicts"][model]}
+        assert verdicts == frame["verdict"].to_dict(), f"{model}: the stored verdicts are what the stored tables give"

@@ -18,7 +18,8 @@ def test_claims_compare_a_model_and_its_twin_writes_csv_and_html(tiny_dir, tmp_p
     monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "reports"
     result = CliRunner().invoke(app, ["claims", "-m", str(tiny_dir), "--compare", str(tiny_dir), "untrained",
-                                      "--max-sentences", "12", "--seeds", "1", "-o", str(out), "--no-progress"])
+                                      "--max-sentences", "12", "--seeds", "1", "-o", str(out), "--no-progress",
+                                      "--sections", "tokenization,probing,attention"])
     assert result.exit_code == 0, result.output
     folders = [p for p in out.iterdir() if p.name.startswith("claims-")]
     assert len(folders) == 1 and "-vs-" in folders[0].name

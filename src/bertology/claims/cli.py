@@ -11,6 +11,7 @@ import typer
 
 from bertology import options
 from bertology.errors import UsageError
+from bertology.report.names import check_sections
 
 
 def claims_command(
@@ -26,6 +27,8 @@ def claims_command(
     seeds: int = options.seeds_option(help="How many probe seeds (from --seed), as bertology report."),
     seed: int = options.seed_option(),
     max_sentences: Optional[int] = options.max_sentences_option(),
+    sections: Optional[str] = typer.Option(None, "--sections", "--section", help="Comma-separated report sections "
+                                           "to run (default: all); the claims of the others cannot tell."),
     device: str = options.device_option(),
     progress: bool = options.progress_option(),
     languages: Optional[list[Path]] = typer.Option(
@@ -41,6 +44,7 @@ def claims_command(
     options.check_positive(max_sentences, "--max-sentences")
     seed_values = options.seed_list(seeds, seed)
     options.resolve_device(device)
+    chosen = check_sections(sections.split(",")) if sections is not None else None
     for path in languages or ():
         options.check_exists(path, "--languages")
     models = ([compare] if compare else [model]) + list(more or [])
@@ -52,7 +56,7 @@ def claims_command(
     from bertology.report.checklist import run_claims
 
     outcome = run_claims(models, out, fresh=fresh, seeds=seed_values, max_sentences=max_sentences, device=device,
-                         progress=progress, languages=languages)
+                         progress=progress, languages=languages, sections=chosen)
     table = Table(title="The Primer, checked")
     frame = outcome.table
     if "verdict" in frame.columns:

@@ -97,7 +97,7 @@ CLAIMS: tuple[Claim, ...] = (
           "baselines.", "Primer", "Clark et al. 2019; Htut et al. 2019", "attention.best_heads",
           "per relation with >= 30 test words: test accuracy of the head chosen on dev", "above the best fixed "
           "offset", "holds: some relation's CI (Wilson, Bonferroni over relations) above its offset baseline; "
-          "does not hold: every relation's CI at or below; cannot tell: otherwise", checks.syntactic_heads),
+          "does not hold: every relation's own 95% CI at or below; cannot tell: otherwise", checks.syntactic_heads),
     Claim("no-single-head", "No single head holds the whole syntactic tree.", "Primer", "Clark et al. 2019; "
           "Htut et al. 2019", "attention.best_heads (all), attention.probe_summary", "UAS of the best single "
           "head over all relations, test", "below the attention-only probe's UAS", "holds: CI below the probe; "

@@ -55,11 +55,13 @@ def _write(folder: Path, frame: pd.DataFrame, page: str) -> tuple[Path, Path]:
 
 def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, fresh: bool = False,
                seeds: Sequence[int] = (0, 1, 2), max_sentences: int | None = None, device: str | None = None,
-               progress: bool = True, languages: Sequence[str | Path] | None = None) -> ClaimsOutcome:
+               progress: bool = True, languages: Sequence[str | Path] | None = None,
+               sections: Sequence[str] | None = None) -> ClaimsOutcome:
     """The checklist for ``models`` (one or more; ``"untrained"`` is the first model's untrained twin, seed 0;
     a model may also be given as its :class:`~bertology.models.Encoder`). Each model's report is run (its
     finished parts reused from ``<out>/<model>/results``) and its verdicts read; one model writes ``<out>/<model>/claims.csv`` and ``claims.html`` beside its report, several write
-    ``<out>/claims-<a>-vs-<b>.../`` with one verdict column per model."""
+    ``<out>/claims-<a>-vs-<b>.../`` with one verdict column per model. ``sections``: the report sections to run
+    (default all); the claims that read the others cannot tell."""
     started = time.perf_counter()
     first = None
     tables, reports, failed, results = {}, {}, {}, {}
@@ -77,7 +79,8 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
         name = safe_name(encoder.name if encoder.name != "model" else str(model))
         finetuned = model if isinstance(model, (str, Path)) and str(model) != "untrained" and is_finetuned(model) else None
         outcome = run_report(name, out, fresh=fresh, seeds=seeds, max_sentences=max_sentences, progress=progress,
-                             device=device, encoder=encoder, finetuned=finetuned, languages=languages)
+                             device=device, encoder=encoder, finetuned=finetuned, languages=languages,
+                             sections=sections)
         label = name if name not in tables else f"{name}-{len(tables)}"
         tables[label] = outcome.claims
         reports[label] = outcome.path
