@@ -43,3 +43,10 @@ def test_claims_compare_a_model_and_its_twin_writes_csv_and_html(tiny_dir, tmp_p
             assert all(link in ids for link in links), (claim, links)
             if not links:  # no evidence to link: the verdict says why it cannot tell
                 assert "cannot tell" in row, claim
+
+
+def test_untrained_without_a_model_before_it_is_a_one_line_usage_error():
+    from bertology.errors import UsageError
+
+    result = CliRunner().invoke(app, ["claims", "--compare", "untrained", "minilm"])
+    assert isinstance(result.exception, UsageError) and "name the model first" in str(result.exception)

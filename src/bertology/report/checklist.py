@@ -14,6 +14,7 @@ import pandas as pd
 
 from bertology import __version__
 from bertology.claims.evaluate import compare_claims
+from bertology.errors import UsageError
 from bertology.files import write_table, write_text
 from bertology.models import Encoder, load_encoder
 from bertology.report.claims import NOTE, SECTION_ID, STYLE, TITLE, checklist_html, evidence_link, verdict_html
@@ -68,7 +69,8 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
     for model in models:
         if str(model) == "untrained":
             if first is None:
-                raise ValueError("'untrained' needs a model before it (its twin is that model re-initialised)")
+                raise UsageError("--compare untrained: name the model first (--compare MODEL untrained); the "
+                                 "untrained twin is that model re-initialised")
             encoder = first.untrained(0)
         elif isinstance(model, Encoder):
             encoder = model
