@@ -88,8 +88,12 @@ def claims_section(context: ReportContext, built: Sequence[Section]) -> Section:
                           meta={"seeds": list(context.seeds), "max_sentences": context.max_sentences})
     claims = result["claims"]
     context.claims = claims
+    present = anchors(built)
     section = Section(SECTION_ID, TITLE, note=NOTE)
-    section.add(Text(checklist_html(claims, anchors(built))))
-    section.add(Table(claims.drop(columns=["model"]), "Every claim with its numbers (fractions), its rule and the "
-                      "tables it reads.", id="claims-table", collapsed=True, max_rows=100))
+    section.add(Text(checklist_html(claims, present)))
+    # the evidence column names where this report holds it (its own table, else its section, else nothing)
+    data = claims.drop(columns=["model"]).assign(
+        evidence=[evidence_link(anchor, present).lstrip("#") for anchor in claims["evidence"]])
+    section.add(Table(data, "Every claim with its numbers (fractions), its rule and the tables it reads.",
+                      id="claims-table", collapsed=True, max_rows=100))
     return section
