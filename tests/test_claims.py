@@ -142,7 +142,9 @@ def interventions(learned=True, flagged=None, curve=None, n=400):
 
 
 def cka(values):
-    return {"compare": {"cka": pd.DataFrame({"layer": list(range(len(values))), "cka": values})}}
+    tokens = pd.DataFrame({"layer": list(range(len(values))), "representation": "tokens", "cka": values})
+    cls = tokens.assign(representation="cls", cka=1.0)  # not read: the claim is about every token
+    return {"compare": {"cka": pd.concat([tokens, cls])}}
 
 
 def contextuality(change: float, noise: float, words: int = 60, anisotropy=(0.2, 0.4)):
@@ -244,7 +246,7 @@ CASES = [
     ("top-layers-task-specific", cka([1.0, 0.99, 0.98, 0.97, 0.95, 0.9, 0.6]), H),
     ("top-layers-task-specific", cka([1.0, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]), F),
     ("top-layers-task-specific", cka([1.0, 0.99, 0.98, 0.5, 0.95, 0.9, 0.8]), U),
-    ("top-layers-task-specific", {}, U),
+    ("top-layers-task-specific", {}, U), ("top-layers-task-specific", interventions(learned=False), U),
     ("contextual-with-depth", contextuality(-0.2, 0.05), H), ("contextual-with-depth", contextuality(0.1, 0.05), F),
     ("contextual-with-depth", contextuality(0.0, 0.3), U),
     ("anisotropic", anisotropy(0.2, 0.5), H), ("anisotropic", anisotropy(0.05, 0.08), F),

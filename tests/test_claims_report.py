@@ -50,3 +50,29 @@ def test_untrained_without_a_model_before_it_is_a_one_line_usage_error():
 
     result = CliRunner().invoke(app, ["claims", "--compare", "untrained", "minilm"])
     assert isinstance(result.exception, UsageError) and "name the model first" in str(result.exception)
+
+
+def test_the_interventions_section_compares_the_model_before_and_after_fine_tuning(tmp_path, monkeypatch):
+    """Once fine-tuning learned its task, the section measures CKA per layer (bertology.compare), shows it and hands
+    it to the claim that the final layers are the most task-specific."""
+    import bertology.report.interventions as section
+    from bertology.claims.checks import finetuning_top_layers
+    from bertology.data import default_corpus, read_conllu
+    from bertology.models.tiny import tiny_encoder
+    from bertology.report.cache import ResultCache
+    from bertology.report.context import ReportContext
+
+    real = section.learning_check
+    monkeypatch.setattr(section, "learning_check", lambda *a, **k: real(*a, **k).assign(learned=True))
+    monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
+    encoder = tiny_encoder("bert", layers=2, hidden=32, heads=4)
+    dev = read_conllu(default_corpus("ewt-dev"))[:12]
+    context = ReportContext(encoder=encoder, model_name="tiny", out_dir=tmp_path, cache=ResultCache(tmp_path / "r"),
+                            dev=dev, test=dev, seeds=(0,), max_sentences=12, progress=False)
+    built = section.interventions(context)
+    cka = context.results["compare"]["cka"]
+    tokens = cka[cka["representation"] == "tokens"]
+    assert sorted(tokens["layer"].astype(int)) == [0, 1, 2] and tokens["cka"].between(0, 1 + 1e-6).all()
+    assert any(getattr(block, "id", "") == "interventions-cka" for block in built.blocks)
+    verdict = finetuning_top_layers(context.results)
+    assert "not measured" not in verdict.reason and verdict.value == float(tokens[tokens["layer"] == 2]["cka"].iloc[0])

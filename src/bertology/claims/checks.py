@@ -535,17 +535,23 @@ def harmful_heads(results: Results) -> Verdict:
 
 
 def finetuning_top_layers(results: Results) -> Verdict:
-    """Linear CKA between the model before and after fine-tuning per layer (``compare.cka``: ``layer``,
-    ``cka``): holds when the last layer changes most (lowest CKA) and by more than the lower half's mean
-    change, does not hold when its CKA is at or above the median of the other layers; otherwise cannot tell.
-    One CKA per layer, no interval."""
-    claim, evidence = "top-layers-task-specific", "differences"
+    """Linear CKA between the model before and after fine-tuning per layer (``compare.cka``: ``layer``, ``cka``
+    and, where given, ``representation``: all ``tokens`` are read), on a fine-tuned task the model learned: holds
+    when the last layer changes most (lowest CKA) and below the lower half's mean, does not hold when its CKA is
+    at or above the other layers' median; otherwise cannot tell. One CKA per layer, no interval."""
+    claim, evidence = "top-layers-task-specific", "interventions-cka"
     cka = table(results, "compare", "cka")
     if cka is None:
-        return missing(claim, "not measured by this run: the report does not compare the model with its fine-tuned "
-                              "checkpoint (bertology compare MODEL CHECKPOINT measures CKA per layer)", evidence)
+        refused = _learned(results, claim, evidence) if table(results, "interventions", "check") is not None else None
+        return refused or missing(claim, "not measured by this run: the model was not compared with its fine-tuned "
+                                         "version (the interventions section does it once fine-tuning learned its "
+                                         "task; bertology compare MODEL CHECKPOINT does it alone)", evidence)
+    if "representation" in cka.columns:
+        cka = cka[cka["representation"] == "tokens"]
     rows = cka.dropna(subset=["layer"]).sort_values("layer")
     rows = rows[rows["layer"] > 0]
+    if len(rows) < 2:
+        return missing(claim, "fewer than two transformer layers compared", evidence)
     last = rows.iloc[-1]
     others = rows.iloc[:-1]["cka"].astype(float)
     lower = rows[rows["layer"] <= rows["layer"].max() / 2]["cka"].astype(float)

@@ -79,8 +79,9 @@ CLAIMS: tuple[Claim, ...] = (
           "hold: at or below 0; cannot tell: covers 0", checks.word_order_lower,
           "decrease of linear word-order knowledge around layer 4 of BERT-base"),
     Claim("top-layers-task-specific", "The final layers are the most task-specific: they change most in "
-          "fine-tuning.", "BERT lecture", "Primer (Liu et al. 2019; Kovaleva et al. 2019)", "compare.cka",
-          "linear CKA per layer, model before vs after fine-tuning", "lowest at the last layer",
+          "fine-tuning.", "BERT lecture", "Primer (Liu et al. 2019; Kovaleva et al. 2019)", "compare.cka "
+          "(interventions section)", "linear CKA per layer (all tokens), model before vs after fine-tuning on a "
+          "task it learned", "lowest at the last layer",
           "holds: the last layer's CKA is the lowest and below the lower half's mean; does not hold: at or "
           "above the other layers' median; cannot tell: between", checks.finetuning_top_layers,
           "large weight changes in the last layer, smaller lower down"),
