@@ -28,11 +28,13 @@ import torch
 from bertology.claims.evaluate import check_claims, display_frame, format_interval
 from bertology.report.checklist import run_claims
 
-#: The result tables the claims read (section, table): what tests/data/claims keeps of each run.
+#: The result tables the claims read (section, table): what tests/data/claims keeps of each run (those it has).
 READ = [("probing", "table2"), ("attention", "best_heads"), ("attention", "probe_summary"),
         ("attention", "statistics"), ("attention", "patterns"), ("interventions", "check"),
         ("interventions", "curve"), ("interventions", "flagged_summary"), ("interventions", "flagged_runs"),
-        ("knowledge", "contextuality"), ("knowledge", "contextuality.types"), ("tokenization", "by_upos")]
+        ("knowledge", "contextuality"), ("knowledge", "contextuality.types"), ("tokenization", "by_upos"),
+        ("compare", "cka"), ("knowledge", "pairs.paradigms"), ("knowledge", "lama.corpora"), ("compression", "summary"),
+        ("languages", "identity_summary"), ("languages", "transfer_best")]
 TABLES = ROOT / "tests" / "data" / "claims"
 
 
