@@ -324,6 +324,10 @@ def _register_subcommands() -> None:
     app.command("languages", help="Several languages' treebanks: language identity, centroids, parallel sentence "
                 "retrieval and zero-shot transfer of English probes, per layer, model vs untrained twin.")(
         languages_command)
+    from bertology.claims.cli import claims_command
+
+    app.command("claims", help="The Primer as a checklist: does each BERTology claim hold on this model? "
+                "Verdicts with numbers, baselines and intervals; --compare A B ... side by side.")(claims_command)
     from bertology.compression.cli import compress_command
 
     app.command("compress", help="Quantize, prune heads or weights, drop layers; measure size, speed-up and what "

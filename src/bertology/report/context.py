@@ -55,6 +55,8 @@ class ReportContext:
     languages: list[Path] | None = None
     #: the section ids asked for (``--sections``; None: the default report), for sections run only when asked
     sections: list[str] | None = None
+    #: the checklist of claims judged on ``results`` (:mod:`bertology.report.claims`), set when the report is built
+    claims: object = None
 
     @property
     def model_key(self) -> dict:

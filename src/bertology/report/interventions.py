@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.attention.figures import plot_heatmap
+from bertology.compare.compare import compare_models
 from bertology.finetune import FinetuneConfig, TaskEvaluator, finetune, importance_batches, load_finetuned
 from bertology.finetune.evaluation import learning_check  # noqa: F401 (public here too)
 from bertology.finetune.names import CHECKPOINT_META
@@ -64,6 +65,10 @@ class InterventionSettings:
                    random_orders=2, draws=5)
 
 
+#: EWT dev sentences on which the model before and after fine-tuning are compared (CKA per layer).
+CKA_SENTENCES = 200
+
+
 def is_finetuned(path) -> bool:
     """Whether ``path`` is a checkpoint folder written by ``bertology finetune``."""
     try:
@@ -86,6 +91,19 @@ def _checkpoint_id(path: Path) -> str:
     return hashlib.sha256(meta).hexdigest()[:12]
 
 
+def _checkpoint(context: ReportContext, settings: InterventionSettings) -> Path:
+    """The fine-tuned checkpoint the interventions read: the given one, else a brief fine-tuning run (reused
+    from ``<report>/finetune`` when finished with the same recipe)."""
+    if context.finetuned is not None:
+        return Path(context.finetuned)
+    config = FinetuneConfig(seeds=(settings.seed,), epochs=settings.epochs, lr=settings.lr,
+                            max_train=settings.train_examples, device=context.device or "auto",
+                            progress=context.progress, eval_each_epoch=False)
+    result = finetune(context.encoder, settings.task, config,
+                      out_dir=context.out_dir / "finetune" / context.encoder.fingerprint)
+    return Path(result["runs"]["checkpoint"].iloc[0])
+
+
 def _finetuned_model(context: ReportContext, settings: InterventionSettings):
     """(GlueModel, tokenizer, meta, where) for the interventions: the given checkpoint, else a brief
     fine-tuning run (reused from ``<report>/finetune`` when finished with the same recipe)."""
@@ -93,12 +111,7 @@ def _finetuned_model(context: ReportContext, settings: InterventionSettings):
     if context.finetuned is not None:
         model, tokenizer, meta = load_finetuned(context.finetuned, device=device)
         return model, tokenizer, meta, f"the fine-tuned checkpoint {context.finetuned}"
-    config = FinetuneConfig(seeds=(settings.seed,), epochs=settings.epochs, lr=settings.lr,
-                            max_train=settings.train_examples, device=device, progress=context.progress,
-                            eval_each_epoch=False)
-    result = finetune(context.encoder, settings.task, config,
-                      out_dir=context.out_dir / "finetune" / context.encoder.fingerprint)
-    checkpoint = Path(result["runs"]["checkpoint"].iloc[0])
+    checkpoint = _checkpoint(context, settings)
     model, tokenizer, meta = load_finetuned(checkpoint, device=device)
     return model, tokenizer, meta, (f"{context.encoder.name} fine-tuned here for {settings.epochs:g} epoch on "
                                     f"{meta.get('n_train', settings.train_examples):,} {settings.task} training "
@@ -162,6 +175,13 @@ def interventions(context: ReportContext) -> Section:
                                            "reaches.", id="interventions-check", float_format="{:.3f}"))
         return section
     section.add(Text(f"<p>{html.escape(learning_text(check))}</p>"))
+    # What fine-tuning changed per layer (linear CKA, the model before vs after; bertology.compare), only for a model
+    # that learned its task, for the claim that the final layers are the most task-specific (bertology.claims)
+    cka_key = {**key, "cka_sentences": CKA_SENTENCES}
+    cka = context.cache.get_or_compute("finetune-cka", cka_key, lambda: Result("finetune-cka", {"cka": compare_models(
+        context.encoder, _checkpoint(context, settings), context.dev, max_sentences=CKA_SENTENCES,
+        seed=settings.seed, device=context.device or "auto")["cka"]})).tables["cka"]
+    context.results["compare"] = {"cka": cka}
     importance = tables["importance"]
     matrix = importance.pivot(index="layer", columns="head", values="importance")
     def importance_map():
@@ -228,6 +248,11 @@ def interventions(context: ReportContext) -> Section:
     else:
         section.add(Text("<p class='note'>No flagged heads: the attention section did not run (or flagged none), so "
                          "the flagged-vs-random test is skipped.</p>"))
+    tokens = cka[cka["representation"] == "tokens"][["layer", "cka"]]
+    section.add(Table(tokens, f"What fine-tuning changed per layer: linear CKA between the model before and after "
+                              f"fine-tuning on {min(CKA_SENTENCES, len(context.dev))} EWT dev sentences (all tokens; 1 "
+                              "= the same up to rotation and scale; bertology compare).", id="interventions-cka",
+                      float_format="{:.3f}", data=cka))
     if settings.draws < 19 or int(setup["eval_examples"]) < 500:
         section.add(Text(f"<p class='note'>Underpowered by the budget: the metric is read on "
                          f"{int(setup['eval_examples'])} examples (a 95% interval of about "

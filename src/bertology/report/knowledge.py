@@ -196,7 +196,9 @@ def knowledge(context: ReportContext) -> Section:
                            + "docs/knowledge.md has the full-size numbers and every choice.")
     # The data behind the figures and the contextuality finding: each analysis's summary, by its folder's name.
     numbers = {FOLDERS[analysis]: result["summary"] for analysis, result in results.items() if "summary" in result}
-    context.results["knowledge"] = numbers
+    # and every analysis's tables as "<analysis>.<table>", for the claims (bertology.claims) that read them
+    context.results["knowledge"] = {**numbers, **{f"{analysis}.{key}": frame for analysis, result in results.items()
+                                                  for key, frame in result.tables.items()}}
     for caption, table in display_tables(results, cached.meta["settings"]).items():
         section.add(Table(table, caption, id="knowledge-contextuality" if caption.startswith("Contextuality") else ""))
     for caption, path in draw_figures(results, folder, context.encoder.name).items():

@@ -21,6 +21,7 @@ from bertology.models import Encoder, load_encoder
 from bertology.report import names
 from bertology.report import sections as report_sections
 from bertology.report.cache import ResultCache
+from bertology.report.claims import claims_section
 from bertology.report.names import SECTION_TITLES
 from bertology.report.context import CORPUS_NOTE, ReportContext, SectionBuilder, safe_name, setup_notes
 from bertology.report.document import Columns, Figure, Image, Section, Table, Text, render
@@ -42,6 +43,9 @@ class ReportOutcome:
     path: Path
     failed: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: the checklist ("The Primer, checked"): one row per claim (bertology.claims), and the tables it read
+    claims: pd.DataFrame | None = None
+    results: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -121,7 +125,8 @@ def run_sections(context: ReportContext, sections: Sequence[str] | None = None) 
         if section is not None:
             built.append(section)
     findings = findings_section(context)
-    return ([findings] if findings is not None else []) + built
+    checklist = claims_section(context, built)  # first: the Primer's claims judged on the tables below
+    return [checklist] + ([findings] if findings is not None else []) + built
 
 
 def unavailable_section(context: ReportContext, section_id: str, why: str, failed: bool) -> Section:
@@ -202,7 +207,8 @@ def run_report(
     page = render(f"bertology report: {encoder.name}", header, built, context.notes + setup_notes(),
                   render_cache=context.cache.root / "figures")
     path = write_text(context.out_dir / "index.html", page)
-    return ReportOutcome(path, failed=dict(context.failed), skipped=dict(context.skipped))
+    return ReportOutcome(path, failed=dict(context.failed), skipped=dict(context.skipped), claims=context.claims,
+                         results=context.results)
 
 
 def build_report(model: str = "minilm", out: str | Path = "reports", **options) -> Path:
