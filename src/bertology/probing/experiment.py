@@ -395,6 +395,22 @@ def fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, ta
     return scores
 
 
+def mdl_scores(X, y, layers, model, task, baseline, seed, timestamps, l2, device, probe: str = "linear") -> Scores:
+    """The online codelength of every layer (:func:`bertology.probing.mdl.online_codelength`) as rows of the
+    ``train`` split: ``codelength`` and ``uniform_codelength`` in bits, and ``compression`` (uniform / online).
+    MDL is measured with the exact linear probe whatever ``probe`` the accuracies use; the rows carry
+    ``probe`` so that they sit beside that probe's accuracies."""
+    from bertology.probing.mdl import online_codelength
+
+    code = online_codelength(X["train"], y["train"], X["dev"], y["dev"], timestamps=timestamps, l2=l2, seed=seed,
+                             device=device)
+    scores = Scores()
+    for metric, values in (("codelength", code.online), ("uniform_codelength", code.uniform),
+                           ("compression", code.compression)):
+        scores.rows += _rows(model, task, probe, layers, seed, metric, values, baseline, "train")
+    return scores
+
+
 def baseline_scores(model, task, probe_name, baseline, layers, seeds, predictions: dict, y: dict) -> Scores:
     """A deterministic baseline (majority, word identity): its dev and test accuracy repeated for every layer
     and seed, so it lines up with the curves (its seed spread is, truthfully, 0)."""
@@ -590,6 +606,16 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                     out.append((name, fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, train_index, layer_ids,
                                                     model, name, "untrained", spec.scalar_mix)))
                     bar.advance(job)
+                if spec.mdl and seed == spec.seeds[0]:
+                    # MDL once, on the first seed (its order of examples): the task, its control, the twin.
+                    bar.update(job, description=f"{name}: online codelength")
+                    mdl = {"layers": layer_ids, "model": model, "task": name, "seed": seed, "probe": spec.probe,
+                           "timestamps": spec.mdl_timestamps, "l2": probe_kwargs["l2"], "device": device}
+                    out.append((name, mdl_scores(X, y, baseline="none", **mdl)))
+                    if spec.wants_control(dataset.level):
+                        out.append((name, mdl_scores(X, y_control, baseline="control", **mdl)))
+                    if twins is not None:
+                        out.append((name, mdl_scores(Xu, y, baseline="untrained", **mdl)))
     return out
 
 
@@ -677,7 +703,8 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
         "max_sentences": spec.max_sentences, "quick": spec.quick, "untrained": spec.untrained,
         "control": spec.control, "control_types": types,
         "sentence_control": spec.sentence_control if spec.control is True else "none",
-        "senteval_split": spec.senteval_split, "train_sampling": spec.train_sampling, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
+        "senteval_split": spec.senteval_split, "train_sampling": spec.train_sampling,
+        "mdl": list(spec.mdl_timestamps) if spec.mdl else None, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
         "treebank": None if plan.treebank is None else str(plan.treebank), "device": str(device),
         "probe_options": dict(spec.probe_options), "n_boot": spec.n_boot,
         "interval": "95% percentile interval of the bootstrap over evaluation examples pooled over seeds",

@@ -33,10 +33,12 @@ from bertology.probing.experiment import (
     _selectivity,
     _tables,
     _train_index,
+    mdl_scores,
     used_train,
 )
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
-from bertology.probing.spec import TRAIN_SAMPLINGS, SettingError, check_probe_settings
+from bertology.probing.spec import (DEFAULT_TIMESTAMPS, TRAIN_SAMPLINGS, SettingError, check_probe_settings,
+                                    check_timestamps)
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
@@ -125,6 +127,8 @@ def probe_labels(
     hidden: int = 128,
     train_fraction: float = 1.0,
     train_sampling: str = "bootstrap",
+    mdl: bool = False,
+    mdl_timestamps: Sequence[float] = DEFAULT_TIMESTAMPS,
     n_boot: int = 1000,
     split_seed: int = 0,
     task: str = "labels",
@@ -152,12 +156,17 @@ def probe_labels(
     evaluation rows pooled over seeds (:mod:`bertology.probing.summary`), so with bootstrap seeds it includes
     the probe's training variation as well as the test-set sampling.
 
+    ``mdl``: also each layer's online codelength (Voita and Titov 2020; :mod:`bertology.probing.mdl`) over
+    ``mdl_timestamps``, for the task, its control task and the twin, on the first seed: rows of the ``train``
+    split with metrics ``codelength``, ``uniform_codelength`` (bits) and ``compression``.
+
     Returns a :class:`~bertology.results.Result` with the tables of :func:`run_probing` (``results``,
     ``summary``, ``table2``, ``datasets``); accuracies are fractions.
     """
     seeds = check_probe_settings(probe, seeds, train_fraction)
     if train_sampling not in TRAIN_SAMPLINGS:
         raise SettingError("train_sampling", train_sampling, f"expected {' or '.join(TRAIN_SAMPLINGS)}")
+    mdl_timestamps = check_timestamps(mdl_timestamps)
     features = _open(features)
     types_used = "given keys" if control_keys is not None else None
     if _is_store(features):
@@ -225,6 +234,14 @@ def probe_labels(
                 rows += _fit_and_score(probe, probe_kwargs, seed, Xu, y, train_index, layer_ids, model, task,
                                        "untrained", scalar_mix=False, correct=correct)
                 bar.advance(job)
+            if mdl and seed == seeds[0]:
+                code = {"layers": layer_ids, "model": model, "task": task, "seed": seed, "probe": probe,
+                        "timestamps": mdl_timestamps, "l2": l2, "device": probe_kwargs["device"]}
+                rows += mdl_scores(Xs, y, baseline="none", **code).rows
+                if with_control:
+                    rows += mdl_scores(Xs, y_control, baseline="control", **code).rows
+                if twin is not None:
+                    rows += mdl_scores(Xu, y, baseline="untrained", **code).rows
     frame = pd.DataFrame(rows)
     used = used_train(len(index["train"]), train_fraction)
     sizes = pd.DataFrame([{"task": task, "level": "token", "source": "given",
@@ -232,7 +249,8 @@ def probe_labels(
                            "notes": [] if with_control else ["no control task: no control_keys"],
                            "n_train": used, "n_dev": len(index["dev"]), "n_test": len(index["test"]), "status": "ok"}])
     meta = {"model": model, "task": task, "seeds": seeds, "layers": [int(l) for l in layer_ids],
-            "train_fraction": train_fraction, "train_sampling": train_sampling, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
+            "train_fraction": train_fraction, "train_sampling": train_sampling,
+            "mdl": list(mdl_timestamps) if mdl else None, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
             "control": bool(with_control), "control_types": types_used if with_control else None, "untrained": twin is not None, "split_seed": split_seed,
             "splits_given": splits is not None}
     intervals = pd.DataFrame(_intervals(model, task, layer_ids, correct, n_boot))
