@@ -151,8 +151,9 @@ def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str) -> list[tu
     code: dict[str, int] = {}
     codes = np.fromiter((code.setdefault(word, len(code)) for words in word_lists for word in words), dtype=np.int64)
     unique = list(code)
-    # Every distinct word as one pre-split sequence: one call, each word still encoded on its own.
-    joined = backend.encode(unique, is_pretokenized=True, add_special_tokens=False)
+    # Every distinct word as one pre-split sequence: one call, each word still encoded on its own (the batch
+    # call, which lets go of the GIL: the model runs on another thread meanwhile).
+    [joined] = backend.encode_batch([unique], is_pretokenized=True, add_special_tokens=False)
     flat = np.asarray(joined.ids, dtype=np.int64)
     bounds = np.searchsorted(np.asarray(joined.word_ids, dtype=np.int64), np.arange(len(unique) + 1))
     sizes = np.diff(bounds)

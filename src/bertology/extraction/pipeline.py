@@ -590,7 +590,11 @@ class _Parts:
 
     def __init__(self, plan: ExtractionPlan, computer: ShardComputer, todo: Sequence[int]):
         self.plan, self.computer, self.todo = plan, computer, list(todo)
-        self.queue: queue.Queue = queue.Queue(maxsize=8)
+        # Unbounded within a shard: the thread prepares a shard's batches in one go and then waits, rather than
+        # contending for the GIL with the model's Python batch after batch; it starts the next shard only once
+        # the compute thread has begun this one (see _produce).
+        self.queue: queue.Queue = queue.Queue()
+        self.begun = threading.Semaphore(1)
         self.stopped = threading.Event()
         self.unknown_words = 0
         self.thread = threading.Thread(target=self._produce, name="bertology-extract-batches", daemon=True)
@@ -623,6 +627,9 @@ class _Parts:
         try:
             shards = [plan.index["shards"][k] for k in self.todo]
             for position, (k, shard) in enumerate(zip(self.todo, shards)):
+                while not self.begun.acquire(timeout=0.1):  # at most one shard ahead of the compute thread
+                    if self.stopped.is_set():
+                        return
                 start, stop = shard["start"], shard["stop"]
                 rows = plan.row_counts[start:stop]
                 first_rows = dict(zip(range(start, stop), (np.cumsum(rows) - rows).tolist()))
@@ -652,6 +659,7 @@ class _Parts:
 
     def of_shard(self, k: int) -> Iterator[_Batch]:
         """The batches of shard ``k`` (the shards come in the order of ``todo``)."""
+        self.begun.release()  # the next shard may be prepared now
         while True:
             item = self.queue.get()
             if isinstance(item, BaseException):
