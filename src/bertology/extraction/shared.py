@@ -11,7 +11,6 @@ their own. Nothing is extracted twice for one model and setting, whichever secti
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -48,7 +47,8 @@ def shared_store(encoder: Encoder, sentences: Sequence[Sentence | str], cache: s
     extracted first, into a store of their own). A store with more layers than asked serves fewer.
 
     ``hook``: a context manager factory applied around an extraction (a perturbed model), in which case ``tag``
-    must name the perturbation, so its vectors are never taken for the clean model's."""
+    must name the perturbation, so its vectors are never taken for the clean model's; such a store serves only
+    the same request again (a random perturbation gives the same words other vectors each time)."""
     spec = ExtractionSpec.of(spec, **settings)
     sentences = as_sentences(sentences)
     if not sentences:
@@ -58,15 +58,23 @@ def shared_store(encoder: Encoder, sentences: Sequence[Sentence | str], cache: s
     layers = spec.layer_list(encoder.num_layers)
     folder = Path(cache) / "stores"
     prefix = store_prefix(encoder, spec, tag)
+    layer_key = "all" if spec.layers is None else "-".join(map(str, layers))
+    if hook is not None:
+        # A perturbed model (input dropout) gives the same words other vectors in another request: its stores
+        # are reused only for the same request, never stitched from others.
+        with hook():
+            return extract(encoder, sentences, folder / f"{prefix}-{corpus_hash(sentences)}-L{layer_key}", spec,
+                           progress=progress, device=device, input_path=str(input_path) if input_path else None)
     stores, where = _held(folder, prefix, layers)
     missing = [s for s in sentences if tuple(s.words) not in where]
-    if missing:
+    if len(missing) == len(sentences):  # nothing held: the request's own store, as it was asked for
+        unique = sentences
+    else:
         unique = list({tuple(s.words): s for s in missing}.values())
-        layer_key = "all" if spec.layers is None else "-".join(map(str, layers))
+    if missing:
         out = folder / f"{prefix}-{corpus_hash(unique)}-L{layer_key}"
-        with hook() if hook is not None else contextlib.nullcontext():
-            new = extract(encoder, unique, out, spec, progress=progress, device=device,
-                          input_path=str(input_path) if input_path else None)
+        new = extract(encoder, unique, out, spec, progress=progress, device=device,
+                      input_path=str(input_path) if input_path else None)
         stores.append(new)
         for j in range(new.n_sentences):
             where.setdefault(new.words(j), (len(stores) - 1, j))
@@ -76,9 +84,8 @@ def shared_store(encoder: Encoder, sentences: Sequence[Sentence | str], cache: s
         if stores[s].verify():
             store = stores[s]
             again = [Sentence(words=store.words(j), id=store.sentence_ids[j]) for j in range(store.n_sentences)]
-            with hook() if hook is not None else contextlib.nullcontext():
-                stores[s] = extract(encoder, again, store.path, ExtractionSpec.of(spec, layers=store.layers),
-                                    progress=progress, device=device)
+            stores[s] = extract(encoder, again, store.path, ExtractionSpec.of(spec, layers=store.layers),
+                                progress=progress, device=device)
     if len(used) == 1:
         store = stores[used[0]]
         if [j for _, j in picks] == list(range(store.n_sentences)) and store.layers == layers:

@@ -10,13 +10,21 @@ the analyses read of a :class:`~bertology.store.store.Store` (``layer``, ``offse
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from bertology.errors import StoreError
 from bertology.store.names import SENTENCE_POOLS
 from bertology.store.store import Store
+
+
+class ViewPart(NamedTuple):
+    """What a shard says of itself to a reader streaming a store: its position and its sentences."""
+
+    index: int
+    start: int
+    stop: int
 
 
 class StoreView:
@@ -95,9 +103,14 @@ class StoreView:
             out[target] = store.layer(layer)[source]
         return out
 
-    def iter_layer(self, layer: int) -> Iterator[tuple[None, np.ndarray]]:
-        """One layer in one piece (a view has no shards of its own)."""
-        yield None, self.layer(layer)
+    @property
+    def shards(self) -> list[ViewPart]:
+        """A view reads as one part holding every sentence (it has no shards of its own)."""
+        return [ViewPart(0, 0, self.n_sentences)]
+
+    def iter_layer(self, layer: int) -> Iterator[tuple[ViewPart, np.ndarray]]:
+        """One layer in one part (:attr:`shards`)."""
+        yield self.shards[0], self.layer(layer)
 
     def sentence_rows(self, i: int, layer: int) -> np.ndarray:
         self._check_layer(layer)
