@@ -335,6 +335,11 @@ class _Pooling:
     rows: np.ndarray
     spill_gather: np.ndarray
     spill_target: np.ndarray
+    weights: np.ndarray = dataclasses.field(default=None)  # float32: positions pooled into each local row (>= 1)
+
+    def __post_init__(self) -> None:
+        # counted here, on the host: a count on a GPU (bincount) would wait for the device
+        self.weights = np.maximum(np.bincount(self.local, minlength=len(self.rows)), 1).astype(np.float32)
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -497,7 +502,7 @@ class ShardComputer:
         # Everything that allocates comes first: an out-of-memory error leaves the shard untouched.
         means = []
         if len(index["rows"]):
-            weights = torch.bincount(index["local"], minlength=len(index["rows"])).clamp_(min=1).float()[:, None]
+            weights = index["weights"][:, None]
             for layer_states in states:
                 sums = torch.zeros(len(index["rows"]), layer_states.shape[-1], device=device)
                 sums.index_add_(0, index["local"], layer_states.index_select(0, index["gather"]).float())
