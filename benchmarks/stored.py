@@ -60,6 +60,7 @@ def machine() -> dict[str, Any]:
         import torch
 
         described["torch"] = torch.__version__
+        described["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         if torch.cuda.is_available():
             described["gpu"] = torch.cuda.get_device_name(0)
     except ImportError:

@@ -95,7 +95,10 @@ def extract(
     bf16: bool = typer.Option(False, "--bf16", help="Compute under bfloat16 autocast (not used for attentions)."),
     long_policy: LongPolicy = typer.Option(LongPolicy.window, help="Sentences over the max length: sliding window or error."),
     untrained_seed: Optional[int] = typer.Option(None, help="Use the untrained twin re-initialised from this seed."),
-    batch_tokens: int = typer.Option(4096, "--batch-tokens", help="Padded tokens per batch (at least 1)."),
+    batch_tokens: Optional[int] = typer.Option(
+        None, "--token-budget", "--batch-tokens", show_default=False,
+        help="Padded tokens per batch (at least 1; default: the device's, 4,096 on a CPU, from free memory on a "
+             "GPU; halved when the GPU runs out of memory)."),
     max_sentences: Optional[int] = max_sentences_option("Use only the first N sentences of the corpus."),
     max_attention_words: Optional[int] = typer.Option(
         None, "--max-attention-words", show_default=False,
@@ -116,7 +119,7 @@ def extract(
 
     With --engine ray the shards are computed by a pool of Ray actors (one model replica each) and written
     straight into --out, which must be a folder every node of the cluster sees (docs/scale.md)."""
-    check_positive(batch_tokens, "--batch-tokens", allow_none=False)
+    check_positive(batch_tokens, "--token-budget")
     options.check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
     if engine == "ray":
         from bertology.scale import require_ray

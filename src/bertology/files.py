@@ -104,7 +104,8 @@ def write_json(path: str | os.PathLike, payload, *, indent: int | None = 1, fsyn
     """JSON (``default=str`` for paths and numpy scalars), optionally fsynced before the rename."""
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=indent, default=_json_default)
+            # dumps, not dump: only the one-shot encoder is the C one (dump streams through pure Python)
+            handle.write(json.dumps(payload, indent=indent, default=_json_default))
             if fsync:
                 handle.flush()
                 os.fsync(handle.fileno())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -76,8 +77,13 @@ def encode_sentences(
     max_length: int,
     long_policy: str = "window",
     overlap: int | None = None,
+    first_index: int = 0,
+    indices: Sequence[int] | None = None,
 ) -> list[EncodedSentence]:
     """Tokenize pre-split words and plan the model inputs of every sentence.
+
+    ``first_index``: the position of ``sentences[0]`` in its corpus (what each segment's ``sentence`` says),
+    for a corpus encoded a part at a time; ``indices``: the position of each, for a part that is not a range.
 
     ``long_policy``: ``"window"`` covers long sentences with overlapping windows (default); ``"error"``
     raises :class:`SentenceTooLong` naming the sentence.
@@ -91,44 +97,113 @@ def encode_sentences(
     overlap = capacity // 4 if overlap is None else overlap
     word_lists = []
     for sentence in sentences:
-        for position, word in enumerate(sentence.words):
-            if not word or word.isspace():
-                where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
-                raise DataError(f"{where}: word {position + 1} is empty; expected a non-empty word")
-        word_lists.append(list(sentence.words))
-    batch = tokenizer(word_lists, is_split_into_words=True, add_special_tokens=False)
+        words = list(sentence.words)
+        if not all(word and not word.isspace() for word in words):
+            position = next(i for i, word in enumerate(words) if not word or word.isspace())
+            where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
+            raise DataError(f"{where}: word {position + 1} is empty; expected a non-empty word")
+        word_lists.append(words)
     unk = tokenizer.unk_token or tokenizer.pad_token
     unk_id = tokenizer.unk_token_id
+    positions = range(first_index, first_index + len(sentences)) if indices is None else list(indices)
     encoded = []
-    for index, sentence in enumerate(sentences):
-        ids = batch["input_ids"][index]
-        word_ids = batch.word_ids(index)
-        missing = set(range(len(sentence.words))) - {w for w in word_ids if w is not None}
-        if missing:
-            # Words the tokenizer maps to nothing (e.g. a lone control character) become the unknown token.
-            words = [unk if i in missing else w for i, w in enumerate(sentence.words)]
-            single = tokenizer([words], is_split_into_words=True, add_special_tokens=False)
-            ids, word_ids = single["input_ids"][0], single.word_ids(0)
-        word_index = np.asarray([w for w in word_ids], dtype=np.int64)
+    for index, (sentence, (ids, word_index, missing)) in enumerate(zip(sentences, _tokenize_words(tokenizer, word_lists,
+                                                                                                  unk))):
         if len(ids) > capacity and long_policy == "error":
             where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
             raise SentenceTooLong(
                 f"{where}: {len(ids)} subword tokens exceed the model's {capacity} (max length {max_length} "
                 "minus special tokens); use the sliding-window policy or shorten the sentence"
             )
-        segments = plan_windows(index, ids, prefix, suffix, capacity, overlap)
+        if len(ids) <= capacity:
+            segments = [_whole_segment(positions[index], ids, prefix, suffix)]
+        else:
+            segments = plan_windows(positions[index], ids, prefix, suffix, capacity, overlap)
         unk_words = 0
-        if unk_id is not None:
+        if unk_id is not None and unk_id in ids:
             known = np.bincount(word_index, weights=np.asarray(ids) != unk_id, minlength=len(sentence.words))
             unk_words = int((known == 0).sum())
         encoded.append(
             EncodedSentence(
-                token_ids=list(ids), word_index=word_index, n_words=len(sentence.words),
-                n_prefix=len(prefix), n_suffix=len(suffix), segments=segments, unknown_words=len(missing),
+                token_ids=ids, word_index=word_index, n_words=len(sentence.words),
+                n_prefix=len(prefix), n_suffix=len(suffix), segments=segments, unknown_words=missing,
                 unk_words=unk_words,
             )
         )
     return encoded
+
+
+def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str) -> list[tuple[list[int], np.ndarray, int]]:
+    """``(ids, word_index, missing)`` of each pre-split sentence, without special tokens: its subword ids,
+    the word of each, and how many of its words the tokenizer mapped to nothing (encoded as ``unk`` instead).
+
+    A fast tokenizer encodes each word of pre-split input on its own (normaliser, pre-tokenizer and model run
+    per word, then the pieces are joined), so each distinct word is tokenized once: a fifth of the words of
+    a corpus, and most of the time extraction spent outside the model on a small one (issue 31)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return [_tokenize_slowly(tokenizer, words, unk) for words in word_lists]
+    # What the tokenizer's own call does before it encodes (transformers sets both on every call).
+    if backend.truncation is not None:
+        backend.no_truncation()
+    if backend.padding is not None:
+        backend.no_padding()
+    code: dict[str, int] = {}
+    codes = np.fromiter((code.setdefault(word, len(code)) for words in word_lists for word in words), dtype=np.int64)
+    unique = list(code)
+    # Every distinct word as one pre-split sequence: one call, each word still encoded on its own (the batch
+    # call, which lets go of the GIL: the model runs on another thread meanwhile).
+    [joined] = backend.encode_batch([unique], is_pretokenized=True, add_special_tokens=False)
+    flat = np.asarray(joined.ids, dtype=np.int64)
+    bounds = np.searchsorted(np.asarray(joined.word_ids, dtype=np.int64), np.arange(len(unique) + 1))
+    sizes = np.diff(bounds)
+    empty = np.flatnonzero(sizes == 0)
+    if len(empty):  # a word that maps to nothing (e.g. a lone control character) becomes the unknown token
+        unknown = np.asarray(backend.encode([unk], is_pretokenized=True, add_special_tokens=False).ids, dtype=np.int64)
+        starts = np.where(sizes == 0, len(flat), bounds[:-1])
+        sizes = np.where(sizes == 0, len(unknown), sizes)
+        flat = np.concatenate([flat, unknown])
+    else:
+        starts = bounds[:-1]
+    # The corpus's subwords, word by word: each word's pieces gathered from the distinct words' ones.
+    per_word = sizes[codes]
+    ends = np.cumsum(per_word)
+    ids = flat[np.repeat(starts[codes] - (ends - per_word), per_word) + np.arange(int(ends[-1]) if len(ends) else 0)]
+    word_counts = np.fromiter((len(words) for words in word_lists), dtype=np.int64, count=len(word_lists))
+    word_bounds = np.concatenate([[0], np.cumsum(word_counts)])
+    token_bounds = np.concatenate([[0], ends])[word_bounds]
+    position = np.arange(len(codes), dtype=np.int64) - np.repeat(word_bounds[:-1], word_counts)
+    word_index = np.repeat(position, per_word)
+    missing = np.isin(codes, empty) if len(empty) else None
+    out = []
+    ids_list = ids.tolist()
+    for i in range(len(word_lists)):
+        t0, t1 = token_bounds[i], token_bounds[i + 1]
+        lost = int(missing[word_bounds[i]:word_bounds[i + 1]].sum()) if missing is not None else 0
+        out.append((ids_list[t0:t1], word_index[t0:t1], lost))
+    return out
+
+
+def _tokenize_slowly(tokenizer, words: list[str], unk: str) -> tuple[list[int], np.ndarray, int]:
+    """One sentence through the tokenizer's own call (a tokenizer without a fast backend)."""
+    batch = tokenizer([words], is_split_into_words=True, add_special_tokens=False)
+    ids, word_ids = batch["input_ids"][0], batch.word_ids(0)
+    missing = set(range(len(words))) - {w for w in word_ids if w is not None}
+    if missing:
+        words = [unk if i in missing else w for i, w in enumerate(words)]
+        batch = tokenizer([words], is_split_into_words=True, add_special_tokens=False)
+        ids, word_ids = batch["input_ids"][0], batch.word_ids(0)
+    return list(ids), np.asarray(word_ids, dtype=np.int64), len(missing)
+
+
+def _whole_segment(sentence: int, ids: list[int], prefix: list[int], suffix: list[int]) -> Segment:
+    """The one segment of a sentence that fits the model: what :func:`plan_windows` gives, made directly."""
+    n, n_prefix = len(ids), len(prefix)
+    owned = np.arange(n, dtype=np.int64)
+    positions = np.arange(n_prefix + n + len(suffix), dtype=np.int64)
+    return Segment(sentence=sentence, input_ids=prefix + ids + suffix, start=0, stop=n, owned_tokens=owned,
+                   owned_positions=owned + n_prefix, first=True, last=True, local_positions=positions,
+                   global_positions=positions)
 
 
 def plan_windows(

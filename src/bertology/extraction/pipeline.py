@@ -17,9 +17,12 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import queue
+import threading
 import time
+import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -32,7 +35,7 @@ from bertology.extraction.alignment import (
 )
 from bertology.extraction.spec import MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ExtractionSpec
 from bertology.files import exclusive
-from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
+from bertology.models.batching import TokenBudget, device_token_budget, pad_batch, pad_id_of, token_budget_batches
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
 from bertology.store.store import DTYPES, SENTENCE_POOLS, Store, file_sha256
@@ -76,17 +79,7 @@ def _sentence_where(sentence: Sentence, input_path: str | None) -> str:
 
 def _check_tokenizer(encoder: Encoder, encoded: list[EncodedSentence], limit: float | None) -> None:
     """Refuse a tokenizer that turns most words into its unknown token: the vectors would be noise."""
-    words = sum(e.n_words for e in encoded)
-    unknown = sum(e.unk_words for e in encoded)
-    if limit is None or not words or unknown / words <= limit:
-        return
-    tokenizer = encoder.tokenizer
-    raise ModelError(
-        f"{encoder.source or encoder.name}: the tokenizer maps {unknown:,} of {words:,} words "
-        f"({unknown / words:.0%}) wholly to its unknown token {tokenizer.unk_token!r} (a vocabulary of "
-        f"{len(tokenizer):,} tokens); its tokenizer files are missing or belong to another model. Save the "
-        "model's own tokenizer in the folder (tokenizer.save_pretrained(DIR)), or pass max_unknown_fraction=None"
-    )
+    _check_unknown_share(encoder, sum(e.n_words for e in encoded), sum(e.unk_words for e in encoded), limit)
 
 
 def _check_attention_sizes(encoder: Encoder, sentences: Sequence[Sentence], n_layers: int, limit: int | None,
@@ -105,58 +98,6 @@ def _check_attention_sizes(encoder: Encoder, sentences: Sequence[Sentence], n_la
                 "it with --max-attention-words (max_attention_words=), split the sentence, or leave out "
                 "--attentions"
             )
-
-
-class _ShardPooler:
-    """Pools a shard's vectors on the model's device, a whole batch at a time.
-
-    Each pool is a sum per stored row divided by the row's count (see :func:`pool_rows`), so one
-    ``index_add_`` per layer and batch does the pooling for every sentence in the batch. The buffers
-    are allocated once for the largest shard and reused: fresh 100 MB allocations per shard cost more
-    in page faults than the pooling itself (measured). Results alternate between two buffers, so the
-    writer thread can stream one shard to disk while the next is pooled into the other.
-    """
-
-    def __init__(self, encoded: list[EncodedSentence], pool: str, n_layers: int, dim: int, max_rows: int,
-                 device: torch.device, dtype: torch.dtype):
-        self.encoded, self.pool = encoded, pool
-        self.sums = torch.empty(n_layers, max_rows, dim, device=device)
-        self.results = [torch.empty(n_layers, max_rows, dim, dtype=dtype) for _ in range(2)]
-        self.shards_begun = 0
-
-    def begin(self, sentences: range) -> None:
-        self.rows = {i: pool_rows(self.encoded[i], self.pool) for i in sentences}
-        counts = [np.bincount(self.rows[i][self.rows[i] >= 0], minlength=1) for i in sentences]
-        self.offset = dict(zip(sentences, np.cumsum([0] + [len(c) for c in counts[:-1]]).tolist()))
-        self.counts = torch.as_tensor(np.concatenate(counts), dtype=torch.float32, device=self.sums.device).clamp(min=1)
-        self.sums[:, : len(self.counts)].zero_()
-        self.result = self.results[self.shards_begun % 2]
-        self.shards_begun += 1
-
-    def add(self, batch: list[Segment], width: int, hidden_states: Sequence[torch.Tensor], layers: list[int]) -> None:
-        """``hidden_states``: the model's per-layer outputs [batch, width, dim] for the padded ``batch``."""
-        flat, target = [], []
-        for row, segment in enumerate(batch):
-            rows = self.rows[segment.sentence][segment.global_positions]
-            keep = rows >= 0
-            flat.append(segment.local_positions[keep] + row * width)
-            target.append(rows[keep] + self.offset[segment.sentence])
-        device = self.sums.device
-        flat = torch.as_tensor(np.concatenate(flat), device=device)
-        target = torch.as_tensor(np.concatenate(target), device=device)
-        for position, layer in enumerate(layers):
-            states = hidden_states[layer]
-            vectors = states.reshape(-1, states.shape[-1]).index_select(0, flat).float()
-            self.sums[position].index_add_(0, target, vectors)
-
-    def pooled(self) -> torch.Tensor:
-        """[layers, rows, dim] on the CPU in the storage dtype: a view of a buffer that the shard after
-        next reuses, so its write must be finished before then."""
-        n = len(self.counts)
-        sums = self.sums[:, :n]
-        sums.div_(self.counts[None, :, None])
-        self.result[:, :n].copy_(sums)
-        return self.result[:, :n]
 
 
 class _AttentionBuffer:
@@ -189,15 +130,20 @@ class _AttentionBuffer:
 class ExtractionPlan:
     """Everything an engine needs to compute the missing shards of a store: made by
     :func:`plan_extraction` on the driver, shared by the local engine (:func:`extract`) and the Ray engine
-    (:mod:`bertology.scale`). ``writer`` holds the store's index as on disk; ``complete`` when nothing is left."""
+    (:mod:`bertology.scale`). ``writer`` holds the store's index as on disk; ``complete`` when nothing is left.
+
+    ``head`` holds the first sentences encoded (the unknown-token check ran on them); the rest are encoded
+    while the model runs (:func:`extract`), or all at once on first use of :attr:`encoded` (the Ray engine)."""
 
     encoder: Encoder
-    encoded: list[EncodedSentence]
+    sentences: list[Sentence]
     spec: ExtractionSpec
     layers: list[int]
     attention_layers: list[int]
     writer: StoreWriter
     row_counts: np.ndarray
+    head: list[EncodedSentence] = dataclasses.field(default_factory=list)
+    _encoded: list[EncodedSentence] | None = None
 
     @property
     def out(self) -> Path:
@@ -216,8 +162,37 @@ class ExtractionPlan:
     def complete(self) -> bool:
         return not self.todo
 
+    @property
+    def encoded(self) -> list[EncodedSentence]:
+        """Every sentence encoded (:func:`encode_sentences`), on first use; the unknown-token check on all."""
+        if self._encoded is None:
+            rest = self.encode(len(self.head), len(self.sentences))
+            self._encoded = self.head + rest
+            _check_tokenizer(self.encoder, self._encoded, self.spec.max_unknown_fraction)
+            warn_unknown(self._encoded)
+        return self._encoded
+
+    def encode_some(self, indices: Sequence[int]) -> list[EncodedSentence]:
+        """The sentences at corpus positions ``indices`` encoded."""
+        if not len(indices):
+            return []
+        return encode_sentences(self.encoder.tokenizer, [self.sentences[i] for i in indices], self.encoder.max_length,
+                                self.spec.long_policy, indices=indices)
+
+    def encode(self, start: int, stop: int) -> list[EncodedSentence]:
+        """Sentences ``start..stop`` encoded (their segments numbered by corpus position)."""
+        if start >= stop:
+            return []
+        return encode_sentences(self.encoder.tokenizer, self.sentences[start:stop], self.encoder.max_length,
+                                self.spec.long_policy, first_index=start)
+
     def largest_shard_rows(self, shards: Sequence[int] | None = None) -> int:
         return self.writer.largest_shard_rows(shards)
+
+
+#: Sentences encoded before anything is written (the unknown-token check reads them); the rest are encoded
+#: on the thread that prepares the batches, while the model runs.
+HEAD_SENTENCES = 256
 
 
 def plan_extraction(
@@ -230,8 +205,9 @@ def plan_extraction(
     overwrite: bool = False,
     **settings,
 ) -> ExtractionPlan:
-    """Check the settings and the store folder, tokenize, plan the shards and write ``sentences.json`` and
-    the index (a new store), or read the index back (a resumed one). Arguments as :func:`extract`."""
+    """Check the settings and the store folder, tokenize (the first sentences, or all for the ``tokens``
+    pool, whose rows are subwords), plan the shards and write ``sentences.json`` and the index (a new store),
+    or read the index back (a resumed one). Arguments as :func:`extract`."""
     spec = ExtractionSpec.of(spec, **settings)
     check_pool(encoder.tokenizer, spec.pool, encoder.name)  # no [CLS] (a decoder): refused before anything is written
     sentences = as_sentences(sentences)
@@ -241,31 +217,32 @@ def plan_extraction(
     attention_layers = spec.attention_layer_list(layers)
     writer = StoreWriter(out, {"model": model_record(encoder), **spec.key(layers)}, corpus_hash(sentences),
                          overwrite=overwrite)
-    plan = functools.partial(ExtractionPlan, encoder=encoder, spec=spec, layers=layers,
+    plan = functools.partial(ExtractionPlan, encoder=encoder, sentences=sentences, spec=spec, layers=layers,
                              attention_layers=attention_layers, writer=writer)
     if writer.complete:
-        return plan(encoded=[], row_counts=np.asarray(writer.index["row_counts"], dtype=np.int64))
+        return plan(row_counts=np.asarray(writer.index["row_counts"], dtype=np.int64))
     _check_attention_sizes(encoder, sentences, len(attention_layers), spec.max_attention_words, input_path)
 
-    encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length, spec.long_policy)
-    _check_tokenizer(encoder, encoded, spec.max_unknown_fraction)
-    warn_unknown(encoded)
+    every = spec.pool == "tokens"
+    head = encode_sentences(encoder.tokenizer, sentences if every else sentences[:HEAD_SENTENCES],
+                            encoder.max_length, spec.long_policy)
+    _check_tokenizer(encoder, head, spec.max_unknown_fraction)
     if spec.pool in SENTENCE_POOLS:
-        row_counts = np.ones(len(encoded), dtype=np.int64)
-    elif spec.pool == "tokens":
-        row_counts = np.asarray([e.n_tokens for e in encoded], dtype=np.int64)
+        row_counts = np.ones(len(sentences), dtype=np.int64)
+    elif every:
+        row_counts = np.asarray([e.n_tokens for e in head], dtype=np.int64)
     else:
-        row_counts = np.asarray([e.n_words for e in encoded], dtype=np.int64)
+        row_counts = np.asarray([len(s) for s in sentences], dtype=np.int64)
     store_bytes = torch.tensor([], dtype=DTYPES[spec.dtype]).element_size()
-    groups = np.asarray([e.n_words + 2 for e in encoded], dtype=np.int64)
+    groups = np.asarray([len(s) + 2 for s in sentences], dtype=np.int64)
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
     shard_bounds = plan_shards(row_counts, store_bytes * encoder.hidden_size * len(layers), spec.shard_bytes,
                                attention_bytes)
     records, input_record = [], {}
     if not writer.resuming or writer.sentences_lost:
         records = [{"id": s.id, "words": list(s.words)} for s in sentences]
-        if spec.pool == "tokens":
-            for record, enc in zip(records, encoded):
+        if every:
+            for record, enc in zip(records, head):
                 record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
     if not writer.resuming:
         input_file = Path(input_path) if input_path else None
@@ -273,7 +250,11 @@ def plan_extraction(
                         "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
                         "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))}
     writer.start(records, row_counts, shard_bounds, input_record)
-    return plan(encoded=encoded, row_counts=row_counts)
+    made = plan(row_counts=row_counts, head=head)
+    if every:
+        made._encoded = head
+        warn_unknown(head)
+    return made
 
 
 def extract(
@@ -339,15 +320,127 @@ def run_context(encoder: Encoder, autocast: str | None, attention_layers: Sequen
     return stack
 
 
-class ShardComputer:
-    """Computes whole shards on one encoder replica: the one shard loop of every engine, batching with
-    :func:`bertology.models.batching.token_budget_batches` (extraction's rule: the defaults) and
-    :func:`~bertology.models.batching.pad_batch`.
+def _row_count(encoded: EncodedSentence, pool: str) -> int:
+    """Stored rows of a sentence: one (sentence pools), one per subword (``tokens``) or one per word."""
+    return 1 if pool in SENTENCE_POOLS else encoded.n_tokens if pool == "tokens" else encoded.n_words
 
-    ``encoded`` maps a sentence's position in the corpus to its :class:`EncodedSentence` (the whole list,
-    or only the sentences of the shards this replica is given); ``layers`` are the spec's, resolved for this
-    model. :meth:`compute` returns a shard's tensors (views of reused buffers: write them before the shard
-    after next is computed) and its counts.
+
+@dataclasses.dataclass
+class _Pooling:
+    """Where a batch's vectors go. Sentences whole in the batch (one segment) are pooled within it:
+    ``gather`` (positions in the flattened ``[rows x width]`` states) adds into batch rows ``local``, each of
+    which is the shard's row ``rows[local]``. Segments of a windowed sentence may sit in several batches, so
+    theirs (``spill_gather``) add into the shard's rows ``spill_target`` across batches."""
+
+    gather: np.ndarray
+    local: np.ndarray
+    rows: np.ndarray
+    spill_gather: np.ndarray
+    spill_target: np.ndarray
+    weights: np.ndarray = dataclasses.field(default=None)  # float32: positions pooled into each local row (>= 1)
+
+    def __post_init__(self) -> None:
+        # counted here, on the host: a count on a GPU (bincount) would wait for the device
+        self.weights = np.maximum(np.bincount(self.local, minlength=len(self.rows)), 1).astype(np.float32)
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _pooling_indices(segments: Sequence[Segment], encoded, first_rows: Mapping[int, int], pool: str,
+                     width: int) -> _Pooling:
+    """A batch's :class:`_Pooling`: :func:`pool_rows` of each sentence, shifted to the batch (whole sentences)
+    or the shard (windowed ones). Whole sentences under ``word-mean`` or ``tokens`` (nearly every batch) take a
+    few array operations per batch; the rest a few per segment."""
+    sentences = [encoded[segment.sentence] for segment in segments]
+    if pool in ("word-mean", "tokens") and all(segment.first and segment.last for segment in segments):
+        n = np.fromiter((sentence.n_tokens for sentence in sentences), dtype=np.int64, count=len(sentences))
+        starts = np.cumsum(n) - n
+        within = np.arange(int(n.sum()), dtype=np.int64) - np.repeat(starts, n)
+        count = n if pool == "tokens" else np.fromiter((s.n_words for s in sentences), dtype=np.int64, count=len(n))
+        local_first = np.cumsum(count) - count
+        local = (within if pool == "tokens" else np.concatenate([s.word_index for s in sentences])) + np.repeat(
+            local_first, n)
+        first = np.fromiter((first_rows[segment.sentence] for segment in segments), dtype=np.int64, count=len(n))
+        prefix = np.fromiter((sentence.n_prefix for sentence in sentences), dtype=np.int64, count=len(n))
+        gather = np.repeat(np.arange(len(n), dtype=np.int64) * width + prefix, n) + within
+        rows = np.repeat(first - local_first, count) + np.arange(int(count.sum()), dtype=np.int64)
+        return _Pooling(gather, local, rows, _EMPTY, _EMPTY)
+    gather, local, rows, spill_gather, spill_target = [], [], [], [], []
+    next_local = 0
+    for row, (segment, sentence) in enumerate(zip(segments, sentences)):
+        targets = pool_rows(sentence, pool)[segment.global_positions]
+        keep = targets >= 0
+        positions = segment.local_positions[keep] + row * width
+        first = first_rows[segment.sentence]
+        if segment.first and segment.last:
+            count = _row_count(sentence, pool)
+            gather.append(positions)
+            local.append(targets[keep] + next_local)
+            rows.append(np.arange(first, first + count, dtype=np.int64))
+            next_local += count
+        else:
+            spill_gather.append(positions)
+            spill_target.append(targets[keep] + first)
+    join = lambda parts: np.concatenate(parts) if parts else _EMPTY  # noqa: E731
+    return _Pooling(join(gather), join(local), join(rows), join(spill_gather), join(spill_target))
+
+
+@dataclasses.dataclass
+class _Batch:
+    """One padded batch, made ready off the compute thread: the model's inputs and its pooling indices
+    (:func:`_pooling_indices`). ``encoded`` and ``first_rows`` are the shard's, to cut it again (:meth:`subset`)."""
+
+    segments: list[Segment]
+    encoded: Mapping[int, EncodedSentence]
+    first_rows: Mapping[int, int]
+    pool: str
+    ids: torch.Tensor
+    mask: torch.Tensor
+    indices: dict[str, torch.Tensor]  # the _Pooling's arrays as tensors
+    tokens: int
+
+    @classmethod
+    def make(cls, segments, encoded, first_rows, pool: str, pad_id: int, pin: bool) -> "_Batch":
+        inputs = pad_batch([segment.input_ids for segment in segments], pad_id)
+        ids, mask = inputs["input_ids"], inputs["attention_mask"]
+        pooling = _pooling_indices(segments, encoded, first_rows, pool, ids.shape[1])
+        indices = {field.name: torch.from_numpy(getattr(pooling, field.name)) for field in dataclasses.fields(pooling)}
+        if pin:  # pinned host memory: the copies to the device do not block the compute thread
+            ids, mask = ids.pin_memory(), mask.pin_memory()
+            indices = {name: tensor.pin_memory() for name, tensor in indices.items()}
+        return cls(segments, encoded, first_rows, pool, ids, mask, indices,
+                   tokens=int(sum(len(s.input_ids) for s in segments)))
+
+    @property
+    def padded(self) -> int:
+        return self.ids.numel()
+
+    @property
+    def lengths(self) -> list[int]:
+        return [len(segment.input_ids) for segment in self.segments]
+
+    def subset(self, rows: np.ndarray, pad_id: int) -> "_Batch":
+        return _Batch.make([self.segments[r] for r in rows.tolist()], self.encoded, self.first_rows, self.pool,
+                           pad_id, self.ids.is_pinned())
+
+
+class ShardComputer:
+    """Computes whole shards on one encoder replica: the one shard loop of every engine, and the one place
+    extraction's batches go through the model.
+
+    A shard is computed in steps that may run on two threads: :meth:`batches` (tokens to padded inputs and
+    pooling indices, no model; :func:`extract` runs it a part ahead on a background thread), then on the
+    compute thread :meth:`begin`, :meth:`run` for each batch and :meth:`finish`. :meth:`compute` does all
+    of it for one shard in turn (the Ray engine). Pooling, the word-level attention sums and the cast to the
+    store's dtype happen on the model's device; a shard's rows leave it once, into one of two reused (on a
+    GPU, pinned) host buffers, without blocking: write them before the shard after next is finished.
+
+    Batches follow :func:`bertology.models.batching.token_budget_batches` under :attr:`budget` (a
+    :class:`~bertology.models.batching.TokenBudget`: the spec's ``batch_tokens``, or the device's
+    (:func:`~bertology.models.batching.device_token_budget`), halved when the device runs out of memory).
+    ``encoded`` maps a sentence's corpus position to its :class:`EncodedSentence` (the Ray engine fills it
+    per shard; :func:`extract` as parts are encoded); ``layers`` are the spec's, resolved for this model.
     """
 
     def __init__(self, encoder: Encoder, encoded, spec: ExtractionSpec, layers: Sequence[int], max_rows: int,
@@ -356,32 +449,137 @@ class ShardComputer:
         self.layers, self.attention_layers = list(layers), spec.attention_layer_list(layers)
         self.model = model if model is not None else encoder.model
         self.pad_id = pad_id_of(encoder.tokenizer)
-        self.pooler = _ShardPooler(encoded, spec.pool, len(self.layers), encoder.hidden_size, max_rows,
-                                   encoder.device, DTYPES[spec.dtype])
+        self.device = encoder.device
+        self.pin = self.device.type == "cuda"
+        tokens, max_batch = device_token_budget(self.device, _bytes_per_token(encoder, bool(self.attention_layers)))
+        self.budget = TokenBudget(spec.batch_tokens or tokens, what=f"extract {encoder.name}")
+        self.max_batch = spec.max_batch if spec.max_batch is not None else max_batch
+        max_rows = max(1, max_rows)
+        shape, dtype = (len(self.layers), max_rows, encoder.hidden_size), DTYPES[spec.dtype]
+        # The shard's rows in the store's dtype, filled batch by batch where the model runs; on a GPU copied
+        # without blocking into one of two pinned host buffers (on a CPU the two buffers are filled directly).
+        self.results = [torch.empty(shape, dtype=dtype, pin_memory=self.pin) for _ in range(2)]
+        self.device_result = torch.empty(shape, dtype=dtype, device=self.device) if self.pin else None
+        self.spill: torch.Tensor | None = None  # float32 sums of windowed sentences' rows, made when needed
+        self.shards_done = 0
+
+    # -- off the compute thread ------------------------------------------------------------------
+    def batches(self, sentences: Sequence[int], first_rows: Mapping[int, int]) -> Iterator[_Batch]:
+        """The batches of ``sentences`` (a shard's, encoded in :attr:`encoded`; ``first_rows``: each one's
+        first row in the shard), one at a time: length-sorted, cut under the budget in force, padded, with
+        their pooling indices."""
+        encoded = self.encoded
+        segments = [segment for i in sentences for segment in encoded[i].segments]
+        lengths = [len(segment.input_ids) for segment in segments]
+        for chosen in token_budget_batches(lengths, self.budget.tokens, self.max_batch):
+            yield _Batch.make([segments[j] for j in chosen.tolist()], encoded, first_rows, self.spec.pool,
+                              self.pad_id, self.pin)
+
+    # -- on the compute thread -------------------------------------------------------------------
+    def begin(self, start: int, stop: int, rows: int) -> None:
+        """Start shard ``start..stop`` of ``rows`` stored rows."""
+        self.range, self.rows = range(start, stop), rows
+        self.host_result = self.results[self.shards_done % 2]
+        self.result = self.device_result if self.pin else self.host_result
+        self.spilled = False
+        self.maps: dict[int, _AttentionBuffer] = {}
+        self.counts = {"tokens": 0, "padded_tokens": 0, "windowed_sentences": 0}
+
+    def run(self, batch: _Batch) -> None:
+        """One batch through the model, pooled into the shard; on out-of-memory, the budget halves and the
+        batch runs again in pieces (:class:`~bertology.models.batching.TokenBudget`)."""
+        if len(batch.segments) > 1 and batch.padded > self.budget.tokens:  # cut before a halving
+            for piece in token_budget_batches(batch.lengths, self.budget.tokens, sort=False, max_padding=None):
+                self.run(batch.subset(piece, self.pad_id))
+            return
+        self.budget.run(batch.lengths, lambda rows: self._pool(
+            batch if len(rows) == len(batch.segments) else batch.subset(rows, self.pad_id)))
+
+    def _pool(self, batch: _Batch) -> None:
+        device = self.device
+        ids, mask = batch.ids.to(device, non_blocking=True), batch.mask.to(device, non_blocking=True)
+        hidden_states, attention = _forward(self.encoder, self.model, ids, mask, self.attention_layers)
+        index = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.indices.items()}
+        states = [hidden_states[layer].reshape(-1, hidden_states[layer].shape[-1]) for layer in self.layers]
+        # Everything that allocates comes first: an out-of-memory error leaves the shard untouched.
+        means = []
+        if len(index["rows"]):
+            weights = index["weights"][:, None]
+            for layer_states in states:
+                sums = torch.zeros(len(index["rows"]), layer_states.shape[-1], device=device)
+                sums.index_add_(0, index["local"], layer_states.index_select(0, index["gather"]).float())
+                means.append(sums.div_(weights).to(self.result.dtype))
+        spilled = [layer_states.index_select(0, index["spill_gather"]).float() for layer_states in states] \
+            if len(index["spill_target"]) else []
+        if spilled and not self.spilled:
+            self.spill = torch.zeros(len(self.layers) + 1, self.rows, self.encoder.hidden_size, device=device) \
+                if self.spill is None or self.spill.shape[1] < self.rows else self.spill.zero_()
+            self.spilled = True
+        for position, rows in enumerate(means):
+            self.result[position].index_copy_(0, index["rows"], rows)
+        for position, rows in enumerate(spilled):
+            self.spill[position].index_add_(0, index["spill_target"], rows)
+        if spilled:  # the last plane counts what each row received
+            self.spill[-1, :, 0].index_add_(0, index["spill_target"], torch.ones(len(index["spill_target"]),
+                                                                                 device=device))
+        for row, segment in enumerate(batch.segments if attention is not None else ()):
+            length = len(segment.input_ids)
+            if segment.sentence not in self.maps:
+                self.maps[segment.sentence] = _AttentionBuffer(self.encoded[segment.sentence],
+                                                               len(self.attention_layers), self.encoder.num_heads)
+            self.maps[segment.sentence].add(segment, attention[:, row, :, :length, :length])
+        self.counts["tokens"] += batch.tokens
+        self.counts["padded_tokens"] += batch.padded
+
+    def finish(self) -> tuple[dict[str, torch.Tensor], dict, object]:
+        """The shard's tensors (views of a reused host buffer), its counts, and ``ready``: a callable that
+        returns once the tensors have arrived from the device (None on a CPU)."""
+        n = self.rows
+        if self.spilled:  # windowed sentences' rows: their sums over every batch, divided by what each received
+            weights = self.spill[-1, :n, 0]
+            touched = torch.nonzero(weights).reshape(-1)
+            means = self.spill[:-1, :n].index_select(1, touched) / weights[touched][None, :, None]
+            self.result[:, :n].index_copy_(1, touched, means.to(self.result.dtype))
+        result = self.host_result[:, :n]
+        self.shards_done += 1
+        ready = None
+        if self.pin:  # copy without blocking: the next shard's batches run while it travels
+            result.copy_(self.result[:, :n], non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            ready = event.synchronize
+        tensors = {f"layer.{layer}": result[position] for position, layer in enumerate(self.layers)}
+        if self.attention_layers:
+            word_maps = [self.maps[i].word_attention() for i in self.range]  # each [L, H, G, G]
+            for position, layer in enumerate(self.attention_layers):
+                tensors[f"attention.{layer}"] = torch.cat([m[position].reshape(-1) for m in word_maps]).float()
+        encoded = self.encoded
+        self.counts["windowed_sentences"] = sum(len(encoded[i].segments) > 1 for i in self.range)
+        return tensors, self.counts, ready
 
     def compute(self, start: int, stop: int) -> tuple[dict[str, torch.Tensor], dict]:
-        encoder, encoded, device = self.encoder, self.encoded, self.encoder.device
-        sentence_range = range(start, stop)
-        self.pooler.begin(sentence_range)
-        maps = {i: _AttentionBuffer(encoded[i], len(self.attention_layers), encoder.num_heads)
-                for i in sentence_range} if self.attention_layers else {}
-        segments = [seg for i in sentence_range for seg in encoded[i].segments]
-        counts = {"tokens": 0, "padded_tokens": 0,
-                  "windowed_sentences": sum(len(encoded[i].segments) > 1 for i in sentence_range)}
-        lengths = [len(segment.input_ids) for segment in segments]
-        for chosen in token_budget_batches(lengths, self.spec.batch_tokens, self.spec.max_batch):
-            batch = [segments[i] for i in chosen]
-            inputs = pad_batch([segment.input_ids for segment in batch], self.pad_id)
-            ids, mask = inputs["input_ids"], inputs["attention_mask"]
-            counts["tokens"] += int(mask.sum())
-            counts["padded_tokens"] += ids.numel()
-            hidden_states, attention = _forward(encoder, self.model, ids.to(device), mask.to(device),
-                                                self.attention_layers)
-            self.pooler.add(batch, ids.shape[1], hidden_states, self.layers)
-            for row, segment in enumerate(batch if attention is not None else ()):
-                length = len(segment.input_ids)
-                maps[segment.sentence].add(segment, attention[:, row, :, :length, :length])
-        return _shard_tensors(self.pooler, maps, sentence_range, self.layers, self.attention_layers), counts
+        """Shard ``start..stop`` from end to end on this thread: its tensors (views of reused buffers, arrived)
+        and its counts."""
+        counts = [_row_count(self.encoded[i], self.spec.pool) for i in range(start, stop)]
+        self.begin(start, stop, sum(counts))
+        first_rows = dict(zip(range(start, stop), np.cumsum([0] + counts[:-1]).tolist()))
+        for batch in self.batches(range(start, stop), first_rows):
+            self.run(batch)
+        tensors, counts, ready = self.finish()
+        if ready is not None:
+            ready()
+        return tensors, counts
+
+
+def _bytes_per_token(encoder: Encoder, attentions: bool) -> int:
+    """Device memory a token takes in a batch that keeps every layer's states (float32): the states returned,
+    a layer's transient activations, and with eager attention (attentions asked for) its score rows."""
+    hidden, layers = encoder.hidden_size, encoder.num_layers
+    ffn = getattr(encoder.config, "intermediate_size", None) or 4 * hidden
+    per_token = hidden * (layers + 1) + 2 * ffn + 8 * hidden
+    if attentions:
+        per_token += 2 * encoder.num_heads * encoder.max_length * (layers + 1)
+    return 4 * per_token
 
 
 def run_stats(counts: Sequence[dict], seconds: float, **extra) -> dict:
@@ -391,27 +589,138 @@ def run_stats(counts: Sequence[dict], seconds: float, **extra) -> dict:
             "tokens_per_second": round(total["tokens"] / seconds, 1) if seconds else None, **extra}
 
 
+class _Parts:
+    """The batches of the shards to do, made ready on a background thread (the rest of the tokenizing, the
+    alignment, padding and pooling indices) a few batches ahead of the compute thread, which runs the model on
+    them. The whole corpus's unknown-token check runs before the last shard's batches are handed over, so a
+    refused tokenizer never finishes a store."""
+
+    def __init__(self, plan: ExtractionPlan, computer: ShardComputer, todo: Sequence[int]):
+        self.plan, self.computer, self.todo = plan, computer, list(todo)
+        # Unbounded within a shard: the thread prepares a shard's batches in one go and then waits, rather than
+        # contending for the GIL with the model's Python batch after batch; it starts the next shard only once
+        # the compute thread has begun this one (see _produce).
+        self.queue: queue.Queue = queue.Queue()
+        self.begun = threading.Semaphore(1)
+        self.stopped = threading.Event()
+        self.unknown_words = 0
+        self.thread = threading.Thread(target=self._produce, name="bertology-extract-batches", daemon=True)
+
+    def __enter__(self) -> "_Parts":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        while self.thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self.queue.get(timeout=0.05)
+        self.thread.join()
+
+    def _put(self, item) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _produce(self) -> None:
+        plan, computer = self.plan, self.computer
+        encoded = computer.encoded
+        for i, sentence in enumerate(plan.head):
+            encoded[i] = sentence
+        try:
+            shards = [plan.index["shards"][k] for k in self.todo]
+            for position, (k, shard) in enumerate(zip(self.todo, shards)):
+                while not self.begun.acquire(timeout=0.1):  # at most one shard ahead of the compute thread
+                    if self.stopped.is_set():
+                        return
+                start, stop = shard["start"], shard["stop"]
+                rows = plan.row_counts[start:stop]
+                first_rows = dict(zip(range(start, stop), (np.cumsum(rows) - rows).tolist()))
+                missing = [i for i in range(start, stop) if i not in encoded]
+                for i, sentence in zip(missing, plan.encode_some(missing)):
+                    encoded[i] = sentence
+                self.unknown_words += sum(encoded[i].unknown_words for i in range(start, stop))
+                if position == len(shards) - 1:
+                    self._check_unknown()
+                for batch in computer.batches(range(start, stop), first_rows):
+                    if not self._put((k, batch)):
+                        return
+                if not self._put((k, None)):
+                    return
+        except BaseException as error:  # noqa: BLE001 - handed to the compute thread, which raises it
+            self._put(error)
+
+    def _check_unknown(self) -> None:
+        """The unknown-token share over every sentence (those of shards already whole encoded again)."""
+        plan, encoded = self.plan, self.computer.encoded
+        if plan.spec.max_unknown_fraction is None:
+            return
+        unseen = [i for i in range(len(plan.sentences)) if i not in encoded]
+        every = [encoded[i] for i in encoded] + encode_sentences(
+            plan.encoder.tokenizer, [plan.sentences[i] for i in unseen], plan.encoder.max_length, plan.spec.long_policy)
+        _check_tokenizer(plan.encoder, every, plan.spec.max_unknown_fraction)
+
+    def of_shard(self, k: int) -> Iterator[_Batch]:
+        """The batches of shard ``k`` (the shards come in the order of ``todo``)."""
+        self.begun.release()  # the next shard may be prepared now
+        while True:
+            item = self.queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            shard, batch = item
+            if shard != k:
+                raise RuntimeError(f"shard {shard} prepared where shard {k} was expected")
+            if batch is None:
+                return
+            yield batch
+
+
 def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model: bool) -> None:
-    """Compute the shards the index does not list as whole, writing each as it is done: a shard is
-    streamed to disk on a second thread while the next one computes, and named in the index only once whole."""
+    """Compute the shards the index does not list as whole, writing each as it is done: the next part's
+    batches are prepared on one thread, the model runs on this one, and each shard is streamed to disk on a
+    third and named in the index only once whole."""
     encoder, writer = plan.encoder, plan.writer
     if device:
         encoder.model.to(device)
     todo = writer.todo
-    sizes = {k: writer.index["shards"][k]["stop"] - writer.index["shards"][k]["start"] for k in todo}
+    shards = writer.index["shards"]
+    sizes = {k: shards[k]["stop"] - shards[k]["start"] for k in todo}
     started = time.perf_counter()
     counts: list[dict] = []
+    computer = ShardComputer(encoder, {}, plan.spec, plan.layers, max_rows=plan.largest_shard_rows(todo),
+                             model=encoder.compiled() if compile_model else None)
     with (progress_bar(progress) as bar, run_context(encoder, plan.spec.autocast, plan.attention_layers),
-          writer.shards_in_background(on_written=lambda k: bar.advance(task, sizes[k])) as put):
+          writer.shards_in_background(on_written=lambda k: bar.advance(task, sizes[k])) as put,
+          _Parts(plan, computer, todo) as parts):
         task = bar.add_task(f"extract {encoder.name} (sentences)", total=sum(sizes.values()))
-        computer = ShardComputer(encoder, plan.encoded, plan.spec, plan.layers, max_rows=plan.largest_shard_rows(todo),
-                                 model=encoder.compiled() if compile_model else None)
         for k in todo:
-            shard = writer.index["shards"][k]
-            tensors, shard_counts = computer.compute(shard["start"], shard["stop"])
-            counts.append(shard_counts)
-            put(k, tensors)  # waits for the shard before, which frees the buffer the next shard pools into
-    writer.finish(run_stats(counts, time.perf_counter() - started))
+            computer.begin(shards[k]["start"], shards[k]["stop"], writer.shard_rows(k))
+            for batch in parts.of_shard(k):
+                computer.run(batch)
+            tensors, shard_counts, ready = computer.finish()
+            counts.append(dict(shard_counts))
+            put(k, tensors, ready=ready)  # waits for the shard before, which frees the buffer the next one fills
+    if parts.unknown_words:
+        warnings.warn(f"{parts.unknown_words} word(s) produced no subword tokens and were encoded as the unknown "
+                      "token", stacklevel=3)
+    writer.finish(run_stats(counts, time.perf_counter() - started, **computer.budget.record(),
+                            max_batch=computer.max_batch, device=str(computer.device)))
+
+
+def _check_unknown_share(encoder: Encoder, words: int, unknown: int, limit: float | None) -> None:
+    if limit is None or not words or unknown / words <= limit:
+        return
+    tokenizer = encoder.tokenizer
+    raise ModelError(
+        f"{encoder.source or encoder.name}: the tokenizer maps {unknown:,} of {words:,} words "
+        f"({unknown / words:.0%}) wholly to its unknown token {tokenizer.unk_token!r} (a vocabulary of "
+        f"{len(tokenizer):,} tokens); its tokenizer files are missing or belong to another model. Save the "
+        "model's own tokenizer in the folder (tokenizer.save_pretrained(DIR)), or pass max_unknown_fraction=None"
+    )
 
 
 def _fast_attention(encoder: Encoder, when: bool):
@@ -430,13 +739,3 @@ def _forward(encoder: Encoder, model, ids: torch.Tensor, mask: torch.Tensor, att
     if attention_layers:
         attention = torch.stack([output.attention(layer) for layer in attention_layers]).float().cpu()
     return output.hidden_states, attention
-
-
-def _shard_tensors(pooler: _ShardPooler, maps, sentence_range, layers, attention_layers) -> dict[str, torch.Tensor]:
-    stacked = pooler.pooled()
-    tensors = {f"layer.{layer}": stacked[position] for position, layer in enumerate(layers)}
-    if attention_layers:
-        word_maps = [maps[i].word_attention() for i in sentence_range]  # each [L, H, G, G]
-        for position, layer in enumerate(attention_layers):
-            tensors[f"attention.{layer}"] = torch.cat([m[position].reshape(-1) for m in word_maps]).float()
-    return tensors

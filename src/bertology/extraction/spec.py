@@ -39,7 +39,9 @@ class ExtractionSpec:
       (dropped when attentions are asked for: bf16 moves attention probabilities by up to 0.02).
     * ``long_policy``: a sentence longer than the model takes is covered by overlapping ``"window"``\\ s, or
       refused (``"error"``).
-    * ``batch_tokens`` / ``max_batch``: a batch's padded size and rows at most (:mod:`bertology.models.batching`).
+    * ``batch_tokens`` / ``max_batch``: a batch's padded size and rows at most (:mod:`bertology.models.batching`);
+      ``None`` (default): the device's (4,096 tokens and 128 rows on a CPU; on a GPU a share of its free
+      memory, :func:`~bertology.models.batching.device_token_budget`). Out of device memory, the budget halves.
     * ``shard_bytes``: what a shard weighs, roughly. ``max_unknown_fraction``: refuse a tokenizer that maps
       more than this share of the words wholly to its unknown token (``None`` accepts any).
     """
@@ -50,8 +52,8 @@ class ExtractionSpec:
     dtype: str = "float16"
     autocast: str | None = None
     long_policy: str = "window"
-    batch_tokens: int = 4096
-    max_batch: int = 128
+    batch_tokens: int | None = None  # None: the device's (models.batching.device_token_budget)
+    max_batch: int | None = None
     shard_bytes: int | None = None  # None: the store's target, SHARD_TARGET_BYTES
     max_attention_words: int | None = MAX_ATTENTION_WORDS
     max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION
@@ -66,8 +68,9 @@ class ExtractionSpec:
         if self.long_policy not in LONG_POLICIES:
             raise DataError(f"long_policy {self.long_policy!r}: expected 'window' or 'error'")
         shard_bytes = SHARD_TARGET_BYTES if self.shard_bytes is None else self.shard_bytes
-        for name, value in (("batch_tokens", self.batch_tokens), ("max_batch", self.max_batch),
-                            ("shard_bytes", shard_bytes), ("max_attention_words", self.max_attention_words or 1)):
+        sizes = {"batch_tokens": self.batch_tokens, "max_batch": self.max_batch, "shard_bytes": shard_bytes,
+                 "max_attention_words": self.max_attention_words}  # None: the default (the device's, no limit)
+        for name, value in ((name, value) for name, value in sizes.items() if value is not None):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
                 raise UsageError(f"{name} {value!r}: expected a whole number of at least 1")
         if self.attentions and self.pool == "tokens":

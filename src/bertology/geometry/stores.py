@@ -1,8 +1,9 @@
 """Corpora and cached stores for the geometry and knowledge commands: extract once, stream layers after.
 
-A store is keyed by the encoder's fingerprint (weights, config and tokenizer), the corpus's hash, the
-pooling and an optional tag (e.g. the input-embedding dropout of the MLM probe), so a second run of any
-command on the same model and text reads the store instead of running the model again.
+Stores are the cache's shared ones (:mod:`bertology.extraction.shared`): keyed by the encoder's fingerprint
+(weights, config and tokenizer), the settings (pooling, dtype, an optional tag such as the input-embedding
+dropout of the MLM probe) and the sentences, so a second run of any command (or another command, or a
+report section) on the same model and text reads the store instead of running the model again.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from typing import Sequence
 from bertology.data import default_corpus, read_corpus
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError
-from bertology.extraction import corpus_hash, extract
+from bertology.extraction.shared import shared_store
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.numbering import parse_layers
 from bertology.options import check_cache_dir, check_positive
 from bertology.runtime import resolve_device
-from bertology.store import Store
+from bertology.store.store import Store
+from bertology.store.view import StoreView
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -78,21 +80,13 @@ def prepare_run(model, data=None, sentences: Sequence[Sentence] | None = None, *
 def cached_store(encoder: Encoder, sentences: Sequence[Sentence], *, pool: str = "word-mean",
                  cache_dir: str | os.PathLike | None = None, input_path: str | os.PathLike | None = None,
                  tag: str = "", device: str | None = None, progress: bool = False, dtype: str = "float16",
-                 hook=None) -> Store:
-    """Every layer of ``encoder`` on ``sentences`` pooled by ``pool``, extracted into the cache once.
+                 hook=None) -> Store | StoreView:
+    """Every layer of ``encoder`` on ``sentences`` pooled by ``pool``, from the cache's shared stores
+    (:func:`bertology.extraction.shared.shared_store`: extracted once per model, corpus and settings, whichever
+    command or report section asks first).
 
     ``hook`` is a context manager factory applied around the extraction (used to perturb the model, in
     which case ``tag`` must name the perturbation so the store is not mistaken for a clean one).
     """
-    if not sentences:
-        raise DataError("no sentences to analyse; expected at least one")
-    if hook is not None and not tag:
-        raise ValueError("a perturbed extraction needs a tag naming the perturbation")
-    name = f"{encoder.fingerprint}-{corpus_hash(sentences)}-{pool}-{dtype}" + (f"-{tag}" if tag else "")
-    out = cache_root(cache_dir) / "stores" / name
-    if hook is None:
-        return extract(encoder, sentences, out, pool=pool, dtype=dtype, progress=progress, device=device,
-                       input_path=str(input_path) if input_path else None)
-    with hook():
-        return extract(encoder, sentences, out, pool=pool, dtype=dtype, progress=progress, device=device,
-                       input_path=str(input_path) if input_path else None)
+    return shared_store(encoder, sentences, cache_root(cache_dir), pool=pool, dtype=dtype, tag=tag, hook=hook,
+                        device=device, progress=progress, input_path=input_path)

@@ -56,7 +56,7 @@ from bertology.numbering import parse_layers
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
-from bertology.extraction import corpus_hash, extract
+from bertology.extraction.shared import shared_store
 from bertology.geometry.stores import cache_root
 from bertology.models import as_encoder
 from bertology.probing import datasets
@@ -102,11 +102,11 @@ def _cache(cache_dir) -> Path:
 
 
 def _extract(encoder, sentences: Sequence[Sentence], cache: Path, progress: bool, device: str | None):
-    """Every layer, word-mean pooled, cached by model fingerprint and words. The unknown-token guard is off: a
-    monolingual tokenizer reading other scripts is part of what is measured (the tokenizer table)."""
-    path = cache / "stores" / f"languages-{encoder.fingerprint}-{corpus_hash(sentences)}-word-mean-float16"
-    return extract(encoder, list(sentences), path, pool="word-mean", dtype="float16", progress=progress,
-                   device=device, max_unknown_fraction=None)
+    """Every layer, word-mean pooled, from the cache's shared stores (one extraction per model and corpus). The
+    unknown-token guard is off: a monolingual tokenizer reading other scripts is part of what is measured (the
+    tokenizer table)."""
+    return shared_store(encoder, list(sentences), cache, pool="word-mean", dtype="float16", progress=progress,
+                        device=device, max_unknown_fraction=None)
 
 
 def _train_subset(seed: int, purpose: str, n: int, fraction: float) -> np.ndarray:

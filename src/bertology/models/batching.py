@@ -6,21 +6,113 @@ LAMA, SQuAD evaluation) picks its batches with :func:`token_budget_batches` and 
 size = rows x longest input) rather than a fixed count keeps memory flat from short to long inputs.
 
 Padding is on the right, with ``attention_mask`` 1 on real tokens and 0 on padding, every tensor ``long``.
+
+The budget follows the device (:func:`device_token_budget`: today's 4,096 tokens on a CPU, a share of the free
+memory on a GPU), and a loop that runs its batches through :class:`TokenBudget` survives a GPU running out of
+memory: the budget halves, the batch is cut again under it and retried, with one warning line.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import warnings
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
-from bertology.errors import UsageError
+from bertology.errors import BertologyWarning, ModelError, UsageError
 
 #: Extraction's rule (and the default): a batch also closes once adding the next input would make more than
 #: this share of it padding, when it already holds ``min_batch`` rows (so batches stay big enough to use the cores).
 MAX_PADDING = 0.1
 MIN_BATCH = 8
+
+#: The CPU's token budget and row limit (what a 2-core CPU runs best at; BENCHMARKS.md).
+CPU_BATCH_TOKENS = 4096
+CPU_MAX_BATCH = 128
+#: A GPU's budget: this share of the free memory, within these bounds (the bare forward pass of a bert-base
+#: model on an H200 reaches 0.8-0.9 million tokens/s at 16k-64k tokens a batch; issue 31).
+GPU_MEMORY_SHARE = 0.4
+GPU_BATCH_TOKENS = (8192, 65536)
+
+
+def device_token_budget(device: torch.device | str, bytes_per_token: int) -> tuple[int, int | None]:
+    """``(batch_tokens, max_batch)`` for a model that keeps ``bytes_per_token`` of activations per token on
+    ``device``: :data:`CPU_BATCH_TOKENS` and :data:`CPU_MAX_BATCH` on a CPU (or anything but CUDA); on CUDA
+    :data:`GPU_MEMORY_SHARE` of the free memory, rounded down to a power of two within
+    :data:`GPU_BATCH_TOKENS`, and no row limit (short sentences should fill a batch too)."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return CPU_BATCH_TOKENS, CPU_MAX_BATCH
+    free, _ = torch.cuda.mem_get_info(device)
+    tokens = int(free * GPU_MEMORY_SHARE) // max(1, int(bytes_per_token))
+    low, high = GPU_BATCH_TOKENS
+    tokens = max(low, min(high, tokens))
+    return 1 << (tokens.bit_length() - 1), None
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is a device running out of memory (``torch.OutOfMemoryError``, which
+    ``torch.cuda.OutOfMemoryError`` is)."""
+    kinds = tuple(k for k in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None))
+                  if k is not None)
+    return isinstance(error, kinds)
+
+
+class TokenBudget:
+    """A batch loop's token budget that halves when the device runs out of memory.
+
+    ``budget.run(lengths, compute)`` calls ``compute(indices)`` once for the whole batch (``indices``: positions
+    in ``lengths``, the inputs' tokens). When that raises an out-of-memory error (:func:`is_out_of_memory`),
+    the budget halves (one warning line, naming ``what``), the batch is cut again under it (in the order given)
+    and each piece is run the same way; ``compute`` must leave nothing behind when it raises (accumulate only
+    after the allocations). Later batches are cut by the caller under :attr:`tokens`, the budget now in force;
+    :attr:`initial` and :attr:`halvings` say what happened, for a run's recorded settings. A single input that
+    does not fit is a one-line :class:`~bertology.errors.ModelError`.
+    """
+
+    def __init__(self, tokens: int, what: str = "batch"):
+        if isinstance(tokens, bool) or int(tokens) != tokens or tokens < 1:
+            raise UsageError(f"token budget {tokens!r}: expected a whole number of at least 1")
+        self.tokens = self.initial = int(tokens)
+        self.what = what
+        self.halvings = 0
+
+    def run(self, lengths: Sequence[int] | np.ndarray, compute: Callable[[np.ndarray], None],
+            indices: np.ndarray | None = None) -> None:
+        lengths = np.asarray(lengths, dtype=np.int64)
+        indices = np.arange(len(lengths)) if indices is None else indices
+        try:
+            compute(indices)
+            return
+        except Exception as error:  # noqa: BLE001 - only out-of-memory is handled; the rest is raised again
+            if not is_out_of_memory(error):
+                raise
+        # Retried outside the handler, so the failed attempt's tensors (held by the traceback) are freed first.
+        if len(indices) == 1:
+            raise ModelError(f"{self.what}: out of device memory on a single input of {int(lengths[indices[0]]):,} "
+                             "tokens; use a smaller --token-budget, a shorter max length or another device")
+        padded = int(lengths[indices].max()) * len(indices)
+        self.halve(padded)
+        pieces = token_budget_batches(lengths[indices], self.tokens, sort=False, max_padding=None)
+        if len(pieces) == 1:  # the batch already fits the halved budget: cut it in two
+            pieces = np.array_split(np.arange(len(indices)), 2)
+        for piece in pieces:
+            self.run(lengths, compute, indices[piece])
+
+    def halve(self, padded: int) -> None:
+        """Halve the budget (below the ``padded`` size that failed, if it is already smaller), one warning line."""
+        before = self.tokens
+        self.tokens = max(1, min(self.tokens, padded) // 2)
+        self.halvings += 1
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        warnings.warn(f"{self.what}: out of device memory on a batch of {padded:,} padded tokens; token budget "
+                      f"{before:,} -> {self.tokens:,}, retrying the batch", BertologyWarning, stacklevel=3)
+
+    def record(self) -> dict:
+        """The budget as a run records it: the one it started with, the one it ended with, the halvings."""
+        return {"batch_tokens": self.initial, "batch_tokens_used": self.tokens, "out_of_memory_halvings": self.halvings}
 
 
 def token_budget_batches(lengths: Sequence[int] | np.ndarray, batch_tokens: int | None,
@@ -79,15 +171,18 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, token_type_ids: S
     width = longest if width is None else width
     if width < longest:
         raise UsageError(f"pad_batch: width {width} is shorter than the longest sequence ({longest} tokens)")
-    input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    types = torch.zeros((len(sequences), width), dtype=torch.long) if token_type_ids is not None else None
-    for row, ids in enumerate(sequences):
-        n = len(ids)
-        input_ids[row, :n] = torch.as_tensor(ids)
-        attention_mask[row, :n] = 1
-        if types is not None:
-            types[row, :n] = torch.as_tensor(token_type_ids[row])
+    # One vectorised fill rather than a copy per row: the batcher runs once per batch of a long corpus.
+    lengths = np.fromiter((len(ids) for ids in sequences), dtype=np.int64, count=len(sequences))
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    ids = np.full((len(sequences), width), pad_id, dtype=np.int64)
+    ids[mask] = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in sequences])
+    input_ids = torch.from_numpy(ids)
+    attention_mask = torch.from_numpy(mask.astype(np.int64))
+    types = None
+    if token_type_ids is not None:
+        filled = np.zeros((len(sequences), width), dtype=np.int64)
+        filled[mask] = np.concatenate([np.asarray(t, dtype=np.int64).reshape(-1) for t in token_type_ids])
+        types = torch.from_numpy(filled)
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     if types is not None:
         batch["token_type_ids"] = types

@@ -158,12 +158,20 @@ def fingerprint_tokenizer(tokenizer) -> str:
     """A short hash of the tokenizer's full definition (vocabulary, normaliser, specials)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
-        definition = json.loads(backend.to_str())
+        text = backend.to_str()
+        # Kept beside the tokenizer for its definition as it is now: hashing a 30k vocabulary every time a
+        # store is planned cost more than extracting a small corpus (issue 31).
+        known = getattr(tokenizer, "_bertology_fingerprint", None)
+        if known is not None and known[0] == text:
+            return known[1]
+        definition = json.loads(text)
         for per_call in ("truncation", "padding"):  # set by each call's padding=/truncation=, not the vocabulary
             definition.pop(per_call, None)
-        text = json.dumps(definition, sort_keys=True)
-    else:
-        text = json.dumps(tokenizer.get_vocab(), sort_keys=True)
+        fingerprint = hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:16]
+        with contextlib.suppress(AttributeError, TypeError):
+            tokenizer._bertology_fingerprint = (text, fingerprint)
+        return fingerprint
+    text = json.dumps(tokenizer.get_vocab(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -37,7 +37,6 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-import shutil
 import warnings
 
 import numpy as np
@@ -79,7 +78,8 @@ from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
 from bertology.data import external_folder, missing_data, packaged_treebank
-from bertology.extraction import corpus_hash, extract
+from bertology.extraction import corpus_hash
+from bertology.extraction.shared import shared_store
 from bertology.files import atomic_path, write_json
 from bertology.models import Encoder, load_encoder
 from bertology.probing.structural import run_structural
@@ -283,17 +283,18 @@ class SentenceMeans:
 
 def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Path, progress: bool, device,
                    sentence_only: Iterable[str] = ()):
-    """Extract (or reuse, keyed by the model fingerprint and the words) one store per source and split.
+    """The vectors of every source's split, from the cache's shared stores (keyed by the model fingerprint, the
+    settings and the words: one extraction per model and corpus, shared with the other analyses).
 
-    Pools of a source in ``sentence_only`` keep only their sentence means (:class:`SentenceMeans`): the
-    word-level store is extracted, reduced to the means and removed."""
+    Pools of a source in ``sentence_only`` keep their sentence means (:class:`SentenceMeans`, about 20x smaller
+    than the words), read again on a rerun instead of the words."""
     stores = {}
     layer_key = "all" if layers is None else "-".join(map(str, layers))
     sentence_only = set(sentence_only)
     for source, by_split in pools.items():
         for split, sentences in by_split.items():
-            path = cache / "stores" / f"{source}-{split}-{encoder.fingerprint}-{corpus_hash(sentences)}-L{layer_key}"
-            means_path = path.with_name(path.name + "-sentence-means.npy")
+            means_path = cache / "stores" / (f"{source}-{split}-{encoder.fingerprint}-{corpus_hash(sentences)}"
+                                             f"-L{layer_key}-sentence-means.npy")
             if source in sentence_only and means_path.is_file():
                 try:
                     stores[source, split] = SentenceMeans(means_path)
@@ -302,15 +303,10 @@ def _extract_pools(encoder, pools: dict[str, dict[str, list]], layers, cache: Pa
                     warnings.warn(f"{means_path}: damaged ({reason}); recomputing it", BertologyWarning, stacklevel=2)
                     means_path.unlink(missing_ok=True)
                 else:
-                    shutil.rmtree(path, ignore_errors=True)  # left by a run stopped between the two steps
                     continue
-            store = extract(encoder, sentences, path, layers=layers, pool="word-mean", dtype="float16",
-                            progress=progress, device=device)
-            if source in sentence_only:
-                stores[source, split] = SentenceMeans.from_store(store, means_path)
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                stores[source, split] = store
+            store = shared_store(encoder, sentences, cache, layers=layers, pool="word-mean", dtype="float16",
+                                 progress=progress, device=device)
+            stores[source, split] = SentenceMeans.from_store(store, means_path) if source in sentence_only else store
     return stores
 
 

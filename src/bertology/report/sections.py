@@ -343,7 +343,7 @@ def report_probing_spec(context: ReportContext, tasks: list[str], caps: dict):
 def run_probing_for_report(context: ReportContext, tasks: list[str], caps: dict):
     """:func:`bertology.probing.run_probing` with the report's spec (:func:`report_probing_spec`); its Result."""
     return run_probing(context.encoder, report_probing_spec(context, tasks, caps),
-                       cache_dir=context.store_dir / "probing", progress=context.progress,
+                       cache_dir=context.store_dir, progress=context.progress,
                        device=context.device or "auto")
 
 

@@ -233,21 +233,27 @@ class StoreWriter:
     @contextlib.contextmanager
     def shards_in_background(self, on_written: Callable[[int], None] | None = None) -> Iterator[Callable]:
         """``with writer.shards_in_background() as put: put(k, tensors)``: each shard is streamed to disk,
-        fsynced and renamed on a second thread while the caller computes the next one. ``put`` first waits
-        for the shard before (so a caller alternating two buffers may refill the one it used), then records
-        it and calls ``on_written(k)``; leaving the block waits for and records the last one."""
+        fsynced, renamed and recorded in the index on a second thread while the caller computes the next one
+        (``put(k, tensors, ready=f)``: that thread first calls ``f()``, e.g. to wait for a copy from a GPU).
+        ``put`` first waits for the shard before (so a caller alternating two buffers may refill the one it
+        used) and calls ``on_written(k)`` for it; leaving the block waits for the last one."""
         pending: list[tuple[int, Future]] = []
+
+        def write_and_record(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None) -> None:
+            if ready is not None:
+                ready()
+            self.record(k, self.write(k, tensors))
 
         def settle() -> None:
             k, future = pending.pop()
-            self.record(k, future.result())
+            future.result()
             if on_written is not None:
                 on_written(k)
 
-        def put(k: int, tensors: dict[str, torch.Tensor]) -> None:
+        def put(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None = None) -> None:
             if pending:
                 settle()
-            pending.append((k, thread.submit(self.write, k, tensors)))
+            pending.append((k, thread.submit(write_and_record, k, tensors, ready)))
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertology-shard-writer") as thread:
             yield put

@@ -1,0 +1,175 @@
+"""The extraction pipeline of issue 31: the same vectors as the old per-shard pooling, batches prepared on a
+second thread, the token budget following the device and halving when the device runs out of memory."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from bertology.data import Sentence, default_corpus, read_conllu
+from bertology.errors import ModelError, UsageError
+from bertology.extraction import ExtractionSpec, extract
+from bertology.extraction.alignment import _tokenize_slowly, _tokenize_words, encode_sentences, pool_rows
+from bertology.models.batching import (CPU_BATCH_TOKENS, CPU_MAX_BATCH, TokenBudget, device_token_budget,
+                                       is_out_of_memory, pad_batch)
+from bertology.models.tiny import FAMILIES, tiny_encoder
+
+POOLS = ("word-mean", "word-first", "word-last", "cls", "mean", "tokens")
+
+
+def _old_pooling(encoder, sentences, layers, pool):
+    """The pooling before issue 31 (the old ``_ShardPooler``), as a reference: every model input on its own,
+    each position's vector summed into the row :func:`pool_rows` gives it, each row divided by its count."""
+    encoded = encode_sentences(encoder.tokenizer, list(sentences), encoder.max_length)
+    out = {layer: [] for layer in layers}
+    for sentence in encoded:
+        rows = pool_rows(sentence, pool)
+        n_rows = int(rows.max()) + 1
+        sums = {layer: torch.zeros(n_rows, encoder.hidden_size) for layer in layers}
+        counts = torch.zeros(n_rows)
+        for segment in sentence.segments:
+            with torch.no_grad():
+                states = encoder.model(input_ids=torch.tensor([segment.input_ids]), output_hidden_states=True)
+            target = rows[segment.global_positions]
+            keep = target >= 0
+            local = torch.as_tensor(segment.local_positions[keep])
+            where = torch.as_tensor(target[keep])
+            for layer in layers:
+                sums[layer].index_add_(0, where, states.hidden_states[layer][0, local].float())
+            counts.index_add_(0, where, torch.ones(len(where)))
+        for layer in layers:
+            out[layer].append((sums[layer] / counts.clamp(min=1)[:, None]).numpy())
+    return {layer: np.concatenate(parts) for layer, parts in out.items()}
+
+
+def _corpus(n=120):
+    """EWT sentences and two longer than a 24-position model takes (windowed)."""
+    sentences = read_conllu(default_corpus("ewt-dev"))[:n]
+    long_words = tuple("antidisestablishment" if i % 5 == 0 else f"w{i % 7}" for i in range(40))
+    return [*sentences[:50], Sentence(words=long_words, id="long"), *sentences[50:],
+            Sentence(words=long_words[:23], id="long2")]
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_the_store_holds_the_vectors_of_the_old_pooling(tmp_path, pool):
+    encoder = tiny_encoder("bert", max_positions=24)
+    sentences = _corpus()
+    # small batches and shards: many batches per shard, several shards, windowed sentences across batches
+    store = extract(encoder, sentences, tmp_path / "s", pool=pool, dtype="float32", batch_tokens=96,
+                    shard_bytes=20_000, progress=False)
+    assert len(store.index["shards"]) > 2
+    assert store.index["stats"]["windowed_sentences"] >= 2
+    want = _old_pooling(encoder, sentences, store.layers, pool)
+    for layer in store.layers:
+        np.testing.assert_allclose(store.layer(layer), want[layer], atol=2e-6, rtol=1e-5, err_msg=f"{pool} {layer}")
+
+
+def test_float16_storage_is_the_float32_vectors_rounded(tmp_path):
+    encoder = tiny_encoder("roberta")
+    sentences = _corpus(60)
+    exact = extract(encoder, sentences, tmp_path / "f32", dtype="float32", progress=False)
+    half = extract(encoder, sentences, tmp_path / "f16", progress=False)
+    for layer in exact.layers:
+        np.testing.assert_array_equal(half.layer(layer), exact.layer(layer).astype(np.float16).astype(np.float32))
+
+
+@pytest.mark.parametrize("family", ["minilm", *FAMILIES])
+def test_each_distinct_word_tokenized_once_gives_the_tokenizers_own_pieces(family, request):
+    tokenizer = (request.getfixturevalue("minilm") if family == "minilm" else tiny_encoder(family)).tokenizer
+    sentences = read_conllu(default_corpus("ewt-dev"))[:300]
+    word_lists = [list(s.words) for s in sentences] + [["a", "\x07", "b"], ["\x07"]]  # words that map to nothing
+    unk = tokenizer.unk_token or tokenizer.pad_token
+    tokenizer.backend_tokenizer.enable_padding(length=64)  # a tokenizer left padding (MiniLM's file does)
+    fast = _tokenize_words(tokenizer, word_lists, unk)
+    slow = [_tokenize_slowly(tokenizer, words, unk) for words in word_lists]
+    for (ids, index, lost), (want_ids, want_index, want_lost) in zip(fast, slow):
+        assert ids == want_ids and lost == want_lost
+        np.testing.assert_array_equal(index, want_index)
+    if family in ("minilm", "bert", "distilbert", "electra"):  # WordPiece maps a control character to nothing
+        assert fast[-2][2] == 1  # ... so it became the unknown token
+
+
+def _failing_above(encoder, limit, seen):
+    """The model raises torch's out-of-memory error on a batch of more than ``limit`` padded tokens."""
+    model = encoder.model
+    forward = model.forward
+
+    def flaky(*args, input_ids=None, **kwargs):
+        seen.append(input_ids.numel())
+        if input_ids.numel() > limit:
+            raise torch.OutOfMemoryError(f"CUDA out of memory (injected above {limit} tokens)")
+        return forward(*args, input_ids=input_ids, **kwargs)
+
+    model.forward = flaky
+    return encoder
+
+
+def test_out_of_memory_halves_the_budget_and_retries_the_batch(tmp_path):
+    sentences = read_conllu(default_corpus("ewt-dev"))[:200]
+    clean = extract(tiny_encoder("bert"), sentences, tmp_path / "clean", dtype="float32", progress=False)
+    seen = []
+    encoder = _failing_above(tiny_encoder("bert"), 700, seen)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        store = extract(encoder, sentences, tmp_path / "s", dtype="float32", batch_tokens=4096, progress=False)
+    lines = [str(w.message) for w in caught if "out of device memory" in str(w.message)]
+    assert len(lines) == store.index["stats"]["out_of_memory_halvings"] >= 1
+    assert all("\n" not in line and "token budget" in line for line in lines)
+    assert max(seen) > 700  # it did fail, and then ran in pieces
+    stats = json.loads((tmp_path / "s" / "store.json").read_text())["stats"]
+    assert stats["batch_tokens"] == 4096 and stats["batch_tokens_used"] <= 700
+    for layer in clean.layers:
+        np.testing.assert_allclose(store.layer(layer), clean.layer(layer), atol=2e-6)
+
+
+def test_a_single_input_that_does_not_fit_is_one_line(tmp_path):
+    encoder = _failing_above(tiny_encoder("bert"), 3, [])
+    with pytest.raises(ModelError, match="out of device memory on a single input") as error:
+        extract(encoder, ["the dog barks"], tmp_path / "s", progress=False)
+    assert "\n" not in str(error.value)
+
+
+def test_token_budget_only_catches_out_of_memory():
+    budget = TokenBudget(100, what="test")
+
+    def fail(indices):
+        raise ValueError("not memory")
+
+    with pytest.raises(ValueError, match="not memory"):
+        budget.run([10, 10], fail)
+    assert budget.halvings == 0 and is_out_of_memory(torch.OutOfMemoryError("x"))
+    assert not is_out_of_memory(RuntimeError("x"))
+    ran = []
+
+    def small(indices):
+        if len(indices) > 1:
+            raise torch.OutOfMemoryError("too big")
+        ran.append(indices.tolist())
+
+    with pytest.warns(Warning, match="token budget 100 -> "):
+        budget.run([10, 10, 10, 10], small)
+    assert sorted(sum(ran, [])) == [0, 1, 2, 3] and budget.tokens < 100
+    assert budget.record()["out_of_memory_halvings"] == budget.halvings >= 1
+    with pytest.raises(UsageError, match="token budget 0"):
+        TokenBudget(0)
+
+
+def test_the_budget_follows_the_device(tmp_path, tiny_bert):
+    assert device_token_budget("cpu", 10_000) == (CPU_BATCH_TOKENS, CPU_MAX_BATCH)
+    assert ExtractionSpec().batch_tokens is None and ExtractionSpec().max_batch is None
+    with pytest.raises(UsageError, match="batch_tokens 0"):
+        ExtractionSpec(batch_tokens=0)
+    store = extract(tiny_bert, ["the dog barks"], tmp_path / "s", progress=False)
+    stats = store.index["stats"]
+    assert (stats["batch_tokens"], stats["max_batch"], stats["device"]) == (CPU_BATCH_TOKENS, CPU_MAX_BATCH, "cpu")
+    store = extract(tiny_bert, ["the dog barks"], tmp_path / "t", batch_tokens=64, progress=False)
+    assert store.index["stats"]["batch_tokens"] == store.index["stats"]["batch_tokens_used"] == 64
+
+
+def test_pad_batch_fills_rows_at_once():
+    batch = pad_batch([[5, 6, 7], [8], []], 0, token_type_ids=[[0, 1, 1], [1], []])
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
+    assert batch["token_type_ids"].tolist() == [[0, 1, 1], [1, 0, 0], [0, 0, 0]]
