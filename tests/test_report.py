@@ -226,3 +226,20 @@ def test_the_cache_stores_results_and_recomputes_an_entry_from_before_results(tm
     assert calls == [1, 1], "an entry without meta.json is recomputed"
     with pytest.raises(TypeError, match="expected a Result"):
         cache.get_or_compute("other", key, lambda: {"table": made["table2"]})
+
+
+def test_token_probes_have_a_training_spread_and_intervals_that_include_it(tiny_report):
+    """The report's seeds draw bootstrap training resamples: the exact probe's seed spread is the training
+    variation (not 0.0 by construction) and the pooled interval contains it."""
+    from bertology.results import Result
+
+    path, _, _ = tiny_report
+    result = Result.load(next(f for f in (path.parent / "results").iterdir()
+                              if f.name.startswith("probing-") and (f / "meta.json").is_file()))
+    assert result.meta["train_sampling"] == "bootstrap"
+    summary = result["summary"]
+    tokens = summary[summary["task"].isin(["upos", "xpos", "deprel"]) & (summary["baseline"] == "none")
+                     & (summary["split"] == "test") & (summary["metric"] == "accuracy")]
+    assert not tokens.empty and (tokens["n_seeds"] == 2).all()
+    assert (tokens["std"] > 0).any()
+    assert ((tokens["ci_low"] <= tokens["mean"]) & (tokens["mean"] <= tokens["ci_high"])).all()

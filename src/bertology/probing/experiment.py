@@ -602,7 +602,7 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                     out.append((name, fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, train_index, layer_ids,
                                                     model, name, "untrained", spec.scalar_mix)))
                     bar.advance(job)
-                if spec.mdl and seed == spec.seeds[0]:
+                if spec.wants_mdl(dataset.level) and seed == spec.seeds[0]:
                     # MDL once, on the first seed (its order of examples): the task, its control, the twin.
                     bar.update(job, description=f"{name}: online codelength")
                     mdl = {"layers": layer_ids, "model": model, "task": name, "seed": seed, "probe": spec.probe,
@@ -700,7 +700,7 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
         "control": spec.control, "control_types": types,
         "sentence_control": spec.sentence_control if spec.control is True else "none",
         "senteval_split": spec.senteval_split, "train_sampling": spec.train_sampling,
-        "mdl": list(spec.mdl_timestamps) if spec.mdl else None, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
+        "mdl": {"tasks": spec.mdl, "timestamps": list(spec.mdl_timestamps)} if spec.mdl else None, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
         "treebank": None if plan.treebank is None else str(plan.treebank), "device": str(device),
         "probe_options": dict(spec.probe_options), "n_boot": spec.n_boot,
         "interval": "95% percentile interval of the bootstrap over evaluation examples pooled over seeds",

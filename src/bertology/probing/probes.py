@@ -344,22 +344,26 @@ def _dot(aW, ab, cW, cb) -> torch.Tensor:
 
 
 class _KroneckerPreconditioner:
-    """An approximate inverse Hessian of the multinomial loss of every problem: ``(A (x) S + l2 I)^-1``, with
-    ``S`` the feature covariance and ``A`` the mean softmax curvature ``mean_i diag(p_i) - p_i p_i^T`` (the
-    Kronecker factorisation of K-FAC). Both factors are eigendecomposed, so applying it costs two small
-    matrix products per side; ``A`` is refreshed from the current probabilities now and then."""
+    """An approximate inverse Hessian of the multinomial loss of every problem: ``(A (x) S + l2 I)^-1``, the
+    Kronecker factorisation of K-FAC. Each example's softmax curvature ``M_i = diag(p_i) - p_i p_i^T`` is
+    taken as ``(tr M_i / mean tr M) A`` with ``A = mean_i M_i``, so the feature factor ``S`` is the covariance
+    weighted by each example's curvature (examples near the decision boundary dominate, as in the Hessian).
+    For two classes this is the exact Hessian, and L-BFGS then takes Newton steps after every refresh. Both
+    factors are eigendecomposed, so applying it costs two small matrix products per side; it is refreshed
+    from the current probabilities every few iterations."""
 
     def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor):
-        n = X.shape[1]
-        covariance = torch.bmm(X.transpose(1, 2), X).double() / n
-        eigenvalues, self.U = torch.linalg.eigh(covariance)
-        self.lam = eigenvalues.clamp_min(0).to(X.dtype)
-        self.U = self.U.to(X.dtype)
         self.l2, self.bias_l2 = l2, bias_l2
 
     def refresh(self, X: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> None:
+        n = X.shape[1]
         p = torch.softmax(torch.baddbmm(b.unsqueeze(1), X, W), -1)
-        curvature = torch.diag_embed(p.mean(1)) - torch.bmm(p.transpose(1, 2), p) / X.shape[1]
+        curvature = torch.diag_embed(p.mean(1)) - torch.bmm(p.transpose(1, 2), p) / n
+        trace = (p * (1 - p)).sum(-1)  # tr M_i  [B, n]
+        weight = trace / trace.mean(1, keepdim=True).clamp_min(1e-12)
+        covariance = torch.bmm(X.transpose(1, 2), X * weight.unsqueeze(-1)).double() / n
+        eigenvalues, U = torch.linalg.eigh(covariance)
+        self.lam, self.U = eigenvalues.clamp_min(0).to(X.dtype), U.to(X.dtype)
         alpha, V = torch.linalg.eigh(curvature.double())
         self.alpha, self.V = alpha.clamp_min(0).to(X.dtype), V.to(X.dtype)
         # The bias sees unit "feature variance"; the softmax's all-ones direction has no curvature, so it is
@@ -375,11 +379,12 @@ class _KroneckerPreconditioner:
 
 
 def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
-           bias_l2: torch.Tensor, gtol: float, max_iter: int, history: int = 10, refresh_every: int = 20):
+           bias_l2: torch.Tensor, gtol: float, max_iter: int, history: int = 10, refresh_every: int = 10):
     """Minimise :func:`_softmax_loss` for every problem of the batch (axis 0) with its own L-BFGS: its own
     curvature pairs, step sizes (Armijo backtracking with quadratic interpolation) and stopping. A problem
     stops when its largest gradient entry is at most ``gtol``, or when no step along its direction lowers the
-    loss any more (the limit of the arithmetic). Returns ``(W, b, iterations, gradient max)``."""
+    loss any more, or three steps in a row lower it by no more than its rounding (the limit of the
+    arithmetic). Returns ``(W, b, iterations, gradient max)``."""
     batch = X.shape[0]
     preconditioner = _KroneckerPreconditioner(X, l2, bias_l2)
     preconditioner.refresh(X, W, b)
@@ -387,6 +392,7 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
     pairs: list[tuple] = []
     gamma = torch.ones(batch, dtype=X.dtype, device=X.device)
     done = torch.zeros(batch, dtype=torch.bool, device=X.device)
+    flat = torch.zeros(batch, dtype=torch.long, device=X.device)
     iterations = 0
     while iterations < max_iter:
         gmax = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1))
@@ -440,7 +446,10 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
             mask = keep.to(X.dtype)
             pairs.append((sW * mask[:, None, None], sb * mask[:, None], yW, yb, rho))
             pairs = pairs[-history:]
-        done = done | stalled
+        # At the arithmetic's limit (float32 features: a gradient floor near 1e-6 on some layers) steps stop
+        # lowering the loss by more than its rounding; three such steps in a row end that problem.
+        flat = torch.where(loss - new_loss <= 4 * torch.finfo(X.dtype).eps * loss.abs(), flat + 1, 0)
+        done = done | stalled | (active & (flat >= 3))
         W, b, loss, gW, gb = W_new, b_new, new_loss, new_gW, new_gb
         iterations += 1
     gmax = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -96,7 +96,7 @@ class ProbingSpec:
     on a learned mix of all layers. ``l2``: the strengths each layer chooses from on dev (``None``: the
 probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the MLP probe's width. ``probe_options`` go to every probe (e.g. ``max_iter``),
     ``structural_options`` to the structural probes; ``n_boot`` bootstrap resamples per interval. ``mdl``: also the online codelength of each layer (task,
-    control task, untrained twin; the first seed) over ``mdl_timestamps`` (:mod:`bertology.probing.mdl`).
+    control task, untrained twin; the first seed; ``"token"``: word, arc and span tasks only) over ``mdl_timestamps`` (:mod:`bertology.probing.mdl`).
     """
 
     tasks: tuple[str, ...] = ("upos",)
@@ -124,7 +124,7 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
     structural_options: Mapping = field(default_factory=dict)
     probe_options: Mapping = field(default_factory=dict)
     n_boot: int = 1000
-    mdl: bool = False
+    mdl: bool | str = False
     mdl_timestamps: tuple[float, ...] = DEFAULT_TIMESTAMPS
 
     def __post_init__(self) -> None:
@@ -153,7 +153,8 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
                                      ("control_types", self.control_types, CONTROL_TYPES),
                                      ("sentence_control", self.sentence_control, SENTENCE_CONTROLS),
                                      ("senteval_split", self.senteval_split, SENTEVAL_SPLITS),
-                                     ("train_sampling", self.train_sampling, TRAIN_SAMPLINGS)):
+                                     ("train_sampling", self.train_sampling, TRAIN_SAMPLINGS),
+                                     ("mdl", self.mdl, (True, False, "token"))):
             if not any(value is choice or (isinstance(choice, str) and value == choice) for choice in allowed):
                 raise SettingError(name, value, "expected " + ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}")
         if self.n_boot < 1:
@@ -175,6 +176,11 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
     def control_labels_for_sentences(self) -> bool:
         """Whether SentEval sentence tasks get a control task."""
         return self.control is True and self.sentence_control != "none"
+
+    def wants_mdl(self, level: str) -> bool:
+        """Whether tasks of ``level`` get their online codelength (``mdl``: True, False or ``"token"``: word,
+        arc and span tasks only)."""
+        return self.mdl is True or (self.mdl == "token" and level != "sentence")
 
     def wants_control(self, level: str) -> bool:
         """Whether tasks of ``level`` (token, edge, span, sentence) are also trained on control labels."""

@@ -184,7 +184,8 @@ def probing(context: ReportContext) -> Section:
     # rev 2: probing results as a Result (fractions, nullable layer/seed, a component column)
     # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
     # rev 4: SentEval tasks from the pooled 50/10/40 re-split of the treebank (run_probing's default)
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 4}
+    # rev 5: exact linear probes, bootstrap training resamples per seed, online codelength of the token probes
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 5}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
     results = tables["results"]
@@ -222,16 +223,21 @@ def probing(context: ReportContext) -> Section:
                                    "XPOS, dependency label of the arc): accuracy % [95% CI] (delta vs untrained twin; "
                                    "ns = its interval holds 0); * = underpowered; bold = best layer.",
                                    "probing-tokens"))
-        best = token_numbers[token_numbers["best_on_dev"] == True]  # noqa: E712
+        best = _with_compression(token_numbers[token_numbers["best_on_dev"] == True], tables["summary"])  # noqa: E712
         cols = [c for c in ("task", "layer", "mean", "std", "untrained", "control", "selectivity", "majority")
                 if c in best.columns]
-        section.add(Table(best[cols], "At the layer chosen on dev: accuracy (%) beside the untrained twin, the "
-                                      "control task (Hewitt and Liang 2019) and selectivity = accuracy - control "
-                                      "accuracy (percentage points).", id="probing-selectivity",
+        mdl = [c for c in ("compression", "compression_control", "compression_untrained") if c in best.columns]
+        section.add(Table(best[cols + mdl], "At the layer chosen on dev: accuracy (%) beside the untrained twin, "
+                                            "the control task (Hewitt and Liang 2019) and selectivity = accuracy - "
+                                            "control accuracy (percentage points); MDL compression (Voita and Titov "
+                                            "2020: uniform / online codelength of the training labels, first seed) "
+                                            "of the task, its control task and the twin.", id="probing-selectivity",
                           percent=[c for c in cols if c not in ("task", "layer")],
                           headers={"mean": "accuracy (%)", "std": "std (seeds)", "untrained": "untrained twin (%)",
                                    "control": "control task (%)", "selectivity": "selectivity (points)",
-                                   "majority": "majority (%)"}))
+                                   "majority": "majority (%)", "compression": "compression (task)",
+                                   "compression_control": "compression (control)",
+                                   "compression_untrained": "compression (twin)"}))
         section.add(Figure(lambda: plot_layer_curves(token_numbers, None, model), "Token and edge probes per layer with their baselines.",
                            id="probing-tokens-figure", data=_curve_data(scores, tokens)))
     if not structural.empty:
@@ -259,6 +265,20 @@ def probing(context: ReportContext) -> Section:
         section.add(Figure(lambda: _structural_curves(test), "Structural probes per layer beside their baselines.",
                            id="probing-structural-figure", data=test))
     return section
+
+
+def _with_compression(rows: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` (task, layer) with the MDL compression of the task, its control and the twin at that layer, when
+    the run measured it (metric ``compression``, split ``train``); rounded to two decimals for the table."""
+    found = summary[(summary["metric"] == "compression") & (summary["split"] == "train")]
+    if found.empty or rows.empty:
+        return rows
+    out = rows.copy()
+    for baseline, column in (("none", "compression"), ("control", "compression_control"),
+                             ("untrained", "compression_untrained")):
+        values = found[found["baseline"] == baseline].set_index(["task", "layer"])["mean"]
+        out[column] = [round(float(values.get((t, l), float("nan"))), 2) for t, l in zip(out["task"], out["layer"])]
+    return out
 
 
 def _task_column(task: str, metric: str) -> str:
@@ -335,7 +355,7 @@ def report_probing_spec(context: ReportContext, tasks: list[str], caps: dict):
         max_eval = min(max_eval or context.max_sentences, max(20, context.max_sentences // 2))
     return ProbingSpec(tasks=tuple(tasks), treebank=context.treebank_dir, seeds=tuple(context.seeds),
                        max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences, quick=True,
-                       twin_per_seed=False, control="token", scalar_mix=False,
+                       twin_per_seed=False, control="token", scalar_mix=False, mdl="token",
                        probe_options={"max_iter": caps["max_iter"]},
                        structural_options={"epochs": caps["structural_epochs"]})
 
