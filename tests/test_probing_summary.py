@@ -320,7 +320,11 @@ def test_sentence_only_pools_keep_sentence_means_not_word_stores(tmp_path):
     spec = ProbingSpec(tasks=("bigram_shift",), treebank=treebank, seeds=(0,), max_train=150, scalar_mix=False)
     first = run_probing(encoder, spec, cache_dir=tmp_path / "run", progress=False, device="cpu")
     files = {p: p.stat().st_mtime_ns for p in (tmp_path / "run" / "stores").iterdir()}
-    assert files and all(p.suffix in (".npy", ".json") for p in files), sorted(p.name for p in files)
+    # Beside the means: the one shared word-level store of this model and corpus, kept so that other sections
+    # (geometry, knowledge, the report) read it instead of extracting again (extraction/shared.py).
+    assert files and all(p.suffix in (".npy", ".json") or p.name.startswith(("shared-", ".shared-"))
+                         for p in files), sorted(p.name for p in files)
+    assert any(p.suffix == ".npy" for p in files)
     again = run_probing(encoder, spec, cache_dir=tmp_path / "run", progress=False, device="cpu")
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "run" / "stores").iterdir()} == files
     pd.testing.assert_frame_equal(first["results"], again["results"])
