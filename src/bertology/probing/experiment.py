@@ -73,6 +73,7 @@ from bertology.probing.tasks import (  # resolve_tasks: public here too
 )
 from bertology.probing.names import SCALAR_MIX
 from bertology.probing.report import PRIMARY_METRIC, best_layer_table, summarize, table2_frame
+from bertology.probing.mdl import online_codelength
 from bertology.probing.spec import TRAIN_SAMPLINGS, ProbingSpec
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -396,8 +397,6 @@ def mdl_scores(X, y, layers, model, task, baseline, seed, timestamps, l2, device
     ``train`` split: ``codelength`` and ``uniform_codelength`` in bits, and ``compression`` (uniform / online).
     MDL is measured with the exact linear probe whatever ``probe`` the accuracies use; the rows carry
     ``probe`` so that they sit beside that probe's accuracies."""
-    from bertology.probing.mdl import online_codelength
-
     code = online_codelength(X["train"], y["train"], X["dev"], y["dev"], timestamps=timestamps, l2=l2, seed=seed,
                              device=device)
     scores = Scores()

@@ -184,7 +184,7 @@ def probing(context: ReportContext) -> Section:
     # rev 2: probing results as a Result (fractions, nullable layer/seed, a component column)
     # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
     # rev 4: SentEval tasks from the pooled 50/10/40 re-split of the treebank (run_probing's default)
-    # rev 5: exact linear probes, bootstrap training resamples per seed, online codelength of the token probes
+    # rev 5: exact linear probes, bootstrap training resamples per seed
     key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 5}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
@@ -229,9 +229,9 @@ def probing(context: ReportContext) -> Section:
         mdl = [c for c in ("compression", "compression_control", "compression_untrained") if c in best.columns]
         section.add(Table(best[cols + mdl], "At the layer chosen on dev: accuracy (%) beside the untrained twin, "
                                             "the control task (Hewitt and Liang 2019) and selectivity = accuracy - "
-                                            "control accuracy (percentage points); MDL compression (Voita and Titov "
-                                            "2020: uniform / online codelength of the training labels, first seed) "
-                                            "of the task, its control task and the twin.", id="probing-selectivity",
+                                            "control accuracy (percentage points); with MDL measured, its "
+                                            "compression (Voita and Titov 2020: uniform / online codelength of the "
+                                            "training labels, first seed) of the task, its control task and the twin.", id="probing-selectivity",
                           percent=[c for c in cols if c not in ("task", "layer")],
                           headers={"mean": "accuracy (%)", "std": "std (seeds)", "untrained": "untrained twin (%)",
                                    "control": "control task (%)", "selectivity": "selectivity (points)",
@@ -355,7 +355,7 @@ def report_probing_spec(context: ReportContext, tasks: list[str], caps: dict):
         max_eval = min(max_eval or context.max_sentences, max(20, context.max_sentences // 2))
     return ProbingSpec(tasks=tuple(tasks), treebank=context.treebank_dir, seeds=tuple(context.seeds),
                        max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences, quick=True,
-                       twin_per_seed=False, control="token", scalar_mix=False, mdl="token",
+                       twin_per_seed=False, control="token", scalar_mix=False,
                        probe_options={"max_iter": caps["max_iter"]},
                        structural_options={"epochs": caps["structural_epochs"]})
 
