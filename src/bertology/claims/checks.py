@@ -53,8 +53,8 @@ def table(results: Results, section: str, name: str) -> pd.DataFrame | None:
 
 
 def _not_run(claim: str, section: str, name: str, evidence: str, how: str = "") -> Verdict:
-    return missing(claim, f"not measured by this run: no {section}.{name} table (the {section} section did not run "
-                          f"or produced none){'; ' + how if how else ''}", evidence)
+    return missing(claim, f"not measured by this run: no {section}.{name} table (the {section} section was not "
+                          f"part of this run or produced none){'; ' + how if how else ''}", evidence)
 
 
 def _f(value) -> float:
