@@ -776,6 +776,17 @@ class ScalarMixProbe(_ProbeBase):
     ``dev_scores_`` ``[n_l2]``, ``n_iter_``. ``predict`` gives ``[n]`` labels, ``score`` one accuracy.
     """
 
+    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
+                 seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
+                 max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "early",
+                 gtol: float = GTOL):
+        # The mix weights make this problem non-convex: there is no one optimum to solve for, so the scalar mix
+        # keeps the early-stopped rule by default (the layer-wise probes are the exact ones).
+        super().__init__(kind=kind, l2=l2, hidden=hidden, seed=seed, device=device, optimizer=optimizer,
+                         max_iter=max_iter, eval_every=eval_every, patience=patience, tol=tol, lr=lr,
+                         batch_size=batch_size, stop=stop, gtol=gtol)
+
     def fit(self, X, y, X_dev=None, y_dev=None) -> "ScalarMixProbe":
         """Fit the mix weights and the classifier together for every L2 value; keep the one best on dev.
 
