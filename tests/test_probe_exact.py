@@ -56,14 +56,13 @@ def test_the_optimum_does_not_depend_on_the_start_or_the_path():
     assert (warm - cold).abs().max() < 1e-3 * warm.abs().max()
 
 
-def test_the_default_probe_is_exact_and_moves_no_prediction_under_a_tiny_change_of_features():
+def test_the_exact_probe_moves_no_prediction_under_a_tiny_change_of_features():
     X, y = _problem(n=600, seed=2)
     Xdev, ydev = _problem(n=200, seed=3)
     Xtest, ytest = _problem(n=400, seed=4)
     shift = 1e-6 * np.random.default_rng(5).standard_normal(X.shape).astype(np.float32)
-    a = LayerwiseProbe(device="cpu").fit(X, y, Xdev, ydev)
-    b = LayerwiseProbe(device="cpu").fit(X + shift, y, Xdev, ydev)
-    assert a.stop == "converged"
+    a = LayerwiseProbe(device="cpu", stop="converged").fit(X, y, Xdev, ydev)
+    b = LayerwiseProbe(device="cpu", stop="converged").fit(X + shift, y, Xdev, ydev)
     assert (a.predict(Xtest) == b.predict(Xtest)).all()
     np.testing.assert_array_equal(a.best_l2_, b.best_l2_)
     # The early-stopped path is still there, on request, and is not the same estimator.
@@ -74,14 +73,15 @@ def test_the_default_probe_is_exact_and_moves_no_prediction_under_a_tiny_change_
 def test_mlp_probe_stops_on_training_loss_not_on_dev():
     X, y = _problem(n=300, seed=6)
     Xdev, ydev = _problem(n=100, seed=7)
-    probe = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200).fit(X, y, Xdev, ydev)
-    again = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200).fit(X, y, Xdev, ydev)
+    probe = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, stop="converged").fit(X, y, Xdev, ydev)
+    again = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, stop="converged").fit(X, y, Xdev, ydev)
     assert probe.n_iter_ < 200  # the training loss converged before the budget
     np.testing.assert_array_equal(probe.predict(X), again.predict(X))  # deterministic for a seed
     # Dev plays no part in when it stops: other dev labels, the same stopping epoch.
-    shuffled = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, l2=1e-3).fit(
+    shuffled = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, l2=1e-3, stop="converged").fit(
         X, y, Xdev, np.random.default_rng(0).permutation(ydev))
-    same = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, l2=1e-3).fit(X, y, Xdev, ydev)
+    same = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, l2=1e-3, stop="converged").fit(
+        X, y, Xdev, ydev)
     assert shuffled.n_iter_ == same.n_iter_
 
 
@@ -91,7 +91,8 @@ def test_bootstrap_seeds_give_the_trained_probe_a_spread_and_wider_intervals():
     X, y = _problem(n=900, d=8, seed=8, noise=3.0)
     spreads, widths = {}, {}
     for sampling in ("bootstrap", "all"):
-        result = probe_labels(X, y, seeds=(0, 1, 2), control=False, train_sampling=sampling, device="cpu", n_boot=200)
+        result = probe_labels(X, y, seeds=(0, 1, 2), control=False, train_sampling=sampling, device="cpu", n_boot=200,
+                              probe_options={"stop": "converged"})
         summary = result["summary"]
         rows = summary[(summary.baseline == "none") & (summary.split == "test") & (summary.metric == "accuracy")]
         spreads[sampling] = rows["std"].max()
