@@ -93,7 +93,7 @@ def online_codelength(X_train, y_train, X_dev, y_dev, *, timestamps: Sequence[fl
     for start, end in zip(ends, ends[1:]):
         mean, scale = _fit_scaler(X_train[:, :start])
         prefix = _standardised(X_train[:, :start], mean, scale, device)
-        W, b, _ = fit_multinomial(prefix, torch.from_numpy(codes[:start]).to(device), K, grid, bias_l2=True)
+        W, b, _, _ = fit_multinomial(prefix, torch.from_numpy(codes[:start]).to(device), K, grid, bias_l2=True)
         if len(dev_codes):
             dev_bits = _bits(_standardised(X_dev, mean, scale, device), torch.from_numpy(dev_codes).to(device), W, b)
             pick = dev_bits.argmin(1)  # first minimum: the strongest L2 among ties

@@ -334,17 +334,25 @@ def _linear_loss_and_grad(l2: torch.Tensor) -> Callable:
 
 def _softmax_loss(X: torch.Tensor, onehot: torch.Tensor, W: torch.Tensor, b: torch.Tensor, l2: torch.Tensor,
                   bias_l2: torch.Tensor, grad: bool = True):
-    """Mean cross-entropy + ``l2/2 ||W||^2`` (+ ``bias_l2/2 ||b||^2``) of every problem, and its closed-form
-    gradient: X [B, n, d], onehot [n, C], W [B, d, C], b [B, C], l2 and bias_l2 [B]."""
-    n = X.shape[1]
+    """Mean cross-entropy + ``l2/2 ||W||^2`` (+ ``bias_l2/2 ||b||^2``) of every problem (float64), and its
+    closed-form gradient: X [B, n, d], onehot [n, C], W [B, d, C], b [B, C], l2 and bias_l2 [B]. Without
+    ``grad``: the loss and the log-probabilities (from which :func:`_softmax_gradient` finishes the job)."""
     logp = torch.log_softmax(torch.baddbmm(b.unsqueeze(1), X, W), -1)
-    loss = -(logp * onehot).sum((-2, -1)) / n + 0.5 * l2 * W.pow(2).sum((-2, -1)) + 0.5 * bias_l2 * b.pow(2).sum(-1)
+    # Summed in float64: near the optimum a step lowers the loss by less than float32 resolves (about 1e-7 of
+    # it), and the line search and the flat-loss stop compare losses.
+    loss = (-(logp * onehot).sum(-1).double().mean(-1) + 0.5 * l2.double() * W.double().pow(2).sum((-2, -1))
+            + 0.5 * bias_l2.double() * b.double().pow(2).sum(-1))
     if not grad:
-        return loss
-    residual = logp.exp_().sub_(onehot).div_(n)
+        return loss, logp
+    return (loss, *_softmax_gradient(X, onehot, W, b, l2, bias_l2, logp))
+
+
+def _softmax_gradient(X, onehot, W, b, l2, bias_l2, logp):
+    """The gradient of :func:`_softmax_loss` from its log-probabilities (consumed): ``(grad_W, grad_b, residual)``."""
+    residual = logp.exp_().sub_(onehot).div_(X.shape[1])
     grad_W = torch.bmm(X.transpose(1, 2), residual).add_(l2[:, None, None] * W)
     grad_b = residual.sum(1).add_(bias_l2[:, None] * b)
-    return loss, grad_W, grad_b, residual
+    return grad_W, grad_b, residual
 
 
 def _dot(aW, ab, cW, cb) -> torch.Tensor:
@@ -363,13 +371,14 @@ class _KroneckerPreconditioner:
     def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor):
         self.l2, self.bias_l2 = l2, bias_l2
 
-    def refresh(self, X: torch.Tensor, W: torch.Tensor, b: torch.Tensor) -> None:
+    def refresh(self, X: torch.Tensor, p: torch.Tensor) -> None:
+        """From the current class probabilities ``p`` ``[B, n, C]``."""
         n = X.shape[1]
-        p = torch.softmax(torch.baddbmm(b.unsqueeze(1), X, W), -1)
         curvature = torch.diag_embed(p.mean(1)) - torch.bmm(p.transpose(1, 2), p) / n
         trace = (p * (1 - p)).sum(-1)  # tr M_i  [B, n]
         weight = trace / trace.mean(1, keepdim=True).clamp_min(1e-12)
-        covariance = torch.bmm(X.transpose(1, 2), X * weight.unsqueeze(-1)).double() / n
+        covariance = torch.bmm(X.transpose(1, 2), X * weight.unsqueeze(-1)) / n
+        # float32 is enough for a preconditioner, and the eigendecomposition is a third of a refresh's cost.
         eigenvalues, U = torch.linalg.eigh(covariance)
         self.lam, self.U = eigenvalues.clamp_min(0).to(X.dtype), U.to(X.dtype)
         alpha, V = torch.linalg.eigh(curvature.double())
@@ -394,9 +403,10 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
     loss any more, or three steps in a row lower it by no more than its rounding (the limit of the
     arithmetic). Returns ``(W, b, iterations, gradient max)``."""
     batch = X.shape[0]
+    rounding = 4 * torch.finfo(X.dtype).eps / math.sqrt(X.shape[1])
     preconditioner = _KroneckerPreconditioner(X, l2, bias_l2)
-    preconditioner.refresh(X, W, b)
-    loss, gW, gb, _ = _softmax_loss(X, onehot, W, b, l2, bias_l2)
+    loss, gW, gb, residual = _softmax_loss(X, onehot, W, b, l2, bias_l2)
+    preconditioner.refresh(X, residual * X.shape[1] + onehot)
     pairs: list[tuple] = []
     gamma = torch.ones(batch, dtype=X.dtype, device=X.device)
     done = torch.zeros(batch, dtype=torch.bool, device=X.device)
@@ -409,7 +419,7 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
             break
         if iterations and iterations % refresh_every == 0:
             # A fresh curvature estimate changes the metric: the old pairs no longer describe it.
-            preconditioner.refresh(X, W, b)
+            preconditioner.refresh(X, residual * X.shape[1] + onehot)
             pairs, gamma = [], torch.ones_like(gamma)
         # two-loop recursion, every problem at once
         qW, qb, alphas = gW, gb, []
@@ -430,10 +440,11 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
             dW = torch.where(uphill[:, None, None], -pW, dW)
             db = torch.where(uphill[:, None], -pb, db)
             slope = _dot(gW, gb, dW, db)
-        step = active.to(X.dtype)
+        slope = slope.double()
+        step = active.double()
         for _ in range(40):
-            W_new, b_new = W + step[:, None, None] * dW, b + step[:, None] * db
-            trial = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2, grad=False)
+            W_new, b_new = W + step.to(X.dtype)[:, None, None] * dW, b + step.to(X.dtype)[:, None] * db
+            trial, logp = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2, grad=False)
             accepted = (trial <= loss + 1e-4 * step * slope) | ~active
             if bool(accepted.all()):
                 break
@@ -441,9 +452,12 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
             guess = torch.where(curvature > 0, -slope * step * step / curvature.clamp_min(1e-30), 0.5 * step)
             step = torch.where(accepted, step, torch.minimum(torch.maximum(guess, 0.1 * step), 0.5 * step))
         stalled = active & ~accepted
-        step = torch.where(stalled, torch.zeros_like(step), step)
-        W_new, b_new = W + step[:, None, None] * dW, b + step[:, None] * db
-        new_loss, new_gW, new_gb, _ = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2)
+        if bool(stalled.any()):  # those stay where they are; the others' last trial is their step
+            step = torch.where(stalled, torch.zeros_like(step), step)
+            W_new, b_new = W + step.to(X.dtype)[:, None, None] * dW, b + step.to(X.dtype)[:, None] * db
+            trial, logp = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2, grad=False)
+        new_loss = trial
+        new_gW, new_gb, residual = _softmax_gradient(X, onehot, W_new, b_new, l2, bias_l2, logp)
         sW, sb, yW, yb = W_new - W, b_new - b, new_gW - gW, new_gb - gb
         sy = _dot(sW, sb, yW, yb)
         keep = active & (sy > 1e-10 * _dot(sW, sb, sW, sb).sqrt() * _dot(yW, yb, yW, yb).sqrt())
@@ -455,8 +469,9 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
             pairs.append((sW * mask[:, None, None], sb * mask[:, None], yW, yb, rho))
             pairs = pairs[-history:]
         # At the arithmetic's limit (float32 features: a gradient floor near 1e-6 on some layers) steps stop
-        # lowering the loss by more than its rounding; three such steps in a row end that problem.
-        flat = torch.where(loss - new_loss <= 4 * torch.finfo(X.dtype).eps * loss.abs(), flat + 1, 0)
+        # lowering the loss by more than its rounding (float32 log-probabilities summed in float64: about
+        # eps32 / sqrt(n) of it); three such steps in a row end that problem.
+        flat = torch.where(loss - new_loss <= rounding * loss.abs(), flat + 1, 0)
         done = done | stalled | (active & (flat >= 3))
         W, b, loss, gW, gb = W_new, b_new, new_loss, new_gW, new_gb
         iterations += 1
@@ -465,8 +480,8 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
 
 
 def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: Sequence[float], *,
-                    gtol: float = GTOL, max_iter: int = 1000, continuation: bool = True,
-                    bias_l2: bool = False) -> tuple[torch.Tensor, torch.Tensor, int]:
+                    gtol: float = GTOL, max_iter: int = EXACT_MAX_ITER, continuation: bool = True,
+                    bias_l2: bool = False, score: Callable | None = None):
     """The exact L2-regularised multinomial logistic regression of every layer, for every L2 value.
 
     ``X`` ``[n_layers, n, dim]`` (standardised features, on any device), ``y`` ``[n]`` class indices in
@@ -474,22 +489,41 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     ``bias_l2``, which penalises it as the weights: the MDL probe's, whose classes may be absent from a
     prefix). ``l2_grid`` is solved in the order given (strongest first), every layer at once (its own L-BFGS,
     :func:`_lbfgs`); with ``continuation`` each value starts from the previous value's optimum, which is the
-    same optimum reached faster. Returns ``W`` ``[n_layers, n_l2, dim, C]``, ``b`` ``[n_layers, n_l2, C]``
-    and the total number of iterations."""
+    same optimum reached faster.
+
+    ``score(W, b, layers)`` (``W`` ``[k, dim, C]`` of the layers ``layers``; returns ``[k]``, higher is better:
+    the dev accuracy) walks the grid as a regularisation path: a layer goes on to the next, weaker value only
+    while each value it solved scored strictly better than the one before, so the weak end of the grid, where
+    the solver needs the most steps, is solved only for layers whose dev score still rises. The values a
+    layer did not reach score ``-inf`` and hold its last optimum.
+
+    Returns ``W`` ``[n_layers, n_l2, dim, C]``, ``b`` ``[n_layers, n_l2, C]``, the total number of iterations
+    and the scores ``[n_layers, n_l2]`` (``None`` without ``score``)."""
     L, _, d = X.shape
     onehot = torch.nn.functional.one_hot(y, n_classes).to(X.dtype)
     W = torch.zeros(L, d, n_classes, dtype=X.dtype, device=X.device)
     b = torch.zeros(L, n_classes, dtype=X.dtype, device=X.device)
     weights, biases, total = [], [], 0
-    for value in l2_grid:
-        l2 = torch.full((L,), float(value), dtype=X.dtype, device=X.device)
-        start_W, start_b = (W, b) if continuation else (torch.zeros_like(W), torch.zeros_like(b))
-        W, b, iterations, _ = _lbfgs(X, onehot, l2, start_W, start_b, bias_l2=l2 if bias_l2 else torch.zeros_like(l2),
-                                     gtol=gtol, max_iter=max_iter)
+    scores = torch.full((L, len(l2_grid)), -math.inf, dtype=torch.float64, device=X.device)
+    walking = torch.arange(L, device=X.device)  # the layers still on the path
+    for g, value in enumerate(l2_grid):
+        W, b = W.clone(), b.clone()
+        if len(walking):
+            rows = walking if len(walking) < L else slice(None)
+            Xw = X[rows]
+            l2 = torch.full((len(walking),), float(value), dtype=X.dtype, device=X.device)
+            start_W, start_b = (W[rows], b[rows]) if continuation else (torch.zeros_like(W[rows]),
+                                                                         torch.zeros_like(b[rows]))
+            W[rows], b[rows], iterations, _ = _lbfgs(Xw, onehot, l2, start_W, start_b, gtol=gtol, max_iter=max_iter,
+                                                     bias_l2=l2 if bias_l2 else torch.zeros_like(l2))
+            total += iterations
+            if score is not None:
+                scores[walking, g] = score(W[rows], b[rows], walking).double()
+                if g:
+                    walking = walking[scores[walking, g] > scores[walking, :g].amax(1)]
         weights.append(W)
         biases.append(b)
-        total += iterations
-    return torch.stack(weights, 1), torch.stack(biases, 1), total
+    return torch.stack(weights, 1), torch.stack(biases, 1), total, (scores if score is not None else None)
 
 
 def _weight_penalty(l2: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
@@ -506,7 +540,9 @@ def _weight_penalty(l2: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], tor
 
 
 def _standardise(X: np.ndarray, mean: np.ndarray, scale: np.ndarray, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy((X - mean) / scale).to(device)
+    # In place on one copy: numpy's (X - mean) / scale allocates twice, a second of the fit on a large dev split.
+    out = torch.from_numpy(np.asarray(X)).to(device, copy=True)
+    return out.sub_(torch.from_numpy(np.asarray(mean)).to(device)).div_(torch.from_numpy(np.asarray(scale)).to(device))
 
 
 def _fit_scaler(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -677,7 +713,7 @@ class LayerwiseProbe(_ProbeBase):
     layer and gives scikit-learn's shapes (``predict`` -> ``[n]``).
 
     After ``fit``: ``classes_``, ``n_features_in_``, ``n_layers_``, ``l2_grid_`` (strongest first),
-    ``dev_scores_`` ``[n_layers, n_l2]``, ``best_l2_`` ``[n_layers]``, ``best_layer_index_``, ``n_iter_``.
+    ``dev_scores_`` ``[n_layers, n_l2]`` (the exact probe: ``-inf`` for the weaker values a layer did not reach, :func:`fit_multinomial`), ``best_l2_`` ``[n_layers]``, ``best_layer_index_``, ``n_iter_``.
     """
 
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
@@ -727,12 +763,15 @@ class LayerwiseProbe(_ProbeBase):
         """Every layer and L2 value solved to its optimum (:func:`fit_multinomial`); ``warm_start``: each L2
         value starts from its stronger neighbour's optimum (else from zero: the same optimum, more steps)."""
         Xtr, ytr, Xdv, ydv = data
-        W, b, iterations = fit_multinomial(Xtr, ytr, n_classes, self.l2_grid_, gtol=self.gtol,
-                                           max_iter=self.max_iter or EXACT_MAX_ITER, continuation=self.warm_start)
-        params = {"W": W, "b": b}
-        with torch.no_grad():
-            dev = _accuracy_per_problem(self._forward(params, Xdv), ydv)
-        return _TrainResult(params=params, dev_accuracy=dev, n_steps=iterations)
+
+        def dev_accuracy(W, b, layers):
+            logits = torch.baddbmm(b.unsqueeze(1), Xdv[layers], W)
+            return (logits.argmax(-1) == ydv).to(torch.float64).mean(-1)
+
+        W, b, iterations, dev = fit_multinomial(Xtr, ytr, n_classes, self.l2_grid_, gtol=self.gtol,
+                                                max_iter=self.max_iter or EXACT_MAX_ITER,
+                                                continuation=self.warm_start, score=dev_accuracy)
+        return _TrainResult(params={"W": W, "b": b}, dev_accuracy=dev, n_steps=iterations)
 
     def _forward(self, params, X):
         """X [L, n, d] -> logits [L, G, n, C]."""
