@@ -9,14 +9,15 @@ optimiser's step-size search is shared.
 Model selection is honest: the L2 strength is chosen per layer on the dev split; the test split is only
 ever scored.
 
-The linear probe is exact with ``stop="converged"``: an L2-regularised multinomial logistic regression
-is a strictly convex problem with one optimum, and :func:`fit_multinomial` solves it to a gradient tolerance,
-so the answer does not depend on the optimiser's path (its start, the batch composition of extraction, the
-linear-algebra routine). The solver is L-BFGS with one history per problem (every layer its own step sizes
-and curvature pairs), preconditioned by a Kronecker-factored estimate of the Hessian (feature covariance x
-softmax curvature, both eigendecomposed once per refresh), and warm-started along the L2 grid from the
-stronger neighbour. ``stop="early"`` (still the default, for its speed on many-class tasks) keeps the best-on-dev
-checkpoint of an early-stopped path.
+The linear probe is exact (``stop="converged"``, the default): an L2-regularised multinomial logistic
+regression is a strictly convex problem with one optimum, and :func:`fit_multinomial` solves it to a gradient
+tolerance, so the answer does not depend on the optimiser's path (its start, the batch composition of
+extraction, the linear-algebra routine). The solver is L-BFGS with one history per problem (every layer its own
+step sizes and curvature pairs), preconditioned by a Kronecker-factored estimate of the Hessian (feature
+covariance x softmax curvature, both eigendecomposed once per refresh), and walks the L2 grid from the strongest
+value as a regularisation path, each value warm-started from its stronger neighbour's optimum. The MLP under
+``converged`` trains until its training loss stops falling. ``stop="early"`` (the former default) keeps the
+best-on-dev checkpoint of an early-stopped path, whose numbers depend on that path.
 """
 
 from __future__ import annotations
@@ -117,11 +118,10 @@ def _keep_best(best: dict[str, torch.Tensor], current: dict[str, torch.Tensor], 
         best[key] = torch.where(mask, value.detach(), best[key])
 
 
-#: How a probe stops training: ``converged`` (train to the optimum and keep the final weights; for the linear probe
-#: a gradient tolerance, for the MLP the training loss's convergence; L2 still chosen on dev) or ``early`` (still
-#: the default: early stopping on dev, keeping each probe's best-on-dev checkpoint; its numbers depend on the
-#: optimisation path, docs/probing.md). ``converged`` is not yet the default: on many-class tasks it is several
-#: times slower (benchmarks/bench_probe_exact.py).
+#: How a probe stops training: ``converged`` (the default: train to the optimum and keep the final weights; for
+#: the linear probe a gradient tolerance, for the MLP the training loss's convergence; L2 still chosen on dev) or
+#: ``early`` (the former default: early stopping on dev, keeping each probe's best-on-dev checkpoint; its numbers
+#: depend on the optimisation path, docs/probing.md and benchmarks/bench_probe_exact.py).
 STOP_RULES = ("converged", "early")
 
 #: The exact linear probe's iteration cap per L2 value. Two-class problems converge in a few Newton-like steps; on
@@ -570,7 +570,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "early",
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "converged",
                  gtol: float = GTOL):
         self.kind = kind
         self.l2 = l2
@@ -702,8 +702,8 @@ class LayerwiseProbe(_ProbeBase):
 
     ``stop``: ``"converged"`` (the linear probe is solved exactly, :func:`fit_multinomial`, to a
     largest gradient entry of ``gtol``; the MLP trains until its training loss stops falling, see ``tol``;
-    final weights kept, L2 chosen on dev from them) or ``"early"`` (still the default: early stopping on
-    dev, each probe keeping its best-on-dev checkpoint, which makes the numbers depend on the optimisation
+    final weights kept, L2 chosen on dev from them; the default) or ``"early"`` (the former default: early
+    stopping on dev, each probe keeping its best-on-dev checkpoint, which makes the numbers depend on the optimisation
     path: ``benchmarks/compare_probe_runs.py``). ``tol``: with ``early``, the dev improvement that resets
     the patience; with the MLP's ``converged``, the fall of the epoch's mean training loss (nats) under which
     an epoch counts as flat (``patience`` flat epochs stop it).
@@ -720,7 +720,7 @@ class LayerwiseProbe(_ProbeBase):
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True,
-                 stop: str = "early", gtol: float = GTOL):
+                 stop: str = "converged", gtol: float = GTOL):
         super().__init__(kind=kind, l2=l2, hidden=hidden, seed=seed, device=device, optimizer=optimizer,
                          max_iter=max_iter, eval_every=eval_every, patience=patience, tol=tol, lr=lr,
                          batch_size=batch_size, stop=stop, gtol=gtol)
@@ -820,7 +820,7 @@ class ScalarMixProbe(_ProbeBase):
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "early",
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "converged",
                  gtol: float = GTOL):
         # The mix weights make this problem non-convex: there is no one optimum to solve for, so the scalar mix
         # keeps the early-stopped rule by default (the layer-wise probes are the exact ones).
