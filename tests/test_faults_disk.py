@@ -172,3 +172,28 @@ def test_report_on_a_full_disk(tmp_path, tiny_dir, monkeypatch, capsys):
     message = _refused_whole([*args, "--fresh"], out, monkeypatch, capsys,
                              lambda patch: patch.setattr(Path, "write_text", no_room_for_the_page))
     assert str(page) in message
+
+
+def test_claims_on_a_full_disk(tmp_path, tiny_dir, monkeypatch, capsys):
+    monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "claims"
+    args = ["claims", "-m", tiny_dir, "-o", out, "--sections", "tokenization", "--max-sentences", "20", "--seeds", "1",
+            "--no-progress"]
+    for nth in (1, 2):  # in the model's report, then in the checklist's table
+        _refused_whole(args, out, monkeypatch, capsys, lambda patch: _full_at(patch, nth))
+        assert not list(out.rglob("claims.csv")) and not list(out.rglob("claims.html"))
+    code, message = _run(args, monkeypatch, capsys)
+    assert code == 0, message
+    [table] = out.rglob("claims.csv")
+    assert (table.parent / "claims.html").is_file() and _hidden(out) == []
+    # over the finished checklist (the report's parts reused, its page written again: whole, with this run's
+    # timings): one line naming the checklist's path, no temporary file, the earlier checklist as it was
+    checklist = lambda: {n: b for n, b in _snapshot(table.parent).items() if n.startswith("claims.")}  # noqa: E731
+    before = checklist()
+    with monkeypatch.context() as patch:
+        _full_at(patch, 1)
+        code, message = _run(args, monkeypatch, capsys)
+    refusal = [line for line in message.strip().splitlines() if line.startswith("error: ")]
+    assert code == 1 and "Traceback" not in message, message
+    assert len(refusal) == 1 and NO_SPACE in refusal[0] and str(table.parent / "claims") in refusal[0], message
+    assert _hidden(out) == [] and checklist() == before and len(before) == 3  # csv, parquet, html
