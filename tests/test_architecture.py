@@ -349,6 +349,8 @@ _LOCAL_IMPORTS_ALLOWED = {
                                           "loads at CLI start (options checks --data with it)",
     ("bertology.runtime", "torch"): "runtime loads at CLI start (options); resolve_device is where torch first "
                                     "loads, after a command's options are checked",
+    ("bertology.runtime", "numpy"): "runtime loads at CLI start (options); seeded() restores numpy's generator "
+                                    "only when asked to",
     ("bertology.probing.tasks", "bertology.probing"): "the task registry is read at CLI start (--tasks); a "
                                                       "builder imports probing.datasets (numpy) when first called",
     ("bertology.scale.cluster", "ray"): "optional dependency (the ray extra), only for --engine ray",
@@ -412,3 +414,83 @@ def test_the_local_import_finder_finds_them(tmp_path):
     module.write_text("import os\n\ndef f():\n    import torch\n    from .z import g\n    return g\n\n"
                       "class C:\n    def m(self):\n        from bertology.data import paths\n")
     assert _local_imports(module, "bertology.x.y") == [(4, "torch"), (5, "bertology.x.z"), (10, "bertology.data")]
+
+
+# -- one foundation (issue 34) ------------------------------------------------------------------------------
+
+def _seeding_dances(tree: ast.AST) -> list[str]:
+    """Functions that save torch's generator state and seed it themselves: the save, seed, restore dance
+    ``runtime.seeded()`` is for."""
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        called = {node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                  for node in ast.walk(function) if isinstance(node, ast.Call)}
+        if {"get_rng_state", "manual_seed"} <= called:
+            found.append(f"line {function.lineno}: {function.name} saves the generator state and seeds it")
+    return found
+
+
+def test_one_seeded_block():
+    """Seeding for a block of code and restoring the generators after it is ``runtime.seeded()``'s only."""
+    offenders = [f"{name}: {where}" for name, path in sorted(_modules().items()) if name != "bertology.runtime"
+                 for where in _seeding_dances(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not offenders, "use bertology.runtime.seeded():\n" + "\n".join(offenders)
+
+
+def test_the_seeding_detector_finds_the_dance():
+    planted = ("def init(seed):\n    state = torch.random.get_rng_state()\n    torch.manual_seed(seed)\n"
+               "    try:\n        return build()\n    finally:\n        torch.random.set_rng_state(state)\n")
+    assert _seeding_dances(ast.parse(planted))
+    assert not _seeding_dances(ast.parse("def init(seed):\n    with seeded(seed):\n        return build()\n"))
+    # saving the state for a resumable checkpoint is not the dance
+    assert not _seeding_dances(ast.parse("def save():\n    return {'rng': torch.get_rng_state()}\n"))
+
+
+def _command_line_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Library modules (not ``cli.py``, not ``bertology.cli``) that import the command line: a ``cli`` module
+    or ``bertology.options``, whose checks a library takes from ``bertology.settings`` instead."""
+    return sorted(f"{name} imports {target}" for name, targets in graph.items()
+                  if not _is_cli(name) and name not in ("bertology.cli", "bertology.options")
+                  for target in targets if _is_cli(target) or target == "bertology.options")
+
+
+def test_library_modules_do_not_import_the_command_line():
+    offenders = _command_line_imports(_graph())
+    assert not offenders, "library modules import the command line:\n" + "\n".join(offenders)
+
+
+def test_the_command_line_import_finder_finds_a_planted_import(tmp_path):
+    planted = tmp_path / "bertology" / "geometry" / "stores.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("from bertology.options import check_cache_dir\n")
+    modules = {**_modules(), "bertology.geometry.stores": planted}
+    graph = {"bertology.geometry.stores": _imports(planted, "bertology.geometry.stores", modules),
+             "bertology.attention.cli": {"bertology.options"}, "bertology.x.run": {"bertology.x.cli"}}
+    assert _command_line_imports(graph) == ["bertology.geometry.stores imports bertology.options",
+                                            "bertology.x.run imports bertology.x.cli"]
+
+
+def _cache_roots(source: str) -> list[str]:
+    """Where a module finds the cache folder itself: defines a ``cache_root`` or reads ``$BERTOLOGY_CACHE``."""
+    tree = ast.parse(source)
+    found = [f"line {node.lineno}: defines {node.name}" for node in ast.walk(tree)
+             if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") == "cache_root"]
+    found += [f"line {node.lineno}: reads $BERTOLOGY_CACHE" for node in ast.walk(tree)
+              if isinstance(node, ast.Constant) and node.value == "BERTOLOGY_CACHE"]
+    return found
+
+
+def test_one_cache_root():
+    """The cache folder is ``bertology.settings.cache_root``'s answer everywhere."""
+    offenders = [f"{name}: {where}" for name, path in sorted(_modules().items()) if name != "bertology.settings"
+                 for where in _cache_roots(path.read_text(encoding="utf-8"))]
+    assert not offenders, "use bertology.settings.cache_root:\n" + "\n".join(offenders)
+
+
+def test_the_cache_root_finder_finds_a_second_root():
+    planted = ("import os\n\ndef cache_root(cache_dir=None):\n"
+               "    return cache_dir or os.environ.get('BERTOLOGY_CACHE', '~/.cache/bertology')\n")
+    assert len(_cache_roots(planted)) == 2
+    assert not _cache_roots("from bertology.settings import cache_root\n\nstore = cache_root() / 'x'\n")

@@ -21,7 +21,7 @@ from bertology.files import atomic_dir, write_json
 from bertology.models.encoders import Encoder, load_weights_file
 from bertology.finetune.names import CHECKPOINT_META
 from bertology.finetune.variants import Variant, apply_variant, parse_variant
-from bertology.runtime import resolve_device
+from bertology.runtime import resolve_device, seeded
 from bertology.intervention.pruning import load_pruned
 
 HEADS_FILE = "heads.safetensors"
@@ -110,12 +110,8 @@ def build_glue_model(backbone: nn.Module, num_labels: int, variant: Variant | st
     """Apply ``variant`` to ``backbone`` (in place) and put the classifier(s) on it, initialised from ``seed``."""
     variant = parse_variant(variant)
     apply_variant(backbone, variant, seed=seed)
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         return GlueModel(backbone, num_labels, variant)
-    finally:
-        torch.random.set_rng_state(generator_state)
 
 
 def save_checkpoint(model: GlueModel, tokenizer, out_dir: str | Path, meta: dict) -> Path:

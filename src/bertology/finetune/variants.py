@@ -18,11 +18,10 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-import torch
 from torch import nn
 
 from bertology.errors import ModelError
-from bertology.runtime import derive_seed
+from bertology.runtime import derive_seed, seeded
 
 _NAMES = {"drop-last": "drop_last", "copy-last": "copy_last", "extra-layer": "extra_layers", "multi-objective": "multi_objective"}
 _DEFAULT_K = {"drop_last": 2, "copy_last": 2, "extra_layers": 1, "multi_objective": 4}
@@ -171,15 +170,11 @@ def apply_variant(backbone: nn.Module, variant: Variant | str, seed: int = 0) ->
         stack = stack + [copy.deepcopy(layer) for layer in stack[-variant.copy_last:]]
     if variant.extra_layers:
         std = float(getattr(backbone.config, "initializer_range", 0.02))
-        generator_state = torch.random.get_rng_state()
-        try:
-            torch.manual_seed(derive_seed(seed, "extra-layer"))  # new layers depend on the run's seed only
+        with seeded(derive_seed(seed, "extra-layer")):  # new layers depend on the run's seed only
             for _ in range(variant.extra_layers):
                 fresh = copy.deepcopy(stack[-1])
                 _reinitialise(fresh, std)
                 stack.append(fresh)
-        finally:
-            torch.random.set_rng_state(generator_state)
     for index, layer in enumerate(stack):
         # transformers numbers layers for its key/value cache; copies must not share an index.
         for sub in layer.modules():

@@ -26,6 +26,7 @@ from bertology.models.auto import auto_class, build_model, check_head, head_of_c
 from bertology.models.families import family
 from bertology.models.checkpoints import load_checkpoint, needs_checkpoint_loader
 from bertology.models.sources import ALIASES, resolve_model_source
+from bertology.runtime import seeded
 
 transformers_logging.disable_progress_bar()
 transformers_logging.set_verbosity_error()
@@ -446,12 +447,8 @@ class ForwardOutput:
 def untrained_model(config, seed: int, attn_implementation: str = "sdpa", head: str | None = None) -> PreTrainedModel:
     """Re-initialise a model of ``config`` (with ``head``) from ``seed``: same seed, same weights. Torch's
     global generator is left as it was."""
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         model = build_model(config, head, attn_implementation)
-    finally:
-        torch.random.set_rng_state(generator_state)
     return model.eval()
 
 

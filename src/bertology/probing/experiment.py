@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.errors import BertologyWarning, DataError, MissingData
-from bertology.tasks.cache import built_tasks, cache_root, treebank_hash  # noqa: F401 (treebank_hash: public here too)
+from bertology.settings import cache_root
+from bertology.tasks.cache import built_tasks, treebank_hash  # noqa: F401 (treebank_hash: public here too)
 from bertology.numbering import parse_layers
 from bertology.probing.controls import majority_label, resolve_types, word_identity_predictions
 from bertology.probing.datasets import (

@@ -39,7 +39,7 @@ from bertology.files import atomic_dir, atomic_path, ensure_dir, write_json
 from bertology.readouts.qa import QAWindows, score_spans
 from bertology.models.batching import token_budget_batches
 from bertology.models.encoders import Encoder, load_encoder, load_weights_file
-from bertology.runtime import derive_seed, resolve_device
+from bertology.runtime import derive_seed, resolve_device, seeded
 
 QA_META = "finetune-qa.json"
 STATE_NAME = "train-state.pt"
@@ -205,10 +205,8 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
                                                    for f in config.evaluate_at if evaluation is not None):
         return QAFinetuneResult([done[f] for f in config.checkpoints], curve, steps_per_epoch, epoch_losses)
 
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(derive_seed(config.seed, "squad-head-init"))
-    model = QAModel(copy.deepcopy(encoder.body), encoder.hidden_size)
-    torch.random.set_rng_state(generator_state)
+    with seeded(derive_seed(config.seed, "squad-head-init")):
+        model = QAModel(copy.deepcopy(encoder.body), encoder.hidden_size)
     model.to(device).train()
     optimiser = Optimiser(model, config.optimisation, total, device)
     step, seconds = 0, 0.0
