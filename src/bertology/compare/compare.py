@@ -168,7 +168,7 @@ def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_
     n_attention = 0
     try:
         for enc in encoders:
-            enc.model.eval().to(target)
+            enc.to(target).model.eval()
         with before_enc.eager_attention(), after_enc.eager_attention(), progress_bar(progress, transient=True) as bar:
             job = bar.add_task("comparing", total=len(texts))
             for start in range(0, len(texts), batch_size):
@@ -203,7 +203,7 @@ def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_
                 bar.advance(job, len(chunk))
     finally:
         for enc, (where, training) in zip(encoders, places):
-            enc.model.to(where).train(training)
+            enc.to(where).model.train(training)
 
     n_common = min(len(token_reps[0]), len(token_reps[1]))
     tokens = [[np.concatenate(layer) for layer in side] for side in token_reps]

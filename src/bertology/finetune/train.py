@@ -33,7 +33,7 @@ from bertology.finetune.metrics import glue_metric
 from bertology.finetune.model import (CHECKPOINT_META, GlueModel, build_glue_model, read_checkpoint_meta,
                                       save_checkpoint)
 from bertology.finetune.variants import parse_variant
-from bertology.models.encoders import Encoder, load_encoder
+from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result, tidy
 from bertology.runtime import resolve_device, seeded
 
@@ -167,12 +167,6 @@ def evaluate(model: torch.nn.Module, tokenizer, task_or_examples: str | Sequence
     return result
 
 
-def _load_encoder(model) -> Encoder:
-    if isinstance(model, Encoder):
-        return model
-    return load_encoder(model)
-
-
 def _fresh_backbone(encoder) -> torch.nn.Module:
     """A trainable copy of the encoder's weights without any head (the caller's Encoder is left untouched)."""
     backbone = copy.deepcopy(encoder.body)
@@ -271,7 +265,7 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
     config = config or FinetuneConfig()
     spec = glue_task(task)
     variant = parse_variant(config.variant)
-    encoder = _load_encoder(model)
+    encoder = as_encoder(model)
     variant.check(encoder.num_layers)
     if config.save and out_dir is None:
         raise DataError("finetune: out_dir is needed to save checkpoints (or set config.save=False)")

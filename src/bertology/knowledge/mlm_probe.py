@@ -497,9 +497,7 @@ def _input_embeddings(encoder: Encoder) -> torch.Tensor:
 
 
 def _twin(encoder: Encoder, seed: int, device) -> Encoder:
-    twin = encoder.untrained(seed)
-    twin.model.to(device)
-    return twin
+    return encoder.untrained(seed).to(device)
 
 
 def summarize(layers: pd.DataFrame) -> pd.DataFrame:
