@@ -584,3 +584,60 @@ def test_the_model_move_finder_finds_planted_moves():
     for fine in ("encoder.to(device)\n", "model.to(device)\n", "enc.to(target).model.eval()\n",
                  "batch['x'].to(device)\n"):
         assert not _model_moves(ast.parse(fine)), fine
+
+
+#: The config keys of a model's depth and heads: ``bertology.models.layout`` reads them (per family).
+_CONFIG_KEYS = {"num_hidden_layers", "n_layers", "num_layers", "num_attention_heads", "n_heads"}
+#: Paths of a layer stack inside an encoder: a family's ``layers`` entry says them.
+#: ("layers" alone is too common a word to tell; ``layers.*`` is the path form.)
+_STACK_PATHS = re.compile(r"^((encoder\.layers?|transformer\.layer)(\.\*)?|layers\.\*)$")
+
+
+def _layer_stack_finders(tree: ast.AST) -> list[str]:
+    """What in a module finds a model's layer stack or depth itself: a loop over ``named_modules()`` that picks
+    ``nn.ModuleList``s, a layer-stack path (``"encoder.layer"``), or a config's depth or head count read by
+    name (``getattr(config, "n_layers")``, ``config.num_hidden_layers``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.comprehension)):
+            over = node.iter
+            if isinstance(over, ast.Call) and isinstance(over.func, ast.Attribute) and \
+                    over.func.attr == "named_modules":
+                body = node.body if isinstance(node, ast.For) else []
+                scope = [*body, *(node.ifs if isinstance(node, ast.comprehension) else [])]
+                if any("ModuleList" in _names_in(part) for part in scope):
+                    found.append(f"line {over.lineno}: looks for a ModuleList among named_modules()")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _STACK_PATHS.match(node.value):
+            found.append(f"line {node.lineno}: layer-stack path {node.value!r}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in ("getattr", "hasattr", "setattr") and len(node.args) >= 2 and \
+                isinstance(node.args[1], ast.Constant) and node.args[1].value in _CONFIG_KEYS:
+            found.append(f"line {node.lineno}: reads config key {node.args[1].value!r}")
+        if isinstance(node, ast.Attribute) and node.attr in _CONFIG_KEYS and isinstance(node.ctx, ast.Load) and \
+                isinstance(node.value, (ast.Name, ast.Attribute)) and "config" in _names_in(node.value):
+            found.append(f"line {node.lineno}: reads config.{node.attr}")
+    return found
+
+
+def test_one_layer_stack_finder():
+    """The layer stack, dropping layers and the depth and head count of a config are ``bertology.models.layout``'s
+    (per family, in ``families.py``); no capability finds them its own way."""
+    offenders = [f"{name}: {where}" for name, path in sorted(_modules().items())
+                 if not name.startswith("bertology.models")
+                 for where in _layer_stack_finders(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not offenders, "use bertology.models.layout:\n" + "\n".join(offenders)
+
+
+def test_the_layer_stack_finder_detector_finds_the_old_finders():
+    compression = ("def layer_list(model):\n    count = getattr(model.config, 'num_hidden_layers', None)\n"
+                   "    for _, module in model.named_modules():\n"
+                   "        if isinstance(module, nn.ModuleList) and len(module) == count:\n            return module\n")
+    variants = "_LAYER_PATHS = ('encoder.layer', 'encoder.layers', 'transformer.layer', 'layers')\n"
+    hooks = ("def layout(model):\n    for name, layers in model.named_modules():\n"
+             "        if not isinstance(layers, nn.ModuleList):\n            continue\n")
+    depth = "def depth(model):\n    return model.config.num_hidden_layers\n"
+    for source in (compression, variants, hooks, depth):
+        assert _layer_stack_finders(ast.parse(source)), source
+    for fine in ("blocks = layer_stack(model).layers\n", "n = encoder.num_layers\n",
+                 "config = BertConfig(num_hidden_layers=2)\n", "for name, m in model.named_modules():\n    pass\n"):
+        assert not _layer_stack_finders(ast.parse(fine)), fine

@@ -12,7 +12,7 @@ __getattr__ = lazy_exports(__name__, {
     "model": ("GlueModel", "build_glue_model", "load_finetuned", "read_checkpoint_meta", "save_checkpoint"),
     "table": ("CONVEXITY_TABLE1", "render_table", "summarize", "variants_result", "variants_table"),
     "train": ("FinetuneConfig", "collect_results", "evaluate", "finetune", "predict"),
-    "variants": ("Variant", "apply_variant", "layer_list", "parse_variant"),
+    "variants": ("Variant", "apply_variant", "parse_variant"),
 })
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "finetune",
     "glue_metric",
     "importance_batches",
-    "layer_list",
     "load_finetuned",
     "parse_variant",
     "predict",

@@ -24,6 +24,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from bertology.errors import ModelError, UsageError
 from bertology.models.auto import auto_class, build_model, check_head, head_of_class, saved_class
 from bertology.models.families import family
+from bertology.models.layout import config_depth, config_heads, config_hidden
 from bertology.models.checkpoints import load_checkpoint, needs_checkpoint_loader
 from bertology.models.sources import ALIASES, resolve_model_source
 from bertology.runtime import seeded
@@ -287,18 +288,15 @@ class Encoder:
 
     @property
     def num_layers(self) -> int:
-        config = self.config
-        return int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers"))
+        return config_depth(self.config)
 
     @property
     def num_heads(self) -> int:
-        config = self.config
-        return int(getattr(config, "num_attention_heads", None) or getattr(config, "n_heads"))
+        return config_heads(self.config)
 
     @property
     def hidden_size(self) -> int:
-        config = self.config
-        return int(getattr(config, "hidden_size", None) or getattr(config, "dim"))
+        return config_hidden(self.config)
 
     @property
     def num_parameters(self) -> int:
