@@ -338,8 +338,8 @@ _LOCAL_IMPORTS_ALLOWED = {
                                           "loads at CLI start (options checks --data with it)",
     ("bertology.runtime", "torch"): "runtime loads at CLI start (options); resolve_device is where torch first "
                                     "loads, after a command's options are checked",
-    ("bertology.runtime", "numpy"): "runtime loads at CLI start (options); seeded() restores numpy's generator "
-                                    "only when asked to",
+    ("bertology.runtime", "numpy"): "runtime loads at CLI start (options); numpy loads when seeded() restores "
+                                    "its generator or seeded_subset draws",
     ("bertology.probing.tasks", "bertology.probing"): "the task registry is read at CLI start (--tasks); a "
                                                       "builder imports probing.datasets (numpy) when first called",
     ("bertology.scale.cluster", "ray"): "optional dependency (the ray extra), only for --engine ray",

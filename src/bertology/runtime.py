@@ -1,5 +1,5 @@
-"""Where and with what randomness things run: device resolution, seed derivation and seeded blocks, one helper
-each."""
+"""Where and with what randomness things run: device resolution, seed derivation, seeded blocks and seeded
+subsets, one helper each."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import contextlib
 import hashlib
 import random
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from bertology.errors import UsageError
+from bertology.errors import DataError, UsageError
 
 if TYPE_CHECKING:  # torch is imported when a device is resolved, so the command line starts without it
     import torch
@@ -126,3 +126,17 @@ def seeded(seed: int | None, *, numpy: bool = False, python: bool = False) -> It
             np.random.set_state(numpy_state)
         if python_state is not None:
             random.setstate(python_state)
+
+
+def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
+    """``n`` of ``items`` drawn without replacement by ``seed``, kept in their original order (all of them
+    when ``n`` is None or at least ``len(items)``): the same subset for every run with the same seed."""
+    import numpy as np
+
+    items = list(items)
+    if n is None or n >= len(items):
+        return items
+    if n < 1:
+        raise DataError(f"subset of {n} examples: expected at least 1")
+    keep = np.sort(np.random.default_rng(seed).choice(len(items), size=n, replace=False))
+    return [items[i] for i in keep]

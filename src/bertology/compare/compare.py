@@ -31,13 +31,12 @@ import torch
 from bertology.compare.cka import cka_matrix
 from bertology.errors import DataError, ModelError
 from bertology.files import ensure_dir, save_figure
-from bertology.finetune.batching import seeded_subset
 from bertology.intervention.hooks import model_layout
 from bertology.models import as_encoder
 from bertology.numbering import head_label
 from bertology.progress import progress_bar
 from bertology.results import Result
-from bertology.runtime import resolve_device
+from bertology.runtime import resolve_device, seeded_subset
 
 #: ``component`` of the parameters of a layer block that several layers share (ALBERT).
 SHARED_LAYERS = "shared layers"

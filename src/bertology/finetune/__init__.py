@@ -5,7 +5,7 @@ from bertology._lazy import lazy_exports
 
 # Imported on first use (bertology._lazy), so `bertology finetune --help` does not load torch.
 __getattr__ = lazy_exports(__name__, {
-    "batching": ("EncodedExamples", "encode_examples", "seeded_subset"),
+    "batching": ("EncodedExamples", "encode_examples"),
     "evaluation": ("TaskEvaluator", "importance_batches"),
     "examples": ("read_examples",),
     "metrics": ("glue_metric",),
@@ -37,7 +37,6 @@ __all__ = [
     "read_checkpoint_meta",
     "render_table",
     "save_checkpoint",
-    "seeded_subset",
     "summarize",
     "variants_result",
     "variants_table",

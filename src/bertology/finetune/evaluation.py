@@ -19,8 +19,9 @@ from scipy import stats
 from bertology.data.glue import glue_task
 from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, UsageError
-from bertology.finetune.batching import EncodedExamples, collate, encode_examples, seeded_subset
+from bertology.finetune.batching import EncodedExamples, collate, encode_examples
 from bertology.finetune.train import evaluate
+from bertology.runtime import seeded_subset
 
 
 @dataclass

@@ -26,16 +26,15 @@ from bertology.data.glue import GlueExample, glue_task
 from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, ModelError, UsageError
 from bertology.files import atomic_path, exclusive
-from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
-                                         training_batches)
-from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
+from bertology.finetune.batching import EncodedExamples, collate, encode_examples, evaluation_batches
+from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps, training_batches
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.model import (CHECKPOINT_META, GlueModel, build_glue_model, read_checkpoint_meta,
                                       save_checkpoint)
 from bertology.finetune.variants import parse_variant
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result, tidy
-from bertology.runtime import resolve_device, seeded
+from bertology.runtime import resolve_device, seeded, seeded_subset
 
 
 @embeds_optimisation
@@ -43,7 +42,7 @@ from bertology.runtime import resolve_device, seeded
 class FinetuneConfig:
     """Hyper-parameters of one fine-tuning run (the same for every seed).
 
-    ``optimisation``: Devlin et al.'s recipe (:class:`~bertology.finetune.loop.Optimisation`; its ``seed`` is
+    ``optimisation``: Devlin et al.'s recipe (:class:`~bertology.training.Optimisation`; its ``seed`` is
     replaced by each of ``seeds``); its fields are also keywords and attributes of the config
     (``FinetuneConfig(lr=1e-4).lr``)."""
 
