@@ -641,3 +641,30 @@ def test_the_layer_stack_finder_detector_finds_the_old_finders():
     for fine in ("blocks = layer_stack(model).layers\n", "n = encoder.num_layers\n",
                  "config = BertConfig(num_hidden_layers=2)\n", "for name, m in model.named_modules():\n    pass\n"):
         assert not _layer_stack_finders(ast.parse(fine)), fine
+
+
+def _tokenizer_padding(tree: ast.AST) -> list[str]:
+    """Calls that ask a tokenizer to pad (``padding=True``, ``"longest"``, ``"max_length"``): batches of texts
+    are encoded by ``bertology.models.texts`` (``encode_texts``, ``text_batches``) or padded by ``pad_batch``.
+    ``padding=False`` and a convolution's ``padding=1`` are not padding a batch."""
+    return [f"line {node.lineno}: padding={keyword.value.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) for keyword in node.keywords
+            if keyword.arg == "padding" and isinstance(keyword.value, ast.Constant)
+            and (keyword.value.value is True or isinstance(keyword.value.value, str))]
+
+
+def test_texts_are_padded_in_models_only():
+    offenders = [f"{name}: {where}" for name, path in sorted(_modules().items())
+                 if not name.startswith("bertology.models")
+                 for where in _tokenizer_padding(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not offenders, "encode texts with bertology.models.texts:\n" + "\n".join(offenders)
+
+
+def test_the_padding_finder_finds_a_planted_tokenizer_call():
+    planted = ("def calibration(tokenizer, texts):\n    return [tokenizer(texts[i:i + 16], padding=True, "
+               "return_tensors='pt') for i in range(0, len(texts), 16)]\n")
+    assert _tokenizer_padding(ast.parse(planted))
+    assert _tokenizer_padding(ast.parse("batch = tok(x, padding='max_length', max_length=128)\n"))
+    for fine in ("conv = nn.Conv2d(1, 8, 3, padding=1)\n", "enc = tok(q, c, padding=False, stride=64)\n",
+                 "batch = encode_texts(tok, texts, words=True)\n"):
+        assert not _tokenizer_padding(ast.parse(fine)), fine
