@@ -33,8 +33,8 @@ from bertology.errors import DataError
 from bertology.models import Encoder
 from bertology.models.texts import text_batches
 from bertology.probing.summary import bootstrap_accuracies
-from bertology.attention.parsing import (ALL_RELATIONS, DIRECTIONS, head_predictions, heads_as_parsers,
-                                         offset_baselines, scoring_positions)
+from bertology.attention.parsing_heads import (ALL_RELATIONS, DIRECTIONS, head_predictions, heads_as_parsers,
+                                               offset_baselines, scoring_positions)
 from bertology.extraction import extract
 from bertology.geometry.contextuality import plan_sample, store_contextuality
 from bertology.intervention.importance import head_importance
