@@ -421,6 +421,36 @@ def _seeding_dances(tree: ast.AST) -> list[str]:
     return found
 
 
+def _global_seeding(tree: ast.AST) -> list[str]:
+    """Calls that seed torch's global generator (``torch.manual_seed``, ``torch.cuda.manual_seed_all``...), which
+    a library function must not leave seeded for its caller; a ``torch.Generator().manual_seed`` is its own."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in ("manual_seed", "manual_seed_all", "seed") and \
+                isinstance(node.func.value, (ast.Name, ast.Attribute)) and \
+                ast.unparse(node.func.value) in ("torch", "torch.random", "torch.cuda"):
+            found.append(f"line {node.lineno}: {ast.unparse(node.func)}(...)")
+    return found
+
+
+#: Where the global generator is seeded: ``seeded()`` itself, and the step loop's dropout seeds, inside
+#: ``torch.random.fork_rng`` (restored when the loop ends).
+_GLOBAL_SEEDING_ALLOWED = {"bertology.runtime", "bertology.training"}
+
+
+def test_the_global_generator_is_seeded_only_inside_seeded():
+    offenders = [f"{name}: {where}" for name, path in sorted(_modules().items()) if name not in _GLOBAL_SEEDING_ALLOWED
+                 for where in _global_seeding(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not offenders, "seed inside bertology.runtime.seeded() (restored after):\n" + "\n".join(offenders)
+
+
+def test_the_global_seeding_finder_finds_a_planted_seed():
+    assert _global_seeding(ast.parse("def fit(self):\n    torch.manual_seed(self.random_state)\n"))
+    assert _global_seeding(ast.parse("torch.cuda.manual_seed_all(0)\n"))
+    assert not _global_seeding(ast.parse("g = torch.Generator().manual_seed(0)\nwith seeded(0):\n    pass\n"))
+
+
 def test_one_seeded_block():
     """Seeding for a block of code and restoring the generators after it is ``runtime.seeded()``'s only."""
     offenders = [f"{name}: {where}" for name, path in sorted(_modules().items()) if name != "bertology.runtime"
