@@ -5,7 +5,7 @@ train sentences, 3 probe seeds x 20 epochs): extracting word-level attentions of
 Clark's head statistics on dev, every head as a parser on train/dev/test plus the offset baselines, and
 the attention-only probe. The probe is timed twice in the same process, the two schemes alternating seed
 by seed: the previous scheme (features rebuilt from the attention arrays for every seed, for fitting and for
-predicting) and ours (features built once, :meth:`AttentionOnlyProbe.prepare`, shared by every seed, its
+predicting) and ours (features built once, :func:`probe_batches`, shared by every seed, its
 preparation counted); both give the same UAS.
 
 ``--command`` also runs ``bertology attention parse -m MODEL`` with its defaults in a fresh process and records
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from bertology.attention.parsing import (AttentionOnlyProbe, attachment_score, heads_as_parsers,
-                                         offset_baselines)
+from bertology.attention.parsing_heads import attachment_score, heads_as_parsers, offset_baselines
+from bertology.attention.parsing_probe import AttentionOnlyProbe, probe_batches
 from bertology.attention.stats import head_statistics
 from bertology.data import read_conllu, shared_data_dir
 from bertology.data.treebank import find_splits
@@ -93,9 +93,8 @@ def main() -> None:
 
         # The two schemes alternate seed by seed, so a change of load on a shared machine hits both alike.
         started = time.perf_counter()
-        batching = AttentionOnlyProbe(epochs=args.epochs)
-        train = batching.prepare(stores["train"].iter_attentions(), data["train"])
-        test = batching.prepare(stores["test"].iter_attentions(), data["test"], need_tree=False)
+        train = probe_batches(stores["train"].iter_attentions(), data["train"])
+        test = probe_batches(stores["test"].iter_attentions(), data["test"], need_tree=False)
         prepare_seconds = time.perf_counter() - started
         before, after, seed_seconds = [], [], {"rebuilt": [], "once": []}
         for seed in range(args.seeds):

@@ -27,7 +27,9 @@ import numpy as np
 import torch
 
 from bertology.data.glue import glue_task, read_glue
-from bertology.finetune.batching import collate, encode_examples, seeded_subset, training_batches
+from bertology.finetune.batching import collate, encode_examples
+from bertology.runtime import seeded_subset
+from bertology.training import training_batches
 from bertology.finetune.model import build_glue_model
 from bertology.models import load_encoder
 

@@ -7,10 +7,10 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from bertology.attention.parsing import (
-    CLARK_TABLE1, AttentionOnlyProbe, best_heads_table, compare_with_clark, head_predictions, heads_as_parsers,
-    offset_baselines, probe_features,
+from bertology.attention.parsing_heads import (
+    CLARK_TABLE1, best_heads_table, compare_with_clark, head_predictions, heads_as_parsers, offset_baselines,
 )
+from bertology.attention.parsing_probe import AttentionOnlyProbe, probe_batches, probe_features
 from bertology.data import Sentence
 from bertology.errors import DataError
 
@@ -175,10 +175,12 @@ def test_probe_learns_a_planted_head():
     weights = probe.head_weights_  # [2 directions, 6 heads]; (layer 1, head 2) is flat index 5
     assert np.argmax(weights[0]) == 5 and weights[0, 5] > 3 * np.abs(np.delete(weights[0], 5)).max()
     # features prepared once serve every seed and give the same probe as the raw arrays
-    prepared = probe.prepare(train_att, train)
+    prepared = probe_batches(train_att, train)
     again = AttentionOnlyProbe(epochs=15, seed=0).fit(prepared)
     np.testing.assert_array_equal(again.head_weights_, weights)
-    test_batches = probe.prepare(test_att, test, need_tree=False)
+    test_batches = probe_batches(test_att, test, need_tree=False)
+    kept = probe.prepare(test_att, test, need_tree=False)  # the old method is the function with the probe's settings
+    assert [b[0] for b in kept.batches] == [b[0] for b in test_batches.batches]
     assert [p.tolist() for p in again.predict(test_batches)] == [p.tolist() for p in probe.predict(test_att, test)]
     with pytest.raises(DataError, match="need_tree=False"):
         AttentionOnlyProbe(epochs=1).fit(test_batches)
@@ -207,3 +209,20 @@ def test_probe_follows_the_estimator_contract():
     assert clone(probe).get_params() == probe.get_params() and probe.get_params()["seed"] == 4
     assert probe.fit([_tree_attention(TREE)], [TREE]) is probe
     assert isinstance(probe.score([_tree_attention(TREE)], [TREE]), float)
+
+
+def test_the_split_modules_keep_the_old_import_path():
+    """attention/parsing.py was split (analysis, estimator, runner); every public name of the analysis and the
+    estimator is still importable from it, as the same object."""
+    import bertology.attention.parsing as runner
+    import bertology.attention.parsing_heads as heads
+    import bertology.attention.parsing_probe as probe
+
+    for module in (heads, probe):
+        public = [name for name in vars(module) if not name.startswith("_")
+                  and getattr(getattr(module, name), "__module__", module.__name__) == module.__name__
+                  and not isinstance(getattr(module, name), type(runner))]
+        for name in public:
+            if name[0].isupper() or callable(getattr(module, name)):
+                assert getattr(runner, name) is getattr(module, name), name
+    assert callable(runner.run_attention_analysis)

@@ -46,7 +46,7 @@ _KILLER = textwrap.dedent("""
                 reached()
         os.replace = replace
     elif point == "step":
-        from bertology.finetune.loop import Optimiser
+        from bertology.training import Optimiser
         real_step = Optimiser.step
         def step(self, loss):
             real_step(self, loss)
@@ -60,7 +60,7 @@ _KILLER = textwrap.dedent("""
             replaces[0] += 1
             return real_replace_(*args, **kwargs)
         os.replace = counting_replace
-        from bertology.finetune.loop import Optimiser
+        from bertology.training import Optimiser
         real_step_ = Optimiser.step
         def counting_step(self, loss):
             steps[0] += 1
@@ -89,7 +89,7 @@ def _run_killed(tmp_path: Path, point: str, argv: list, env: dict) -> None:
 
 def _run(argv: list, env: dict, monkeypatch) -> int:
     """Run the command line here; the optimiser steps it took."""
-    from bertology.finetune.loop import Optimiser
+    from bertology.training import Optimiser
 
     steps, real_step = [], Optimiser.step
 

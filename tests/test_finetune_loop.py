@@ -1,4 +1,4 @@
-"""The one optimisation recipe and step loop (bertology.finetune.loop): the recipe embedded in every training
+"""The one optimisation recipe and step loop (bertology.training): the recipe embedded in every training
 config with the old flat spellings kept, early stopping, exact resumption, epochs of different lengths."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertology.errors import UsageError
-from bertology.finetune.loop import Optimisation, Optimiser, train_steps
+from bertology.training import Optimisation, Optimiser, train_steps
 from bertology.finetune.train import FinetuneConfig
 from bertology.readouts.finetune_qa import QAFinetuneConfig
 from bertology.readouts.train import ReadoutTrainConfig

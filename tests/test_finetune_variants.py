@@ -7,7 +7,8 @@ import torch
 from transformers import BertConfig, BertModel
 
 from bertology.errors import ModelError
-from bertology.finetune import GlueModel, build_glue_model, layer_list, parse_variant
+from bertology.finetune import GlueModel, build_glue_model, parse_variant
+from bertology.models.layout import layer_stack
 
 
 LAYERS = 4
@@ -37,7 +38,7 @@ def batch(n: int = 6, length: int = 9):
 def test_variant_depth_heads_and_one_training_step(spec, depth, heads_on):
     backbone = tiny_backbone()
     model = build_glue_model(backbone, num_labels=3, variant=spec, seed=0)
-    assert len(layer_list(model.backbone)[2]) == depth
+    assert len(layer_stack(model.backbone).layers) == depth
     assert model.backbone.config.num_hidden_layers == depth
     assert model.objective_layers == heads_on and len(model.heads) == len(heads_on)
     inputs = batch()
@@ -45,14 +46,14 @@ def test_variant_depth_heads_and_one_training_step(spec, depth, heads_on):
     output = model(**inputs, labels=labels)
     assert output.logits.shape == (6, 3)
     output.loss.backward()
-    top = layer_list(model.backbone)[2][-1]
+    top = layer_stack(model.backbone).layers[-1]
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in top.parameters())
     torch.optim.SGD(model.parameters(), lr=0.1).step()
 
 
 def test_copy_last_duplicates_weights_and_extra_layer_is_new():
     model = build_glue_model(tiny_backbone(), 2, "copy-last:1+extra-layer", seed=0)
-    layers = layer_list(model.backbone)[2]
+    layers = layer_stack(model.backbone).layers
     assert torch.equal(layers[3].attention.self.query.weight, layers[4].attention.self.query.weight)
     assert layers[3].attention.self.query.weight.data_ptr() != layers[4].attention.self.query.weight.data_ptr()
     assert not torch.equal(layers[4].attention.self.query.weight, layers[5].attention.self.query.weight)

@@ -4,6 +4,7 @@ and the encoder's one forward path."""
 from __future__ import annotations
 
 import io
+import random
 import json
 import os
 
@@ -17,7 +18,7 @@ from bertology.files import atomic_path, ensure_dir, write_json, write_table
 from bertology.numbering import head_label, heads_text, parse_heads, parse_layers
 from bertology.progress import LogProgress, progress_bar
 from bertology.results import Result, percent, tidy
-from bertology.runtime import derive_seed, resolve_device, seed_list
+from bertology.runtime import derive_seed, resolve_device, seed_list, seeded
 
 
 # -- numbering ------------------------------------------------------------------------------------------
@@ -154,6 +155,30 @@ def test_derived_seeds_are_stable_and_distinct():
     seeds = {derive_seed(s, p) for s in range(5) for p in ("control", "twin", "probe")}
     assert len(seeds) == 15
     assert all(0 <= s < 2**31 for s in seeds)
+
+
+def test_seeded_block_draws_from_the_seed_and_restores_the_callers_generators():
+    torch.manual_seed(123)
+    np.random.seed(5)
+    random.seed(5)
+    expected_after = (torch.rand(3), np.random.rand(), random.random())
+    torch.manual_seed(123)
+    np.random.seed(5)
+    random.seed(5)
+    with seeded(7, numpy=True, python=True):
+        inside = (torch.rand(3), np.random.rand(), random.random())
+    after = (torch.rand(3), np.random.rand(), random.random())
+    torch.manual_seed(7)
+    np.random.seed(7)
+    random.seed(7)
+    assert torch.equal(inside[0], torch.rand(3)) and inside[1:] == (np.random.rand(), random.random())
+    assert torch.equal(after[0], expected_after[0]) and after[1:] == expected_after[1:]
+    torch.manual_seed(1)
+    before = torch.random.get_rng_state()
+    with pytest.raises(RuntimeError), seeded(None):
+        torch.rand(2)
+        raise RuntimeError("restored on error too")
+    assert torch.equal(torch.random.get_rng_state(), before)
 
 
 def test_seed_list_is_a_count():

@@ -200,3 +200,9 @@ def test_as_encoder_is_the_one_way_to_a_handle(tmp_path):
     tiny.tokenizer.save_pretrained(tmp_path)
     loaded = as_encoder(str(tmp_path))  # a folder is loaded by load_encoder
     assert loaded.fingerprint == tiny.fingerprint
+    pair = as_encoder((tiny.model, tiny.tokenizer), name="pair", head="masked-lm")  # a (module, tokenizer) pair
+    assert pair.model is tiny.model and pair.tokenizer is tiny.tokenizer and pair.head == "masked-lm"
+    assert pair.name == "pair" and as_encoder((tiny.model, tiny.tokenizer)).name == "model"
+    moved = tiny_encoder("bert", seed=4)
+    assert moved.to("meta") is moved and moved.device.type == "meta"  # Encoder.to moves the model, returns the handle
+    assert as_encoder(tiny, device="cpu") is tiny and tiny.device.type == "cpu"

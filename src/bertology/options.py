@@ -18,6 +18,7 @@ from bertology.errors import UsageError
 from bertology.models.sources import resolve_model_source
 from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
 from bertology.runtime import DEVICE_HELP, check_seed, resolve_device, seed_list
+from bertology.settings import check_cache_dir, check_count, check_positive
 
 __all__ = [
     "check_cache_dir", "check_count", "check_exists", "check_positive", "check_seed", "default_out", "parse_heads",
@@ -36,15 +37,6 @@ def default_out(command: str, *parts: object) -> Path:
     return RESULTS_ROOT / command / (slug or "default")
 
 
-def check_positive(value: Optional[int], option: str, allow_none: bool = True) -> Optional[int]:
-    """A count that must be at least 1 (``--max-sentences``, ``--batch-tokens``, ``--epochs``...)."""
-    if value is None and allow_none:
-        return None
-    if value is None or isinstance(value, bool) or value < 1:
-        raise UsageError(f"{option} {value}: expected a whole number of at least 1")
-    return int(value)
-
-
 def check_exists(path: Optional[Path], option: str, corpus: bool = False) -> Optional[Path]:
     """An input the command reads (``--treebank``, a store folder...): one line now, before anything heavy
     loads, when there is no such file or folder. ``corpus``: a packaged corpus name (``ewt-dev``) passes."""
@@ -55,29 +47,6 @@ def check_exists(path: Optional[Path], option: str, corpus: bool = False) -> Opt
         found = resolve_corpus(path).exists()
     if not found:
         raise UsageError(f"{option} {path}: no such file or folder")
-    return path
-
-
-def check_count(value: Optional[int], option: str) -> Optional[int]:
-    """A count that may be 0."""
-    if value is not None and value < 0:
-        raise UsageError(f"{option} {value}: expected a whole number of at least 0")
-    return value
-
-
-def check_cache_dir(path: str | Path | None, option: str = "--cache-dir") -> Path | None:
-    """A cache folder (created when missing): refused in one line naming ``option`` when it, or a folder
-    above it, is a file. Say ``$BERTOLOGY_CACHE`` for a folder that came from the environment."""
-    if path is None:
-        return None
-    path = Path(path)
-    for part in (path, *path.parents):
-        if part.exists():
-            if not part.is_dir():
-                where = "it is a file" if part == path else f"{part} is a file"
-                raise UsageError(f"{option} {path}: {where}, not a folder; give a folder for the cache (created "
-                                 "when missing)")
-            break
     return path
 
 

@@ -1,12 +1,15 @@
-"""Where and with what randomness things run: device resolution and seed derivation, one helper each."""
+"""Where and with what randomness things run: device resolution, seed derivation, seeded blocks and seeded
+subsets, one helper each."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import random
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Sequence
 
-from bertology.errors import UsageError
+from bertology.errors import DataError, UsageError
 
 if TYPE_CHECKING:  # torch is imported when a device is resolved, so the command line starts without it
     import torch
@@ -89,3 +92,51 @@ def check_seed(seed: int | None, option: str = "--seed") -> int | None:
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
         raise UsageError(f"{option} {seed}: expected a non-negative integer")
     return int(seed)
+
+
+@contextlib.contextmanager
+def seeded(seed: int | None, *, numpy: bool = False, python: bool = False) -> Iterator[None]:
+    """Inside the block torch's global generator starts from ``seed`` (``torch.manual_seed``); after it, every
+    generator it seeded is as it was before, so code around the block draws what it would have drawn without it.
+
+    ``numpy``/``python``: also seed (and restore) numpy's and Python's global generators. ``seed=None`` seeds
+    nothing and still restores, so what the block draws does not move the caller's stream. CUDA generators are
+    saved and restored where CUDA is already initialised (``torch.manual_seed`` seeds them too).
+    """
+    import numpy as np
+    import torch
+
+    cpu_state = torch.random.get_rng_state()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    numpy_state = np.random.get_state() if numpy else None
+    python_state = random.getstate() if python else None
+    try:
+        if seed is not None:
+            if python:
+                random.seed(seed)
+            if numpy:
+                np.random.seed(seed)
+            torch.manual_seed(seed)
+        yield
+    finally:
+        torch.random.set_rng_state(cpu_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+        if numpy_state is not None:
+            np.random.set_state(numpy_state)
+        if python_state is not None:
+            random.setstate(python_state)
+
+
+def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
+    """``n`` of ``items`` drawn without replacement by ``seed``, kept in their original order (all of them
+    when ``n`` is None or at least ``len(items)``): the same subset for every run with the same seed."""
+    import numpy as np
+
+    items = list(items)
+    if n is None or n >= len(items):
+        return items
+    if n < 1:
+        raise DataError(f"subset of {n} examples: expected at least 1")
+    keep = np.sort(np.random.default_rng(seed).choice(len(items), size=n, replace=False))
+    return [items[i] for i in keep]

@@ -28,6 +28,7 @@ from bertology.attention.pattern_features import FEATURE_NAMES, features_frame
 from bertology.attention.pattern_maps import MAP_SIZE
 from bertology.errors import ModelError
 from bertology.files import atomic_path
+from bertology.runtime import seeded
 
 PATTERN_TYPES: tuple[str, ...] = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 
@@ -150,7 +151,11 @@ class CNNPatternClassifier(BaseEstimator):
         self.random_state = random_state
 
     def fit(self, images: np.ndarray, labels: Sequence[str]) -> "CNNPatternClassifier":
-        torch.manual_seed(self.random_state)
+        # initial weights from random_state; the caller's generator is left as it was
+        with seeded(self.random_state):
+            return self._fit(images, labels)
+
+    def _fit(self, images: np.ndarray, labels: Sequence[str]) -> "CNNPatternClassifier":
         rng = np.random.default_rng(self.random_state)
         y = np.array([PATTERN_TYPES.index(label) for label in labels])
         x = torch.from_numpy(np.asarray(images, dtype=np.float32)[:, None])

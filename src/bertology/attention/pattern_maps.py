@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from bertology.errors import DataError
+from bertology.models.texts import encode_texts
 
 #: The side of the square image every map is resized to (:func:`resize_map`).
 MAP_SIZE = 32
@@ -116,8 +117,7 @@ def _encode_batch(encoder, chunk, chunk_ids, is_pair, max_length) -> Iterator[At
     tokenizer = encoder.tokenizer
     first = [t[0] if is_pair else t for t in chunk]
     second = [t[1] for t in chunk] if is_pair else None
-    batch = tokenizer(first, second, padding=True, truncation=True, max_length=max_length, return_tensors="pt",
-                      return_special_tokens_mask=True)
+    batch = encode_texts(tokenizer, first, second, max_length=max_length, special_tokens_mask=True)
     special_mask = batch.pop("special_tokens_mask")
     out = encoder.forward(dict(batch), hidden_states=False, attentions=True)
     att = np.stack([a.float().cpu().numpy() for a in out.attentions], axis=1)  # [B, L, H, n, n]

@@ -31,13 +31,13 @@ import torch
 from bertology.compare.cka import cka_matrix
 from bertology.errors import DataError, ModelError
 from bertology.files import ensure_dir, save_figure
-from bertology.finetune.batching import seeded_subset
 from bertology.intervention.hooks import model_layout
 from bertology.models import as_encoder
+from bertology.models.texts import text_batches
 from bertology.numbering import head_label
 from bertology.progress import progress_bar
 from bertology.results import Result
-from bertology.runtime import resolve_device
+from bertology.runtime import resolve_device, seeded_subset
 
 #: ``component`` of the parameters of a layer block that several layers share (ALBERT).
 SHARED_LAYERS = "shared layers"
@@ -168,13 +168,10 @@ def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_
     n_attention = 0
     try:
         for enc in encoders:
-            enc.model.eval().to(target)
+            enc.to(target).model.eval()
         with before_enc.eager_attention(), after_enc.eager_attention(), progress_bar(progress, transient=True) as bar:
             job = bar.add_task("comparing", total=len(texts))
-            for start in range(0, len(texts), batch_size):
-                chunk = texts[start:start + batch_size]
-                batch = tok_b(chunk, is_split_into_words=split, truncation=True, max_length=max_length,
-                              padding=True, return_tensors="pt")
+            for rows, batch in text_batches(tok_b, texts, batch_size, words=split, max_length=max_length):
                 mask = batch["attention_mask"].bool()
                 outputs = [enc.forward(batch, hidden_states=True, attentions=True) for enc in encoders]
                 for side, output in enumerate(outputs):
@@ -200,10 +197,10 @@ def compare_models(before, after, sentences: Sequence, *, tokenizer=None, batch_
                     batch_cos[row] = (dot / norms.clamp_min(1e-12)).sum(0).numpy()
                 cosine_sum = batch_cos if cosine_sum is None else cosine_sum + batch_cos
                 n_attention += int(mask.shape[0])
-                bar.advance(job, len(chunk))
+                bar.advance(job, len(rows))
     finally:
         for enc, (where, training) in zip(encoders, places):
-            enc.model.to(where).train(training)
+            enc.to(where).model.train(training)
 
     n_common = min(len(token_reps[0]), len(token_reps[1]))
     tokens = [[np.concatenate(layer) for layer in side] for side in token_reps]

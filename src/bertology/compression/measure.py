@@ -31,9 +31,10 @@ from torch import nn
 from bertology.data import Sentence, default_corpus, read_conllu
 from bertology.errors import DataError
 from bertology.models import Encoder
+from bertology.models.texts import text_batches
 from bertology.probing.summary import bootstrap_accuracies
-from bertology.attention.parsing import (ALL_RELATIONS, DIRECTIONS, head_predictions, heads_as_parsers,
-                                         offset_baselines, scoring_positions)
+from bertology.attention.parsing_heads import (ALL_RELATIONS, DIRECTIONS, head_predictions, heads_as_parsers,
+                                               offset_baselines, scoring_positions)
 from bertology.extraction import extract
 from bertology.geometry.contextuality import plan_sample, store_contextuality
 from bertology.intervention.importance import head_importance
@@ -77,10 +78,9 @@ def packaged_sets(max_train: int = 500, max_dev: int = 200, max_test: int = 300,
 def _tag_batches(encoder: Encoder, sentences: Sequence[Sentence], tags: dict[str, int], batch_size: int) -> list[dict]:
     """Tokenized batches whose ``labels`` hold each word's UPOS index on its first subword, -100 elsewhere."""
     batches = []
-    for start in range(0, len(sentences), batch_size):
-        chunk = sentences[start:start + batch_size]
-        encoded = encoder.tokenizer([list(s.words) for s in chunk], is_split_into_words=True, padding=True,
-                                    truncation=True, max_length=encoder.max_length, return_tensors="pt")
+    words = [list(s.words) for s in sentences]
+    for rows, encoded in text_batches(encoder.tokenizer, words, batch_size, words=True, max_length=encoder.max_length):
+        chunk = sentences[rows.start:rows.stop]
         labels = torch.full(encoded["input_ids"].shape, -100, dtype=torch.long)
         for row, sentence in enumerate(chunk):
             seen = set()

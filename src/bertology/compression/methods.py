@@ -34,6 +34,7 @@ from bertology.models import Encoder
 from bertology.models.checkpoints import (QUANTIZATION_KEY, StaticInt8Linear, checkpoint_state, is_int8_module,
                                           set_submodule, state_fingerprint)
 from bertology.models.encoders import fingerprint_tokenizer
+from bertology.models.layout import drop_top_layers, layer_stack
 from bertology.numbering import head_label
 from bertology.intervention.pruning import prune_heads
 
@@ -169,22 +170,14 @@ def half(encoder: Encoder, method: Method) -> Variant:
 # --------------------------------------------------------------------------------------------- pruning
 
 
-def layer_list(model: nn.Module) -> nn.ModuleList:
-    """The transformer layers (``encoder.layer`` in BERT, ``transformer.layer`` in DistilBERT): the first
-    ``ModuleList`` with one module per layer."""
-    config = model.config
-    count = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers", None)
-    for _, module in model.named_modules():
-        if isinstance(module, nn.ModuleList) and len(module) == count:
-            return module
-    raise ModelError(f"{config.model_type}: no list of {count} transformer layers found (layers shared, as in "
-                     "ALBERT?); dropping layers or pruning per layer needs one module per layer")
+#: What a refusal of a model without a layer stack (ALBERT) says the stack is needed for.
+_STACK_NEED = "dropping layers or pruning per layer needs one module per layer"
 
 
 def prunable_weights(model: nn.Module) -> dict[str, nn.Parameter]:
     """The weight matrices magnitude pruning works on: every linear layer inside the transformer layers
     (embeddings, LayerNorms, biases and the pooler are left alone, as Gordon et al. 2020 left embeddings)."""
-    layers = layer_list(model)
+    layers = layer_stack(model, _STACK_NEED).layers
     return {f"layer{index}.{name}": module.weight for index, block in enumerate(layers)
             for name, module in block.named_modules() if isinstance(module, nn.Linear)}
 
@@ -271,12 +264,7 @@ def drop_top(encoder: Encoder, method: Method) -> Variant:
     if not 1 <= k < layers:
         raise UsageError(f"drop-top:{k}: the model has {layers} transformer layers; drop between 1 and {layers - 1}")
     model = _copy(encoder)
-    blocks = layer_list(model)
-    del blocks[layers - k:]
-    key = "num_hidden_layers" if hasattr(model.config, "num_hidden_layers") else "n_layers"
-    setattr(model.config, key, layers - k)
-    if isinstance(getattr(model.config, "layer_types", None), list):  # modernbert: each layer's attention type
-        model.config.layer_types = model.config.layer_types[:layers - k]
+    drop_top_layers(model, k, _STACK_NEED)
     return _wrap(encoder, model, method, layers_kept=layers - k, layers_dropped=list(range(layers - k + 1, layers + 1)))
 
 

@@ -24,6 +24,7 @@ from bertology.compression.names import Method, parse_methods
 from bertology.errors import UsageError
 from bertology.files import save_figure
 from bertology.models import Encoder, as_encoder, load_encoder
+from bertology.models.texts import text_batches
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.compression.finetuned import default_config, task_retention
@@ -34,13 +35,8 @@ REFERENCE = "original"
 
 
 def _calibration(encoder: Encoder, sentences, batch_size: int = 16) -> list[dict]:
-    batches = []
-    for start in range(0, len(sentences), batch_size):
-        chunk = sentences[start:start + batch_size]
-        batches.append(dict(encoder.tokenizer([list(s.words) for s in chunk], is_split_into_words=True,
-                                              padding=True, truncation=True, max_length=encoder.max_length,
-                                              return_tensors="pt")))
-    return batches
+    return [dict(encoded) for _, encoded in text_batches(encoder.tokenizer, [list(s.words) for s in sentences],
+                                                         batch_size, words=True, max_length=encoder.max_length)]
 
 
 def _size_row(label: str, model, folder: str | Path | None) -> dict:

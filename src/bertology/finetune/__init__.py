@@ -5,14 +5,14 @@ from bertology._lazy import lazy_exports
 
 # Imported on first use (bertology._lazy), so `bertology finetune --help` does not load torch.
 __getattr__ = lazy_exports(__name__, {
-    "batching": ("EncodedExamples", "encode_examples", "seeded_subset"),
+    "batching": ("EncodedExamples", "encode_examples"),
     "evaluation": ("TaskEvaluator", "importance_batches"),
     "examples": ("read_examples",),
     "metrics": ("glue_metric",),
     "model": ("GlueModel", "build_glue_model", "load_finetuned", "read_checkpoint_meta", "save_checkpoint"),
     "table": ("CONVEXITY_TABLE1", "render_table", "summarize", "variants_result", "variants_table"),
     "train": ("FinetuneConfig", "collect_results", "evaluate", "finetune", "predict"),
-    "variants": ("Variant", "apply_variant", "layer_list", "parse_variant"),
+    "variants": ("Variant", "apply_variant", "parse_variant"),
 })
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "finetune",
     "glue_metric",
     "importance_batches",
-    "layer_list",
     "load_finetuned",
     "parse_variant",
     "predict",
@@ -38,7 +37,6 @@ __all__ = [
     "read_checkpoint_meta",
     "render_table",
     "save_checkpoint",
-    "seeded_subset",
     "summarize",
     "variants_result",
     "variants_table",

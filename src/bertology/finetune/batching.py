@@ -1,4 +1,5 @@
-"""Tokenising GLUE examples once, and batching them: dynamic padding with length-grouped batches.
+"""Tokenising GLUE examples once, and batching them: dynamic padding (the epoch order, length-grouped batches,
+is :func:`bertology.training.training_batches`).
 
 Padding every batch to 128 tokens wastes most of the compute on GLUE (median SST-2 sentence: ~13
 tokens). We pad each batch to its own longest example and group examples of similar length into the
@@ -14,20 +15,8 @@ import numpy as np
 import torch
 
 from bertology.data.glue import GlueExample
-from bertology.errors import DataError
 from bertology.models.batching import pad_batch, token_budget_batches
 
-
-def seeded_subset(items: Sequence, n: int | None, seed: int = 0) -> list:
-    """``n`` of ``items`` drawn without replacement by ``seed``, kept in their original order (all of them
-    when ``n`` is None or at least ``len(items)``): the same subset for every run with the same seed."""
-    items = list(items)
-    if n is None or n >= len(items):
-        return items
-    if n < 1:
-        raise DataError(f"subset of {n} examples: expected at least 1")
-    keep = np.sort(np.random.default_rng(seed).choice(len(items), size=n, replace=False))
-    return [items[i] for i in keep]
 
 
 @dataclass
@@ -81,24 +70,6 @@ def collate(data: EncodedExamples, indices: Sequence[int], pad_to: int | None = 
     batch["labels"] = torch.as_tensor(labels, dtype=torch.float32 if labels.dtype.kind == "f" else torch.long)
     return batch
 
-
-def training_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
-                     group_by_length: bool = True, window: int = 50) -> list[np.ndarray]:
-    """One epoch's batches of example indices.
-
-    With ``group_by_length``: shuffle, cut into windows of ``window * batch_size``, sort each window by
-    length, cut into batches, shuffle the batches. Otherwise plain shuffled batches.
-    """
-    order = rng.permutation(len(lengths))
-    if not group_by_length:
-        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    batches = []
-    span = batch_size * window
-    for start in range(0, len(order), span):
-        chunk = order[start:start + span]
-        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
-    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def evaluation_batches(lengths: np.ndarray, batch_size: int) -> Iterator[np.ndarray]:

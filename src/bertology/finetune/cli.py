@@ -90,7 +90,7 @@ def finetune_command(
         import torch
 
         torch.set_num_threads(threads)
-    from bertology.finetune.loop import Optimisation
+    from bertology.training import Optimisation
     from bertology.finetune.table import render_table, variants_result
     from bertology.finetune.train import FinetuneConfig, collect_results, finetune
     from bertology.models import load_encoder

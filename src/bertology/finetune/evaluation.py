@@ -19,8 +19,9 @@ from scipy import stats
 from bertology.data.glue import glue_task
 from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, UsageError
-from bertology.finetune.batching import EncodedExamples, collate, encode_examples, seeded_subset
+from bertology.finetune.batching import EncodedExamples, collate, encode_examples, evaluation_batches
 from bertology.finetune.train import evaluate
+from bertology.runtime import seeded_subset
 
 
 @dataclass
@@ -64,8 +65,8 @@ def importance_batches(task: str, tokenizer, n_examples: int = 2000, batch_size:
     ``seed``: importance is never computed on the split the metric is reported on."""
     examples = seeded_subset(read_examples(task, "train", data_dir), n_examples, seed)
     data = encode_examples(tokenizer, examples)
-    order = np.argsort(data.lengths, kind="stable")  # similar lengths together: less padding
-    return [collate(data, order[i:i + batch_size].tolist()) for i in range(0, len(order), batch_size)]
+    # similar lengths together (less padding), as evaluation batches them
+    return [collate(data, indices.tolist()) for indices in evaluation_batches(data.lengths, batch_size)]
 
 
 def checkpoint_task(path: str | Path, meta: dict, task: str | None = None, allow_mismatch: bool = False) -> str:

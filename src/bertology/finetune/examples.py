@@ -9,7 +9,8 @@ from pathlib import Path
 from bertology.data.glue import GlueExample, glue_task, read_glue
 from bertology.data.paths import packaged_treebank
 from bertology.errors import DataError
-from bertology.tasks.cache import built_tasks, cache_root
+from bertology.settings import cache_root
+from bertology.tasks.cache import built_tasks
 
 #: Packaged task -> (the SentEval task it is, its labels in class-id order).
 _SENTEVAL = {"bshift": ("bigram_shift", ("O", "I"))}

@@ -19,9 +19,10 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 from bertology.errors import ModelError
 from bertology.files import atomic_dir, write_json
 from bertology.models.encoders import Encoder, load_weights_file
+from bertology.models.layout import config_depth, config_hidden
 from bertology.finetune.names import CHECKPOINT_META
 from bertology.finetune.variants import Variant, apply_variant, parse_variant
-from bertology.runtime import resolve_device
+from bertology.runtime import resolve_device, seeded
 from bertology.intervention.pruning import load_pruned
 
 HEADS_FILE = "heads.safetensors"
@@ -55,9 +56,8 @@ class GlueModel(nn.Module):
         self.num_labels = num_labels
         self.variant = parse_variant(variant)
         config = backbone.config  # the depth apply_variant left (ALBERT's shared layer has no stack to count)
-        depth = int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers"))
-        self.objective_layers = objective_layers or self.variant.objective_layers(depth)
-        hidden = int(getattr(config, "hidden_size", None) or getattr(config, "dim"))
+        self.objective_layers = objective_layers or self.variant.objective_layers(config_depth(config))
+        hidden = config_hidden(config)
         dropout = float(getattr(config, "hidden_dropout_prob", None) or getattr(config, "dropout", 0.1) or 0.1)
         std = float(getattr(config, "initializer_range", 0.02))
         self.heads = nn.ModuleList(ClassificationHead(hidden, num_labels, dropout) for _ in self.objective_layers)
@@ -110,12 +110,8 @@ def build_glue_model(backbone: nn.Module, num_labels: int, variant: Variant | st
     """Apply ``variant`` to ``backbone`` (in place) and put the classifier(s) on it, initialised from ``seed``."""
     variant = parse_variant(variant)
     apply_variant(backbone, variant, seed=seed)
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         return GlueModel(backbone, num_labels, variant)
-    finally:
-        torch.random.set_rng_state(generator_state)
 
 
 def save_checkpoint(model: GlueModel, tokenizer, out_dir: str | Path, meta: dict) -> Path:

@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import json
 import math
-import random
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,16 +26,15 @@ from bertology.data.glue import GlueExample, glue_task
 from bertology.finetune.examples import read_examples
 from bertology.errors import DataError, ModelError, UsageError
 from bertology.files import atomic_path, exclusive
-from bertology.finetune.batching import (EncodedExamples, collate, encode_examples, evaluation_batches, seeded_subset,
-                                         training_batches)
-from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
+from bertology.finetune.batching import EncodedExamples, collate, encode_examples, evaluation_batches
+from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps, training_batches
 from bertology.finetune.metrics import glue_metric
 from bertology.finetune.model import (CHECKPOINT_META, GlueModel, build_glue_model, read_checkpoint_meta,
                                       save_checkpoint)
 from bertology.finetune.variants import parse_variant
-from bertology.models.encoders import Encoder, load_encoder
+from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result, tidy
-from bertology.runtime import resolve_device
+from bertology.runtime import resolve_device, seeded, seeded_subset
 
 
 @embeds_optimisation
@@ -44,7 +42,7 @@ from bertology.runtime import resolve_device
 class FinetuneConfig:
     """Hyper-parameters of one fine-tuning run (the same for every seed).
 
-    ``optimisation``: Devlin et al.'s recipe (:class:`~bertology.finetune.loop.Optimisation`; its ``seed`` is
+    ``optimisation``: Devlin et al.'s recipe (:class:`~bertology.training.Optimisation`; its ``seed`` is
     replaced by each of ``seeds``); its fields are also keywords and attributes of the config
     (``FinetuneConfig(lr=1e-4).lr``)."""
 
@@ -96,12 +94,6 @@ RESULT_COLUMNS = ["model", "base_fingerprint", "task", "variant", "seed", "metri
 
 #: Beside an unfinished seed's folder: ``seed-0.train-state.pt``, the state it resumes from (removed when it finishes).
 STATE_NAME = "train-state.pt"
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
 
 
 def _model_inputs(batch: dict, device: torch.device) -> dict:
@@ -172,12 +164,6 @@ def evaluate(model: torch.nn.Module, tokenizer, task_or_examples: str | Sequence
     if return_predictions:
         result["predictions"] = predictions
     return result
-
-
-def _load_encoder(model) -> Encoder:
-    if isinstance(model, Encoder):
-        return model
-    return load_encoder(model)
 
 
 def _fresh_backbone(encoder) -> torch.nn.Module:
@@ -252,7 +238,7 @@ def train_one_seed(model: GlueModel, train: EncodedExamples, dev: EncodedExample
                             "train_loss": float(np.mean(epoch_losses)) if epoch_losses else None, **scores})
         epoch_losses.clear()
 
-    # dropout draws from the generator _seed_everything(seed) seeded, as before the shared loop existed
+    # dropout draws from the generator _run_seed's seeded(seed) block seeded, as before the shared loop existed
     log = train_steps(
         optimiser, batch_loss, lambda epoch, first: epoch_order(epoch)[first:], steps_per_epoch, total_steps,
         start_step=start_step, on_step=after_step, on_epoch_end=after_epoch,
@@ -278,7 +264,7 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
     config = config or FinetuneConfig()
     spec = glue_task(task)
     variant = parse_variant(config.variant)
-    encoder = _load_encoder(model)
+    encoder = as_encoder(model)
     variant.check(encoder.num_layers)
     if config.save and out_dir is None:
         raise DataError("finetune: out_dir is needed to save checkpoints (or set config.save=False)")
@@ -326,15 +312,16 @@ def _run_seed(encoder, spec, variant, seed: int, config: FinetuneConfig, train: 
         check_reusable(seed_dir, meta, encoder, spec.name, seed, config)
         return (meta["metrics"], meta.get("history", []), seed_dir, True, meta.get("train_seconds", 0.0),
                 meta.get("train_examples_per_second", 0.0))
-    _seed_everything(seed)
-    glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
     state_path = seed_dir.with_name(f"{seed_dir.name}.{STATE_NAME}") if seed_dir is not None and config.save else None
     state_key = {"base_fingerprint": encoder.fingerprint, "task": spec.name, "seed": seed, "recipe": config.recipe(),
                  "n_train": len(train)}
-    metrics, curve, seconds, throughput = train_one_seed(
-        glue_model, train, dev, spec.name, seed, config, device,
-        description=f"{encoder.name} {spec.name} {variant.name} seed {seed}", state_path=state_path,
-        state_key=state_key)
+    # the seed's model and its dropout draw from generators seeded here; the caller's are as they were after
+    with seeded(seed, numpy=True, python=True):
+        glue_model = build_glue_model(_fresh_backbone(encoder), spec.num_labels, variant, seed=seed)
+        metrics, curve, seconds, throughput = train_one_seed(
+            glue_model, train, dev, spec.name, seed, config, device,
+            description=f"{encoder.name} {spec.name} {variant.name} seed {seed}", state_path=state_path,
+            state_key=state_key)
     checkpoint = None
     if config.save:
         meta = {"base_model": encoder.name, "base_source": getattr(encoder, "source", None),

@@ -18,11 +18,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-import torch
 from torch import nn
 
 from bertology.errors import ModelError
-from bertology.runtime import derive_seed
+from bertology.models.layout import config_depth, layer_stack, replace_layers
+from bertology.runtime import derive_seed, seeded
 
 _NAMES = {"drop-last": "drop_last", "copy-last": "copy_last", "extra-layer": "extra_layers", "multi-objective": "multi_objective"}
 _DEFAULT_K = {"drop_last": 2, "copy_last": 2, "extra_layers": 1, "multi_objective": 4}
@@ -112,34 +112,8 @@ def parse_variant(spec: str | Variant) -> Variant:
     return Variant(**values)
 
 
-#: Where the stack of transformer layers lives in the common encoder classes.
-_LAYER_PATHS = ("encoder.layer", "encoder.layers", "transformer.layer", "layers")
-
-
-def layer_list(model: nn.Module) -> tuple[nn.Module, str, nn.ModuleList]:
-    """The ModuleList of transformer layers in ``model``: (its parent, attribute name, list)."""
-    for path in _LAYER_PATHS:
-        parent = model
-        parts = path.split(".")
-        for part in parts[:-1]:
-            parent = getattr(parent, part, None)
-            if parent is None:
-                break
-        layers = getattr(parent, parts[-1], None) if parent is not None else None
-        if isinstance(layers, nn.ModuleList) and len(layers) > 0:
-            return parent, parts[-1], layers
-    raise ModelError(
-        f"{type(model).__name__}: no stack of transformer layers found (looked for {', '.join(_LAYER_PATHS)}); "
-        "the fine-tuning variants need a BERT-like encoder"
-    )
-
-
-def _set_depth(config, depth: int) -> None:
-    for key in ("num_hidden_layers", "n_layers", "num_layers"):
-        if hasattr(config, key):
-            setattr(config, key, depth)
-            return
-    raise ModelError(f"{type(config).__name__}: no num_hidden_layers/n_layers field to update")
+#: What a refusal of a model without a layer stack says the stack is needed for.
+_VARIANTS_NEED = "the fine-tuning variants other than baseline need a BERT-like encoder"
 
 
 def _reinitialise(module: nn.Module, std: float) -> None:
@@ -159,10 +133,9 @@ def apply_variant(backbone: nn.Module, variant: Variant | str, seed: int = 0) ->
     variant = parse_variant(variant)
     if not (variant.drop_last or variant.copy_last or variant.extra_layers):
         # the stack stays as it is (ALBERT, whose one shared layer is no stack, fine-tunes too)
-        config = backbone.config
-        variant.check(int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers")))
+        variant.check(config_depth(backbone.config))
         return backbone
-    parent, attribute, layers = layer_list(backbone)
+    layers = layer_stack(backbone, _VARIANTS_NEED).layers
     variant.check(len(layers))
     stack = list(layers)
     if variant.drop_last:
@@ -171,23 +144,10 @@ def apply_variant(backbone: nn.Module, variant: Variant | str, seed: int = 0) ->
         stack = stack + [copy.deepcopy(layer) for layer in stack[-variant.copy_last:]]
     if variant.extra_layers:
         std = float(getattr(backbone.config, "initializer_range", 0.02))
-        generator_state = torch.random.get_rng_state()
-        try:
-            torch.manual_seed(derive_seed(seed, "extra-layer"))  # new layers depend on the run's seed only
+        with seeded(derive_seed(seed, "extra-layer")):  # new layers depend on the run's seed only
             for _ in range(variant.extra_layers):
                 fresh = copy.deepcopy(stack[-1])
                 _reinitialise(fresh, std)
                 stack.append(fresh)
-        finally:
-            torch.random.set_rng_state(generator_state)
-    for index, layer in enumerate(stack):
-        # transformers numbers layers for its key/value cache; copies must not share an index.
-        for sub in layer.modules():
-            if hasattr(sub, "layer_idx") and isinstance(getattr(sub, "layer_idx"), int):
-                sub.layer_idx = index
-    setattr(parent, attribute, nn.ModuleList(stack))
-    _set_depth(backbone.config, len(stack))
-    if isinstance(getattr(backbone.config, "layer_types", None), list) and \
-            all(hasattr(layer, "attention_type") for layer in stack):  # modernbert: each layer global or local
-        backbone.config.layer_types = [layer.attention_type for layer in stack]
+    replace_layers(backbone, stack, _VARIANTS_NEED)
     return backbone

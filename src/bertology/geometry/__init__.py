@@ -9,6 +9,7 @@ __getattr__ = lazy_exports(__name__, {
                       "store_contextuality", "summarize"),
     "measures": ("MEV_DEFINITIONS", "intra_sentence_similarity", "max_explainable_variance", "mean_pair_cosine",
                  "random_words_explained_variance", "sample_pairs", "self_similarity", "unit_rows"),
+    # cache_root: bertology.settings' (the one cache root, which stores uses), kept here for scripts that import it
     "stores": ("cache_root", "cached_store", "load_sentences"),
 })
 

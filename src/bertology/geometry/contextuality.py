@@ -300,8 +300,7 @@ def contextuality(model: str | os.PathLike | Encoder = "minilm", data: str | os.
     rows, types = store_contextuality(store, plans, chosen, "trained", seeds[0], progress)
     if untrained:
         for plan in plans:
-            twin = encoder.untrained(plan.seed)
-            twin.model.to(run_device)
+            twin = encoder.untrained(plan.seed).to(run_device)
             twin_store = cached_store(twin, sentences, pool="word-mean", cache_dir=cache_dir,
                                       input_path=input_path, device=run_device, progress=progress)
             twin_rows, twin_types = store_contextuality(twin_store, [plan], chosen, "untrained", seeds[0], progress)

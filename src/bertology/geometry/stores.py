@@ -19,20 +19,10 @@ from bertology.errors import DataError
 from bertology.extraction.shared import shared_store
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.numbering import parse_layers
-from bertology.options import check_cache_dir, check_positive
 from bertology.runtime import resolve_device
+from bertology.settings import cache_root, check_positive
 from bertology.store.store import Store
 from bertology.store.view import StoreView
-
-
-def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """``cache_dir``, else ``$BERTOLOGY_CACHE``, else ``~/.cache/bertology``; a file there is refused in one
-    line naming where it came from."""
-    if cache_dir is not None:
-        return check_cache_dir(cache_dir, "--cache-dir")
-    if os.environ.get("BERTOLOGY_CACHE"):
-        return check_cache_dir(os.environ["BERTOLOGY_CACHE"], "$BERTOLOGY_CACHE")
-    return check_cache_dir(Path.home() / ".cache" / "bertology", "the cache folder")
 
 
 def load_sentences(data: str | os.PathLike | None = None, max_sentences: int | None = None,

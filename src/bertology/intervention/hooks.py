@@ -38,6 +38,7 @@ from torch import nn
 
 from bertology.errors import ModelError
 from bertology.models.families import family
+from bertology.models.layout import config_depth, config_heads, config_hidden, layer_blocks
 from bertology.numbering import HeadSpec, head_label, parse_heads, parse_layers, transformer_layers
 
 SUPPORTED_MODEL_TYPES = ("bert", "roberta", "electra", "distilbert", "albert", "deberta-v2", "mpnet",
@@ -192,12 +193,13 @@ def _submodule(root: nn.Module, path: str) -> nn.Module | None:
 def _head_size(config, entry, num_heads: int) -> int:
     if entry.head_size_key and getattr(config, entry.head_size_key, None):
         return int(getattr(config, entry.head_size_key))
-    return _config_int(config, "hidden_size", "dim") // num_heads
+    return config_hidden(config) // num_heads
 
 
 def model_layout(model: nn.Module) -> ModelLayout:
-    """Find every self-attention module of an encoder: in each element of a list of layers, the attention output
-    projection where its :class:`~bertology.models.families.Family` entry says it is.
+    """Find every self-attention module of an encoder: in each transformer block (:func:`bertology.models.layout.
+    layer_blocks`), the attention output projection where its :class:`~bertology.models.families.Family` entry
+    says it is.
 
     Raises :class:`ModelError` naming the model type when no layer has one (a family to register).
     """
@@ -206,32 +208,28 @@ def model_layout(model: nn.Module) -> ModelLayout:
         raise ModelError(f"{type(model).__name__} has no .config; expected a transformers PreTrainedModel")
     model_type = getattr(config, "model_type", type(model).__name__)
     entry = family(model_type)
-    num_layers = _config_int(config, "num_hidden_layers", "n_layers")
-    num_heads = _config_int(config, "num_attention_heads", "n_heads")
+    num_layers = config_depth(config)
+    num_heads = config_heads(config)
     head_size = _head_size(config, entry, num_heads)
 
     found: list[AttentionSite] = []
-    for list_name, layers in model.named_modules():
-        if not isinstance(layers, nn.ModuleList) or "crossattention" in list_name:
+    for block_name, block in layer_blocks(model):
+        output = _submodule(block, entry.attention_output)
+        attention = _submodule(block, entry.attention)
+        if not _is_linear(output) or attention is None:
             continue
-        for index, block in enumerate(layers):
-            output = _submodule(block, entry.attention_output)
-            attention = _submodule(block, entry.attention)
-            if not _is_linear(output) or attention is None:
-                continue
-            block_name = f"{list_name}.{index}" if list_name else str(index)
-            projections = {n: getattr(attention, n) for n in entry.attention_names
-                           if _is_linear(getattr(attention, n, None))}
-            extra = {n: getattr(attention, n) for n in _EXTRA_PER_HEAD_NAMES if _is_linear(getattr(attention, n, None))}
-            found.append(AttentionSite(
-                name=f"{block_name}.{entry.attention}", module=attention, output=output,
-                output_name=f"{block_name}.{entry.attention_output}", block=block, block_name=block_name,
-                head_size=head_size, projections=projections, extra_per_head=extra,
-            ))
+        projections = {n: getattr(attention, n) for n in entry.attention_names
+                       if _is_linear(getattr(attention, n, None))}
+        extra = {n: getattr(attention, n) for n in _EXTRA_PER_HEAD_NAMES if _is_linear(getattr(attention, n, None))}
+        found.append(AttentionSite(
+            name=f"{block_name}.{entry.attention}", module=attention, output=output,
+            output_name=f"{block_name}.{entry.attention_output}", block=block, block_name=block_name,
+            head_size=head_size, projections=projections, extra_per_head=extra,
+        ))
     if not found:
         raise ModelError(
             f"model type {model_type!r} ({type(model).__name__}): no layer has an attention output projection at "
-            f"{entry.attention_output!r}; head masking supports {', '.join(SUPPORTED_MODEL_TYPES)} (another family: "
+            f"{entry.attention_output!r} (layers looked for at {entry.layers!r}); head masking supports {', '.join(SUPPORTED_MODEL_TYPES)} (another family: "
             "register a Family with its attention_output in bertology.models.families)"
         )
 

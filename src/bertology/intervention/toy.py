@@ -13,7 +13,7 @@ from torch import nn
 
 from bertology.models.auto import build_model
 from bertology.models.encoders import Encoder
-from bertology.runtime import derive_seed
+from bertology.runtime import derive_seed, seeded
 
 MARKER = 7
 VOCAB = 64
@@ -52,17 +52,17 @@ def toy_classifier(seed: int = 0, model_type: str = "bert", steps: int = 120, nu
             model_type, hidden_size=hidden, num_hidden_layers=num_layers, num_attention_heads=num_heads,
             intermediate_size=2 * hidden, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
             max_position_embeddings=64, **common)
-    torch.manual_seed(seed)
-    model = build_model(config, head="classification")
-    handle = Encoder.of(model, name=f"toy {model_type} classifier")
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    model.train()
-    for step in range(steps):
-        batch = toy_data(32, seed=derive_seed(seed, "toy batch", step))
-        loss = handle.forward(batch, hidden_states=False, grad=True).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    with seeded(seed):  # the weights from the seed; the caller's generator is left as it was
+        model = build_model(config, head="classification")
+        handle = Encoder.of(model, name=f"toy {model_type} classifier")
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+        model.train()
+        for step in range(steps):
+            batch = toy_data(32, seed=derive_seed(seed, "toy batch", step))
+            loss = handle.forward(batch, hidden_states=False, grad=True).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
     return model.eval()
 
 

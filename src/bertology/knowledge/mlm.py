@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from bertology.models.encoders import Encoder, load_encoder
+from bertology.models.encoders import Encoder, as_encoder, load_encoder
 
 
 def load_masked_lm(name_or_path: str | os.PathLike, device: str | torch.device | None = None) -> Encoder:
@@ -17,16 +17,14 @@ def load_masked_lm(name_or_path: str | os.PathLike, device: str | torch.device |
 
 
 def masked_lm(model, loaded=None, device=None) -> Encoder:
-    """The masked LM as a handle on ``device``: ``loaded`` (an :class:`Encoder`, or a ``(network, tokenizer)``
-    pair built in code) moved there in eval mode, or the masked LM ``model`` names (hub id, folder or alias)."""
-    if loaded is None:
-        return load_masked_lm(model, device)
-    if isinstance(loaded, Encoder):
-        loaded.model.to(device).eval()
-        return loaded
-    network, tokenizer = loaded
-    name = getattr(network.config, "_name_or_path", "") or type(network).__name__
-    return Encoder.from_model(network.to(device), tokenizer, name=name, head="masked-lm")
+    """The masked LM as a handle on ``device`` in eval mode (through :func:`as_encoder`): ``loaded`` (an
+    :class:`Encoder`, or a ``(network, tokenizer)`` pair built in code, named by its config's source), or the
+    masked LM ``model`` names (hub id, folder or alias; a checkpoint without the head is refused)."""
+    network = loaded[0] if isinstance(loaded, tuple) else None
+    name = (getattr(network.config, "_name_or_path", "") or type(network).__name__) if network is not None else None
+    encoder = as_encoder(model if loaded is None else loaded, device=device, name=name, head="masked-lm")
+    encoder.model.eval()
+    return encoder
 
 
 

@@ -41,7 +41,7 @@ from torch import nn
 
 from bertology.data import default_corpus
 from bertology.errors import DataError, UsageError
-from bertology.finetune.loop import Optimisation, Optimiser, train_steps
+from bertology.training import Optimisation, Optimiser, train_steps
 from bertology.geometry.stores import cached_store, load_sentences
 from bertology.models.encoders import as_encoder
 from bertology.knowledge.mlm_settings import CORRUPT, DEFAULTS, check_mlm_probe_settings
@@ -291,7 +291,7 @@ def train_heads(rows: TokenRows, layers: Sequence[int], vocab_size: int, optimis
                 description: str = "MLM heads", **fields) -> tuple[LayerwiseMLMHead, TrainingLog]:
     """Train one head per layer in one pass per epoch over ``rows`` with ``optimisation`` (default
     :func:`mlm_optimisation` of ``fields``: ``seed=``, ``lr=``, ``batch_size=``, ``weight_decay=``,
-    ``device=``, ``autocast=``), in the package's one step loop (:func:`bertology.finetune.loop.train_steps`).
+    ``device=``, ``autocast=``), in the package's one step loop (:func:`bertology.training.train_steps`).
 
     The loss is the sum over layers of each head's mean cross-entropy, so each head gets exactly the
     gradient it would get alone. Batches: every shard's rows shuffled with ``(seed, epoch)``.
@@ -497,9 +497,7 @@ def _input_embeddings(encoder: Encoder) -> torch.Tensor:
 
 
 def _twin(encoder: Encoder, seed: int, device) -> Encoder:
-    twin = encoder.untrained(seed)
-    twin.model.to(device)
-    return twin
+    return encoder.untrained(seed).to(device)
 
 
 def summarize(layers: pd.DataFrame) -> pd.DataFrame:

@@ -201,8 +201,7 @@ def static_similarity(model: str | os.PathLike | Encoder = "minilm", data: str |
     rows = store_static(store, encoder, samples, chosen, "trained", progress)
     if untrained:
         for sample in samples:
-            twin = encoder.untrained(sample.seed)
-            twin.model.to(run_device)
+            twin = encoder.untrained(sample.seed).to(run_device)
             twin_store = cached_store(twin, sentences, pool="tokens", cache_dir=cache_dir, input_path=input_path,
                                       device=run_device, progress=progress)
             rows += store_static(twin_store, twin, [sample], chosen, "untrained", progress)

@@ -57,7 +57,7 @@ from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
 from bertology.extraction.shared import shared_store
-from bertology.geometry.stores import cache_root
+from bertology.settings import cache_root
 from bertology.models import as_encoder
 from bertology.probing import datasets
 from bertology.probing.datasets import features, sentence_mean_vectors

@@ -24,8 +24,10 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from bertology.errors import ModelError, UsageError
 from bertology.models.auto import auto_class, build_model, check_head, head_of_class, saved_class
 from bertology.models.families import family
+from bertology.models.layout import config_depth, config_heads, config_hidden
 from bertology.models.checkpoints import load_checkpoint, needs_checkpoint_loader
 from bertology.models.sources import ALIASES, resolve_model_source
+from bertology.runtime import seeded
 
 transformers_logging.disable_progress_bar()
 transformers_logging.set_verbosity_error()
@@ -286,18 +288,15 @@ class Encoder:
 
     @property
     def num_layers(self) -> int:
-        config = self.config
-        return int(getattr(config, "num_hidden_layers", None) or getattr(config, "n_layers"))
+        return config_depth(self.config)
 
     @property
     def num_heads(self) -> int:
-        config = self.config
-        return int(getattr(config, "num_attention_heads", None) or getattr(config, "n_heads"))
+        return config_heads(self.config)
 
     @property
     def hidden_size(self) -> int:
-        config = self.config
-        return int(getattr(config, "hidden_size", None) or getattr(config, "dim"))
+        return config_hidden(self.config)
 
     @property
     def num_parameters(self) -> int:
@@ -324,6 +323,12 @@ class Encoder:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def to(self, device: str | torch.device) -> "Encoder":
+        """Move the model to ``device`` (in place, as ``nn.Module.to``); returns the handle. The one way a
+        capability moves a model: nothing outside :mod:`bertology.models` calls ``.model.to(...)``."""
+        self.model.to(device)
+        return self
 
     @contextlib.contextmanager
     def eager_attention(self) -> Iterator["Encoder"]:
@@ -446,12 +451,8 @@ class ForwardOutput:
 def untrained_model(config, seed: int, attn_implementation: str = "sdpa", head: str | None = None) -> PreTrainedModel:
     """Re-initialise a model of ``config`` (with ``head``) from ``seed``: same seed, same weights. Torch's
     global generator is left as it was."""
-    generator_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
+    with seeded(seed):
         model = build_model(config, head, attn_implementation)
-    finally:
-        torch.random.set_rng_state(generator_state)
     return model.eval()
 
 
@@ -540,21 +541,25 @@ def _load_with_head(source: str, display: str, config, head: str | None, attn: s
     return model
 
 
-def as_encoder(model: "str | os.PathLike | Encoder | torch.nn.Module", *, device: str | None = None,
-               tokenizer=None, name: str = "model") -> Encoder:
+def as_encoder(model: "str | os.PathLike | Encoder | torch.nn.Module | tuple", *,
+               device: str | torch.device | None = None, tokenizer=None, name: str | None = None,
+               head: str | None = None) -> Encoder:
     """The one way from whatever a caller passes as a model to the handle: an :class:`Encoder` as given (moved
-    to ``device`` when one is named), a module built in code with its ``tokenizer`` (a fine-tuned ``GlueModel``
-    is taken by its encoder), or an alias, folder or hub id loaded by :func:`load_encoder`."""
+    to ``device`` when one is named), a module built in code with its ``tokenizer`` or a ``(module, tokenizer)``
+    pair (a fine-tuned ``GlueModel`` is taken by its encoder; in eval mode, on ``device`` when named), or an
+    alias, folder or hub id loaded by :func:`load_encoder` (with ``head``).
+
+    ``name``: the handle's name for a module (default ``"model"``); ``head``: the head a loaded model must
+    carry, or the one a module carries when its class name does not say (``"masked-lm"``...)."""
     if isinstance(model, Encoder):
-        if device is not None:
-            model.model.to(device)
-        return model
+        return model.to(device) if device is not None else model
+    if isinstance(model, tuple) and len(model) == 2 and isinstance(model[0], torch.nn.Module):
+        model, tokenizer = model
     if isinstance(model, torch.nn.Module):
+        name = name or "model"
         if tokenizer is None:
             raise ModelError(f"{name}: an in-memory model needs its tokenizer")
-        encoder = Encoder.from_model(getattr(model, "backbone", model), tokenizer, name=name)
-        if device is not None:
-            encoder.model.to(device)
-        return encoder
-    return load_encoder(model, device=device)
+        encoder = Encoder.from_model(getattr(model, "backbone", model), tokenizer, name=name, head=head)
+        return encoder.to(device) if device is not None else encoder
+    return load_encoder(model, device=device, head=head)
 

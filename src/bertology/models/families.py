@@ -14,6 +14,10 @@ A family that differs says how in ONE :class:`Family` entry here, and nothing el
   and their names, separate ``(query, key, value)`` or one fused projection (ModernBERT's ``Wqkv``): only
   head removal (pruning with smaller shapes) slices them;
 * ``head_size_key``: the config key of a head's width when it is not ``hidden_size // heads``;
+* ``layers``: where the transformer blocks are, a path with ``*`` for the index of a module list
+  (``encoder.layer.*``; ALBERT's one shared layer ``encoder.albert_layer_groups.*.albert_layers.*``), and
+  ``depth_key``, ``heads_key``, ``hidden_key``: the config keys of the depth, the heads per layer and the width
+  (DistilBERT's ``n_layers``, ``n_heads``, ``dim``); :mod:`bertology.models.layout` reads them;
 * ``token_types``: whether the model takes ``token_type_ids`` (ModernBERT has none);
 * ``mlm_head``: the modules of its masked-LM model that map hidden states to vocabulary scores, in order, when
   they are not BERT's ``cls`` or RoBERTa's ``lm_head`` (the logit lens applies them to any layer);
@@ -45,6 +49,11 @@ class Family:
     #: their names: (query, key, value), or (one fused projection,) laid out [q heads | k heads | v heads]
     attention_names: tuple[str, ...] = BERT_ATTENTION
     head_size_key: str | None = None
+    #: the transformer blocks, ``*`` standing for a module list's index (more than one ``*``: layers shared)
+    layers: str = "encoder.layer.*"
+    depth_key: str = "num_hidden_layers"
+    heads_key: str = "num_attention_heads"
+    hidden_key: str = "hidden_size"
     token_types: bool = True
     prune_refusal: str | None = None
     mlm_head: tuple[str, ...] = ()
@@ -93,6 +102,7 @@ for _entry in (
     Family("xlm-roberta", prefix_space=True, position_offset=2, tokenizer="bpe", tiny_config=_roberta_like),
     Family("longformer", prefix_space=True, position_offset=2, tokenizer="bpe", tiny_config=_roberta_like),
     Family("albert", attention_output="attention.dense", attention="attention", tokenizer="unigram",
+           layers="encoder.albert_layer_groups.*.albert_layers.*",
            mlm_head=("predictions",),
            tiny_config=lambda common: {"embedding_size": 16}),
     Family("deberta-v2", attention_names=("query_proj", "key_proj", "value_proj"), head_size_key="attention_head_size",
@@ -103,10 +113,12 @@ for _entry in (
                          "outside it"),
     Family("distilbert", attention_output="attention.out_lin", attention="attention",
            attention_names=("q_lin", "k_lin", "v_lin"), tiny_config=_distilbert,
+           layers="transformer.layer.*", depth_key="n_layers", heads_key="n_heads", hidden_key="dim",
            mlm_head=("vocab_transform", "activation", "vocab_layer_norm", "vocab_projector")),
     Family("mpnet", attention_output="attention.attn.o", attention="attention.attn", attention_names=("q", "k", "v"),
            prune_refusal="its relative position bias is one table shared by the heads of every layer"),
     Family("modernbert", attention_output="attn.Wo", attention="attn", attention_names=("Wqkv",),
-           head_size_key="head_dim", token_types=False, mlm_head=("head", "decoder"), tiny_config=_modernbert),
+           head_size_key="head_dim", token_types=False, mlm_head=("head", "decoder"), tiny_config=_modernbert,
+           layers="layers.*"),
 ):
     register_family(_entry)

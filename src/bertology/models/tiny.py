@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import torch
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoConfig, AutoModel, PreTrainedTokenizerFast
 
 from bertology.models.encoders import Encoder
 from bertology.models.families import FAMILIES as REGISTRY
 from bertology.models.families import family as family_entry
+from bertology.runtime import seeded
 
 #: The families the test suite builds tiny models of (tests/test_family_matrix.py runs every capability on each).
 FAMILIES = ("bert", "roberta", "albert", "deberta-v2", "distilbert", "electra", "mpnet", "xlm-roberta", "modernbert")
@@ -105,10 +105,6 @@ def tiny_encoder(family: str = "bert", seed: int = 0, layers: int = 2, hidden: i
     config = AutoConfig.for_model(family, **{**common, **entry.tiny_config(common)})
     implementation = "sdpa" if not attentions and _supports_sdpa(config) else "eager"
     config._attn_implementation = implementation
-    state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    try:
+    with seeded(seed):
         model = AutoModel.from_config(config, attn_implementation=implementation)
-    finally:
-        torch.random.set_rng_state(state)
     return Encoder.from_model(model.eval(), tokenizer, name=f"tiny-{family}")

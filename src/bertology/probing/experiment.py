@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from bertology.errors import BertologyWarning, DataError, MissingData
-from bertology.tasks.cache import built_tasks, cache_root, treebank_hash  # noqa: F401 (treebank_hash: public here too)
+from bertology.settings import cache_root
+from bertology.tasks.cache import built_tasks, treebank_hash  # noqa: F401 (treebank_hash: public here too)
 from bertology.numbering import parse_layers
 from bertology.probing.controls import majority_label, resolve_types, word_identity_predictions
 from bertology.probing.datasets import (
@@ -82,7 +83,7 @@ from bertology.data import external_folder, missing_data, packaged_treebank
 from bertology.extraction import corpus_hash
 from bertology.extraction.shared import shared_store
 from bertology.files import atomic_path, write_json
-from bertology.models import Encoder, load_encoder
+from bertology.models import as_encoder
 from bertology.probing.structural import run_structural
 from bertology.probing.summary import bootstrap_intervals
 from bertology.store.store import file_sha256
@@ -658,10 +659,8 @@ def run_probing(model="minilm", spec: ProbingSpec | None = None, *legacy, cache_
     run_device = resolve_device(device)
     cache = cache_root(cache_dir)
     plan = plan_probing(spec, cache, progress)
-    if isinstance(model, Encoder):
-        encoder, model = model, model.name
-    else:
-        encoder = load_encoder(model, device=str(run_device))
+    encoder = as_encoder(model, device=str(run_device))
+    model = encoder.name if model is encoder else model
     types = resolve_types(spec.control_types, getattr(encoder, "tokenizer", None))
     layers = parse_layers(spec.layers, encoder.num_layers)
     stores = _extract_pools(encoder, plan.pools, layers, cache, progress, str(run_device),

@@ -114,7 +114,7 @@ def _write_activations(
 
     run_device = torch.device(device) if device is not None else encoder.device
     if encoder.device != run_device:
-        encoder.model.to(run_device)
+        encoder.to(run_device)
     pad_id = pad_id_of(encoder.tokenizer)
     todo = writer.todo
     largest = writer.largest_shard_rows(todo)

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from bertology.errors import UsageError
+from bertology.runtime import seeded
 from bertology.readouts.adapter import LayerAdapters
 from bertology.readouts.cnn import LayerCNN
 from bertology.readouts.names import ADAPTER_NAME as _ADAPTER
@@ -109,12 +110,7 @@ def build_readout(name: str, num_layers: int, hidden: int, task: str = "span", n
     """
     if task not in TASKS:
         raise UsageError(f"task {task!r}: expected one of {', '.join(TASKS)}")
-    state = torch.random.get_rng_state()
-    if seed is not None:
-        torch.manual_seed(seed)
-    try:
+    with seeded(seed):
         body = build_body(name, num_layers, hidden)
         output = SpanOutput(hidden) if task == "span" else ClassOutput(hidden, num_labels)
-    finally:
-        torch.random.set_rng_state(state)
     return ReadoutModel(check_readout_name(name), body, output, task, num_layers, hidden)

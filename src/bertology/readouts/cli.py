@@ -228,7 +228,7 @@ def squad_command(
     run_device = _device(device)
     if quick:
         _say_quick(given, sizes)
-    from bertology.finetune.loop import Optimisation
+    from bertology.training import Optimisation
     from bertology.readouts.finetune_qa import QAFinetuneConfig
     from bertology.readouts.squad import SquadReadoutsConfig, run_squad_readouts, summary_table
     from bertology.readouts.tables import squad_table
@@ -341,7 +341,7 @@ def glue_command(
     run_device = _device(device)
     if quick:
         _say_quick(given, sizes)
-    from bertology.finetune.loop import Optimisation
+    from bertology.training import Optimisation
     from bertology.readouts.glue import GlueReadoutsConfig, run_glue_readouts
     from bertology.readouts.tables import glue_table
     from bertology.readouts.train import ReadoutTrainConfig

@@ -4,11 +4,11 @@ The recipe is the GLUE one of :mod:`bertology.finetune.train` (AdamW with weight
 and LayerNorm, linear warm-up over 10% of the steps then linear decay, gradient clipping at 1.0) on
 :class:`~bertology.readouts.qa.QAWindows`, with BERT's SQuAD head: one ``hidden x 2`` linear map giving
 start and end logits, loss the mean of the two cross-entropies. Batches are length-grouped as GLUE's
-(:func:`~bertology.finetune.batching.training_batches`: on SQuAD windows that halves the padding). The
+(:func:`~bertology.training.training_batches`: on SQuAD windows that halves the padding). The
 schedule runs over the largest
 checkpoint fraction (one epoch by default); a checkpoint at 0.3 is the model 30% of the way through it.
 
-The optimisation and the step loop are the package's one recipe (:mod:`bertology.finetune.loop`): only
+The optimisation and the step loop are the package's one recipe (:mod:`bertology.training`): only
 the model, the loss and what happens between steps (checkpoints at fractions of an epoch, the resume
 state) are SQuAD's. The encoder runs through :meth:`~bertology.models.Encoder.forward` (``grad=True``) and
 evaluation windows are batched by the one batcher (:func:`bertology.models.batching.token_budget_batches`).
@@ -33,13 +33,12 @@ from safetensors.torch import save_file
 from torch import nn
 
 from bertology.errors import DataError, ModelError
-from bertology.finetune.batching import training_batches
-from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
+from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps, training_batches
 from bertology.files import atomic_dir, atomic_path, ensure_dir, write_json
 from bertology.readouts.qa import QAWindows, score_spans
 from bertology.models.batching import token_budget_batches
 from bertology.models.encoders import Encoder, load_encoder, load_weights_file
-from bertology.runtime import derive_seed, resolve_device
+from bertology.runtime import derive_seed, resolve_device, seeded
 
 QA_META = "finetune-qa.json"
 STATE_NAME = "train-state.pt"
@@ -48,7 +47,7 @@ STATE_NAME = "train-state.pt"
 @embeds_optimisation
 @dataclass
 class QAFinetuneConfig:
-    """``optimisation``: :class:`~bertology.finetune.loop.Optimisation` (its fields are also keywords and
+    """``optimisation``: :class:`~bertology.training.Optimisation` (its fields are also keywords and
     attributes of the config: ``QAFinetuneConfig(lr=2e-4).lr``); the schedule runs over the largest fraction."""
 
     checkpoints: tuple[float, ...] = (0.3, 1.0)  # fractions of an epoch at which the encoder is saved
@@ -205,10 +204,8 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
                                                    for f in config.evaluate_at if evaluation is not None):
         return QAFinetuneResult([done[f] for f in config.checkpoints], curve, steps_per_epoch, epoch_losses)
 
-    generator_state = torch.random.get_rng_state()
-    torch.manual_seed(derive_seed(config.seed, "squad-head-init"))
-    model = QAModel(copy.deepcopy(encoder.body), encoder.hidden_size)
-    torch.random.set_rng_state(generator_state)
+    with seeded(derive_seed(config.seed, "squad-head-init")):
+        model = QAModel(copy.deepcopy(encoder.body), encoder.hidden_size)
     model.to(device).train()
     optimiser = Optimiser(model, config.optimisation, total, device)
     step, seconds = 0, 0.0

@@ -1,6 +1,6 @@
 """Training a readout on streamed activations, resumably, and predicting with it.
 
-The optimisation and the step loop are the package's one recipe (:mod:`bertology.finetune.loop`: AdamW,
+The optimisation and the step loop are the package's one recipe (:mod:`bertology.training`: AdamW,
 linear warm-up over the first 10% of steps then linear decay, clipping), on batches from
 :class:`~bertology.readouts.streaming.StreamingReader`. Losses: span - the mean of the
 cross-entropies of the start and end positions (BERT's SQuAD loss); classification - cross-entropy, or
@@ -26,7 +26,7 @@ import torch
 
 from bertology.errors import ModelError, StoreError
 from bertology.files import atomic_path
-from bertology.finetune.loop import Optimisation, Optimiser, embeds_optimisation, train_steps
+from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.readouts.activations import read_labels
 from bertology.readouts.catalog import ReadoutModel
 from bertology.readouts.streaming import StreamingReader
@@ -37,7 +37,7 @@ from bertology.store.store import Store
 @embeds_optimisation
 @dataclass
 class ReadoutTrainConfig:
-    """How a readout trains: ``optimisation`` (:class:`~bertology.finetune.loop.Optimisation`, whose fields are
+    """How a readout trains: ``optimisation`` (:class:`~bertology.training.Optimisation`, whose fields are
     also keywords and attributes of the config: ``ReadoutTrainConfig(lr=1e-2).lr``) and the reading of the
     activations."""
 

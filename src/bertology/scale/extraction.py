@@ -63,7 +63,7 @@ class ShardActor:
             import ray
 
             encoder = unpack_encoder(ray.get(encoder))
-            encoder.model.to(device)
+            encoder.to(device)
         self.encoder = encoder
         self.encoded: dict = {}
         self.computer = ShardComputer(encoder, self.encoded, spec, layers, max_rows=max_rows)

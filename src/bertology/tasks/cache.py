@@ -24,13 +24,6 @@ def treebank_hash(treebank: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """``cache_dir`` when given, else ``$BERTOLOGY_CACHE``, else ``~/.cache/bertology``."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    return Path(os.environ.get("BERTOLOGY_CACHE", Path.home() / ".cache" / "bertology"))
-
-
 def built_tasks(names: list[str], treebank: Path | None, cache: Path, progress: bool, split: str = "pooled"
                     ) -> tuple[dict[str, list], dict[str, str], dict[str, str]]:
     """SentEval tasks built from the treebank by bertology.tasks, cached by the treebank files' content

@@ -1,4 +1,5 @@
-"""The one optimisation recipe and the one step loop behind every training run in bertology.
+"""The one optimisation recipe, the one step loop and the one epoch order behind every training run in bertology
+(a foundation module: the capabilities that train stand on it, none on another's trainer).
 
 Every training configuration embeds an :class:`Optimisation` (``FinetuneConfig.optimisation``,
 ``QAFinetuneConfig.optimisation``, ``ReadoutTrainConfig.optimisation``, the MLM probe's): AdamW with weight decay
@@ -8,7 +9,8 @@ device. :class:`Optimiser` is that recipe at work on one model, and :func:`train
 GLUE fine-tuning (:mod:`bertology.finetune.train`), SQuAD span fine-tuning (:mod:`bertology.readouts.finetune_qa`),
 frozen-feature readouts (:mod:`bertology.readouts.train`) and the MLM probe (:mod:`bertology.knowledge.mlm_probe`)
 differ only in their model, their batches, their loss and what they do between steps (scores after an epoch,
-checkpoints, early stopping).
+checkpoints, early stopping). :func:`training_batches` is an epoch's order of examples (length-grouped
+shuffled batches) for those that train on examples of varying length.
 """
 
 from __future__ import annotations
@@ -250,5 +252,24 @@ def train_steps(optimiser: Optimiser, batch_loss: Callable[[Any], torch.Tensor],
     return log
 
 
+def training_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator,
+                     group_by_length: bool = True, window: int = 50) -> list[np.ndarray]:
+    """One epoch's batches of example indices.
+
+    With ``group_by_length``: shuffle, cut into windows of ``window * batch_size``, sort each window by
+    length, cut into batches, shuffle the batches. Otherwise plain shuffled batches.
+    """
+    order = rng.permutation(len(lengths))
+    if not group_by_length:
+        return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    batches = []
+    span = batch_size * window
+    for start in range(0, len(order), span):
+        chunk = order[start:start + span]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
 __all__ = ["OPTIMISATION_FIELDS", "PRECISIONS", "Optimisation", "Optimiser", "TrainLog", "embeds_optimisation",
-           "train_steps"]
+           "train_steps", "training_batches"]

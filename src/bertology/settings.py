@@ -1,0 +1,56 @@
+"""Settings the library and the command line share: the checks of a value that name the option it came from,
+and where the cache lives (:func:`cache_root`, the one root every cached task, store and result is under).
+
+Light (no numpy or torch): :mod:`bertology.options` re-uses these checks for the command line, and library
+modules take them from here, never from the CLI's ``options.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+from bertology.errors import UsageError
+
+
+def check_positive(value: Optional[int], option: str, allow_none: bool = True) -> Optional[int]:
+    """A count that must be at least 1 (``--max-sentences``, ``--batch-tokens``, ``--epochs``...)."""
+    if value is None and allow_none:
+        return None
+    if value is None or isinstance(value, bool) or value < 1:
+        raise UsageError(f"{option} {value}: expected a whole number of at least 1")
+    return int(value)
+
+
+def check_count(value: Optional[int], option: str) -> Optional[int]:
+    """A count that may be 0."""
+    if value is not None and value < 0:
+        raise UsageError(f"{option} {value}: expected a whole number of at least 0")
+    return value
+
+
+def check_cache_dir(path: str | Path | None, option: str = "--cache-dir") -> Path | None:
+    """A cache folder (created when missing): refused in one line naming ``option`` when it, or a folder
+    above it, is a file. Say ``$BERTOLOGY_CACHE`` for a folder that came from the environment."""
+    if path is None:
+        return None
+    path = Path(path)
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                where = "it is a file" if part == path else f"{part} is a file"
+                raise UsageError(f"{option} {path}: {where}, not a folder; give a folder for the cache (created "
+                                 "when missing)")
+            break
+    return path
+
+
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """``cache_dir``, else ``$BERTOLOGY_CACHE``, else ``~/.cache/bertology``; a file there is refused in one
+    line naming where it came from."""
+    if cache_dir is not None:
+        return check_cache_dir(cache_dir, "--cache-dir")
+    if os.environ.get("BERTOLOGY_CACHE"):
+        return check_cache_dir(os.environ["BERTOLOGY_CACHE"], "$BERTOLOGY_CACHE")
+    return check_cache_dir(Path.home() / ".cache" / "bertology", "the cache folder")
