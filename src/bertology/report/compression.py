@@ -38,7 +38,8 @@ def compression(context: ReportContext) -> Section:
                     [s for s in context.test if 1 < len(s) <= 60][:REPORT_SENTENCES[2]])
     sizes = (len(sets.train), len(sets.dev), len(sets.test))
     methods = REPORT_METHODS.format(drop=max(1, min(2, context.encoder.num_layers - 1)))
-    key = {**context.model_key, "methods": methods, "sentences": list(sizes), "rev": 1}
+    # rev 2: the probe-retention column's probe is the exact linear probe (the default)
+    key = {**context.model_key, "methods": methods, "sentences": list(sizes), "rev": 2}
     folder = context.cache.path("compression", key).with_name("compression-run")
 
     def compute() -> dict[str, pd.DataFrame]:

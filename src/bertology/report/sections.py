@@ -185,7 +185,8 @@ def probing(context: ReportContext) -> Section:
     # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
     # rev 4: SentEval tasks from the pooled 50/10/40 re-split of the treebank (run_probing's default)
     # rev 5: exact linear probes, bootstrap training resamples per seed
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 5}
+    # rev 6: the exact linear probe is the default and walks the L2 grid as a regularisation path
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 6}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
     results = tables["results"]
