@@ -411,6 +411,7 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
     gamma = torch.ones(batch, dtype=X.dtype, device=X.device)
     done = torch.zeros(batch, dtype=torch.bool, device=X.device)
     flat = torch.zeros(batch, dtype=torch.long, device=X.device)
+    moving, X_moving = None, X
     iterations = 0
     while iterations < max_iter:
         gmax = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1))
@@ -441,23 +442,43 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
             db = torch.where(uphill[:, None], -pb, db)
             slope = _dot(gW, gb, dW, db)
         slope = slope.double()
+        # Only the problems still moving are evaluated (a layer that converged costs nothing more), and in the
+        # line search only those whose step is not yet accepted.
+        rows = active.nonzero().squeeze(1)
+        if moving is None or not torch.equal(rows, moving):
+            moving, X_moving = rows, (X if len(rows) == batch else X[rows])
         step = active.double()
+        trial = loss.clone()
+        logp = torch.empty(len(rows), *onehot.shape, dtype=X.dtype, device=X.device)
+        pending = torch.arange(len(rows), device=X.device)  # positions in ``rows``
         for _ in range(40):
-            W_new, b_new = W + step.to(X.dtype)[:, None, None] * dW, b + step.to(X.dtype)[:, None] * db
-            trial, logp = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2, grad=False)
-            accepted = (trial <= loss + 1e-4 * step * slope) | ~active
+            r = rows[pending]
+            W_try = W[r] + step[r].to(X.dtype)[:, None, None] * dW[r]
+            b_try = b[r] + step[r].to(X.dtype)[:, None] * db[r]
+            X_try = X_moving if len(pending) == len(rows) else X_moving[pending]
+            trial[r], logp[pending] = _softmax_loss(X_try, onehot, W_try, b_try, l2[r], bias_l2[r], grad=False)
+            accepted = trial[r] <= loss[r] + 1e-4 * step[r] * slope[r]
             if bool(accepted.all()):
+                pending = pending[:0]
                 break
-            curvature = 2 * (trial - loss - step * slope)
-            guess = torch.where(curvature > 0, -slope * step * step / curvature.clamp_min(1e-30), 0.5 * step)
-            step = torch.where(accepted, step, torch.minimum(torch.maximum(guess, 0.1 * step), 0.5 * step))
-        stalled = active & ~accepted
-        if bool(stalled.any()):  # those stay where they are; the others' last trial is their step
-            step = torch.where(stalled, torch.zeros_like(step), step)
-            W_new, b_new = W + step.to(X.dtype)[:, None, None] * dW, b + step.to(X.dtype)[:, None] * db
-            trial, logp = _softmax_loss(X, onehot, W_new, b_new, l2, bias_l2, grad=False)
-        new_loss = trial
-        new_gW, new_gb, residual = _softmax_gradient(X, onehot, W_new, b_new, l2, bias_l2, logp)
+            rejected = r[~accepted]
+            curvature = 2 * (trial[rejected] - loss[rejected] - step[rejected] * slope[rejected])
+            guess = torch.where(curvature > 0, -slope[rejected] * step[rejected] ** 2 / curvature.clamp_min(1e-30),
+                                0.5 * step[rejected])
+            step[rejected] = torch.minimum(torch.maximum(guess, 0.1 * step[rejected]), 0.5 * step[rejected])
+            pending = pending[~accepted]
+        stalled = torch.zeros_like(active)
+        if len(pending):  # no step lowered these: they stay where they are
+            r = rows[pending]
+            stalled[r] = True
+            step[r] = 0.0
+            trial[r], logp[pending] = _softmax_loss(X_moving[pending], onehot, W[r], b[r], l2[r], bias_l2[r],
+                                                    grad=False)
+        W_new, b_new = W + step.to(X.dtype)[:, None, None] * dW, b + step.to(X.dtype)[:, None] * db
+        new_loss, new_gW, new_gb, new_residual = trial, gW.clone(), gb.clone(), residual.clone()
+        new_gW[rows], new_gb[rows], new_residual[rows] = _softmax_gradient(
+            X_moving, onehot, W_new[rows], b_new[rows], l2[rows], bias_l2[rows], logp)
+        residual = new_residual
         sW, sb, yW, yb = W_new - W, b_new - b, new_gW - gW, new_gb - gb
         sy = _dot(sW, sb, yW, yb)
         keep = active & (sy > 1e-10 * _dot(sW, sb, sW, sb).sqrt() * _dot(yW, yb, yW, yb).sqrt())
