@@ -95,14 +95,13 @@ def encode_sentences(
     if capacity < 4:
         raise DataError(f"max_length {max_length} leaves no room for content tokens")
     overlap = capacity // 4 if overlap is None else overlap
-    word_lists = []
-    for sentence in sentences:
-        words = list(sentence.words)
-        if not all(word and not word.isspace() for word in words):
-            position = next(i for i, word in enumerate(words) if not word or word.isspace())
-            where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
-            raise DataError(f"{where}: word {position + 1} is empty; expected a non-empty word")
-        word_lists.append(words)
+    word_lists = [sentence.words for sentence in sentences]
+    if any(not word or word.isspace() for word in set().union(*word_lists)):  # each distinct word checked once
+        for sentence in sentences:
+            position = next((i for i, word in enumerate(sentence.words) if not word or word.isspace()), None)
+            if position is not None:
+                where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
+                raise DataError(f"{where}: word {position + 1} is empty; expected a non-empty word")
     unk = tokenizer.unk_token or tokenizer.pad_token
     unk_id = tokenizer.unk_token_id
     positions = range(first_index, first_index + len(sentences)) if indices is None else list(indices)
@@ -142,15 +141,16 @@ def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str) -> list[tu
     a corpus, and most of the time extraction spent outside the model on a small one (issue 31)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        return [_tokenize_slowly(tokenizer, words, unk) for words in word_lists]
+        return [_tokenize_slowly(tokenizer, list(words), unk) for words in word_lists]
     # What the tokenizer's own call does before it encodes (transformers sets both on every call).
     if backend.truncation is not None:
         backend.no_truncation()
     if backend.padding is not None:
         backend.no_padding()
-    code: dict[str, int] = {}
-    codes = np.fromiter((code.setdefault(word, len(code)) for words in word_lists for word in words), dtype=np.int64)
-    unique = list(code)
+    flat = [word for words in word_lists for word in words]
+    unique = list(dict.fromkeys(flat))  # the distinct words, in order of first use
+    code = {word: i for i, word in enumerate(unique)}
+    codes = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat))
     # Every distinct word as one pre-split sequence: one call, each word still encoded on its own (the batch
     # call, which lets go of the GIL: the model runs on another thread meanwhile).
     [joined] = backend.encode_batch([unique], is_pretokenized=True, add_special_tokens=False)
@@ -196,14 +196,20 @@ def _tokenize_slowly(tokenizer, words: list[str], unk: str) -> tuple[list[int], 
     return list(ids), np.asarray(word_ids, dtype=np.int64), len(missing)
 
 
+#: 0, 1, 2, ... read-only: a whole segment's positions are views of it (one slice each rather than three new
+#: arrays per sentence, on the thread that tokenizes while the model runs).
+_POSITIONS = np.arange(1 << 16, dtype=np.int64)
+_POSITIONS.flags.writeable = False
+
+
 def _whole_segment(sentence: int, ids: list[int], prefix: list[int], suffix: list[int]) -> Segment:
     """The one segment of a sentence that fits the model: what :func:`plan_windows` gives, made directly."""
     n, n_prefix = len(ids), len(prefix)
-    owned = np.arange(n, dtype=np.int64)
-    positions = np.arange(n_prefix + n + len(suffix), dtype=np.int64)
-    return Segment(sentence=sentence, input_ids=prefix + ids + suffix, start=0, stop=n, owned_tokens=owned,
-                   owned_positions=owned + n_prefix, first=True, last=True, local_positions=positions,
-                   global_positions=positions)
+    total = n_prefix + n + len(suffix)
+    positions = _POSITIONS[:total] if total <= len(_POSITIONS) else np.arange(total, dtype=np.int64)
+    return Segment(sentence=sentence, input_ids=prefix + ids + suffix, start=0, stop=n, owned_tokens=positions[:n],
+                   owned_positions=positions[n_prefix:n_prefix + n], first=True, last=True,
+                   local_positions=positions, global_positions=positions)
 
 
 def plan_windows(

@@ -116,8 +116,8 @@ class _AttentionBuffer:
             torch.arange(segment.start, segment.stop) + enc.n_prefix,
             torch.arange(enc.n_suffix) + enc.n_prefix + enc.n_tokens,
         ])
-        local = torch.as_tensor(segment.local_positions)
-        target = torch.as_tensor(segment.global_positions)
+        local = torch.tensor(segment.local_positions)  # copies: a whole segment's are views of a read-only range
+        target = torch.tensor(segment.global_positions)
         block = attention[:, :, local].float()  # [L, H, rows, seg_len]
         self.attention[:, :, target.unsqueeze(1), columns.unsqueeze(0)] = block
 
@@ -236,8 +236,9 @@ def plan_extraction(
     store_bytes = torch.tensor([], dtype=DTYPES[spec.dtype]).element_size()
     groups = np.asarray([len(s) + 2 for s in sentences], dtype=np.int64)
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
+    # The first shard is the head (already encoded): the model starts on it while the rest is tokenized.
     shard_bounds = plan_shards(row_counts, store_bytes * encoder.hidden_size * len(layers), spec.shard_bytes,
-                               attention_bytes)
+                               attention_bytes, ramp=HEAD_SENTENCES)
     records, input_record = [], {}
     if not writer.resuming or writer.sentences_lost:
         records = [{"id": s.id, "words": list(s.words)} for s in sentences]

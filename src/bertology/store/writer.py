@@ -60,17 +60,31 @@ def model_record(encoder: Encoder) -> dict:
 
 
 def plan_shards(row_counts: Sequence[int] | np.ndarray, bytes_per_row: int, target: int,
-                extra_bytes: Sequence[int] | np.ndarray | None = None) -> list[tuple[int, int]]:
+                extra_bytes: Sequence[int] | np.ndarray | None = None, ramp: int | None = None) -> list[tuple[int, int]]:
     """``(start, stop)`` input ranges, in order, each weighing about ``target`` bytes: input ``i`` weighs
-    ``row_counts[i] * bytes_per_row`` plus ``extra_bytes[i]`` (its attention maps); a shard holds at least one."""
-    shards, start, size = [], 0, 0
-    for i in range(len(row_counts)):
-        cost = int(row_counts[i]) * bytes_per_row + (int(extra_bytes[i]) if extra_bytes is not None else 0)
-        if i > start and size + cost > target:
+    ``row_counts[i] * bytes_per_row`` plus ``extra_bytes[i]`` (its attention maps); a shard holds at least one.
+
+    ``ramp`` (a number of inputs): shards grow into the target and shrink out of it. The first holds at most
+    ``ramp`` inputs and each next at most twice the one before; none holds more than half of the inputs left
+    (and at least ``ramp``), so the last ones halve down to ``ramp`` or fewer. A pipeline that tokenizes a
+    shard ahead of the model and writes it behind waits only for the first small shard's tokens at the
+    start and the last small shard's write at the end (issue 31)."""
+    n = len(row_counts)
+    costs = np.asarray(row_counts, dtype=np.int64) * int(bytes_per_row)
+    if extra_bytes is not None:
+        costs = costs + np.asarray(extra_bytes, dtype=np.int64)
+    shards, start, size, most = [], 0, 0, ramp
+    for i in range(n):
+        cost = int(costs[i])
+        full = i > start and size + cost > target
+        if ramp is not None and i > start:
+            full = full or i - start >= max(min(most, (n - start) // 2), ramp)
+        if full:
             shards.append((start, i))
+            most = 2 * (i - start) if ramp is not None else None
             start, size = i, 0
         size += cost
-    shards.append((start, len(row_counts)))
+    shards.append((start, n))
     return shards
 
 
