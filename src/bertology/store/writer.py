@@ -66,7 +66,8 @@ def plan_shards(row_counts: Sequence[int] | np.ndarray, bytes_per_row: int, targ
 
     ``ramp`` (a number of inputs): shards grow into the target and shrink out of it. The first holds at most
     ``ramp`` inputs and each next at most twice the one before; none holds more than half of the inputs left
-    (and at least ``ramp``), so the last ones halve down to ``ramp`` or fewer. A pipeline that tokenizes a
+    (and at least ``ramp``), so the last ones halve down to about ``ramp`` (fewer than ``ramp / 2`` left over join
+    the shard before). A pipeline that tokenizes a
     shard ahead of the model and writes it behind waits only for the first small shard's tokens at the
     start and the last small shard's write at the end (issue 31)."""
     n = len(row_counts)
@@ -77,7 +78,7 @@ def plan_shards(row_counts: Sequence[int] | np.ndarray, bytes_per_row: int, targ
     for i in range(n):
         cost = int(costs[i])
         full = i > start and size + cost > target
-        if ramp is not None and i > start:
+        if ramp is not None and i > start and n - i > ramp // 2:  # a last few inputs join the shard before
             full = full or i - start >= max(min(most, (n - start) // 2), ramp)
         if full:
             shards.append((start, i))
@@ -130,6 +131,8 @@ class StoreWriter:
         self.index: dict | None = self._existing(overwrite, refused)
         self.resuming = self.index is not None
         self.sentences_lost = False
+        self.unwritten_sentences: list[dict] | None = None  # start(sentences_later=True): written by a thread
+        self.sentences: list[dict] | None = None  # the sentences.json this writer wrote
         if self.resuming:
             forget_damaged_shards(self.out, self.index)
             self.sentences_lost = _sentences_lost(self.out)
@@ -185,15 +188,24 @@ class StoreWriter:
 
     # -- plan ------------------------------------------------------------------------------------
     def start(self, records: Sequence[dict], row_counts: np.ndarray, shard_bounds: Sequence[tuple[int, int]],
-              input_record: dict, *, extra: dict | None = None, files: dict[str, object] | None = None) -> dict:
+              input_record: dict, *, extra: dict | None = None, files: dict[str, object] | None = None,
+              sentences_later: bool = False) -> dict:
         """Begin writing: for a new store, ``sentences.json`` (``records``, one per input), the JSON ``files``
         beside it (name -> payload) and the index (``extra`` after the settings, e.g. a kind); for a resumed
         one, ``sentences.json`` (and ``files``) again where missing or unreadable. Removes what an interrupted
-        write left (temporary files) and returns the index."""
+        write left (temporary files) and returns the index.
+
+        ``sentences_later``: ``sentences.json`` is written by :meth:`shards_in_background`'s thread before its
+        first shard (or by :meth:`finish`), off the caller's way; a store interrupted before that has its
+        ``sentences.json`` rewritten on resume, as any lost one."""
         out = self.out
         if not self.resuming or self.sentences_lost:
             ensure_dir(out)  # OS errors (a file in the way, no space) as one line
-            write_json(out / SENTENCES_NAME, list(records), indent=None, fsync=True)
+            if sentences_later:
+                self.unwritten_sentences = list(records)
+            else:
+                write_json(out / SENTENCES_NAME, list(records), indent=None, fsync=True)
+                self.sentences = list(records)
         for name, payload in (files or {}).items():
             if not self.resuming or not _readable_json(out / name):
                 write_json(out / name, payload, indent=None, fsync=True)
@@ -234,13 +246,20 @@ class StoreWriter:
         return max((self.shard_rows(k) for k in (self.todo if shards is None else shards)), default=0)
 
     # -- write -----------------------------------------------------------------------------------
+    def write_sentences(self) -> None:
+        """Write ``sentences.json`` if :meth:`start` left it for later."""
+        if self.unwritten_sentences is not None:
+            write_json(self.out / SENTENCES_NAME, self.unwritten_sentences, indent=None, fsync=True)
+            self.sentences, self.unwritten_sentences = self.unwritten_sentences, None
+
     def write(self, k: int, tensors: dict[str, torch.Tensor]) -> dict:
         """Write shard ``k`` atomically (on the calling thread) and return its entry; not yet recorded."""
         return write_shard(self.out, self.index["shards"][k]["file"], tensors)
 
     def record(self, k: int, entry: dict) -> None:
         """Mark shard ``k`` whole in the index on disk (``entry``: what :func:`write_shard` returned). Called
-        only after the shard file has been renamed into place."""
+        only after the shard file has been renamed into place (and ``sentences.json`` is written first)."""
+        self.write_sentences()
         self.index["shards"][k].update(entry)
         self._write_index()
 
@@ -277,6 +296,7 @@ class StoreWriter:
     # -- finish ----------------------------------------------------------------------------------
     def finish(self, stats: dict) -> None:
         """Write the run's statistics into the index, last."""
+        self.write_sentences()
         self.index["stats"] = stats
         self._write_index()
 
