@@ -202,11 +202,13 @@ def plan_extraction(
     *,
     input_path: str | None = None,
     overwrite: bool = False,
+    later: bool = False,
     **settings,
 ) -> ExtractionPlan:
     """Check the settings and the store folder, tokenize (the first sentences, or all for the ``tokens``
     pool, whose rows are subwords), plan the shards and write ``sentences.json`` and the index (a new store),
-    or read the index back (a resumed one). Arguments as :func:`extract`."""
+    or read the index back (a resumed one). Arguments as :func:`extract`; ``later``: leave ``sentences.json``
+    and the index to the writer's thread (:meth:`~bertology.store.writer.StoreWriter.start`)."""
     spec = ExtractionSpec.of(spec, **settings)
     check_pool(encoder.tokenizer, spec.pool, encoder.name)  # no [CLS] (a decoder): refused before anything is written
     sentences = as_sentences(sentences)
@@ -250,11 +252,12 @@ def plan_extraction(
         input_record = {"path": input_path,
                         "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
                         "n_sentences": len(sentences), "n_words": int(words.sum())}
-    # sentences.json is written on the writer's thread, before the first shard, while the model runs
-    writer.start(records, row_counts, shard_bounds, input_record, sentences_later=True)
+    # sentences.json and the index are written on the writer's thread, before the first shard, while the model
+    # runs (extract); the Ray engine's workers write shard files themselves, so it has them written now.
+    writer.start(records, row_counts, shard_bounds, input_record, later=later)
     made = plan(row_counts=row_counts, head=head)
     if made.complete:  # every shard whole, only sentences.json was lost: nothing runs that would write it
-        writer.write_sentences()
+        writer.write_pending()
     if every:
         made._encoded = head
         warn_unknown(head)
@@ -300,7 +303,8 @@ def extract(
     machines at once: :func:`bertology.scale.extract_ray`.
     """
     with exclusive(out, "writing the store"):  # a second process on the same store waits, then reuses it
-        plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite, **settings)
+        plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite, later=True,
+                               **settings)
         if plan.complete:
             return Store.open(plan.out)
         try:

@@ -131,7 +131,8 @@ class StoreWriter:
         self.index: dict | None = self._existing(overwrite, refused)
         self.resuming = self.index is not None
         self.sentences_lost = False
-        self.unwritten_sentences: list[dict] | None = None  # start(sentences_later=True): written by a thread
+        self.unwritten_sentences: list[dict] | None = None  # what start() left for write_pending()
+        self.index_unwritten = False
         self.sentences: list[dict] | None = None  # the sentences.json this writer wrote
         if self.resuming:
             forget_damaged_shards(self.out, self.index)
@@ -189,23 +190,22 @@ class StoreWriter:
     # -- plan ------------------------------------------------------------------------------------
     def start(self, records: Sequence[dict], row_counts: np.ndarray, shard_bounds: Sequence[tuple[int, int]],
               input_record: dict, *, extra: dict | None = None, files: dict[str, object] | None = None,
-              sentences_later: bool = False) -> dict:
+              later: bool = False) -> dict:
         """Begin writing: for a new store, ``sentences.json`` (``records``, one per input), the JSON ``files``
         beside it (name -> payload) and the index (``extra`` after the settings, e.g. a kind); for a resumed
         one, ``sentences.json`` (and ``files``) again where missing or unreadable. Removes what an interrupted
         write left (temporary files) and returns the index.
 
-        ``sentences_later``: ``sentences.json`` is written by :meth:`shards_in_background`'s thread before its
-        first shard (or by :meth:`finish`), off the caller's way; a store interrupted before that has its
-        ``sentences.json`` rewritten on resume, as any lost one."""
+        ``later``: ``sentences.json`` and a new index are written (:meth:`write_pending`) by
+        :meth:`shards_in_background`'s thread before its first shard, or by :meth:`record` or :meth:`finish`,
+        whichever comes first: off the caller's way, in the same order on disk. Only for a caller that writes
+        its shards through this writer (not the Ray engine, whose workers write shard files themselves)."""
         out = self.out
+        ensure_dir(out)  # OS errors (a file in the way, no space, a read-only folder) as one line, now
         if not self.resuming or self.sentences_lost:
-            ensure_dir(out)  # OS errors (a file in the way, no space) as one line
-            if sentences_later:
-                self.unwritten_sentences = list(records)
-            else:
-                write_json(out / SENTENCES_NAME, list(records), indent=None, fsync=True)
-                self.sentences = list(records)
+            self.unwritten_sentences = list(records)
+            if not later:
+                self.write_pending()  # sentences.json first, then the files, then the index
         for name, payload in (files or {}).items():
             if not self.resuming or not _readable_json(out / name):
                 write_json(out / name, payload, indent=None, fsync=True)
@@ -222,10 +222,10 @@ class StoreWriter:
                            for k, (a, b) in enumerate(shard_bounds)],
                 "stats": {},
             }
-            self._write_index()
-        else:
-            ensure_dir(out)  # a folder made read-only since: one line now, not a traceback later
+            self.index_unwritten = True
         self.remove_leftovers()
+        if not later:
+            self.write_pending()
         return self.index
 
     def remove_leftovers(self) -> None:
@@ -246,11 +246,14 @@ class StoreWriter:
         return max((self.shard_rows(k) for k in (self.todo if shards is None else shards)), default=0)
 
     # -- write -----------------------------------------------------------------------------------
-    def write_sentences(self) -> None:
-        """Write ``sentences.json`` if :meth:`start` left it for later."""
+    def write_pending(self) -> None:
+        """Write what :meth:`start` left for later: ``sentences.json``, then a new store's index."""
         if self.unwritten_sentences is not None:
             write_json(self.out / SENTENCES_NAME, self.unwritten_sentences, indent=None, fsync=True)
             self.sentences, self.unwritten_sentences = self.unwritten_sentences, None
+        if self.index_unwritten:
+            self._write_index()
+            self.index_unwritten = False
 
     def write(self, k: int, tensors: dict[str, torch.Tensor]) -> dict:
         """Write shard ``k`` atomically (on the calling thread) and return its entry; not yet recorded."""
@@ -258,8 +261,8 @@ class StoreWriter:
 
     def record(self, k: int, entry: dict) -> None:
         """Mark shard ``k`` whole in the index on disk (``entry``: what :func:`write_shard` returned). Called
-        only after the shard file has been renamed into place (and ``sentences.json`` is written first)."""
-        self.write_sentences()
+        only after the shard file has been renamed into place (and what :meth:`start` left, first)."""
+        self.write_pending()
         self.index["shards"][k].update(entry)
         self._write_index()
 
@@ -273,6 +276,7 @@ class StoreWriter:
         pending: list[tuple[int, Future]] = []
 
         def write_and_record(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None) -> None:
+            self.write_pending()  # the index before any shard file, as start() would have
             if ready is not None:
                 ready()
             self.record(k, self.write(k, tensors))
@@ -296,7 +300,7 @@ class StoreWriter:
     # -- finish ----------------------------------------------------------------------------------
     def finish(self, stats: dict) -> None:
         """Write the run's statistics into the index, last."""
-        self.write_sentences()
+        self.write_pending()
         self.index["stats"] = stats
         self._write_index()
 
