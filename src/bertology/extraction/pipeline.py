@@ -32,7 +32,8 @@ from bertology.data.corpus import sentences_from_strings
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError, ModelError, OutputError
 from bertology.extraction.alignment import (
-    EncodedSentence, Segment, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
+    EncodedSentence, Segment, WordPieces, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups,
+    word_level_attention,
 )
 from bertology.extraction.spec import MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ExtractionSpec
 from bertology.files import exclusive
@@ -142,6 +143,7 @@ class ExtractionPlan:
     writer: StoreWriter
     row_counts: np.ndarray
     head: list[EncodedSentence] = dataclasses.field(default_factory=list)
+    pieces: WordPieces = dataclasses.field(default_factory=WordPieces)  # each distinct word tokenized once
     _encoded: list[EncodedSentence] | None = None
 
     @property
@@ -176,14 +178,14 @@ class ExtractionPlan:
         if not len(indices):
             return []
         return encode_sentences(self.encoder.tokenizer, [self.sentences[i] for i in indices], self.encoder.max_length,
-                                self.spec.long_policy, indices=indices)
+                                self.spec.long_policy, indices=indices, pieces=self.pieces)
 
     def encode(self, start: int, stop: int) -> list[EncodedSentence]:
         """Sentences ``start..stop`` encoded (their segments numbered by corpus position)."""
         if start >= stop:
             return []
         return encode_sentences(self.encoder.tokenizer, self.sentences[start:stop], self.encoder.max_length,
-                                self.spec.long_policy, first_index=start)
+                                self.spec.long_policy, first_index=start, pieces=self.pieces)
 
     def largest_shard_rows(self, shards: Sequence[int] | None = None) -> int:
         return self.writer.largest_shard_rows(shards)
@@ -218,15 +220,16 @@ def plan_extraction(
     attention_layers = spec.attention_layer_list(layers)
     writer = StoreWriter(out, {"model": model_record(encoder), **spec.key(layers)}, corpus_hash(sentences),
                          overwrite=overwrite)
+    pieces = WordPieces()
     plan = functools.partial(ExtractionPlan, encoder=encoder, sentences=sentences, spec=spec, layers=layers,
-                             attention_layers=attention_layers, writer=writer)
+                             attention_layers=attention_layers, writer=writer, pieces=pieces)
     if writer.complete:
         return plan(row_counts=np.asarray(writer.index["row_counts"], dtype=np.int64))
     _check_attention_sizes(encoder, sentences, len(attention_layers), spec.max_attention_words, input_path)
 
     every = spec.pool == "tokens"
     head = encode_sentences(encoder.tokenizer, sentences if every else sentences[:HEAD_SENTENCES],
-                            encoder.max_length, spec.long_policy)
+                            encoder.max_length, spec.long_policy, pieces=pieces)
     _check_tokenizer(encoder, head, spec.max_unknown_fraction)
     words = np.fromiter((len(s.words) for s in sentences), dtype=np.int64, count=len(sentences))
     if spec.pool in SENTENCE_POOLS:
@@ -672,7 +675,8 @@ class _Parts:
             return
         unseen = [i for i in range(len(plan.sentences)) if i not in encoded]
         every = [encoded[i] for i in encoded] + encode_sentences(
-            plan.encoder.tokenizer, [plan.sentences[i] for i in unseen], plan.encoder.max_length, plan.spec.long_policy)
+            plan.encoder.tokenizer, [plan.sentences[i] for i in unseen], plan.encoder.max_length, plan.spec.long_policy,
+            pieces=plan.pieces) if unseen else [encoded[i] for i in encoded]
         _check_tokenizer(plan.encoder, every, plan.spec.max_unknown_fraction)
 
     def of_shard(self, k: int) -> Iterator[_Batch]:
