@@ -11,7 +11,7 @@ import torch
 from bertology.data import Sentence, default_corpus, read_conllu
 from bertology.errors import ModelError, UsageError
 from bertology.extraction import ExtractionSpec, extract
-from bertology.extraction.alignment import _tokenize_slowly, _tokenize_words, encode_sentences, pool_rows
+from bertology.extraction.alignment import WordPieces, _tokenize_slowly, _tokenize_words, encode_sentences, pool_rows
 from bertology.models.batching import (CPU_BATCH_TOKENS, CPU_MAX_BATCH, TokenBudget, device_token_budget,
                                        is_out_of_memory, pad_batch)
 from bertology.models.tiny import FAMILIES, tiny_encoder
@@ -89,6 +89,13 @@ def test_each_distinct_word_tokenized_once_gives_the_tokenizers_own_pieces(famil
         np.testing.assert_array_equal(index, want_index)
     if family in ("minilm", "bert", "distilbert", "electra"):  # WordPiece maps a control character to nothing
         assert fast[-2][2] == 1  # ... so it became the unknown token
+    # A corpus encoded a part at a time, each distinct word tokenized once across the parts: the same pieces
+    pieces = WordPieces()
+    parts = [_tokenize_words(tokenizer, word_lists[a:b], unk, pieces) for a, b in ((0, 100), (100, 250), (250, 302))]
+    assert len(pieces.words) == len({w for words in word_lists for w in words})
+    for (ids, index, lost), (want_ids, want_index, want_lost) in zip([x for part in parts for x in part], slow):
+        assert ids == want_ids and lost == want_lost
+        np.testing.assert_array_equal(index, want_index)
 
 
 def _failing_above(encoder, limit, seen):

@@ -79,19 +79,41 @@ def test_a_damaged_shared_store_is_recomputed_on_reuse(tmp_path, extractions):
     np.testing.assert_array_equal(again.layer(1), want[store.offsets[5]:store.offsets[15]])
 
 
-def test_the_report_extracts_each_sentence_once_per_model_and_settings(tmp_path, extractions, monkeypatch):
-    """The report on a tiny model: probing, knowledge and geometry read one set of stores; no sentence is run
-    through the same model twice under the same settings (the attention section's maps are their own setting)."""
+def _report(tmp_path, monkeypatch, name, sections=None):
     from bertology.report import build_report
 
-    monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / name / "cache"))
     encoder = tiny_encoder("bert", layers=2, hidden=32, heads=4, attentions=False)
-    build_report(encoder=encoder, out=tmp_path, max_sentences=30, seeds=(0,), progress=False,
-                 sections=["probing", "knowledge"])
-    assert extractions and not _twice(extractions)
+    build_report(encoder=encoder, out=tmp_path / name, max_sentences=30, seeds=(0,), progress=False,
+                 sections=sections)
+    return encoder
+
+
+def test_the_report_extracts_each_sentence_once_per_model_and_settings(tmp_path, extractions, monkeypatch):
+    """The default report on a tiny model (every section it runs): probing, knowledge, geometry and the rest
+    read one set of stores; no sentence is run through the same model twice under the same settings (the
+    attention section's word-level maps are their own setting), and each model x corpus x settings is one
+    extraction: the stores a later section adds hold only sentences no earlier one extracted."""
+    encoder = _report(tmp_path, monkeypatch, "report")
+    assert extractions and not _twice(extractions), f"extracted twice: {_twice(extractions)[:3]}"
     word_mean = [run for run in extractions if run[1] == "word-mean" and not run[2]]
     dev = [tuple(s.words) for s in read_conllu(default_corpus("ewt-dev"))[:30]]
+    trained = [run for run in word_mean if run[0] == encoder.fingerprint]
     # the knowledge section asked for the first 30 dev sentences; those probing had extracted were not run again
-    held_before = {w for run in word_mean[:-1] for w in run[4]}
-    assert held_before & set(dev), "probing extracted none of the dev sentences knowledge reads"
-    assert not held_before & set(word_mean[-1][4])
+    held = {w for run in trained for w in run[4]}
+    assert set(dev) <= held
+    first_with_dev = next(k for k, run in enumerate(trained) if set(run[4]) & set(dev))
+    later = {w for run in trained[first_with_dev + 1:] for w in run[4]}
+    assert not later & set(trained[first_with_dev][4])
+
+
+def test_the_extraction_count_catches_a_section_that_keeps_its_own_copy(tmp_path, extractions, monkeypatch):
+    """The check above fails when a section extracts its own store of sentences another section's store holds:
+    here the knowledge and geometry section's stores get a name of their own (as before issue 31)."""
+    import bertology.geometry.stores as stores
+
+    shared = stores.shared_store
+    monkeypatch.setattr(stores, "shared_store", lambda *args, tag="", **kwargs: shared(*args, tag=tag or "own-copy",
+                                                                                       **kwargs))
+    _report(tmp_path, monkeypatch, "own", sections=["probing", "knowledge"])
+    assert _twice(extractions)

@@ -103,3 +103,21 @@ def test_sentences_without_heads_are_still_read(tmp_path):
 def test_corpus_is_a_list():
     corpus = Corpus([], format="text")
     assert isinstance(corpus, list) and corpus.notes() == []
+
+
+def test_a_conllu_file_read_again_unchanged_is_parsed_once(tmp_path, monkeypatch):
+    """The report reads UD EWT's files in several sections: an unchanged file is parsed once (issue 31); a
+    changed one is read again, and each caller gets its own list."""
+    import bertology.data.corpus as corpus
+
+    parsed = []
+    parse = corpus._read_conllu
+    monkeypatch.setattr(corpus, "_read_conllu", lambda path: parsed.append(path) or parse(path))
+    path = tmp_path / "a.conllu"
+    path.write_text("1\tHi\t_\tINTJ\t_\t_\t0\troot\t_\t_\n\n")
+    first, again = read_conllu(path), read_conllu(str(path))
+    assert len(parsed) == 1 and first == again and first is not again and again.format == "conllu"
+    again.clear()
+    assert read_conllu(path)[0].words == ("Hi",)
+    path.write_text("1\tHello\t_\tINTJ\t_\t_\t0\troot\t_\t_\n\n")
+    assert read_conllu(path)[0].words == ("Hello",) and len(parsed) == 2

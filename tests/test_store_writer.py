@@ -34,6 +34,19 @@ def test_plan_shards_cuts_at_the_byte_target_and_keeps_one_input_per_shard_at_le
     assert plan_shards([1, 1, 1], 10, 25, extra_bytes=[10, 0, 0]) == [(0, 1), (1, 3)]
 
 
+def test_shards_ramp_up_from_the_head_and_down_to_a_small_last_one():
+    """The first shard is the head (encoded before the model starts), each next at most twice the one before;
+    the last ones halve, so a run ends on a small write; a few inputs left over join the shard before."""
+    sizes = [b - a for a, b in plan_shards([12] * 2001, 384, 48 << 20, ramp=128)]
+    assert sizes == [128, 256, 512, 552, 276, 138, 139] and sum(sizes) == 2001
+    bounds = plan_shards([12] * 12543, 5376, 48 << 20, ramp=128)
+    sizes = [b - a for a, b in bounds]
+    assert sizes[:3] == [128, 256, 512] and max(sizes) * 12 * 5376 <= 48 << 20 and sizes[-1] < 2 * 128
+    assert [a for a, _ in bounds[1:]] == [b for _, b in bounds[:-1]] and bounds[-1][1] == 12543
+    assert plan_shards([1] * 100, 10, 1 << 20, ramp=128) == [(0, 100)]  # a small input: one shard
+    assert plan_shards([1] * 6, 10, 20, ramp=2) == [(0, 2), (2, 4), (4, 6)]  # the byte target still cuts
+
+
 def test_one_model_record_for_every_store(tiny_bert, tmp_path):
     store = extract(tiny_bert, TEXTS, tmp_path / "e", progress=False)
     activations = _activations(tiny_bert, tmp_path / "a")

@@ -13,8 +13,10 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import threading
 import warnings
 import zlib
+from collections import OrderedDict
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -124,14 +126,45 @@ def _check_not_empty(path: Path, sentences: list[Sentence], skipped: int = 0) ->
         raise DataError(f"{path}: no sentences found{blank}; expected at least one")
 
 
+#: The CoNLL-U files read last, by path, size and modification time, and their sentences (immutable): the
+#: report reads UD EWT's train, dev and test in several sections (its context, the probing tasks, the SentEval
+#: task builds, the attention analysis); each is parsed once (issue 31). A file read with a warning is not kept.
+_READ: OrderedDict[tuple, Corpus] = OrderedDict()
+_READ_KEPT = 4
+_READ_LOCK = threading.Lock()
+
+
 def read_conllu(path: str | Path) -> list[Sentence]:
     """Read a CoNLL-U file (or ``.conllu.gz``) into sentences of syntactic words.
 
     A treebank shipped without its text (FORM ``_`` on every word, as UD's non-redistributable treebanks
     come) is refused; when only some forms are ``_`` (and the sentence's ``# text`` holds no ``_``) they are
     read as the word ``_`` and counted in one :class:`~bertology.errors.BertologyWarning` line.
+
+    A file read again unchanged (same size and modification time) gives the sentences read before, in a new
+    list.
     """
     path = Path(path)
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        key = None  # the read below says what is wrong
+    with _READ_LOCK:
+        if key in _READ:
+            _READ.move_to_end(key)
+            return Corpus(_READ[key], path=path, format="conllu")
+    corpus, warned = _read_conllu(path)
+    if key is not None and not warned:
+        with _READ_LOCK:
+            _READ[key] = Corpus(corpus, path=path, format="conllu")
+            while len(_READ) > _READ_KEPT:
+                _READ.popitem(last=False)
+    return corpus
+
+
+def _read_conllu(path: Path) -> tuple[Corpus, bool]:
+    """The file's sentences, and whether a warning was said about them."""
     sentences: list[Sentence] = []
     block: list[tuple[int, list[str]]] = []
     comments: dict[str, str] = {}
@@ -167,7 +200,7 @@ def read_conllu(path: str | Path) -> list[Sentence]:
     flush()
     _check_not_empty(path, sentences)
     _check_forms(path, sentences, missing_forms)
-    return Corpus(sentences, path=path, format="conllu")
+    return Corpus(sentences, path=path, format="conllu"), bool(missing_forms)
 
 
 def _check_forms(path: Path, sentences: list[Sentence], missing: list[int]) -> None:
@@ -180,7 +213,7 @@ def _check_forms(path: Path, sentences: list[Sentence], missing: list[int]) -> N
                         "them as the treebank's README says, then read the restored file")
     warnings.warn(f"{path}: {len(missing):,} of {total:,} word forms are '_' (column FORM; first at line "
                   f"{missing[0]}) with no '_' in the sentence's text; they are read as the word '_'",
-                  BertologyWarning, stacklevel=3)
+                  BertologyWarning, stacklevel=4)
 
 
 def _conllu_sentence(

@@ -10,7 +10,7 @@ sentence allows.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -58,6 +58,17 @@ class EncodedSentence:
         return len(self.token_ids)
 
 
+@dataclass
+class WordPieces:
+    """What one extraction has tokenized so far, for a corpus encoded a part at a time (:func:`encode_sentences`'s
+    ``pieces``): the tokenizer's special-token layout, and each distinct word's subword ids with whether the
+    tokenizer mapped it to nothing (then the unknown token's ids). Each distinct word is tokenized once per
+    extraction, not once per part (issue 31: the parts of EWT dev share most of their words)."""
+
+    layout: tuple[list[int], list[int]] | None = None
+    words: dict[str, tuple[np.ndarray, bool]] = field(default_factory=dict)
+
+
 class SentenceTooLong(DataError):
     pass
 
@@ -79,36 +90,41 @@ def encode_sentences(
     overlap: int | None = None,
     first_index: int = 0,
     indices: Sequence[int] | None = None,
+    pieces: WordPieces | None = None,
 ) -> list[EncodedSentence]:
     """Tokenize pre-split words and plan the model inputs of every sentence.
 
     ``first_index``: the position of ``sentences[0]`` in its corpus (what each segment's ``sentence`` says),
-    for a corpus encoded a part at a time; ``indices``: the position of each, for a part that is not a range.
+    for a corpus encoded a part at a time; ``indices``: the position of each, for a part that is not a range;
+    ``pieces``: what earlier parts tokenized (:class:`WordPieces`, filled as words are tokenized).
 
     ``long_policy``: ``"window"`` covers long sentences with overlapping windows (default); ``"error"``
     raises :class:`SentenceTooLong` naming the sentence.
     """
     if long_policy not in ("window", "error"):
         raise DataError(f"long_policy {long_policy!r}: expected 'window' or 'error'")
-    prefix, suffix = _special_layout(tokenizer)
+    if pieces is None:
+        pieces = WordPieces()
+    if pieces.layout is None:
+        pieces.layout = _special_layout(tokenizer)
+    prefix, suffix = pieces.layout
     capacity = max_length - len(prefix) - len(suffix)
     if capacity < 4:
         raise DataError(f"max_length {max_length} leaves no room for content tokens")
     overlap = capacity // 4 if overlap is None else overlap
-    word_lists = []
-    for sentence in sentences:
-        words = list(sentence.words)
-        if not all(word and not word.isspace() for word in words):
-            position = next(i for i, word in enumerate(words) if not word or word.isspace())
-            where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
-            raise DataError(f"{where}: word {position + 1} is empty; expected a non-empty word")
-        word_lists.append(words)
+    word_lists = [sentence.words for sentence in sentences]
+    if any(not word or word.isspace() for word in set().union(*word_lists)):  # each distinct word checked once
+        for sentence in sentences:
+            position = next((i for i, word in enumerate(sentence.words) if not word or word.isspace()), None)
+            if position is not None:
+                where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
+                raise DataError(f"{where}: word {position + 1} is empty; expected a non-empty word")
     unk = tokenizer.unk_token or tokenizer.pad_token
     unk_id = tokenizer.unk_token_id
     positions = range(first_index, first_index + len(sentences)) if indices is None else list(indices)
     encoded = []
     for index, (sentence, (ids, word_index, missing)) in enumerate(zip(sentences, _tokenize_words(tokenizer, word_lists,
-                                                                                                  unk))):
+                                                                                                  unk, pieces))):
         if len(ids) > capacity and long_policy == "error":
             where = f"line {sentence.source_line}" if sentence.source_line else f"sentence {sentence.id}"
             raise SentenceTooLong(
@@ -133,48 +149,59 @@ def encode_sentences(
     return encoded
 
 
-def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str) -> list[tuple[list[int], np.ndarray, int]]:
+def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str, pieces: WordPieces | None = None
+                    ) -> list[tuple[list[int], np.ndarray, int]]:
     """``(ids, word_index, missing)`` of each pre-split sentence, without special tokens: its subword ids,
     the word of each, and how many of its words the tokenizer mapped to nothing (encoded as ``unk`` instead).
 
     A fast tokenizer encodes each word of pre-split input on its own (normaliser, pre-tokenizer and model run
     per word, then the pieces are joined), so each distinct word is tokenized once: a fifth of the words of
-    a corpus, and most of the time extraction spent outside the model on a small one (issue 31)."""
+    a corpus, and most of the time extraction spent outside the model on a small one (issue 31); with
+    ``pieces``, once for every part of a corpus encoded a part at a time."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
-        return [_tokenize_slowly(tokenizer, words, unk) for words in word_lists]
+        return [_tokenize_slowly(tokenizer, list(words), unk) for words in word_lists]
     # What the tokenizer's own call does before it encodes (transformers sets both on every call).
     if backend.truncation is not None:
         backend.no_truncation()
     if backend.padding is not None:
         backend.no_padding()
-    code: dict[str, int] = {}
-    codes = np.fromiter((code.setdefault(word, len(code)) for words in word_lists for word in words), dtype=np.int64)
-    unique = list(code)
-    # Every distinct word as one pre-split sequence: one call, each word still encoded on its own (the batch
-    # call, which lets go of the GIL: the model runs on another thread meanwhile).
-    [joined] = backend.encode_batch([unique], is_pretokenized=True, add_special_tokens=False)
-    flat = np.asarray(joined.ids, dtype=np.int64)
-    bounds = np.searchsorted(np.asarray(joined.word_ids, dtype=np.int64), np.arange(len(unique) + 1))
-    sizes = np.diff(bounds)
-    empty = np.flatnonzero(sizes == 0)
-    if len(empty):  # a word that maps to nothing (e.g. a lone control character) becomes the unknown token
-        unknown = np.asarray(backend.encode([unk], is_pretokenized=True, add_special_tokens=False).ids, dtype=np.int64)
-        starts = np.where(sizes == 0, len(flat), bounds[:-1])
-        sizes = np.where(sizes == 0, len(unknown), sizes)
-        flat = np.concatenate([flat, unknown])
-    else:
-        starts = bounds[:-1]
+    known = pieces.words if pieces is not None else {}
+    flat = [word for words in word_lists for word in words]
+    unique = list(dict.fromkeys(flat))  # the distinct words, in order of first use
+    new = [word for word in unique if word not in known]
+    if new:
+        # Every distinct word not seen before as one pre-split sequence: one call, each word still encoded on
+        # its own (the batch call, which lets go of the GIL: the model runs on another thread meanwhile).
+        [joined] = backend.encode_batch([new], is_pretokenized=True, add_special_tokens=False)
+        new_ids = np.asarray(joined.ids, dtype=np.int64)
+        bounds = np.searchsorted(np.asarray(joined.word_ids, dtype=np.int64), np.arange(len(new) + 1)).tolist()
+        unknown = None
+        for k, word in enumerate(new):
+            if bounds[k] < bounds[k + 1]:
+                known[word] = (new_ids[bounds[k]:bounds[k + 1]], False)
+            else:  # a word that maps to nothing (e.g. a lone control character) becomes the unknown token
+                if unknown is None:
+                    unknown = np.asarray(backend.encode([unk], is_pretokenized=True, add_special_tokens=False).ids,
+                                         dtype=np.int64)
+                known[word] = (unknown, True)
+    entries = [known[word] for word in unique]
+    code = {word: i for i, word in enumerate(unique)}
+    codes = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat))
+    sizes = np.fromiter((len(ids) for ids, _ in entries), dtype=np.int64, count=len(entries))
+    starts = np.cumsum(sizes) - sizes
+    pooled = np.concatenate([ids for ids, _ in entries]) if entries else np.zeros(0, dtype=np.int64)
     # The corpus's subwords, word by word: each word's pieces gathered from the distinct words' ones.
     per_word = sizes[codes]
     ends = np.cumsum(per_word)
-    ids = flat[np.repeat(starts[codes] - (ends - per_word), per_word) + np.arange(int(ends[-1]) if len(ends) else 0)]
+    ids = pooled[np.repeat(starts[codes] - (ends - per_word), per_word) + np.arange(int(ends[-1]) if len(ends) else 0)]
     word_counts = np.fromiter((len(words) for words in word_lists), dtype=np.int64, count=len(word_lists))
     word_bounds = np.concatenate([[0], np.cumsum(word_counts)])
     token_bounds = np.concatenate([[0], ends])[word_bounds]
     position = np.arange(len(codes), dtype=np.int64) - np.repeat(word_bounds[:-1], word_counts)
     word_index = np.repeat(position, per_word)
-    missing = np.isin(codes, empty) if len(empty) else None
+    empty = np.fromiter((was_empty for _, was_empty in entries), dtype=bool, count=len(entries))
+    missing = empty[codes] if empty.any() else None
     out = []
     ids_list = ids.tolist()
     for i in range(len(word_lists)):
@@ -196,14 +223,20 @@ def _tokenize_slowly(tokenizer, words: list[str], unk: str) -> tuple[list[int], 
     return list(ids), np.asarray(word_ids, dtype=np.int64), len(missing)
 
 
+#: 0, 1, 2, ... read-only: a whole segment's positions are views of it (one slice each rather than three new
+#: arrays per sentence, on the thread that tokenizes while the model runs).
+_POSITIONS = np.arange(1 << 16, dtype=np.int64)
+_POSITIONS.flags.writeable = False
+
+
 def _whole_segment(sentence: int, ids: list[int], prefix: list[int], suffix: list[int]) -> Segment:
     """The one segment of a sentence that fits the model: what :func:`plan_windows` gives, made directly."""
     n, n_prefix = len(ids), len(prefix)
-    owned = np.arange(n, dtype=np.int64)
-    positions = np.arange(n_prefix + n + len(suffix), dtype=np.int64)
-    return Segment(sentence=sentence, input_ids=prefix + ids + suffix, start=0, stop=n, owned_tokens=owned,
-                   owned_positions=owned + n_prefix, first=True, last=True, local_positions=positions,
-                   global_positions=positions)
+    total = n_prefix + n + len(suffix)
+    positions = _POSITIONS[:total] if total <= len(_POSITIONS) else np.arange(total, dtype=np.int64)
+    return Segment(sentence=sentence, input_ids=prefix + ids + suffix, start=0, stop=n, owned_tokens=positions[:n],
+                   owned_positions=positions[n_prefix:n_prefix + n], first=True, last=True,
+                   local_positions=positions, global_positions=positions)
 
 
 def plan_windows(

@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import json
 import queue
 import threading
 import time
@@ -31,7 +32,8 @@ from bertology.data.corpus import sentences_from_strings
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError, ModelError, OutputError
 from bertology.extraction.alignment import (
-    EncodedSentence, Segment, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups, word_level_attention,
+    EncodedSentence, Segment, WordPieces, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups,
+    word_level_attention,
 )
 from bertology.extraction.spec import MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ExtractionSpec
 from bertology.files import exclusive
@@ -47,11 +49,9 @@ __all__ = ["MAX_ATTENTION_WORDS", "MAX_UNKNOWN_FRACTION", "ExtractionPlan", "Ext
 
 def corpus_hash(sentences: Sequence[Sentence]) -> str:
     """Hash of the words of every sentence, in order: what the extraction actually depends on."""
-    digest = hashlib.sha256()
-    for sentence in sentences:
-        digest.update("\x1f".join(sentence.words).encode("utf-8"))
-        digest.update(b"\x1e")
-    return digest.hexdigest()[:16]
+    # One update of the whole text: the same digest as one update per sentence, at a fraction of the calls.
+    text = "".join(["\x1f".join(sentence.words) + "\x1e" for sentence in sentences])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def as_sentences(sentences: Sequence[Sentence | str]) -> list[Sentence]:
@@ -116,8 +116,8 @@ class _AttentionBuffer:
             torch.arange(segment.start, segment.stop) + enc.n_prefix,
             torch.arange(enc.n_suffix) + enc.n_prefix + enc.n_tokens,
         ])
-        local = torch.as_tensor(segment.local_positions)
-        target = torch.as_tensor(segment.global_positions)
+        local = torch.tensor(segment.local_positions)  # copies: a whole segment's are views of a read-only range
+        target = torch.tensor(segment.global_positions)
         block = attention[:, :, local].float()  # [L, H, rows, seg_len]
         self.attention[:, :, target.unsqueeze(1), columns.unsqueeze(0)] = block
 
@@ -143,6 +143,7 @@ class ExtractionPlan:
     writer: StoreWriter
     row_counts: np.ndarray
     head: list[EncodedSentence] = dataclasses.field(default_factory=list)
+    pieces: WordPieces = dataclasses.field(default_factory=WordPieces)  # each distinct word tokenized once
     _encoded: list[EncodedSentence] | None = None
 
     @property
@@ -177,22 +178,22 @@ class ExtractionPlan:
         if not len(indices):
             return []
         return encode_sentences(self.encoder.tokenizer, [self.sentences[i] for i in indices], self.encoder.max_length,
-                                self.spec.long_policy, indices=indices)
+                                self.spec.long_policy, indices=indices, pieces=self.pieces)
 
     def encode(self, start: int, stop: int) -> list[EncodedSentence]:
         """Sentences ``start..stop`` encoded (their segments numbered by corpus position)."""
         if start >= stop:
             return []
         return encode_sentences(self.encoder.tokenizer, self.sentences[start:stop], self.encoder.max_length,
-                                self.spec.long_policy, first_index=start)
+                                self.spec.long_policy, first_index=start, pieces=self.pieces)
 
     def largest_shard_rows(self, shards: Sequence[int] | None = None) -> int:
         return self.writer.largest_shard_rows(shards)
 
 
-#: Sentences encoded before anything is written (the unknown-token check reads them); the rest are encoded
-#: on the thread that prepares the batches, while the model runs.
-HEAD_SENTENCES = 256
+#: Sentences encoded before anything is written (the unknown-token check reads them), and the first shard: the
+#: model starts on them while the thread that prepares the batches encodes the rest (issue 31).
+HEAD_SENTENCES = 128
 
 
 def plan_extraction(
@@ -203,11 +204,13 @@ def plan_extraction(
     *,
     input_path: str | None = None,
     overwrite: bool = False,
+    later: bool = False,
     **settings,
 ) -> ExtractionPlan:
     """Check the settings and the store folder, tokenize (the first sentences, or all for the ``tokens``
     pool, whose rows are subwords), plan the shards and write ``sentences.json`` and the index (a new store),
-    or read the index back (a resumed one). Arguments as :func:`extract`."""
+    or read the index back (a resumed one). Arguments as :func:`extract`; ``later``: leave ``sentences.json``
+    and the index to the writer's thread (:meth:`~bertology.store.writer.StoreWriter.start`)."""
     spec = ExtractionSpec.of(spec, **settings)
     check_pool(encoder.tokenizer, spec.pool, encoder.name)  # no [CLS] (a decoder): refused before anything is written
     sentences = as_sentences(sentences)
@@ -217,27 +220,30 @@ def plan_extraction(
     attention_layers = spec.attention_layer_list(layers)
     writer = StoreWriter(out, {"model": model_record(encoder), **spec.key(layers)}, corpus_hash(sentences),
                          overwrite=overwrite)
+    pieces = WordPieces()
     plan = functools.partial(ExtractionPlan, encoder=encoder, sentences=sentences, spec=spec, layers=layers,
-                             attention_layers=attention_layers, writer=writer)
+                             attention_layers=attention_layers, writer=writer, pieces=pieces)
     if writer.complete:
         return plan(row_counts=np.asarray(writer.index["row_counts"], dtype=np.int64))
     _check_attention_sizes(encoder, sentences, len(attention_layers), spec.max_attention_words, input_path)
 
     every = spec.pool == "tokens"
     head = encode_sentences(encoder.tokenizer, sentences if every else sentences[:HEAD_SENTENCES],
-                            encoder.max_length, spec.long_policy)
+                            encoder.max_length, spec.long_policy, pieces=pieces)
     _check_tokenizer(encoder, head, spec.max_unknown_fraction)
+    words = np.fromiter((len(s.words) for s in sentences), dtype=np.int64, count=len(sentences))
     if spec.pool in SENTENCE_POOLS:
         row_counts = np.ones(len(sentences), dtype=np.int64)
     elif every:
         row_counts = np.asarray([e.n_tokens for e in head], dtype=np.int64)
     else:
-        row_counts = np.asarray([len(s) for s in sentences], dtype=np.int64)
+        row_counts = words
     store_bytes = torch.tensor([], dtype=DTYPES[spec.dtype]).element_size()
-    groups = np.asarray([len(s) + 2 for s in sentences], dtype=np.int64)
+    groups = words + 2
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
+    # The first shard is the head (already encoded): the model starts on it while the rest is tokenized.
     shard_bounds = plan_shards(row_counts, store_bytes * encoder.hidden_size * len(layers), spec.shard_bytes,
-                               attention_bytes)
+                               attention_bytes, ramp=HEAD_SENTENCES)
     records, input_record = [], {}
     if not writer.resuming or writer.sentences_lost:
         records = [{"id": s.id, "words": list(s.words)} for s in sentences]
@@ -248,9 +254,13 @@ def plan_extraction(
         input_file = Path(input_path) if input_path else None
         input_record = {"path": input_path,
                         "file_sha256": file_sha256(input_file) if input_file and input_file.is_file() else None,
-                        "n_sentences": len(sentences), "n_words": int(sum(len(s) for s in sentences))}
-    writer.start(records, row_counts, shard_bounds, input_record)
+                        "n_sentences": len(sentences), "n_words": int(words.sum())}
+    # sentences.json and the index are written on the writer's thread, before the first shard, while the model
+    # runs (extract); the Ray engine's workers write shard files themselves, so it has them written now.
+    writer.start(records, row_counts, shard_bounds, input_record, later=later)
     made = plan(row_counts=row_counts, head=head)
+    if made.complete:  # every shard whole, only sentences.json was lost: nothing runs that would write it
+        writer.write_pending()
     if every:
         made._encoded = head
         warn_unknown(head)
@@ -296,14 +306,18 @@ def extract(
     machines at once: :func:`bertology.scale.extract_ray`.
     """
     with exclusive(out, "writing the store"):  # a second process on the same store waits, then reuses it
-        plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite, **settings)
+        plan = plan_extraction(encoder, sentences, out, spec, input_path=input_path, overwrite=overwrite, later=True,
+                               **settings)
         if plan.complete:
             return Store.open(plan.out)
         try:
             _run(plan, progress, device, compile_model)
         except OutputError as error:
             raise plan.writer.output_error(error) from None
-        return Store.open(plan.out)
+        if plan.writer.sentences is None:  # resumed with its sentences.json as it was
+            return Store.open(plan.out)
+        # What this run has just written, without reading it back (a copy: the writer's index is its own).
+        return Store(plan.out, json.loads(json.dumps(plan.index, default=str)), plan.writer.sentences)
 
 
 def run_context(encoder: Encoder, autocast: str | None, attention_layers: Sequence[int]) -> contextlib.ExitStack:
@@ -661,7 +675,8 @@ class _Parts:
             return
         unseen = [i for i in range(len(plan.sentences)) if i not in encoded]
         every = [encoded[i] for i in encoded] + encode_sentences(
-            plan.encoder.tokenizer, [plan.sentences[i] for i in unseen], plan.encoder.max_length, plan.spec.long_policy)
+            plan.encoder.tokenizer, [plan.sentences[i] for i in unseen], plan.encoder.max_length, plan.spec.long_policy,
+            pieces=plan.pieces) if unseen else [encoded[i] for i in encoded]
         _check_tokenizer(plan.encoder, every, plan.spec.max_unknown_fraction)
 
     def of_shard(self, k: int) -> Iterator[_Batch]:

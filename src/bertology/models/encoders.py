@@ -162,16 +162,20 @@ def fingerprint_tokenizer(tokenizer) -> str:
     if backend is not None:
         text = backend.to_str()
         # Kept beside the tokenizer for its definition as it is now: hashing a 30k vocabulary every time a
-        # store is planned cost more than extracting a small corpus (issue 31).
-        known = getattr(tokenizer, "_bertology_fingerprint", None)
-        if known is not None and known[0] == text:
-            return known[1]
+        # store is planned cost more than extracting a small corpus (issue 31). Each call's truncation and
+        # padding settings change the text, not the fingerprint: the few texts seen are all kept (one kept text
+        # was missed whenever a call in between had set them, and the vocabulary hashed again, 70-500 ms).
+        known = getattr(tokenizer, "_bertology_fingerprints", None)
+        if known is not None and text in known:
+            return known[text]
         definition = json.loads(text)
         for per_call in ("truncation", "padding"):  # set by each call's padding=/truncation=, not the vocabulary
             definition.pop(per_call, None)
         fingerprint = hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:16]
         with contextlib.suppress(AttributeError, TypeError):
-            tokenizer._bertology_fingerprint = (text, fingerprint)
+            known = {} if known is None or len(known) >= 8 else known
+            known[text] = fingerprint
+            tokenizer._bertology_fingerprints = known
         return fingerprint
     text = json.dumps(tokenizer.get_vocab(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

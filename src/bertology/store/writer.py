@@ -60,17 +60,31 @@ def model_record(encoder: Encoder) -> dict:
 
 
 def plan_shards(row_counts: Sequence[int] | np.ndarray, bytes_per_row: int, target: int,
-                extra_bytes: Sequence[int] | np.ndarray | None = None) -> list[tuple[int, int]]:
+                extra_bytes: Sequence[int] | np.ndarray | None = None, ramp: int | None = None) -> list[tuple[int, int]]:
     """``(start, stop)`` input ranges, in order, each weighing about ``target`` bytes: input ``i`` weighs
-    ``row_counts[i] * bytes_per_row`` plus ``extra_bytes[i]`` (its attention maps); a shard holds at least one."""
-    shards, start, size = [], 0, 0
-    for i in range(len(row_counts)):
-        cost = int(row_counts[i]) * bytes_per_row + (int(extra_bytes[i]) if extra_bytes is not None else 0)
-        if i > start and size + cost > target:
+    ``row_counts[i] * bytes_per_row`` plus ``extra_bytes[i]`` (its attention maps); a shard holds at least one.
+
+    ``ramp`` (a number of inputs): shards grow into the target and shrink out of it. The first holds at most
+    ``ramp`` inputs and each next at most twice the one before; none holds more than half of the inputs left
+    (and at least ``ramp``), so the last ones halve down to about ``ramp`` (fewer than ``ramp / 2`` left over join
+    the shard before). A pipeline that tokenizes a shard ahead of the model and writes it behind then waits only
+    for the first small shard's tokens at the start and the last small shard's write at the end (issue 31)."""
+    n = len(row_counts)
+    costs = np.asarray(row_counts, dtype=np.int64) * int(bytes_per_row)
+    if extra_bytes is not None:
+        costs = costs + np.asarray(extra_bytes, dtype=np.int64)
+    shards, start, size, most = [], 0, 0, ramp
+    for i in range(n):
+        cost = int(costs[i])
+        full = i > start and size + cost > target
+        if ramp is not None and i > start and n - i > ramp // 2:  # a last few inputs join the shard before
+            full = full or i - start >= max(min(most, (n - start) // 2), ramp)
+        if full:
             shards.append((start, i))
+            most = 2 * (i - start) if ramp is not None else None
             start, size = i, 0
         size += cost
-    shards.append((start, len(row_counts)))
+    shards.append((start, n))
     return shards
 
 
@@ -116,6 +130,9 @@ class StoreWriter:
         self.index: dict | None = self._existing(overwrite, refused)
         self.resuming = self.index is not None
         self.sentences_lost = False
+        self.unwritten_sentences: list[dict] | None = None  # what start() left for write_pending()
+        self.index_unwritten = False
+        self.sentences: list[dict] | None = None  # the sentences.json this writer wrote
         if self.resuming:
             forget_damaged_shards(self.out, self.index)
             self.sentences_lost = _sentences_lost(self.out)
@@ -171,15 +188,23 @@ class StoreWriter:
 
     # -- plan ------------------------------------------------------------------------------------
     def start(self, records: Sequence[dict], row_counts: np.ndarray, shard_bounds: Sequence[tuple[int, int]],
-              input_record: dict, *, extra: dict | None = None, files: dict[str, object] | None = None) -> dict:
+              input_record: dict, *, extra: dict | None = None, files: dict[str, object] | None = None,
+              later: bool = False) -> dict:
         """Begin writing: for a new store, ``sentences.json`` (``records``, one per input), the JSON ``files``
         beside it (name -> payload) and the index (``extra`` after the settings, e.g. a kind); for a resumed
         one, ``sentences.json`` (and ``files``) again where missing or unreadable. Removes what an interrupted
-        write left (temporary files) and returns the index."""
+        write left (temporary files) and returns the index.
+
+        ``later``: ``sentences.json`` and a new index are written (:meth:`write_pending`) by
+        :meth:`shards_in_background`'s thread before its first shard, or by :meth:`record` or :meth:`finish`,
+        whichever comes first: off the caller's way, in the same order on disk. Only for a caller that writes
+        its shards through this writer (not the Ray engine, whose workers write shard files themselves)."""
         out = self.out
+        ensure_dir(out)  # OS errors (a file in the way, no space, a read-only folder) as one line, now
         if not self.resuming or self.sentences_lost:
-            ensure_dir(out)  # OS errors (a file in the way, no space) as one line
-            write_json(out / SENTENCES_NAME, list(records), indent=None, fsync=True)
+            self.unwritten_sentences = list(records)
+            if not later:
+                self.write_pending()  # sentences.json first, then the files, then the index
         for name, payload in (files or {}).items():
             if not self.resuming or not _readable_json(out / name):
                 write_json(out / name, payload, indent=None, fsync=True)
@@ -196,10 +221,10 @@ class StoreWriter:
                            for k, (a, b) in enumerate(shard_bounds)],
                 "stats": {},
             }
-            self._write_index()
-        else:
-            ensure_dir(out)  # a folder made read-only since: one line now, not a traceback later
+            self.index_unwritten = True
         self.remove_leftovers()
+        if not later:
+            self.write_pending()
         return self.index
 
     def remove_leftovers(self) -> None:
@@ -220,13 +245,23 @@ class StoreWriter:
         return max((self.shard_rows(k) for k in (self.todo if shards is None else shards)), default=0)
 
     # -- write -----------------------------------------------------------------------------------
+    def write_pending(self) -> None:
+        """Write what :meth:`start` left for later: ``sentences.json``, then a new store's index."""
+        if self.unwritten_sentences is not None:
+            write_json(self.out / SENTENCES_NAME, self.unwritten_sentences, indent=None, fsync=True)
+            self.sentences, self.unwritten_sentences = self.unwritten_sentences, None
+        if self.index_unwritten:
+            self._write_index()
+            self.index_unwritten = False
+
     def write(self, k: int, tensors: dict[str, torch.Tensor]) -> dict:
         """Write shard ``k`` atomically (on the calling thread) and return its entry; not yet recorded."""
         return write_shard(self.out, self.index["shards"][k]["file"], tensors)
 
     def record(self, k: int, entry: dict) -> None:
         """Mark shard ``k`` whole in the index on disk (``entry``: what :func:`write_shard` returned). Called
-        only after the shard file has been renamed into place."""
+        only after the shard file has been renamed into place (and what :meth:`start` left, first)."""
+        self.write_pending()
         self.index["shards"][k].update(entry)
         self._write_index()
 
@@ -240,6 +275,7 @@ class StoreWriter:
         pending: list[tuple[int, Future]] = []
 
         def write_and_record(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None) -> None:
+            self.write_pending()  # the index before any shard file, as start() would have
             if ready is not None:
                 ready()
             self.record(k, self.write(k, tensors))
@@ -263,6 +299,7 @@ class StoreWriter:
     # -- finish ----------------------------------------------------------------------------------
     def finish(self, stats: dict) -> None:
         """Write the run's statistics into the index, last."""
+        self.write_pending()
         self.index["stats"] = stats
         self._write_index()
 
