@@ -220,10 +220,23 @@ def transfer(intervals, majority=0.2, twin=0.3):
     return {"languages": {"transfer_best": pd.DataFrame(rows)}}
 
 
-def arcs(long_low, long_high, short=0.9):
-    frame = pd.DataFrame([{"bin": 1, "accuracy": short, "ci_low": short - 0.02, "ci_high": short + 0.02},
-                          {"bin": 8, "accuracy": (long_low + long_high) / 2, "ci_low": long_low, "ci_high": long_high}])
-    return {"probing": {"arc_length": frame}}
+def arcs(drop_low, drop_high, long_arcs=60, chosen=3):
+    """deprel by arc length at layers 1 and 3: adjacent arcs at 90%, 9+ words lower by ``drop`` at layer 3 and
+    by 50 points at layer 1; the layer chosen on dev is ``chosen`` (1, 3 or 5, which has no arc rows)."""
+    rows = []
+    for at in (1, 3):
+        drop = (drop_low + drop_high) / 2 if at == 3 else 0.5
+        for baseline, shift in (("none", 0.0), ("untrained", 0.3)):
+            for label, low, n, d in (("1", 1, 300, 0.0), ("3-4", 3, 200, drop / 2), ("9+", 9, long_arcs, drop)):
+                accuracy = 0.9 - shift - d
+                longest = at == 3 and low == 9
+                rows.append({"model": "m", "task": "deprel", "probe": "linear", "baseline": baseline, "layer": at,
+                             "bin": label, "min_length": low, "max_length": None if low == 9 else low + 1,
+                             "arcs": n, "accuracy": accuracy, "ci_low": accuracy - 0.05, "ci_high": accuracy + 0.05,
+                             "drop": d, "drop_ci_low": drop_low if longest else d - 0.05,
+                             "drop_ci_high": drop_high if longest else d + 0.05})
+    table2 = pd.DataFrame([t2row("deprel", at, 0.8, 0.75, 0.85, at == chosen) for at in (1, 3, 5)])
+    return {"probing": {"arc_length": pd.DataFrame(rows), "table2": table2}}
 
 
 #: (claim, tables, verdict): each claim's rule meets every verdict it can give.
@@ -236,8 +249,10 @@ CASES = [
     ("pos-decodable", decodable("upos", 0.8, 0.9, delta=(-0.1, 0.1)), U),
     ("deprel-decodable", decodable("deprel", 0.8, 0.9), H), ("deprel-decodable", decodable("deprel", 0.1, 0.2), F),
     ("deprel-decodable", decodable("deprel", 0.3, 0.5), U),
-    ("syntax-partial", arcs(0.5, 0.6), H), ("syntax-partial", arcs(0.9, 0.95), F),
-    ("syntax-partial", arcs(0.85, 0.95), U), ("syntax-partial", {}, U),
+    ("syntax-partial", arcs(0.1, 0.3), H), ("syntax-partial", arcs(-0.2, 0.0), F),
+    ("syntax-partial", arcs(-0.05, 0.2), U), ("syntax-partial", arcs(0.1, 0.3, long_arcs=12), U),
+    ("syntax-partial", arcs(-0.2, 0.0, chosen=1), H), ("syntax-partial", arcs(0.1, 0.3, chosen=5), U),
+    ("syntax-partial", {}, U),
     ("syntax-middle", syntactic_peaks({"upos": 3, "deprel": 3, "tree_depth": 2}), H),
     ("syntax-middle", syntactic_peaks({"upos": 6, "deprel": 1, "tree_depth": 3}), F),
     ("syntax-middle", syntactic_peaks({"upos": 6, "deprel": 3}), U),

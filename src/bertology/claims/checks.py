@@ -45,6 +45,9 @@ NUMERAL_RATIO = 1.2
 ANISOTROPY_FLOOR = 0.1
 #: Heads as parsers: a relation is judged only with at least this many test words (fewer cannot exclude anything).
 MIN_WORDS = 30
+#: Syntax by arc length: the edge task read, the shortest and the longest bins compared (their shortest arc, in
+#: words: bertology.probing.arcs.ARC_BINS) and the fewest test arcs each must hold.
+ARC_TASK, SHORT_ARC, LONG_ARC, MIN_ARCS = "deprel", 1, 9, 30
 
 
 def table(results: Results, section: str, name: str) -> pd.DataFrame | None:
@@ -138,22 +141,40 @@ def deprel_decodable(results: Results) -> Verdict:
 
 
 def arc_length(results: Results) -> Verdict:
-    """Edge-probe accuracy by arc length (``probing.arc_length``: ``bin`` from short to long, ``accuracy``,
-    ``ci_low``, ``ci_high``): holds when the longest arcs' interval lies below the shortest arcs' accuracy,
-    does not hold when it lies at or above it. No capability produces this table yet."""
-    claim, evidence = "syntax-partial", "probing-tokens"
+    """Liu et al.: syntax knowledge is partial, it fails for distant words. The dependency-label edge probe's
+    test accuracy by arc length (``probing.arc_length``, :mod:`bertology.probing.arcs`) at the layer chosen on
+    dev for ``deprel``: the drop from adjacent arcs (length 1) to the longest (9+ words), with its 95% interval
+    (stratified bootstrap of the test arcs in each bin, pooled over seeds). Holds when the interval lies above 0
+    (long arcs decoded worse), does not hold when it lies at or below 0; cannot tell when it covers 0 or either
+    bin holds fewer than 30 test arcs."""
+    claim, evidence = "syntax-partial", "probing-arcs"
     frame = table(results, "probing", "arc_length")
+    t2 = table(results, "probing", "table2")
     if frame is None:
-        return missing(claim, "not measured by this run: no capability scores the dependency-label probe by arc "
-                              "length yet (the report's probes give one accuracy over all arcs)", evidence)
-    frame = frame.sort_values("bin")
-    short, long = frame.iloc[0], frame.iloc[-1]
-    verdict = decide(_f(long["ci_low"]), _f(long["ci_high"]), _f(short["accuracy"]), greater=False)
-    reason = {HOLDS: "the longest arcs' interval lies below the shortest arcs' accuracy",
-              FAILS: "the longest arcs are decoded at least as well as the shortest",
-              UNKNOWN: "the longest arcs' interval covers the shortest arcs' accuracy"}[verdict]
-    return Verdict(claim, verdict, reason, long["accuracy"], short["accuracy"], "shortest arcs", long["ci_low"],
-                   long["ci_high"], evidence=evidence)
+        return _not_run(claim, "probing", "arc_length", evidence, "bertology probe --tasks deprel measures it")
+    chosen = None if t2 is None else _chosen(t2, ARC_TASK)
+    if chosen is None:
+        return missing(claim, f"no {ARC_TASK} layer chosen on dev in this run's probing table", evidence)
+    layer = int(chosen["layer"])
+    rows = frame[(frame["task"] == ARC_TASK) & (frame["layer"] == layer)]
+    ours, twin = rows[rows["baseline"] == "none"], rows[rows["baseline"] == "untrained"]
+    short, long = ours[ours["min_length"] == SHORT_ARC], ours[ours["min_length"] == LONG_ARC]
+    counts = {name: int(part["arcs"].iloc[0]) if len(part) else 0 for name, part in (("1", short), ("9+", long))}
+    thin = [f"{n} arcs of {name} words" for name, n in counts.items() if n < MIN_ARCS]
+    if thin:
+        return missing(claim, f"too few test arcs to compare: {' and '.join(thin)} (at least {MIN_ARCS} each; "
+                              f"layer {layer})", evidence)
+    short, long = short.iloc[0], long.iloc[0]
+    verdict = decide(_f(long["drop_ci_low"]), _f(long["drop_ci_high"]), 0.0)
+    reason = (f"dependency labels of arcs of {LONG_ARC}+ words are decoded "
+              + {HOLDS: "worse than", FAILS: "at least as well as", UNKNOWN: "perhaps worse than"}[verdict]
+              + f" those of adjacent words ({100 * float(long['accuracy']):.1f}% of {counts['9+']} vs "
+                f"{100 * float(short['accuracy']):.1f}% of {counts['1']}; layer {layer}, chosen on dev)")
+    twin_long = twin[twin["min_length"] == LONG_ARC]
+    if len(twin_long):
+        reason += f"; the untrained twin drops {100 * float(twin_long['drop'].iloc[0]):+.1f} pts"
+    return Verdict(claim, verdict, reason, long["drop"], 0.0, "no drop from adjacent arcs", long["drop_ci_low"],
+                   long["drop_ci_high"], unit="points", evidence=evidence)
 
 
 def _depths(t2: pd.DataFrame, tasks) -> list[dict]:

@@ -65,9 +65,10 @@ CLAIMS: tuple[Claim, ...] = (
           "the layer chosen on dev", "above the majority class, the control task and the untrained twin",
           "as pos-decodable", checks.deprel_decodable),
     Claim("syntax-partial", "Syntax knowledge is partial: probing fails for long-distance arcs.", "Primer",
-          "Liu et al. 2019", "probing.arc_length (not produced yet)", "edge-probe accuracy on the longest "
-          "arcs", "below the shortest arcs' accuracy", "holds: the longest arcs' CI below the shortest arcs' "
-          "accuracy; does not hold: at or above; cannot tell: covers it, or not measured", checks.arc_length),
+          "Liu et al. 2019", "probing.arc_length (deprel), probing.table2", "dependency-label edge-probe test "
+          "accuracy, adjacent arcs (1 word) minus the longest (9+ words), at the layer chosen on dev",
+          "above 0 (long arcs decoded worse)", "holds: 95% CI of the drop above 0; does not hold: at or below 0; "
+          "cannot tell: covers 0, or a bin under 30 test arcs", checks.arc_length),
     Claim("syntax-middle", "Syntactic information is most prominent in the middle layers.", "Primer",
           "Liu et al. 2019", "probing.table2 (syntactic tasks)", "relative depth l/L of each syntactic task's "
           "layer chosen on dev (median shown)", "inside 0.25-0.75", "holds: more than half of the tasks above "
