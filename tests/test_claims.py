@@ -83,10 +83,16 @@ def statistics(values_by_layer: dict[int, list[list[float]]]):
     return {"attention": {"statistics": pd.DataFrame(rows)}}
 
 
-def adjacency(lower: float, upper: float, spread: float):
-    rng = np.random.default_rng(0)
-    return statistics({layer: [[(lower if layer <= 2 else upper) + spread * rng.standard_normal(), 0.0, 0.1]
-                               for _ in range(8)] for layer in range(1, 5)})
+def positions(lower: float, upper: float, spread: float, majority: float = 0.25):
+    """The position probe over layers 0-6: the embeddings (layer 0, not read) at 99%; layer 2 the lower half's best
+    on dev at ``lower`` and layer 5 the upper half's at ``upper``, the other layers 10 points below on dev and test;
+    test intervals +/- ``spread``."""
+    rows = []
+    for layer in range(7):
+        best = {2: lower, 5: upper}.get(layer)
+        mean = 0.99 if layer == 0 else best if best is not None else (lower if layer <= 3 else upper) - 0.1
+        rows.append(t2row("position", layer, mean, mean - spread, mean + spread, layer == 0, majority=majority))
+    return probing(*rows)
 
 
 def alike(within: float):
@@ -256,8 +262,9 @@ CASES = [
     ("syntax-middle", syntactic_peaks({"upos": 3, "deprel": 3, "tree_depth": 2}), H),
     ("syntax-middle", syntactic_peaks({"upos": 6, "deprel": 1, "tree_depth": 3}), F),
     ("syntax-middle", syntactic_peaks({"upos": 6, "deprel": 3}), U),
-    ("word-order-lower", adjacency(0.5, 0.2, 0.02), H), ("word-order-lower", adjacency(0.1, 0.4, 0.02), F),
-    ("word-order-lower", adjacency(0.3, 0.3, 0.2), U),
+    ("word-order-lower", positions(0.8, 0.5, 0.05), H), ("word-order-lower", positions(0.5, 0.8, 0.05), F),
+    ("word-order-lower", positions(0.7, 0.6, 0.1), U), ("word-order-lower", positions(0.26, 0.22, 0.05), U),
+    ("word-order-lower", probing(t2row("upos", 1, 0.9, 0.85, 0.95, True)), U),
     ("top-layers-task-specific", cka([1.0, 0.99, 0.98, 0.97, 0.95, 0.9, 0.6]), H),
     ("top-layers-task-specific", cka([1.0, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]), F),
     ("top-layers-task-specific", cka([1.0, 0.99, 0.98, 0.5, 0.95, 0.9, 0.8]), U),

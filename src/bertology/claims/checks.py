@@ -48,6 +48,8 @@ MIN_WORDS = 30
 #: Syntax by arc length: the edge task read, the shortest and the longest bins compared (their shortest arc, in
 #: words: bertology.probing.arcs.ARC_BINS) and the fewest test arcs each must hold.
 ARC_TASK, SHORT_ARC, LONG_ARC, MIN_ARCS = "deprel", 1, 9, 30
+#: Linear word order: the position probe (bertology.probing.datasets.position_examples).
+POSITION_TASK = "position"
 
 
 def table(results: Results, section: str, name: str) -> pd.DataFrame | None:
@@ -299,31 +301,38 @@ def semantic_beyond_twin(results: Results) -> Verdict:
 
 
 def word_order_lower(results: Results) -> Verdict:
-    """Attention to the previous and next word (Clark et al.'s statistics), mean over the heads of the lower
-    half of the layers minus the upper half; 95% interval from the heads' spread (Welch). Holds when the
-    interval lies above 0, does not hold when at or below 0."""
-    claim, evidence = "word-order-lower", "attention-statistics"
-    stats = table(results, "attention", "statistics")
-    if stats is None:
-        return _not_run(claim, "attention", "statistics", evidence)
-    rows = stats[stats["statistic"].isin(["attn_next", "attn_prev"])]
-    if rows.empty:
-        return missing(claim, "the attention statistics hold no attention to the next/previous word", evidence)
-    per_head = rows.groupby(["layer", "head"])["value"].sum().reset_index()
-    layers = int(per_head["layer"].max())
+    """Lin et al.: lower layers hold the most linear word-order information. The position probe (probing task
+    ``position``: each word's position in its sentence, 0-15 and 16+) on the transformer layers (1..L): the test
+    accuracy of the lower half's best layer (l <= L/2, chosen on dev) minus the upper half's (l > L/2, chosen on
+    dev); its 95% interval combines the two layers' intervals as if independent (the two share their test words,
+    so this overstates the spread). Holds when the interval lies above 0, does not hold when it lies at or below 0;
+    cannot tell when it covers 0 or neither half decodes positions above the majority class."""
+    claim, evidence = "word-order-lower", "probing-tokens"
+    t2 = table(results, "probing", "table2")
+    rows = None if t2 is None else t2[(t2["task"] == POSITION_TASK) & t2["layer"].notna()]
+    if rows is None or rows.empty:
+        return _not_run(claim, "probing", f"table2 {POSITION_TASK}", evidence,
+                        f"bertology probe --tasks {POSITION_TASK} measures it")
+    layers = int(rows["layer"].max())
     if layers < 2:
-        return missing(claim, "one layer: no lower and upper half to compare", evidence)
-    lower = per_head[per_head["layer"] <= layers / 2]["value"].to_numpy(float)
-    upper = per_head[per_head["layer"] > layers / 2]["value"].to_numpy(float)
-    difference = float(lower.mean() - upper.mean())
-    spread = math.sqrt(lower.var(ddof=1) / len(lower) + upper.var(ddof=1) / len(upper)) if min(len(lower), len(upper)) > 1 else math.nan
-    low, high = difference - 1.96 * spread, difference + 1.96 * spread
+        return missing(claim, "fewer than two transformer layers: no lower and upper half to compare", evidence)
+    lower = _chosen(rows[(rows["layer"] >= 1) & (rows["layer"] <= layers / 2)].assign(best_on_dev=False),
+                    POSITION_TASK)
+    upper = _chosen(rows[rows["layer"] > layers / 2].assign(best_on_dev=False), POSITION_TASK)
+    majority = _f(lower.get("majority"))
+    if not math.isnan(majority) and max(_f(lower["ci_low"]), _f(upper["ci_low"])) <= majority:
+        return missing(claim, "word positions are not decoded above the majority class in any transformer layer",
+                       evidence)
+    difference = _f(lower["mean"]) - _f(upper["mean"])
+    half = math.hypot((_f(lower["ci_high"]) - _f(lower["ci_low"])) / 2, (_f(upper["ci_high"]) - _f(upper["ci_low"])) / 2)
+    low, high = difference - half, difference + half
     verdict = decide(low, high, 0.0)
-    reason = ("heads of the lower half of the layers attend "
-              + {HOLDS: "more", FAILS: "no more", UNKNOWN: "perhaps more"}[verdict]
-              + " to the adjacent words than those of the upper half (a proxy: positional attention, not a "
-                "position probe)")
-    return Verdict(claim, verdict, reason, difference, 0.0, "upper half", low, high, unit="points", evidence=evidence)
+    reason = ("word positions are decoded "
+              + {HOLDS: "better", FAILS: "no better", UNKNOWN: "perhaps better"}[verdict]
+              + f" in the lower half (layer {int(lower['layer'])}: {100 * _f(lower['mean']):.1f}%) than in the upper "
+                f"half (layer {int(upper['layer'])}: {100 * _f(upper['mean']):.1f}%; each chosen on dev within its half)")
+    return Verdict(claim, verdict, reason, difference, 0.0, "upper half's best layer", low, high, unit="points",
+                   evidence=evidence)
 
 
 def syntactic_heads(results: Results) -> Verdict:

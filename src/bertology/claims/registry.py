@@ -75,10 +75,11 @@ CLAIMS: tuple[Claim, ...] = (
           "chance peak in the middle with every indistinguishable layer; does not hold: more than half peak "
           "outside it; cannot tell: otherwise", checks.middle_layers),
     Claim("word-order-lower", "Lower layers hold the most linear word-order information.", "Primer",
-          "Lin et al. 2019", "attention.statistics", "attention to the previous + next word, lower half of "
-          "the layers minus upper half (mean over heads)", "above 0", "holds: Welch 95% CI above 0; does not "
-          "hold: at or below 0; cannot tell: covers 0", checks.word_order_lower,
-          "decrease of linear word-order knowledge around layer 4 of BERT-base"),
+          "Lin et al. 2019", "probing.table2 (position)", "position-probe test accuracy (each word's position, "
+          "0-15 and 16+), the lower half's best transformer layer minus the upper half's (each chosen on dev)",
+          "above 0", "holds: 95% CI above 0; does not hold: at or below 0; cannot tell: covers 0, or positions "
+          "at chance", checks.word_order_lower, "decrease of linear word-order knowledge around layer 4 of "
+          "BERT-base"),
     Claim("top-layers-task-specific", "The final layers are the most task-specific: they change most in "
           "fine-tuning.", "BERT lecture", "Primer (Liu et al. 2019; Kovaleva et al. 2019)", "compare.cka "
           "(interventions section)", "linear CKA per layer (all tokens), model before vs after fine-tuning on a "
