@@ -67,7 +67,7 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("syntax-partial", "Syntax knowledge is partial: probing fails for long-distance arcs.", "Primer",
           "Liu et al. 2019", "probing.arc_length (deprel), probing.table2", "dependency-label edge-probe test "
           "accuracy, adjacent arcs (1 word) minus the longest (9+ words), at the layer chosen on dev",
-          "above 0 (long arcs decoded worse)", "holds: 95% CI of the drop above 0; does not hold: at or below 0; "
+          "above 0: long arcs decoded worse", "holds: 95% CI of the drop above 0; does not hold: at or below 0; "
           "cannot tell: covers 0, or a bin under 30 test arcs", checks.arc_length),
     Claim("syntax-middle", "Syntactic information is most prominent in the middle layers.", "Primer",
           "Liu et al. 2019", "probing.table2 (syntactic tasks)", "relative depth l/L of each syntactic task's "
@@ -98,7 +98,8 @@ CLAIMS: tuple[Claim, ...] = (
           checks.anisotropic),
     Claim("syntactic-heads", "Some attention heads specialise in syntactic relations, beyond positional "
           "baselines.", "Primer", "Clark et al. 2019; Htut et al. 2019", "attention.best_heads",
-          "per relation with >= 30 test words: test accuracy of the head chosen on dev", "above the best fixed "
+          "per relation of Clark et al.'s Table 1 with >= 30 test words: test accuracy of the head chosen on dev",
+          "above the best fixed "
           "offset", "holds: some relation's CI (Wilson, Bonferroni over relations) above its offset baseline; "
           "does not hold: every relation's own 95% CI at or below; cannot tell: otherwise", checks.syntactic_heads),
     Claim("no-single-head", "No single head holds the whole syntactic tree.", "Primer", "Clark et al. 2019; "
