@@ -425,3 +425,16 @@ def test_stored_run_twin_fails_the_specialisation_claims_minilm_holds():
     for model, frame in (("minilm", ours), ("untrained", twin)):
         verdicts = {row["claim"]: row["verdict"] for row in stored["raw"]["verdicts"][model]}
         assert verdicts == frame["verdict"].to_dict(), f"{model}: the stored verdicts are what the stored tables give"
+
+
+@pytest.mark.skipif(not (STORED / "minilm-probing").is_dir(), reason="no stored probing tables")
+def test_stored_probing_run_gives_the_stored_arc_length_and_word_order_verdicts():
+    """benchmarks/claims_probing_minilm.py: the two claims the quick checklist cannot tell, at the report's default
+    probing budget; the stored verdicts are what the stored tables give."""
+    ours = check_claims(_stored_results("minilm-probing"), model="minilm")["claims"].set_index("claim")
+    stored = json.loads((Path(__file__).parents[1] / "benchmarks" / "results"
+                         / "claims_probing_minilm_cpu.json").read_text())
+    for row in stored["raw"]["claims"]:
+        assert ours.loc[row["claim"], "verdict"] == row["verdict"], row["claim"]
+        assert ours.loc[row["claim"], "value"] == pytest.approx(row["value"])
+        assert "not measured" not in ours.loc[row["claim"], "reason"] and "too few" not in ours.loc[row["claim"], "reason"]
