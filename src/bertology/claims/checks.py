@@ -168,7 +168,8 @@ def arc_length(results: Results) -> Verdict:
     ours, twin = rows[rows["baseline"] == "none"], rows[rows["baseline"] == "untrained"]
     short, long = ours[ours["min_length"] == SHORT_ARC], ours[ours["min_length"] == LONG_ARC]
     counts = {name: int(part["arcs"].iloc[0]) if len(part) else 0 for name, part in (("1", short), ("9+", long))}
-    thin = [f"{n} arcs of {name} words" for name, n in counts.items() if n < MIN_ARCS]
+    names = {"1": "adjacent arcs", "9+": f"arcs of {LONG_ARC}+ words"}
+    thin = [f"{n} {names[name]}" for name, n in counts.items() if n < MIN_ARCS]
     if thin:
         return missing(claim, f"too few test arcs to compare: {' and '.join(thin)} (at least {MIN_ARCS} each; "
                               f"layer {layer})", evidence)
