@@ -59,10 +59,13 @@ def main() -> None:
     parser.add_argument("--from-tables", action="store_true", help="judge the stored tables again; run no report")
     args = parser.parse_args()
     if args.from_tables:
-        previous = json.loads((RESULTS / "claims_minilm_cpu.json").read_text(encoding="utf-8"))["raw"]
+        record = json.loads((RESULTS / "claims_minilm_cpu.json").read_text(encoding="utf-8"))
+        previous = record["raw"]
         results = {"minilm": stored_tables("minilm"), "untrained": stored_tables("untrained")}
         settings, seconds = previous["settings"], previous["seconds"]
-        settings = {**settings, "verdicts": "judged again from the stored tables (--from-tables)"}
+        # the command and commit that ran the reports, kept through any number of re-judgings
+        settings = {"run_command": record["command"], "run_commit": record["commit"], **settings,
+                    "verdicts": "judged again from the stored tables (--from-tables)"}
     else:
         started = time.perf_counter()
         outcome = run_claims(["minilm", "untrained"], args.out, seeds=tuple(range(args.seeds)),
