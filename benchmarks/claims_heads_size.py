@@ -90,8 +90,12 @@ def main() -> None:
     parser.add_argument("--from-stored", action="store_true", help="judge the stored relations again; run nothing")
     args = parser.parse_args()
     if args.from_stored:
-        previous = json.loads((RESULTS / "claims_heads_size_cpu.json").read_text(encoding="utf-8"))["raw"]
+        record = json.loads((RESULTS / "claims_heads_size_cpu.json").read_text(encoding="utf-8"))
+        previous = record["raw"]
         sizes, runs = previous["sizes"], previous["runs"]
+        # the command and commit that measured the heads, kept through any number of re-judgings
+        provenance = {"run_command": previous.get("run_command", record["command"]),
+                      "run_commit": previous.get("run_commit", record["commit"])}
     else:
         sizes = [int(s) for s in args.sizes.split(",")]
         encoder = load_encoder("minilm", device="cpu")
@@ -106,8 +110,10 @@ def main() -> None:
                 runs[f"{name}-{size}"] = {"relations": relations(result["best_heads"]),
                                           "seconds": round(time.perf_counter() - started, 1)}
                 print(name, size, runs[f"{name}-{size}"]["seconds"], flush=True)
+        provenance = {}
     save_run("claims_heads_size_cpu", argv=sys.argv,
-             raw={"sizes": sizes, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "runs": runs},
+             raw={**provenance, "sizes": sizes, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                  "runs": runs},
              tables={"sizes": table(["sentences", "model", "every relation: verdict", "relations", "above its offset, "
                                      "not Clark's (head vs best offset, test)", "Clark's relations: verdict",
                                      "relations", "covering (head vs best offset, test)"], rows_of(runs, sizes))})
