@@ -43,6 +43,8 @@ def test_claims_compare_a_model_and_its_twin_writes_csv_and_html(tiny_dir, tmp_p
             assert all(link in ids for link in links), (claim, links)
             if not links:  # no evidence to link: the verdict says why it cannot tell
                 assert "cannot tell" in row, claim
+        # the arc-length claim links to the probing section's table of the dependency-label probe by arc length
+        assert "href='#probing-arcs'" in dict(rows)["syntax-partial"] and "probing-arcs" in ids
 
 
 def test_untrained_without_a_model_before_it_is_a_one_line_usage_error():

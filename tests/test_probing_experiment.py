@@ -58,7 +58,8 @@ def results(tiny_model, small_treebank, tmp_path_factory):
 def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
     result, _ = results
     assert isinstance(result, Result) and set(result.tables) == {"results", "summary", "table2", "table2_dev",
-                                                                 "best_layer", "datasets"}
+                                                                 "best_layer", "datasets", "arc_length"}
+    assert set(result["arc_length"]["task"]) == {"deprel"}, "the edge task by arc length (tests/test_probing_arcs.py)"
     frame = result["results"]
     assert list(frame.columns) == COLUMNS
     for column in ("layer", "seed"):

@@ -65,19 +65,21 @@ CLAIMS: tuple[Claim, ...] = (
           "the layer chosen on dev", "above the majority class, the control task and the untrained twin",
           "as pos-decodable", checks.deprel_decodable),
     Claim("syntax-partial", "Syntax knowledge is partial: probing fails for long-distance arcs.", "Primer",
-          "Liu et al. 2019", "probing.arc_length (not produced yet)", "edge-probe accuracy on the longest "
-          "arcs", "below the shortest arcs' accuracy", "holds: the longest arcs' CI below the shortest arcs' "
-          "accuracy; does not hold: at or above; cannot tell: covers it, or not measured", checks.arc_length),
+          "Liu et al. 2019", "probing.arc_length (deprel), probing.table2", "dependency-label edge-probe test "
+          "accuracy, adjacent arcs (1 word) minus the longest (9+ words), at the layer chosen on dev",
+          "above 0: long arcs decoded worse", "holds: 95% CI of the drop above 0; does not hold: at or below 0; "
+          "cannot tell: covers 0, or a bin under 30 test arcs", checks.arc_length),
     Claim("syntax-middle", "Syntactic information is most prominent in the middle layers.", "Primer",
           "Liu et al. 2019", "probing.table2 (syntactic tasks)", "relative depth l/L of each syntactic task's "
           "layer chosen on dev (median shown)", "inside 0.25-0.75", "holds: more than half of the tasks above "
           "chance peak in the middle with every indistinguishable layer; does not hold: more than half peak "
           "outside it; cannot tell: otherwise", checks.middle_layers),
     Claim("word-order-lower", "Lower layers hold the most linear word-order information.", "Primer",
-          "Lin et al. 2019", "attention.statistics", "attention to the previous + next word, lower half of "
-          "the layers minus upper half (mean over heads)", "above 0", "holds: Welch 95% CI above 0; does not "
-          "hold: at or below 0; cannot tell: covers 0", checks.word_order_lower,
-          "decrease of linear word-order knowledge around layer 4 of BERT-base"),
+          "Lin et al. 2019", "probing.table2 (position)", "position-probe test accuracy (each word's position, "
+          "0-15 and 16+), the lower half's best transformer layer minus the upper half's (each chosen on dev)",
+          "above 0", "holds: 95% CI above 0; does not hold: at or below 0; cannot tell: covers 0, or positions "
+          "at chance", checks.word_order_lower, "decrease of linear word-order knowledge around layer 4 of "
+          "BERT-base"),
     Claim("top-layers-task-specific", "The final layers are the most task-specific: they change most in "
           "fine-tuning.", "BERT lecture", "Primer (Liu et al. 2019; Kovaleva et al. 2019)", "compare.cka "
           "(interventions section)", "linear CKA per layer (all tokens), model before vs after fine-tuning on a "
@@ -96,7 +98,8 @@ CLAIMS: tuple[Claim, ...] = (
           checks.anisotropic),
     Claim("syntactic-heads", "Some attention heads specialise in syntactic relations, beyond positional "
           "baselines.", "Primer", "Clark et al. 2019; Htut et al. 2019", "attention.best_heads",
-          "per relation with >= 30 test words: test accuracy of the head chosen on dev", "above the best fixed "
+          "per relation of Clark et al.'s Table 1 with >= 30 test words: test accuracy of the head chosen on dev",
+          "above the best fixed "
           "offset", "holds: some relation's CI (Wilson, Bonferroni over relations) above its offset baseline; "
           "does not hold: every relation's own 95% CI at or below; cannot tell: otherwise", checks.syntactic_heads),
     Claim("no-single-head", "No single head holds the whole syntactic tree.", "Primer", "Clark et al. 2019; "

@@ -178,6 +178,22 @@ def xpos_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
     return _tag_examples(sentences, "xpos")
 
 
+#: The position task's last class: words at this position or later are one class (``"16+"``), so the tails of
+#: long sentences do not make classes of a few words each.
+POSITION_CAP = 16
+
+
+def position_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
+    """Token task (Lin et al. 2019's linear position): every word with its position in the sentence as a label,
+    ``"0"`` for the first word up to ``"15"``, and ``"16+"`` for every later word."""
+    refs, labels = [], []
+    for i, sentence in enumerate(sentences):
+        for j in range(len(sentence.words)):
+            refs.append((i, j))
+            labels.append(str(j) if j < POSITION_CAP else f"{POSITION_CAP}+")
+    return refs, labels
+
+
 def deprel_examples(sentences: Sequence[Sentence]) -> tuple[list, list]:
     """Edge task: every arc dependent -> head with its universal relation (root arcs left out)."""
     refs, labels = [], []

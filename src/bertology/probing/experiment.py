@@ -84,6 +84,7 @@ from bertology.extraction import corpus_hash
 from bertology.extraction.shared import shared_store
 from bertology.files import atomic_path, write_json
 from bertology.models import as_encoder
+from bertology.probing.arcs import arc_length_table, arc_lengths
 from bertology.probing.structural import run_structural
 from bertology.probing.summary import bootstrap_intervals
 from bertology.store.store import file_sha256
@@ -684,12 +685,25 @@ def run_probing(model="minilm", spec: ProbingSpec | None = None, *legacy, cache_
                                                 spec.structural_options, progress, spec.n_boot)
         frame = pd.concat([frame, structural], ignore_index=True) if len(frame) else structural
         intervals += structural_ci
-    return probing_result(spec, plan, frame, pd.DataFrame(intervals), encoder, model, layer_ids, types, run_device)
+    return probing_result(spec, plan, frame, pd.DataFrame(intervals), encoder, model, layer_ids, types, run_device,
+                          arc_length=arc_length_tables(plan, scores, model, layer_ids, spec.n_boot))
+
+
+def arc_length_tables(plan: ProbingPlan, scores: dict[str, Scores], model: str, layer_ids: Sequence[int],
+                      n_boot: int) -> pd.DataFrame | None:
+    """Every edge task's test accuracy by dependency arc length (:mod:`bertology.probing.arcs`), for every
+    baseline and layer; None when no edge task ran."""
+    frames = [arc_length_table(scores[d.name].hits, arc_lengths(d.splits["test"].refs), layer_ids, model, d.name,
+                               n_boot=n_boot)
+              for d in plan.classify if d.level == "edge" and d.name in scores]
+    return pd.concat(frames, ignore_index=True) if frames else None
 
 
 def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, intervals: pd.DataFrame, encoder,
-                   model: str, layer_ids: Sequence[int], types: str, device) -> Result:
-    """The probing :class:`Result`: the tables of :func:`probing_tables` and ``meta`` (the spec as run)."""
+                   model: str, layer_ids: Sequence[int], types: str, device,
+                   arc_length: pd.DataFrame | None = None) -> Result:
+    """The probing :class:`Result`: the tables of :func:`probing_tables` (and ``arc_length`` when given: the edge
+    tasks by arc length, :func:`arc_length_tables`) and ``meta`` (the spec as run)."""
     notes = dataset_notes(spec, plan, types)
     return _result(frame, plan.datasets, encoder, model, spec.tasks, spec.seeds, layer_ids, spec.train_fraction, {
         "probe": spec.probe, "l2": [float(v) for v in np.atleast_1d(DEFAULT_L2 if spec.l2 is None else spec.l2)],
@@ -702,11 +716,12 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
         "treebank": None if plan.treebank is None else str(plan.treebank), "device": str(device),
         "probe_options": dict(spec.probe_options), "n_boot": spec.n_boot,
         "interval": "95% percentile interval of the bootstrap over evaluation examples pooled over seeds",
-    }, intervals=intervals, absent=plan.absent, notes=notes)
+    }, intervals=intervals, absent=plan.absent, notes=notes,
+        extra=None if arc_length is None else {"arc_length": arc_length})
 
 
 def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fraction, settings, intervals=None,
-            absent=(), notes: dict[str, list[str]] | None = None) -> Result:
+            absent=(), notes: dict[str, list[str]] | None = None, extra: dict[str, pd.DataFrame] | None = None) -> Result:
     sizes = []
     for d in datasets:
         counts = {s: len(d.splits[s]) for s in SPLITS}
@@ -720,7 +735,7 @@ def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fractio
     meta = {"model": model, "fingerprint": encoder.fingerprint, "tasks": list(tasks), "seeds": list(seeds),
             "layers": [int(l) for l in layers], "train_fraction": train_fraction, **settings,
             "absent": {task: reason for task, reason in absent}}
-    return Result("probing", tables=_tables(frame, pd.DataFrame(sizes), intervals), meta=meta)
+    return Result("probing", tables={**_tables(frame, pd.DataFrame(sizes), intervals), **(extra or {})}, meta=meta)
 
 
 #: What one example of each level is.

@@ -65,8 +65,8 @@ def _from_datasets(name: str) -> Callable:
     return call
 
 
-upos_examples, xpos_examples, deprel_examples, entity_examples = map(
-    _from_datasets, ("upos_examples", "xpos_examples", "deprel_examples", "entity_examples"))
+upos_examples, xpos_examples, deprel_examples, position_examples, entity_examples = map(
+    _from_datasets, ("upos_examples", "xpos_examples", "deprel_examples", "position_examples", "entity_examples"))
 load_ud_pools, load_wnut_pools = map(_from_datasets, ("load_ud_pools", "load_wnut_pools"))
 
 
@@ -159,6 +159,9 @@ register_task("upos", "token", upos_examples, description="universal part of spe
 register_task("xpos", "token", xpos_examples, description="language-specific part of speech of the word")
 register_task("deprel", "edge", deprel_examples, description="universal relation of the arc dependent -> head",
               notes=("root arcs left out; labels are universal relations without subtypes",))
+register_task("position", "token", position_examples, description="linear position of the word in its sentence",
+              notes=("labels 0-15 (0 = the first word) and 16+ for every later word (Lin et al. 2019's position "
+                     "probe)",))
 register_task("ner", "span", entity_examples, source="wnut17", description="type of a gold WNUT-17 entity span",
               notes=("gold entity spans, type predicted; span = mean of its word vectors",))
 

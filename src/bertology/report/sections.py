@@ -185,8 +185,9 @@ def probing(context: ReportContext) -> Section:
     # rev 3: intervals (summary ci_low/ci_high), sizes used (datasets n_train/n_dev/n_test), quick sizes
     # rev 4: SentEval tasks from the pooled 50/10/40 re-split of the treebank (run_probing's default)
     # rev 5: exact linear probes, bootstrap training resamples per seed
-    # rev 6: the exact linear probe is the default and walks the L2 grid as a regularisation path
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 6}
+    # rev 6: the edge tasks by arc length (table arc_length), the position task
+    # rev 7: the exact linear probe is the default and walks the L2 grid as a regularisation path
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 7}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
     results = tables["results"]
@@ -241,6 +242,15 @@ def probing(context: ReportContext) -> Section:
                                    "compression_untrained": "compression (twin)"}))
         section.add(Figure(lambda: plot_layer_curves(token_numbers, None, model), "Token and edge probes per layer with their baselines.",
                            id="probing-tokens-figure", data=_curve_data(scores, tokens)))
+        arcs = _arcs_at_chosen_layer(tables.get("arc_length"), tables["table2"])
+        if arcs is not None:
+            section.add(Table(arcs, "Dependency labels by arc length (words between dependent and head), test, at the "
+                                    "layer chosen on dev: accuracy % [95% CI] beside the untrained twin and the "
+                                    "majority class in the same arcs; drop = adjacent arcs' accuracy minus this "
+                                    "bin's, in points [95% CI] (bootstrap of each bin's arcs pooled over seeds). "
+                                    "Long arcs carry other labels than short ones, so read the drop beside the "
+                                    "twin's and the majority's.", id="probing-arcs",
+                              data=tables["arc_length"]))
     if not structural.empty:
         summary = summarize_structural(structural)
         test = summary[(summary["split"] == "test")]
@@ -266,6 +276,32 @@ def probing(context: ReportContext) -> Section:
         section.add(Figure(lambda: _structural_curves(test), "Structural probes per layer beside their baselines.",
                            id="probing-structural-figure", data=test))
     return section
+
+
+def _arcs_at_chosen_layer(arcs: pd.DataFrame | None, numbers: pd.DataFrame) -> pd.DataFrame | None:
+    """Each edge task's accuracy by arc length at its layer chosen on dev (the probing ``arc_length`` table),
+    formatted: one row per task and bin; None when the run has no such table."""
+    if arcs is None or arcs.empty:
+        return None
+    shown = []
+    for task, rows in arcs.groupby("task", sort=False):
+        chosen = numbers[(numbers["task"] == task) & (numbers["best_on_dev"] == True)]  # noqa: E712
+        if chosen.empty:
+            continue
+        at = rows[rows["layer"] == int(chosen["layer"].iloc[0])]
+        by = {baseline: part.set_index("bin") for baseline, part in at.groupby("baseline")}
+        if "none" not in by:
+            continue
+        for label, row in by["none"].iterrows():
+            other = {b: (percent(by[b].loc[label, "accuracy"]) if b in by and label in by[b].index else "–")
+                     for b in ("untrained", "majority")}
+            shown.append({"task": task, "layer": int(row["layer"]), "arc length": label, "arcs": int(row["arcs"]),
+                          "accuracy (%)": f"{percent(row['accuracy'])} [{percent(row['ci_low'])}, "
+                                          f"{percent(row['ci_high'])}]",
+                          "untrained twin (%)": other["untrained"], "majority (%)": other["majority"],
+                          "drop (points)": "–" if row["drop_ci_low"] == row["drop_ci_high"] == 0 else
+                          f"{100 * row['drop']:+.1f} [{100 * row['drop_ci_low']:+.1f}, {100 * row['drop_ci_high']:+.1f}]"})
+    return pd.DataFrame(shown) if shown else None
 
 
 def _with_compression(rows: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
