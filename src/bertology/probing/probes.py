@@ -396,12 +396,14 @@ class _KroneckerPreconditioner:
 
 
 def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
-           bias_l2: torch.Tensor, gtol: float, max_iter: int, history: int = 10, refresh_every: int = 10):
+           bias_l2: torch.Tensor, gtol: float, max_iter: int, history: int = 10, refresh_every: int = 20):
     """Minimise :func:`_softmax_loss` for every problem of the batch (axis 0) with its own L-BFGS: its own
     curvature pairs, step sizes (Armijo backtracking with quadratic interpolation) and stopping. A problem
     stops when its largest gradient entry is at most ``gtol``, or when no step along its direction lowers the
     loss any more, or three steps in a row lower it by no more than its rounding (the limit of the
-    arithmetic). Returns ``(W, b, iterations, gradient max)``."""
+    arithmetic). The preconditioner is refreshed every ``refresh_every`` iterations (20: on UPOS the same
+    iterates as 10, with half the refreshes, each a weighted covariance and its eigendecomposition).
+    Returns ``(W, b, iterations, gradient max)``."""
     batch = X.shape[0]
     rounding = 4 * torch.finfo(X.dtype).eps / math.sqrt(X.shape[1])
     preconditioner = _KroneckerPreconditioner(X, l2, bias_l2)
@@ -786,7 +788,8 @@ class LayerwiseProbe(_ProbeBase):
         Xtr, ytr, Xdv, ydv = data
 
         def dev_accuracy(W, b, layers):
-            logits = torch.baddbmm(b.unsqueeze(1), Xdv[layers], W)
+            # All layers: no copy of the dev features (the largest tensor of a fit).
+            logits = torch.baddbmm(b.unsqueeze(1), Xdv if len(layers) == len(Xdv) else Xdv[layers], W)
             return (logits.argmax(-1) == ydv).to(torch.float64).mean(-1)
 
         W, b, iterations, dev = fit_multinomial(Xtr, ytr, n_classes, self.l2_grid_, gtol=self.gtol,
