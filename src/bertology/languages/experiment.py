@@ -82,10 +82,6 @@ RAW, CENTERED = "none", "centered"
 SOURCE = "source"
 
 
-def _cache(cache_dir) -> Path:
-    return cache_root(cache_dir)
-
-
 def _extract(encoder, sentences: Sequence[Sentence], cache: Path, progress: bool, device: str | None):
     """Every layer, word-mean pooled, from the cache's shared stores (one extraction per model and corpus). The
     unknown-token guard is off: a monolingual tokenizer reading other scripts is part of what is measured (the
@@ -209,7 +205,7 @@ def run_languages(
     model_name = encoder.name
     layer_ids = parse_layers(spec.layers, encoder.num_layers)
     layer_ids = list(range(encoder.num_layers + 1)) if layer_ids is None else list(layer_ids)
-    cache = _cache(cache_dir)
+    cache = cache_root(cache_dir)
     english_data = _english(english, tasks, max_train, max_dev) if tasks else {}
     encoders = [(MODEL, encoder)] + ([(TWIN, encoder.untrained(seeds[0]))] if spec.untrained else [])
     probe_kwargs = {"device": run_device, **spec.probe_options}
