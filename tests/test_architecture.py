@@ -698,3 +698,34 @@ def test_the_padding_finder_finds_a_planted_tokenizer_call():
     for fine in ("conv = nn.Conv2d(1, 8, 3, padding=1)\n", "enc = tok(q, c, padding=False, stride=64)\n",
                  "batch = encode_texts(tok, texts, words=True)\n"):
         assert not _tokenizer_padding(ast.parse(fine)), fine
+
+
+def _figure_saves(tree: ast.AST) -> list[str]:
+    """Where a module writes a figure itself: ``save_figure(...)`` or ``figure.savefig(...)``, instead of
+    ``plots.finish_figure`` (lay out, save with its SVG and PDF siblings, close)."""
+    return [f"line {node.lineno}: {ast.unparse(node.func)}(...)" for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and (
+                (isinstance(node.func, ast.Name) and node.func.id == "save_figure")
+                or (isinstance(node.func, ast.Attribute) and node.func.attr in ("savefig", "save_figure")))]
+
+
+#: Modules that write figures without ``finish_figure``, and why: the writers themselves, and the report's
+#: figures, turned into PNG/SVG/PDF bytes for the page (a buffer, not a file).
+_FIGURE_SAVES_ALLOWED = {"bertology.plots": "finish_figure itself", "bertology.files": "save_figure itself",
+                         "bertology.report.document": "figure_bytes: a figure's bytes for the HTML page"}
+
+
+def test_figures_are_saved_by_finish_figure():
+    offenders = [f"{name}: {where}" for name, path in sorted(_modules().items()) if name not in _FIGURE_SAVES_ALLOWED
+                 for where in _figure_saves(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not offenders, "write figures with bertology.plots.finish_figure:\n" + "\n".join(offenders)
+
+
+def test_the_figure_save_finder_finds_a_planted_save():
+    compare = ("def plot(fig, out_dir):\n    fig.tight_layout()\n    path = save_figure(fig, out_dir / 'cka.png')\n"
+               "    plt.close(fig)\n    return path\n")
+    for source in (compare, "fig.savefig('x.png', dpi=150)\n", "files.save_figure(fig, path)\n"):
+        assert _figure_saves(ast.parse(source)), source
+    for fine in ("return finish_figure(fig, out_dir / 'cka.png')\n", "finish_layer_figure(fig, axes, path)\n",
+                 "plt.close(fig)\n"):
+        assert not _figure_saves(ast.parse(fine)), fine

@@ -167,52 +167,7 @@ def test_lama_refuses_unknown_relations_listing_the_known_ones(tiny_dir, tmp_pat
     assert not out.exists()
 
 
-def _squad_sizes(monkeypatch, args, tiny_dir, capsys):
-    """`readouts squad` up to the experiment: the config it would run with, and what it printed."""
-    import bertology.readouts.squad as squad
-
-    seen = {}
-
-    def stop(model, out, config, **kwargs):
-        seen["config"] = config
-        raise SystemExit(0)
-
-    monkeypatch.setattr(squad, "run_squad_readouts", stop)
-    code, message = run_cli(["readouts", "squad", "-m", tiny_dir, *args], monkeypatch, capsys)
-    assert code == 0, message
-    return seen["config"], message
-
-
-def test_explicit_options_win_over_quick(tiny_dir, monkeypatch, capsys):
-    config, message = _squad_sizes(monkeypatch, ["--quick", "--stride", "40", "--max-length", "96", "--readouts", "lp"],
-                                   tiny_dir, capsys)
-    assert (config.stride, config.max_length, config.readouts) == (40, 96, ("lp",))
-    assert (config.max_train_questions, config.max_eval_questions, config.readout.batch_size) == (64, 32, 8)
-    assert "--stride 40 (given)" in message and "--max-length 96 (given)" in message
-    assert "--max-train-questions 64," in message  # the sizes --quick chose are said too
-    config, _ = _squad_sizes(monkeypatch, ["--quick"], tiny_dir, capsys)
-    assert (config.stride, config.max_length, config.readouts) == (32, 128, ("lp", "ap"))
-    config, message = _squad_sizes(monkeypatch, ["--stride", "64"], tiny_dir, capsys)
-    assert (config.stride, config.max_length, config.max_train_questions) == (64, 384, None)
-    assert "--quick" not in message
-
-
-def test_explicit_options_win_over_quick_in_readouts_glue(tiny_dir, glue_data, monkeypatch, capsys):
-    import bertology.readouts.glue as glue
-
-    seen = {}
-
-    def stop(model, task, out, config, **kwargs):
-        seen["config"] = config
-        raise SystemExit(0)
-
-    monkeypatch.setattr(glue, "run_glue_readouts", stop)
-    code, message = run_cli(["readouts", "glue", "--task", "sst2", "-m", tiny_dir, "--data-dir", glue_data, "--quick",
-                             "--epochs", "2", "--max-train", "500"], monkeypatch, capsys)
-    assert code == 0, message
-    config = seen["config"]
-    assert (config.readout.epochs, config.max_train, config.max_dev, config.readouts) == (2, 500, 100, ("lp", "ap"))
-    assert "--epochs 2 (given)" in message and "--max-train 500 (given)" in message and "--max-dev 100," in message
+# what --quick chooses and what it says: tests/test_readouts_spec.py (the spec itself, no stubbed experiment)
 
 
 def test_quick_stride_beyond_the_window_is_refused_not_shrunk(tiny_dir, toy_squad_file, tmp_path, monkeypatch, capsys):

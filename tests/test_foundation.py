@@ -217,6 +217,21 @@ def test_percent_display():
     assert percent(float("nan")) == "–"
 
 
+def test_one_missing_number_display():
+    """``number`` and ``percent`` show every kind of missing number as the one dash, anything else as asked."""
+    import numpy as np
+    import pandas as pd
+
+    from bertology.results import MISSING, is_missing, number
+
+    for missing in (None, float("nan"), np.nan, pd.NA, np.float32("nan")):
+        assert is_missing(missing) and number(missing) == MISSING == percent(missing) == "–", missing
+    for present in (0, 0.0, "", "x", [float("nan")], np.float32(1.5)):
+        assert not is_missing(present), present
+    assert number(0.83125) == "0.831" and number(np.float64(12.3456), 1) == "12.3"
+    assert number(1234.4, 0, " s", thousands=True) == "1,234 s" and number(3, 2) == "3.00"
+
+
 # -- the encoder's one forward path ---------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology.errors import DataError
+from bertology.errors import DataError, SettingError
 from bertology.probing.mdl import DEFAULT_TIMESTAMPS, block_ends, online_codelength
 from bertology.probing.probes import LayerwiseProbe, fit_multinomial
 from bertology.probing.spec import ProbingSpec
@@ -190,11 +190,11 @@ def test_codelength_is_uniform_when_nothing_can_be_learned_and_shorter_when_some
     ((0.5, 1.5), r"in \(0, 1\]"),
 ])
 def test_bad_timestamps_are_refused_in_the_spec(timestamps, message):
-    with pytest.raises(DataError, match=message):
+    with pytest.raises(SettingError, match=message):
         ProbingSpec(mdl=True, mdl_timestamps=timestamps)
 
 
 def test_a_training_set_smaller_than_the_first_block_is_refused():
     X, y = _problem(n=50, d=3, layers=1)
-    with pytest.raises(DataError, match="smaller than the first block"):
+    with pytest.raises(SettingError, match="smaller than the first block"):
         online_codelength(X, y, X, y, timestamps=(0.001, 1.0), device="cpu")

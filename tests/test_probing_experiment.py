@@ -166,7 +166,7 @@ def test_the_result_carries_table2_and_the_best_layer_computed_once(results, tmp
 
 def test_a_spec_is_checked_once_and_names_the_setting():
     from bertology.errors import DataError
-    from bertology.probing.spec import SettingError
+    from bertology.errors import SettingError, UsageError
 
     spec = ProbingSpec(tasks="upos,BShift", seeds=[3, 4], layers=[0, 2], l2=[1e-3])
     assert spec.tasks == ("upos", "bigram_shift") and spec.seeds == (3, 4) and spec.layers == (0, 2)
@@ -183,7 +183,7 @@ def test_a_spec_is_checked_once_and_names_the_setting():
         assert str(caught.value.as_option()).startswith(option)
     with pytest.raises(DataError, match="unknown task"):
         ProbingSpec(tasks=("nonsense",))
-    with pytest.raises(DataError, match="unknown probing setting"):
+    with pytest.raises(UsageError, match="unknown probing setting"):
         ProbingSpec.from_keywords(tasks=("upos",), l3=0.1)
     with pytest.raises(DataError, match="belong in the spec"):
         run_probing("minilm", spec, seeds=(0,))

@@ -7,7 +7,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from bertology.errors import DataError
+from bertology.errors import DataError, SettingError
 from bertology.probing.controls import ControlTask
 from bertology.probing.probes import LayerwiseProbe, ScalarMixProbe
 
@@ -134,9 +134,9 @@ def test_bad_input_raises_data_error():
         LayerwiseProbe().fit(X, np.zeros(9))
     with pytest.raises(DataError, match="one class"):
         LayerwiseProbe().fit(X, np.zeros(10), X, np.zeros(10))
-    with pytest.raises(DataError, match="kind"):
+    with pytest.raises(SettingError, match="kind"):
         LayerwiseProbe(kind="svm").fit(X, np.arange(10) % 2, X, np.arange(10) % 2)
-    with pytest.raises(DataError, match="l2"):
+    with pytest.raises(SettingError, match="l2"):
         LayerwiseProbe(l2=(-1.0,)).fit(X, np.arange(10) % 2, X, np.arange(10) % 2)
     with pytest.raises(DataError, match="NaN"):
         LayerwiseProbe().fit(np.full((2, 10, 4), np.nan), np.arange(10) % 2)
@@ -229,5 +229,5 @@ def test_converged_probe_is_scikit_learns_logistic_regression():
     ours = probe.predict_proba(X[:, dev])[0]
     theirs = reference.predict_proba((X[0, dev] - mean) / scale)
     assert np.abs(ours - theirs).max() < 2e-4
-    with pytest.raises(DataError, match="stop"):
+    with pytest.raises(SettingError, match="stop"):
         LayerwiseProbe(stop="late", device="cpu").fit(X[:, train], y[train], X[:, dev], y[dev])

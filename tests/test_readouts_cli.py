@@ -77,20 +77,13 @@ def test_squad_bad_input_is_one_clear_error(tmp_path, tiny_dir):
     assert isinstance(result.exception, DataError) and "expected SQuAD 'v2.0'" in str(result.exception)
     result = invoke("squad", "-m", tiny_dir, "--readouts", "lp,adapter-64", ok=False)
     assert isinstance(result.exception, UsageError) and "--readouts 'adapter-64'" in str(result.exception)
-    result = invoke("squad", "-m", tiny_dir, "--checkpoints", "0.3,x", ok=False)
-    assert isinstance(result.exception, UsageError) and "--checkpoints" in str(result.exception)
     result = invoke("squad", "-m", tiny_dir, "--data", bad, "--seeds", "0", ok=False)
     assert isinstance(result.exception, UsageError) and "--seeds 0" in str(result.exception)
     result = invoke("squad", "-m", tiny_dir, "--max-length", "384", "--data", tmp_path / "missing.json",
                     "-o", tmp_path / "o", ok=False)
     assert isinstance(result.exception, UsageError) and "takes at most 128 tokens" in str(result.exception)
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.safetensors"))
-    result = invoke("squad", "-m", tiny_dir, "--checkpoints", "0,1", "--readout-checkpoints", "0.5", ok=False)
-    assert isinstance(result.exception, UsageError) and "--readout-checkpoints '0.5'" in str(result.exception)
-    result = invoke("squad", "-m", tiny_dir, "--mode", "squad1", ok=False)
-    assert isinstance(result.exception, UsageError) and "--mode 'squad1'" in str(result.exception)
-    result = invoke("squad", "-m", tiny_dir, "--eval-share", "1.5", ok=False)
-    assert isinstance(result.exception, UsageError) and "--eval-share 1.5" in str(result.exception)
+    # every setting's own check: tests/test_readouts_spec.py
 
 
 def test_squad_checkpoint_zero_alone_fine_tunes_nothing(tmp_path, tiny_dir, toy_data):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology.errors import BertologyWarning, DataError, StoreError, UsageError
+from bertology.errors import BertologyWarning, DataError, SettingError, StoreError, UsageError
 from bertology.extraction import ExtractionSpec, extract
 from bertology.readouts.activations import LABELS_NAME, read_labels, write_activations
 from bertology.store import Store
@@ -125,8 +125,12 @@ def test_the_spec_checks_once_and_normalises():
         ExtractionSpec(batch_tokens=0)
     with pytest.raises(UsageError, match="layers 'x'"):
         ExtractionSpec(layers="x")
-    with pytest.raises(DataError, match="word level"):
+    with pytest.raises(SettingError, match="pool 'tokens': attentions are stored at word level"):
         ExtractionSpec(pool="tokens", attentions=True)
+    with pytest.raises(SettingError, match="pool 'words'") as caught:
+        ExtractionSpec(pool="words")
+    assert not isinstance(caught.value, DataError), "a setting, not bad input data"
+    assert str(caught.value.as_option()).startswith("--pool 'words'")
     with pytest.raises(Exception, match="frozen|cannot assign"):
         spec.pool = "cls"
 

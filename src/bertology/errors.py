@@ -1,5 +1,9 @@
 """Errors a user can act on. The CLI prints their message (no traceback) and exits with code 1."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+
 
 class BertologyError(Exception):
     """Base class for errors caused by the user's input, not by a bug."""
@@ -21,6 +25,22 @@ class MissingData(DataError):
 
 class UsageError(BertologyError, ValueError):
     """A bad option or argument value; the message names the option and what was expected."""
+
+
+class SettingError(UsageError):
+    """A setting out of range, given to a library function or a spec (not a file's content: that is a
+    :class:`DataError`). ``setting`` names it (a spec's field, a keyword), the message says what was expected;
+    :meth:`as_option` is the same complaint naming the command-line option. A :class:`UsageError`, so the CLI
+    refuses it in one line (exit 1) whichever layer raised it."""
+
+    def __init__(self, setting: str, value, expected: str, shown: str | None = None):
+        self.setting, self.value, self.expected = setting, value, expected
+        super().__init__(f"{setting} {value!r}: {expected}" if shown is None else f"{setting} {shown}: {expected}")
+
+    def as_option(self, options: Mapping[str, str] | None = None) -> UsageError:
+        """The same complaint naming the command-line option (``train_fraction`` -> ``--train-fraction``)."""
+        option = (options or {}).get(self.setting, "--" + self.setting.replace("_", "-"))
+        return UsageError(str(self).replace(self.setting, option, 1))
 
 
 class ModelError(BertologyError):

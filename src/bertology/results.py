@@ -61,11 +61,29 @@ def _is_integral(value) -> bool:
         return False
 
 
+#: What a table shows for a missing number (NaN, None, ``pd.NA``).
+MISSING = "–"
+
+
+def is_missing(value) -> bool:
+    """Whether ``value`` is a missing number (None, NaN, ``pd.NA``); a string or a sequence never is."""
+    return value is None or (not isinstance(value, str) and pd.api.types.is_scalar(value) and bool(pd.isna(value)))
+
+
 def percent(value: float, digits: int = 1) -> str:
-    """A fraction shown as percent: ``0.8312`` -> ``"83.1"``. NaN shows as an en dash."""
-    if value is None or pd.isna(value):
-        return "–"
+    """A fraction shown as percent: ``0.8312`` -> ``"83.1"``. NaN shows as an en dash (:data:`MISSING`)."""
+    if is_missing(value):
+        return MISSING
     return f"{100 * float(value):.{digits}f}"
+
+
+def number(value: float, digits: int = 3, unit: str = "", thousands: bool = False) -> str:
+    """A number with ``digits`` decimals for a table: ``0.8312`` -> ``"0.831"``, ``unit`` after it
+    (``number(1234.5, 0, " s", thousands=True)`` -> ``"1,234 s"``). NaN shows as an en dash (:data:`MISSING`),
+    as in :func:`percent`: the one NaN-to-dash formatter of console tables and reports."""
+    if is_missing(value):
+        return MISSING
+    return f"{float(value):{',' if thousands else ''}.{digits}f}{unit}"
 
 
 @dataclass

@@ -30,7 +30,7 @@ console = Console()
 def _rich_table(df: pd.DataFrame, title: str, percent_columns: tuple[str, ...] = (), digits: int = 3) -> Table:
     import pandas as pd
 
-    from bertology.results import percent
+    from bertology.results import MISSING, is_missing, number, percent
 
     table = Table(title=title)
     for column in df.columns:
@@ -38,12 +38,12 @@ def _rich_table(df: pd.DataFrame, title: str, percent_columns: tuple[str, ...] =
     for row in df.itertuples(index=False):
         cells = []
         for column, value in zip(df.columns, row):
-            if value is None or (not isinstance(value, str) and pd.isna(value)):
-                cells.append("–")
+            if is_missing(value):
+                cells.append(MISSING)
             elif column in percent_columns:
                 cells.append(percent(value))
             elif isinstance(value, float):
-                cells.append(f"{value:.{digits}f}")
+                cells.append(number(value, digits))
             else:
                 cells.append(str(value))
         table.add_row(*cells)

@@ -23,7 +23,7 @@ from bertology.attention.pattern_classifiers import PATTERN_TYPES  # noqa: E402
 from bertology.attention.patterns import type_proportions  # noqa: E402
 from bertology.attention.stats import STATISTICS, statistic_matrix  # noqa: E402
 from bertology.errors import DataError  # noqa: E402
-from bertology.files import save_figure  # noqa: E402
+from bertology.plots import finish_figure  # noqa: E402
 from bertology.results import Result  # noqa: E402
 
 
@@ -134,10 +134,7 @@ def plot_relation_heatmaps(parse: pd.DataFrame, relations: Iterable[str], out_di
 
 
 def _save(fig, path: Path) -> Path:
-    try:
-        return save_figure(fig, path, bbox_inches="tight")
-    finally:
-        plt.close(fig)
+    return finish_figure(fig, path, layout=False, bbox_inches="tight")
 
 
 #: Relations drawn by :func:`write_parse_figures` when the table has them.
@@ -201,5 +198,5 @@ def plot_pattern_proportions(tables: dict[str, pd.DataFrame] | pd.DataFrame, pat
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 1 - 1.5 / fig.get_figwidth(), 1))
     if path is not None:
-        save_figure(fig, path, dpi=150)
+        finish_figure(fig, path, layout=False, dpi=150)
     return fig

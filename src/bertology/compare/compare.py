@@ -30,11 +30,12 @@ import torch
 
 from bertology.compare.cka import cka_matrix
 from bertology.errors import DataError, ModelError
-from bertology.files import ensure_dir, save_figure
+from bertology.files import ensure_dir
 from bertology.intervention.hooks import model_layout
 from bertology.models import as_encoder
 from bertology.models.texts import text_batches
 from bertology.numbering import head_label
+from bertology.plots import finish_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import resolve_device, seeded_subset
@@ -251,9 +252,7 @@ def plot_comparison(results: Result | Mapping[str, pd.DataFrame], out_dir, title
         ax.plot(frame["layer"].astype(float), frame["cka"], marker="o", label=representation)
     ax.set(xlabel="layer (0 = embeddings)", ylabel="linear CKA before vs after", ylim=(0, 1.02), title=title or "CKA")
     ax.legend()
-    fig.tight_layout()
-    paths.append(save_figure(fig, out_dir / "cka.png"))
-    plt.close(fig)
+    paths.append(finish_figure(fig, out_dir / "cka.png"))
 
     frame = tables["weights_by_layer"]
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -261,9 +260,7 @@ def plot_comparison(results: Result | Mapping[str, pd.DataFrame], out_dir, title
            frame["rel_change"])
     ax.set(xlabel="layer (0 = embeddings) or component", ylabel="||W_after - W_before|| / ||W_before||",
            title=title or "relative weight change")
-    fig.tight_layout()
-    paths.append(save_figure(fig, out_dir / "weights.png"))
-    plt.close(fig)
+    paths.append(finish_figure(fig, out_dir / "weights.png"))
 
     grid = tables["attention"].pivot(index="layer", columns="head", values="cosine")
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -271,7 +268,5 @@ def plot_comparison(results: Result | Mapping[str, pd.DataFrame], out_dir, title
     ax.set(xlabel="head", ylabel="layer", title=title or "attention cosine before vs after",
            yticks=range(len(grid.index)), yticklabels=[str(int(v)) for v in grid.index])
     fig.colorbar(image, ax=ax)
-    fig.tight_layout()
-    paths.append(save_figure(fig, out_dir / "attention.png"))
-    plt.close(fig)
+    paths.append(finish_figure(fig, out_dir / "attention.png"))
     return paths

@@ -22,9 +22,9 @@ from bertology.compression.methods import (Variant, compress, file_bytes, nonzer
                                            stored_bytes)
 from bertology.compression.names import Method, parse_methods
 from bertology.errors import UsageError
-from bertology.files import save_figure
 from bertology.models import Encoder, as_encoder, load_encoder
 from bertology.models.texts import text_batches
+from bertology.plots import finish_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.compression.finetuned import default_config, task_retention
@@ -267,7 +267,4 @@ def plot_layers(layers: pd.DataFrame, path: str | os.PathLike, title: str = "") 
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.02, 0.5))  # beside the curves, not on them
     if title:
         figure.suptitle(title, fontsize=11)
-    figure.tight_layout()
-    path = save_figure(figure, path)
-    plt.close(figure)
-    return path
+    return finish_figure(figure, path)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Sequence
 
-from bertology.errors import DataError, UsageError
+from bertology.errors import SettingError, UsageError
 from bertology.numbering import parse_layers
 from bertology.store.names import DTYPE_NAMES, POOLS, SHARD_TARGET_BYTES
 
@@ -60,21 +60,22 @@ class ExtractionSpec:
 
     def __post_init__(self) -> None:
         if self.pool not in POOLS:
-            raise DataError(f"unknown pooling {self.pool!r}; expected one of {', '.join(POOLS)}")
+            raise SettingError("pool", self.pool, f"expected one of {', '.join(POOLS)}")
         if self.dtype not in DTYPE_NAMES:
-            raise DataError(f"unknown dtype {self.dtype!r}; expected one of {', '.join(DTYPE_NAMES)}")
+            raise SettingError("dtype", self.dtype, f"expected one of {', '.join(DTYPE_NAMES)}")
         if self.autocast not in (None, "bfloat16", "bf16"):
-            raise DataError(f"autocast {self.autocast!r}: expected None or 'bfloat16'")
+            raise SettingError("autocast", self.autocast, "expected None or 'bfloat16'")
         if self.long_policy not in LONG_POLICIES:
-            raise DataError(f"long_policy {self.long_policy!r}: expected 'window' or 'error'")
+            raise SettingError("long_policy", self.long_policy, "expected 'window' or 'error'")
         shard_bytes = SHARD_TARGET_BYTES if self.shard_bytes is None else self.shard_bytes
         sizes = {"batch_tokens": self.batch_tokens, "max_batch": self.max_batch, "shard_bytes": shard_bytes,
                  "max_attention_words": self.max_attention_words}  # None: the default (the device's, no limit)
         for name, value in ((name, value) for name, value in sizes.items() if value is not None):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
-                raise UsageError(f"{name} {value!r}: expected a whole number of at least 1")
+                raise SettingError(name, value, "expected a whole number of at least 1")
         if self.attentions and self.pool == "tokens":
-            raise DataError("attentions are stored at word level; use a word pool (word-mean/first/last) with them")
+            raise SettingError("pool", self.pool, "attentions are stored at word level; use a word pool "
+                               "(word-mean/first/last) with them")
         layers = self.layers
         if layers is not None and not isinstance(layers, (str, int)):
             layers = tuple(layers)

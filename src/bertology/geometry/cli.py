@@ -62,6 +62,7 @@ def contextuality_command(
     options.check_exists(data, "--data", corpus=True)
     options.resolve_device(device)
     from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table
+    from bertology.results import number
 
     out = out or options.default_out("geometry/contextuality", Path(model).name,
                                      data.name.split(".")[0] if data else "ewt-dev")
@@ -83,7 +84,7 @@ def contextuality_command(
     for header, _ in columns:
         view.add_column(header, justify="right")
     for _, row in table.iterrows():
-        view.add_row(*[str(int(row[c])) if c == "layer" else ("–" if row[c] != row[c] else f"{row[c]:.3f}")
+        view.add_row(*[str(int(row[c])) if c == "layer" else number(row[c])
                        for _, c in columns])
     console = Console()
     console.print(view)

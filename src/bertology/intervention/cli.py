@@ -135,12 +135,11 @@ def table_command(
 
     With --engine ray each checkpoint x layer is one Ray task (checkpoints and GLUE data on paths every
     node sees); the table is the local one."""
-    import pandas as pd
-
     from bertology.errors import UsageError
     from bertology.finetune.evaluation import checkpoint_task
     from bertology.finetune.model import read_checkpoint_meta
     from bertology.intervention.importance import single_head_ablation
+    from bertology.results import MISSING, is_missing
 
     check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
     if engine == "ray":
@@ -185,7 +184,7 @@ def table_command(
         table.add_column(column)
     for row in summary.sort_values("delta_mean").itertuples():
         table.add_row(row.head_label, f"{row.delta_mean:+.4f}", f"{row.delta_std:.4f}", f"{row.p_value:.3f}",
-                      "–" if pd.isna(row.real) else str(bool(row.real)))
+                      MISSING if is_missing(row.real) else str(bool(row.real)))
     console.print(table)
     console.print(f"wrote {out} (ablation: every seed x head; summary: per head)")
 
@@ -219,12 +218,8 @@ def importance_command(
                            importance=scores, progress=progress)
     result.meta.update(_meta(model, evaluator, importance_examples=importance_examples))
     out = out if out is not None else default_out("ablate/importance", name)
-    figure = plot_pruning_curve(result, out / "pruning_curve.png", metric_name=f"{evaluator.task} {evaluator.metric}",
-                                title=f"{meta.get('base_model', model.name)}: heads pruned "
-                                      f"({evaluator.task} {evaluator.split})")
-    import matplotlib.pyplot as plt
-
-    plt.close(figure)
+    plot_pruning_curve(result, out / "pruning_curve.png", metric_name=f"{evaluator.task} {evaluator.metric}",
+                       title=f"{meta.get('base_model', model.name)}: heads pruned ({evaluator.task} {evaluator.split})")
     result.figures["pruning_curve"] = out / "pruning_curve.png"
     result.save(out)
     summary = result["curve"].groupby(["order", "fraction"])["metric"].mean().unstack(0)

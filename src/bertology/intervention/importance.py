@@ -31,10 +31,10 @@ from scipy import stats
 from torch import nn
 
 from bertology.errors import DataError, ModelError
-from bertology.files import save_figure
 from bertology.intervention.hooks import HeadSpec, grid_index, heads_to_scales, mask_heads, model_layout, scale_heads
 from bertology.models.encoders import Encoder
 from bertology.numbering import head_label, parse_heads, transformer_layers
+from bertology.plots import finish_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 
@@ -350,9 +350,10 @@ def plot_pruning_curve(curve: pd.DataFrame | Result, path=None, title: str | Non
     ax.set_title(title or "Metric vs heads pruned")
     ax.legend()
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path)
+    if path is None:
+        fig.tight_layout()
+    else:
+        finish_figure(fig, path)
     return fig
 
 

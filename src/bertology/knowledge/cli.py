@@ -27,10 +27,6 @@ def _data_name(data: Optional[Path], default: str = "ewt-dev") -> str:
     return data.name.split(".")[0] if data else default
 
 
-def _number(value, digits: int = 3) -> str:
-    return "–" if value is None or value != value else f"{value:.{digits}f}"
-
-
 def _save(result, out, key: str, name: str, draw) -> None:
     """The figure (``draw(path)``) and the result's tables together or not at all: a full disk or a kill part-way
     leaves an earlier result in ``out`` as it was."""
@@ -60,6 +56,7 @@ def static_command(
 ) -> None:
     """Cosine of each layer's token vectors with (a) the token's input embedding and (b) its type's average
     over contexts (Bommasani et al. 2020), raw and adjusted by random pairs; model vs untrained twin."""
+    from bertology.results import MISSING, number
     from bertology.runtime import seed_list
 
     options.check_positive(min_count, "--min-count")
@@ -86,7 +83,7 @@ def static_command(
         for reference, encoder in columns:
             part = summary[(summary["layer"] == layer) & (summary["reference"] == reference)
                            & (summary["weights"] == encoder)]
-            cells.append(_number(part["adjusted"].iloc[0]) if len(part) else "–")
+            cells.append(number(part["adjusted"].iloc[0]) if len(part) else MISSING)
         view.add_row(*cells)
     console.print(view)
     for reference, shape in result.meta["u_shape"].items():
@@ -146,7 +143,7 @@ def mlm_probe_command(
     chosen_seeds = seed_list(seeds, seed)
     check_mlm_probe_settings(chosen_seeds, epochs, batch_size, lr, dropout, decoder, corrupt)
     from bertology.knowledge.mlm_probe import mlm_probe, plot_mlm_probe
-    from bertology.results import percent
+    from bertology.results import MISSING, number, percent
 
     out = out or options.default_out("knowledge/mlm-probe", Path(model).name, _data_name(data, "ewt"))
     result = mlm_probe(model, data, eval_data, seeds=chosen_seeds, layers=layers, untrained=untrained,
@@ -166,10 +163,10 @@ def mlm_probe_command(
         for kind in ("trained", "untrained"):
             part = summary[(summary["layer"] == layer) & (summary["weights"] == kind)]
             if part.empty:
-                cells += ["–"] * 3
+                cells += [MISSING] * 3
             else:
                 row = part.iloc[0]
-                cells += [percent(row["top1"]), percent(row["top10"]), _number(row["perplexity"], 1)]
+                cells += [percent(row["top1"]), percent(row["top10"]), number(row["perplexity"], 1)]
         view.add_row(*cells)
     console.print(view)
     base = result["baselines"].iloc[0]
@@ -229,7 +226,7 @@ def lama_command(
     for _, row in trained.iterrows():
         twin = twins[twins["corpus"] == row["corpus"]]["p_at_1"]
         view.add_row(row["corpus"], str(int(row["relations"])), f"{int(row['facts']):,}", percent(row["p_at_1"]),
-                     percent(row["p_at_10"]), percent(row["mrr"]), percent(twin.mean()) if len(twin) else "–",
+                     percent(row["p_at_10"]), percent(row["mrr"]), percent(twin.mean()),
                      percent(row["chance_p_at_1"], 3))
     console.print(view)
     split = int(result["relations"].query("weights == 'trained'")["split_objects"].sum())
@@ -288,7 +285,7 @@ def pairs_command(
     for _, row in trained.iterrows():
         twin = twins[twins["paradigm"] == row["paradigm"]]["accuracy"]
         view.add_row(row["paradigm"], str(int(row["pairs"])), percent(row["accuracy"]),
-                     percent(twin.mean()) if len(twin) else "–")
+                     percent(twin.mean()))
     console.print(view)
     summary = result["summary"]
     overall = summary[(summary["weights"] == "trained") & (summary["layer"] == last)].iloc[0]

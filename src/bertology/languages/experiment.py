@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 import hashlib
 import json
@@ -48,6 +49,7 @@ from bertology.data import Sentence, packaged_treebank, read_conllu
 from bertology.data.treebank import find_splits
 from bertology.errors import DataError
 from bertology.languages import measures
+from bertology.languages.spec import TRANSFER_TASK_NAMES, LanguagesSpec
 from bertology.languages.tokenization import COLUMNS as TOKENIZER_COLUMNS
 from bertology.languages.tokenization import tokenizer_row
 from bertology.languages.treebanks import (SPLIT_SHARES, LanguageTreebank, check_alignment, read_treebanks,
@@ -62,7 +64,6 @@ from bertology.models import as_encoder
 from bertology.probing import datasets
 from bertology.probing.datasets import features, sentence_mean_vectors
 from bertology.probing.probes import LayerwiseProbe
-from bertology.probing.spec import check_probe_settings
 from bertology.probing.summary import bootstrap_accuracies, bootstrap_intervals
 from bertology.store.store import file_sha256
 from bertology.tasks.build import build_tasks
@@ -70,6 +71,7 @@ from bertology.tasks.catalog import TABLE2_COLUMNS, TASK_NAMES
 
 #: The probe tasks that transfer: name -> (probe level, builder name in bertology.probing.datasets, column).
 TRANSFER_TASKS = {"upos": ("token", "upos_examples", "upos"), "deprel": ("edge", "deprel_examples", "deprel")}
+assert tuple(TRANSFER_TASKS) == TRANSFER_TASK_NAMES  # the spec checks the names, lightly
 #: The ``baseline`` column's values, probing's words: the model itself, its untrained twin, the majority class.
 MODEL, TWIN, MAJORITY = "none", "untrained", "majority"
 #: Their first spellings, still in the seed purposes (so the bootstrap intervals do not move) and progress lines.
@@ -78,27 +80,6 @@ IN_LANGUAGE, ZERO_SHOT = "in-language", "zero-shot"
 RAW, CENTERED = "none", "centered"
 #: The ``language`` of the rows that score the zero-shot probes on their own (English) dev split.
 SOURCE = "source"
-
-
-def check_settings(tasks: Sequence[str], seeds: Sequence[int], train_fraction: float,
-                   max_train: int | None, max_dev: int | None, projection_sentences: int) -> tuple[list[str], list[int]]:
-    """The settings, checked in one line each; returns ``(tasks, seeds)`` as lists."""
-    given = [tasks] if isinstance(tasks, str) else list(tasks)
-    tasks = [name.strip().lower() for item in given for name in str(item).split(",") if name.strip()]
-    unknown = [t for t in tasks if t not in TRANSFER_TASKS]
-    if unknown:
-        raise DataError(f"transfer task {', '.join(unknown)}: expected any of {', '.join(TRANSFER_TASKS)}")
-    seeds = check_probe_settings("linear", seeds, train_fraction)
-    for name, value in (("max_train", max_train), ("max_dev", max_dev)):
-        if value is not None and value < 2:
-            raise DataError(f"{name} {value}; expected at least 2 examples (or None for all)")
-    if projection_sentences < 1:
-        raise DataError(f"projection_sentences {projection_sentences}; expected at least 1")
-    return list(dict.fromkeys(tasks)), seeds
-
-
-def _cache(cache_dir) -> Path:
-    return cache_root(cache_dir)
 
 
 def _extract(encoder, sentences: Sequence[Sentence], cache: Path, progress: bool, device: str | None):
@@ -161,50 +142,55 @@ def _majority(labels: np.ndarray):
     return values[counts.argmax()]
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one run shares besides the model: the spec, the layers, the probes' keywords, where
+    stores are cached and the rows and bootstrap hits collected so far."""
+
+    spec: LanguagesSpec
+    layers: list[int]
+    probe_kwargs: dict
+    cache: Path
+    progress: bool
+    device: str
+    rows: list
+    hits: dict
+
+
 def run_languages(
     model="minilm",
     treebanks: str | os.PathLike | Sequence[str | os.PathLike] = (),
+    spec: LanguagesSpec | None = None,
     *,
-    seeds: Sequence[int] = (0, 1, 2),
-    layers: str | Sequence[int] | None = None,
-    tasks: str | Sequence[str] = ("upos",),
     english: str | os.PathLike | None = None,
-    max_sentences: int | None = None,
-    max_train: int | None = 5000,
-    max_dev: int | None = 2000,
-    train_fraction: float = 0.8,
-    untrained: bool = True,
-    senteval: bool = True,
-    projection_sentences: int = 100,
-    split_seed: int = 0,
     cache_dir: str | os.PathLike | None = None,
     device: str | None = "auto",
     progress: bool = True,
-    n_boot: int = 1000,
-    probe_options: dict | None = None,
+    **settings,
 ) -> Result:
     """Run every measure of the module doc on ``treebanks`` (CoNLL-U files or folders; see
     :func:`~bertology.languages.treebanks.read_treebanks`) and return a :class:`Result` named ``languages``.
 
-    ``model``: alias, folder, hub id or :class:`~bertology.models.Encoder`. ``max_sentences``: the first N of
-    each language. Probe sizes, in examples (words for UPOS, arcs for deprel): ``max_train`` training
-    examples per language and for English (the same cap, so in-language and zero-shot probes see as many),
-    ``max_dev`` dev examples; test splits are used whole. ``tasks``: ``upos`` and/or ``deprel``.
-    A measure that cannot run on the input (retrieval on treebanks without shared sentence ids, a probe on a
-    treebank whose tags are not universal) is left out with the reason in the ``absent`` table and
+    ``model``: alias, folder, hub id or :class:`~bertology.models.Encoder`. ``spec``: the settings
+    (:class:`~bertology.languages.spec.LanguagesSpec`: seeds, layers, tasks, sizes, baselines), or its fields as
+    keywords (``settings``), checked once. ``english``: the UD folder the transfer probes train on (default: the
+    packaged EWT). A measure that cannot run on the input (retrieval on treebanks without shared sentence ids, a
+    probe on a treebank whose tags are not universal) is left out with the reason in the ``absent`` table and
     ``meta["absent"]``; the others run. Accuracies are fractions.
     """
-    tasks, seeds = check_settings(tasks, seeds, train_fraction, max_train, max_dev, projection_sentences)
+    spec = LanguagesSpec.of(spec, **settings)
+    tasks, seeds = list(spec.tasks), list(spec.seeds)
+    max_train, max_dev, train_fraction = spec.max_train, spec.max_dev, spec.train_fraction
     run_device = resolve_device(device)
     languages = read_treebanks([treebanks] if isinstance(treebanks, (str, os.PathLike)) else list(treebanks),
-                               max_sentences=max_sentences)
+                               max_sentences=spec.max_sentences)
     absent: list[dict] = []
     try:
         aligned_ids = check_alignment(languages)
     except DataError as error:
         aligned_ids = None
         absent.append({"measure": "retrieval", "language": None, "reason": str(error)})
-    split = split_ids([i for t in languages.values() for i in t.ids], seed=split_seed)
+    split = split_ids([i for t in languages.values() for i in t.ids], seed=spec.split_seed)
     usable = {task: [] for task in tasks}
     for task in tasks:
         column = TRANSFER_TASKS[task][2]
@@ -217,15 +203,16 @@ def run_languages(
 
     encoder = as_encoder(model, device=str(run_device))
     model_name = encoder.name
-    layer_ids = parse_layers(layers, encoder.num_layers)
+    layer_ids = parse_layers(spec.layers, encoder.num_layers)
     layer_ids = list(range(encoder.num_layers + 1)) if layer_ids is None else list(layer_ids)
-    cache = _cache(cache_dir)
+    cache = cache_root(cache_dir)
     english_data = _english(english, tasks, max_train, max_dev) if tasks else {}
-    encoders = [(MODEL, encoder)] + ([(TWIN, encoder.untrained(seeds[0]))] if untrained else [])
-    probe_kwargs = {"device": run_device, **(probe_options or {})}
+    encoders = [(MODEL, encoder)] + ([(TWIN, encoder.untrained(seeds[0]))] if spec.untrained else [])
+    probe_kwargs = {"device": run_device, **spec.probe_options}
 
     tables: dict[str, list] = {k: [] for k in ("identity", "retrieval", "centroids", "projection", "transfer")}
     hits: dict[tuple, dict[int, np.ndarray]] = {}
+    run = _Run(spec, layer_ids, probe_kwargs, cache, progress, str(run_device), tables["transfer"], hits)
     retrieval_hits: dict[tuple, np.ndarray] = {}
     with progress_bar(progress, transient=True) as bar:
         job = bar.add_task("languages", total=len(encoders) * (len(languages) + 2))
@@ -237,15 +224,13 @@ def run_languages(
             means: dict[str, np.ndarray] = {}
             for code, treebank in languages.items():
                 bar.update(job, description=f"languages ({SEED_WORDS[kind]}): {code}")
-                means[code] = _language_pass(current, kind, code, treebank, split, layer_ids, seeds,
-                                             [t for t in tasks if code in usable[t]], english_probes, english_data,
-                                             max_train, max_dev, train_fraction, probe_kwargs, cache, progress,
-                                             str(run_device), tables["transfer"], hits)
+                means[code] = _language_pass(run, current, kind, code, treebank, split,
+                                             [t for t in tasks if code in usable[t]], english_probes, english_data)
                 bar.advance(job)
             bar.update(job, description=f"languages ({SEED_WORDS[kind]}): identity, centroids, retrieval")
             _identity(kind, languages, means, split, layer_ids, seeds, train_fraction, probe_kwargs,
                       tables["identity"], hits)
-            _geometry(kind, languages, means, layer_ids, projection_sentences, tables)
+            _geometry(kind, languages, means, layer_ids, spec.projection_sentences, tables)
             if aligned_ids is not None:
                 _retrieval(kind, languages, means, aligned_ids, split, layer_ids, tables["retrieval"], retrieval_hits)
             bar.advance(job)
@@ -259,6 +244,7 @@ def run_languages(
         "centroids": pd.DataFrame(tables["centroids"]),
         "projection": pd.DataFrame(tables["projection"]),
     }
+    n_boot = spec.n_boot
     result_tables["identity_summary"] = _summary(result_tables["identity"], ["baseline"], hits, ("identity",), n_boot)
     if aligned_ids is not None:
         frame = pd.DataFrame(tables["retrieval"])
@@ -271,20 +257,20 @@ def run_languages(
         summary = _summary(frame, ["task", "language", "baseline", "setting"], hits, ("transfer",), n_boot)
         result_tables["transfer_summary"] = summary
         result_tables["transfer_ratio"], result_tables["transfer_best"] = _transfer_ratios(summary, hits, n_boot)
-    if senteval:
+    if spec.senteval:
         result_tables["tasks"] = senteval_tasks(languages, cache)
     result_tables["absent"] = pd.DataFrame(absent, columns=["measure", "language", "reason"])
     meta = {
         "model": model_name, "fingerprint": encoder.fingerprint, "languages": list(languages),
         "treebanks": {code: [str(p) for p in t.paths] for code, t in languages.items()},
-        "seeds": seeds, "layers": layer_ids, "tasks": tasks, "max_sentences": max_sentences,
-        "max_train": max_train, "max_dev": max_dev, "train_fraction": train_fraction, "untrained": untrained,
-        "twin_seed": seeds[0] if untrained else None, "split_seed": split_seed,
+        "seeds": seeds, "layers": layer_ids, "tasks": tasks, "max_sentences": spec.max_sentences,
+        "max_train": max_train, "max_dev": max_dev, "train_fraction": train_fraction, "untrained": spec.untrained,
+        "twin_seed": seeds[0] if spec.untrained else None, "split_seed": spec.split_seed,
         "split_shares": list(SPLIT_SHARES), "aligned_sentences": None if aligned_ids is None else len(aligned_ids),
         "english": str(english_data.get("path")) if english_data else None,
         "english_sizes": {k: int(len(v)) for k, v in english_data.get("labels", {}).items()} if english_data else {},
-        "projection_sentences": projection_sentences, "n_boot": n_boot, "device": str(run_device),
-        "probe": "linear (LayerwiseProbe: L2 chosen on dev per layer)", "probe_options": probe_options or {},
+        "projection_sentences": spec.projection_sentences, "n_boot": n_boot, "device": str(run_device),
+        "probe": "linear (LayerwiseProbe: L2 chosen on dev per layer)", "probe_options": dict(spec.probe_options),
         "sentence_vector": "mean of the sentence's word vectors (each word the mean of its subwords)",
         "interval": "95% percentile interval of the bootstrap over test examples pooled over seeds",
         "absent": [f"{row['measure']}{' (' + row['language'] + ')' if row['language'] else ''}: {row['reason']}"
@@ -350,12 +336,14 @@ def _fit_english(encoder, english: dict, layers, seeds, train_fraction, probe_kw
 # ------------------------------------------------------------------------------------------ one language
 
 
-def _language_pass(encoder, kind, code, treebank: LanguageTreebank, split, layers, seeds, tasks, english_probes,
-                   english, max_train, max_dev, train_fraction, probe_kwargs, cache, progress, device, rows,
-                   hits) -> np.ndarray:
+def _language_pass(run: _Run, encoder, kind, code, treebank: LanguageTreebank, split, tasks, english_probes,
+                   english) -> np.ndarray:
     """Extract one language, fit its in-language probes, score the English probes on it; return its sentence
     means ``[n_layers, n_sentences, dim]``."""
-    store = _extract(encoder, treebank.sentences, cache, progress, device)
+    layers, seeds, rows, hits = run.layers, run.spec.seeds, run.rows, run.hits
+    max_train, max_dev, train_fraction, probe_kwargs = (run.spec.max_train, run.spec.max_dev, run.spec.train_fraction,
+                                                        run.probe_kwargs)
+    store = _extract(encoder, treebank.sentences, run.cache, run.progress, run.device)
     positions = {s: [] for s in ("train", "dev", "test")}
     for index in _shuffled_positions(len(treebank.sentences), f"language-{code}"):
         positions[split[treebank.sentences[index].id]].append(int(index))

@@ -8,13 +8,13 @@ from rich.table import Table
 
 from bertology.languages.experiment import best_layer
 from bertology.languages.figures import retrieval_matrix
-from bertology.results import Result, percent
+from bertology.results import MISSING, Result, percent
 
 
 def _cell(row) -> str:
     """``83.1 [82.0–84.2]`` (percent, 95% interval)."""
     if row is None:
-        return "–"
+        return MISSING
     if pd.isna(row.get("ci_low", float("nan"))):
         return percent(row["mean"])
     return f"{percent(row['mean'])} [{percent(row['ci_low'])}–{percent(row['ci_high'])}]"
@@ -63,7 +63,7 @@ def retrieval_table(result: Result) -> pd.DataFrame:
 def retrieval_matrix_table(result: Result, baseline: str = "none", centering: str = "centered") -> pd.DataFrame:
     """Query language x searched language accuracy @1 (test queries) at the layer chosen on the others."""
     layer, matrix = retrieval_matrix(result, baseline, centering)
-    frame = matrix.map(lambda v: "–" if pd.isna(v) else percent(v))
+    frame = matrix.map(percent)
     frame.index.name = f"query \\ searched (layer {layer})"
     return frame.reset_index()
 
@@ -87,7 +87,7 @@ def transfer_table(result: Result, task: str = "upos") -> pd.DataFrame:
                                         f"{percent(source['zero_shot_ci_high'])}] (L{source['zero_shot_layer']})")
             row[f"{label}ratio"] = (f"{source['ratio']:.2f} [{source['ratio_ci_low']:.2f}–"
                                     f"{source['ratio_ci_high']:.2f}]")
-        row["majority"] = percent(model["majority"]) if model is not None else "–"
+        row["majority"] = percent(model["majority"]) if model is not None else MISSING
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -64,7 +64,8 @@ def probe(
     table2, table2_dev, best_layer, datasets as Parquet + CSV), meta.json and layer_curves.png/.svg into OUT."""
     from rich.console import Console
 
-    from bertology.probing.spec import ProbingSpec, SettingError
+    from bertology.errors import SettingError
+    from bertology.probing.spec import ProbingSpec
 
     seed_values = options.seed_list(seeds, seed)
     try:  # every setting checked here, once, before anything heavy loads

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bertology.errors import DataError, StoreError
+from bertology.errors import DataError, SettingError, StoreError
 from bertology.numbering import parse_layers
 from bertology.probing.controls import ControlTask, majority_label, store_word_types, word_type
 from bertology.probing.datasets import SPLITS
@@ -37,8 +37,7 @@ from bertology.probing.experiment import (
     used_train,
 )
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
-from bertology.probing.spec import (DEFAULT_TIMESTAMPS, TRAIN_SAMPLINGS, SettingError, check_probe_settings,
-                                    check_timestamps)
+from bertology.probing.spec import (DEFAULT_TIMESTAMPS, TRAIN_SAMPLINGS, check_probe_settings, check_timestamps)
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from bertology.errors import SettingError
 from bertology.probing.probes import DEFAULT_L2, _check_grid, _fit_scaler, as_layer_tensor, fit_multinomial
-from bertology.probing.spec import DEFAULT_TIMESTAMPS, SettingError, check_timestamps  # noqa: F401 (public here)
+from bertology.probing.spec import DEFAULT_TIMESTAMPS, check_timestamps  # noqa: F401 (public here)
 from bertology.runtime import derive_seed, resolve_device
 
 def block_ends(timestamps: Sequence[float], n_train: int) -> list[int]:

@@ -32,7 +32,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bertology.errors import DataError
+from bertology.errors import DataError, SettingError
 from bertology.probing.names import PROBE_KINDS
 from bertology.runtime import derive_seed, resolve_device
 
@@ -71,7 +71,7 @@ def as_layer_tensor(X, name: str = "X") -> np.ndarray:
 def _check_grid(l2) -> tuple[float, ...]:
     grid = (float(l2),) if np.isscalar(l2) else tuple(float(v) for v in l2)
     if not grid or any(v < 0 or not math.isfinite(v) for v in grid):
-        raise DataError(f"l2: {l2!r}; expected a non-negative number or a non-empty list of them")
+        raise SettingError("l2", l2, "expected a non-negative number or a non-empty list of them")
     # Strongest regularisation first: argmax then breaks dev-score ties toward the simpler probe.
     return tuple(sorted(set(grid), reverse=True))
 
@@ -169,7 +169,7 @@ def _train_batched(
     best on dev, so it moves far less with tiny changes of the start or the features (docs/probing.md).
     """
     if stop not in STOP_RULES:
-        raise DataError(f"stop {stop!r}; expected one of {', '.join(STOP_RULES)}")
+        raise SettingError("stop", stop, f"expected one of {', '.join(STOP_RULES)}")
     early = stop == "early"
     for p in params.values():
         p.requires_grad_(True)
@@ -257,7 +257,7 @@ def _train_batched(
             if bool((stale >= patience).all()):
                 break
     else:
-        raise DataError(f"optimizer {optimizer!r}; expected 'lbfgs' or 'adam'")
+        raise SettingError("optimizer", optimizer, "expected 'lbfgs' or 'adam'")
     for p in params.values():
         p.requires_grad_(False)
     if not early:
@@ -638,7 +638,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
 
     def _setup(self, X_train, y_train, X_dev, y_dev):
         if self.kind not in PROBE_KINDS:
-            raise DataError(f"kind {self.kind!r}; expected one of {', '.join(PROBE_KINDS)}")
+            raise SettingError("kind", self.kind, f"expected one of {', '.join(PROBE_KINDS)}")
         if y_train is None:
             raise DataError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X_train, y_train = self._validate(X_train, y_train, reset=True, name="X_train")
@@ -760,7 +760,7 @@ class LayerwiseProbe(_ProbeBase):
         data, gen = self._setup(X, y, X_dev, y_dev)
         L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
         if self.stop not in STOP_RULES:
-            raise DataError(f"stop {self.stop!r}; expected one of {', '.join(STOP_RULES)}")
+            raise SettingError("stop", self.stop, f"expected one of {', '.join(STOP_RULES)}")
         if self.kind == "linear" and self.stop == "converged" and (self.optimizer or "lbfgs") == "lbfgs":
             result = self._fit_exact(data, C)
         else:

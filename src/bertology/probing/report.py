@@ -25,7 +25,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from bertology.errors import DataError
-from bertology.files import save_figure
+from bertology.plots import finish_figure
 from bertology.probing.names import PRIMARY_METRIC as STRUCTURAL_METRIC, SCALAR_MIX
 from bertology.probing.summary import BestLayer, best_layer, best_layers, power_flags
 from bertology.results import Result, percent
@@ -399,7 +399,7 @@ def plot_layer_curves(numbers: pd.DataFrame, path: str | os.PathLike | None = No
     word identity (dash-dot), linear chain (structural), untrained twin, control task, and the scalar mix
     (dotted); a star marks the frame's ``best_marked`` layer (distinguishable and above the majority
     baseline, :func:`bertology.probing.summary.best_layer`). Saved as ``path`` with each suffix in
-    ``formats`` (atomically). Returns the matplotlib Figure."""
+    ``formats`` (atomically; a PNG with its SVG and PDF siblings). Returns the matplotlib Figure."""
     matplotlib.use("Agg")
     frame = numbers.copy()
     split = str(frame["split"].iloc[0]) if len(frame) else "test"
@@ -451,10 +451,13 @@ def plot_layer_curves(numbers: pd.DataFrame, path: str | os.PathLike | None = No
     fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(6, max(1, len(legend))), frameon=False)
     fig.suptitle(f"{model + ': ' if model else ''}probing accuracy per layer ({split}), mean over seeds with 95% interval")
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
-    if path is not None:
-        base = Path(path)
-        stem = base.with_suffix("") if base.suffix in {".png", ".svg", ".pdf"} else base
-        for fmt in formats:
-            save_figure(fig, stem.with_suffix(f".{fmt}"), dpi=150)
-    plt.close(fig)
+    if path is None:
+        plt.close(fig)
+        return fig
+    base = Path(path)
+    stem = base.with_suffix("") if base.suffix in {".png", ".svg", ".pdf"} else base
+    # a PNG brings its SVG and PDF siblings (finish_figure); other formats are saved as asked
+    asked = ["png", *(fmt for fmt in formats if fmt not in ("png", "svg", "pdf"))] if "png" in formats else formats
+    for fmt in asked:
+        finish_figure(fig, stem.with_suffix(f".{fmt}"), layout=False, dpi=150)
     return fig

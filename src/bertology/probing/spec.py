@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from bertology.errors import DataError, UsageError
+from bertology.errors import SettingError, UsageError
 from bertology.numbering import parse_layers
 from bertology.probing.names import PROBE_KINDS
 from bertology.probing.tasks import resolve_tasks
@@ -27,19 +27,6 @@ SENTENCE_CONTROLS = ("none", "first-word", "bag-of-words")
 TRAIN_SAMPLINGS = ("bootstrap", "all")
 #: How SentEval tasks built from the treebank are split.
 SENTEVAL_SPLITS = ("pooled", "treebank")
-
-
-class SettingError(DataError):
-    """A probing setting out of range: ``setting`` names it, the message says what was expected."""
-
-    def __init__(self, setting: str, value, expected: str, shown: str | None = None):
-        self.setting, self.value, self.expected = setting, value, expected
-        super().__init__(f"{setting} {value!r}: {expected}" if shown is None else f"{setting} {shown}: {expected}")
-
-    def as_option(self, options: Mapping[str, str] | None = None) -> UsageError:
-        """The same complaint naming the command-line option (``train_fraction`` -> ``--train-fraction``)."""
-        option = (options or {}).get(self.setting, "--" + self.setting.replace("_", "-"))
-        return UsageError(str(self).replace(self.setting, option, 1))
 
 
 def check_probe_settings(probe: str, seeds: Iterable[int], train_fraction: float) -> list[int]:
@@ -163,13 +150,13 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
     @classmethod
     def from_keywords(cls, **settings) -> "ProbingSpec":
         """A spec from :func:`~bertology.probing.run_probing`'s former keyword arguments (``structural_kwargs``
-        is ``structural_options``); :class:`DataError` names an unknown one."""
+        is ``structural_options``); :class:`UsageError` names an unknown one."""
         if "structural_kwargs" in settings:
             settings["structural_options"] = settings.pop("structural_kwargs")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(settings) - known)
         if unknown:
-            raise DataError(f"unknown probing setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}")
+            raise UsageError(f"unknown probing setting(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}")
         return cls(**{k: v for k, v in settings.items() if v is not None or k in _NONE_MEANS_SOMETHING})
 
     @property

@@ -24,7 +24,7 @@ import torch
 from sklearn.linear_model import LogisticRegressionCV, RidgeCV
 
 from bertology.data.glue import glue_task, read_glue
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError, UsageError
 from bertology.extraction.alignment import check_pool
 from bertology.files import atomic_path, ensure_dir, write_json
 from bertology.finetune.batching import encode_examples
@@ -32,13 +32,14 @@ from bertology.finetune.metrics import glue_metric
 from bertology.finetune.train import collect_results
 from bertology.readouts.activations import read_labels, write_activations
 from bertology.readouts.catalog import build_readout, check_readout_name
+from bertology.readouts.spec import GLUE_POOLS, GLUE_READOUTS, GlueReadoutsSpec
 from bertology.readouts.train import ReadoutTrainConfig, feature_stats, predict_readout, train_readout
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
+from bertology.training import Optimisation
 
-DEFAULT_GLUE_READOUTS = ("lp", "ap", "last", "adapter-shared-64", "adapter-shared-386-skip", "cnn")
 GLUE_COLUMNS = ["model", "task", "component", "pool", "seed", "trainable_params", "param_share", "metric", "value",
                 "epochs_run", "best_epoch", "train_seconds", "io_share", "n_train", "n_heldout", "n_dev"]
 #: The scikit-learn references: a converged logistic regression (C by cross-validation on the training rows)
@@ -50,7 +51,10 @@ REFERENCES = {"last": "sklearn logreg (last layer)", "ap": "sklearn logreg (mean
 
 @dataclass
 class GlueReadoutsConfig:
-    readouts: tuple[str, ...] = DEFAULT_GLUE_READOUTS
+    """The library's settings of frozen readouts on a GLUE task (the command line's are :class:`GlueReadoutsSpec`,
+    made into one with :meth:`from_spec`)."""
+
+    readouts: tuple[str, ...] = GLUE_READOUTS
     seeds: tuple[int, ...] = (0,)
     pool: str = "cls"
     max_train: int | None = None
@@ -68,12 +72,23 @@ class GlueReadoutsConfig:
 
     def __post_init__(self):
         self.readouts = tuple(check_readout_name(h) for h in self.readouts)
-        if self.pool not in ("cls", "mean"):
-            raise DataError(f"pool {self.pool!r}: expected cls or mean")
+        if self.pool not in GLUE_POOLS:
+            raise SettingError("pool", self.pool, f"expected {' or '.join(GLUE_POOLS)}")
         if not self.seeds:
-            raise DataError("no seeds; expected at least one")
+            raise SettingError("seeds", self.seeds, "expected at least one seed", shown="(none)")
         if not 0 <= self.heldout_share < 1:
-            raise UsageError(f"--heldout-share {self.heldout_share}: expected a fraction in [0, 1)")
+            raise SettingError("heldout_share", self.heldout_share, "expected a fraction in [0, 1)",
+                               shown=str(self.heldout_share))
+
+    @classmethod
+    def from_spec(cls, spec: GlueReadoutsSpec, data_dir: str | None = None, device: str = "cpu",
+                  progress: bool = True) -> "GlueReadoutsConfig":
+        """The experiment ``spec`` describes, on the GLUE files under ``data_dir``, run on ``device``."""
+        readout = ReadoutTrainConfig(epochs=spec.epochs, patience=spec.patience or None, standardise=spec.standardise,
+                                     optimisation=Optimisation(lr=spec.lr, batch_size=spec.batch_size))
+        return cls(readouts=spec.readouts, seeds=spec.seeds, pool=spec.pool, max_train=spec.max_train,
+                   max_dev=spec.max_dev, data_dir=data_dir, heldout_share=spec.heldout_share,
+                   references=spec.references, readout=readout, device=device, progress=progress)
 
 
 def split_heldout(train: list, share: float, seed: int = 0) -> tuple[list, list]:

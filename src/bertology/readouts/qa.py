@@ -26,10 +26,11 @@ import torch
 from bertology.data.squad import SquadQuestion
 from bertology.errors import DataError
 from bertology.models.batching import pad_batch
+from bertology.readouts.spec import SQUAD_PRESETS
 from bertology.readouts.squad_eval import evaluate_squad, question_scores
 
-MAX_LENGTH = 384
-STRIDE = 128
+#: Window length and overlap in tokens: the spec's defaults (the seed's).
+MAX_LENGTH, STRIDE = SQUAD_PRESETS["max_length"][0], SQUAD_PRESETS["stride"][0]
 MAX_QUESTION_TOKENS = 64
 MAX_ANSWER_LENGTH = 30
 

@@ -33,30 +33,26 @@ import pandas as pd
 import torch
 
 from bertology.data.squad import EVAL_ARTICLE_SHARE, SquadQuestion, read_squad, split_by_article
-from bertology.errors import DataError, UsageError
-from bertology.files import ensure_dir, save_figure
+from bertology.errors import DataError, SettingError, UsageError
+from bertology.files import ensure_dir
 from bertology.readouts.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model, qa_logits
 from bertology.readouts.activations import write_activations
 from bertology.readouts.catalog import ReadoutModel, build_readout, check_readout_name
+from bertology.readouts.names import SEED_READOUTS
 from bertology.readouts.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, choose_null_margin, decode_spans, \
     encode_windows, question_answerable, score_spans
+from bertology.readouts.spec import MODES, SquadReadoutsSpec
 from bertology.readouts.squad_eval import score_predictions, summarize_scores
 from bertology.readouts.train import ReadoutTrainConfig, check_store_model, predict_readout, train_readout
 from bertology.models.encoders import Encoder, as_encoder
+from bertology.plots import finish_figure
 from bertology.results import Result
 from bertology.runtime import derive_seed
 from bertology.store.store import Store
+from bertology.training import Optimisation
 
 #: The span scores in the ``scores`` table (fractions; see :func:`~bertology.readouts.qa.score_spans`).
 SPAN_METRICS = ("exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced")
-
-#: The readouts `bertology readouts squad` trains by default: the seed's Table 1 rows, the CNN, the last layer.
-DEFAULT_READOUTS = ("lp", "ap", "adapter-shared-386-skip", "adapter-independent-386", "adapter-shared-64",
-                    "adapter-independent-64", "stack", "cnn", "last")
-
-#: ``squad2``: every question, the no-answer decision included; ``answerable``: only questions with an answer
-#: (SQuAD 1.1-style), training windows without the answer dropped, a span always predicted.
-MODES = ("squad2", "answerable")
 
 SCORE_COLUMNS = ["model", "checkpoint", "eval_checkpoint", "component", "task", "seed", "trainable_params",
                  "param_share", *SPAN_METRICS, "answerable_accuracy", "null_margin", "heldout_f1", "epochs_run",
@@ -66,7 +62,10 @@ QUESTION_COLUMNS = ["checkpoint", "eval_checkpoint", "component", "task", "seed"
 
 @dataclass
 class SquadReadoutsConfig:
-    readouts: tuple[str, ...] = DEFAULT_READOUTS
+    """The library's settings of the seed's experiment (the command line's are :class:`SquadReadoutsSpec`, made
+    into one with :meth:`from_spec`); its defaults are the seed's (one readout epoch, no early stopping)."""
+
+    readouts: tuple[str, ...] = SEED_READOUTS
     classify_readouts: tuple[str, ...] = ("lp",)
     seeds: tuple[int, ...] = (0,)
     max_length: int = MAX_LENGTH
@@ -90,14 +89,34 @@ class SquadReadoutsConfig:
         self.readouts = tuple(check_readout_name(h) for h in self.readouts)
         self.classify_readouts = tuple(check_readout_name(h) for h in self.classify_readouts)
         if not self.seeds:
-            raise DataError("no seeds; expected at least one")
+            raise SettingError("seeds", self.seeds, "expected at least one seed", shown="(none)")
         if self.mode not in MODES:
-            raise UsageError(f"--mode {self.mode!r}: expected one of {', '.join(MODES)}")
-        for value, option in ((self.eval_share, "--eval-share"), (self.heldout_share, "--heldout-share")):
-            if not 0 < value < 1:
-                raise UsageError(f"{option} {value}: expected a fraction of the articles strictly between 0 and 1")
+            raise SettingError("mode", self.mode, f"expected one of {', '.join(MODES)}")
+        for name in ("eval_share", "heldout_share"):
+            if not 0 < getattr(self, name) < 1:
+                raise SettingError(name, getattr(self, name), "expected a fraction of the articles strictly between "
+                                   "0 and 1", shown=str(getattr(self, name)))
         if not self.pretrained and self.finetune is None:
-            raise UsageError("no checkpoints: expected 0 (the pretrained encoder) and/or fractions of an epoch")
+            raise SettingError("checkpoints", (), "expected 0 (the pretrained encoder) and/or fractions of an epoch",
+                               shown="(none)")
+
+    @classmethod
+    def from_spec(cls, spec: SquadReadoutsSpec, device: str = "cpu", progress: bool = True) -> "SquadReadoutsConfig":
+        """The experiment ``spec`` describes, run on ``device``: fine-tuning (when a checkpoint is above 0) with
+        ``finetune_lr``/``finetune_batch_size`` seeded by the first seed, readouts with ``readout_lr``/``batch_size``."""
+        tuned = spec.finetune_checkpoints
+        finetune = QAFinetuneConfig(checkpoints=tuned, evaluate_at=spec.curve, progress=progress,
+                                    optimisation=Optimisation(lr=spec.finetune_lr, batch_size=spec.finetune_batch_size,
+                                                              seed=spec.seeds[0], device=device)) if tuned else None
+        readout = ReadoutTrainConfig(epochs=spec.readout_epochs, patience=spec.patience or None,
+                                     standardise=spec.standardise,
+                                     optimisation=Optimisation(lr=spec.readout_lr, batch_size=spec.batch_size))
+        return cls(readouts=spec.readouts, classify_readouts=spec.classify_readouts, seeds=spec.seeds,
+                   max_length=spec.max_length, stride=spec.stride, max_train_questions=spec.max_train_questions,
+                   max_eval_questions=spec.max_eval_questions, mode=spec.mode, eval_share=spec.eval_share,
+                   heldout_share=spec.heldout_share, pretrained=spec.pretrained,
+                   readout_checkpoints=spec.readout_checkpoints, finetune=finetune, readout=readout, device=device,
+                   progress=progress)
 
 
 def _subset(questions: list[SquadQuestion], limit: int | None, purpose: str) -> list[SquadQuestion]:
@@ -144,7 +163,7 @@ def split_heldout(train: list[SquadQuestion], heldout_share: float) -> tuple[lis
 def select_mode(questions: list[SquadQuestion], mode: str) -> list[SquadQuestion]:
     """All questions (``squad2``) or only those with an answer (``answerable``, SQuAD 1.1-style)."""
     if mode not in MODES:
-        raise UsageError(f"--mode {mode!r}: expected one of {', '.join(MODES)}")
+        raise SettingError("mode", mode, f"expected one of {', '.join(MODES)}")
     return questions if mode == "squad2" else [q for q in questions if q.answers]
 
 
@@ -378,7 +397,7 @@ def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReado
     window_counts = pd.DataFrame([{"split": part, **windows[part].stats} for part in ("train", "heldout", "eval")])
     figures = {}
     if (weights_frame["component"] == "lp").any():
-        figures["lp_layer_weights"] = save_figure(lp_weights_figure(weights_frame), out / "lp_layer_weights.png")
+        figures["lp_layer_weights"] = finish_figure(lp_weights_figure(weights_frame), out / "lp_layer_weights.png")
     meta = {"model": encoder.describe(), "config": asdict(config), "seconds": time.perf_counter() - started,
             "steps_per_epoch": tuned.steps_per_epoch if tuned is not None else None,
             "train_articles": sorted({q.title for q in train_windows.questions}),

@@ -5,17 +5,17 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from bertology.results import percent
+from bertology.results import MISSING, is_missing, number, percent
 
 
 def _share(value) -> str:
-    if value is None or pd.isna(value):
-        return "–"
+    if is_missing(value):
+        return MISSING
     return f"{100 * value:.3g}%" if value < 0.1 else f"{100 * value:.1f}%"
 
 
 def _seconds(value) -> str:
-    return "–" if value is None or pd.isna(value) else f"{value:,.0f} s"
+    return number(value, 0, " s", thousands=True)
 
 
 def squad_table(summary: pd.DataFrame, title: str) -> Table:
@@ -55,8 +55,8 @@ def glue_table(scores: pd.DataFrame, title: str) -> Table:
         table.add_column(column, justify="left" if column in ("model/readout", "metric") else "right")
     for row in glue_summary(scores).to_dict("records"):
         rate = row["metric"] in ("accuracy", "f1")
-        score = percent(row["value"]) if rate else f"{row['value']:.3f}"
-        spread = "–" if pd.isna(row["value_std"]) else (percent(row["value_std"]) if rate else f"{row['value_std']:.3f}")
+        shown = percent if rate else number
+        score, spread = shown(row["value"]), shown(row["value_std"])
         table.add_row(row["component"], row["metric"], score, spread,
                       f"{row['trainable_params']:,.0f} ({_share(row['param_share'])})", _seconds(row["train_seconds"]),
                       _share(row["io_share"]), str(row["n_seeds"]))
