@@ -844,7 +844,7 @@ class ScalarMixProbe(_ProbeBase):
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
-                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "converged",
+                 tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "early",
                  gtol: float = GTOL):
         # The mix weights make this problem non-convex: there is no one optimum to solve for, so the scalar mix
         # keeps the early-stopped rule by default (the layer-wise probes are the exact ones).
