@@ -229,8 +229,13 @@ def test_the_cache_stores_results_and_recomputes_an_entry_from_before_results(tm
 
 
 def test_token_probes_have_a_training_spread_and_intervals_that_include_it(tiny_report):
-    """The report's seeds draw bootstrap training resamples: the exact probe's seed spread is the training
-    variation (not 0.0 by construction) and the pooled interval contains it."""
+    """The report's seeds draw bootstrap training resamples, and the spread it shows is the spread of the
+    per-seed accuracies (not 0.0 by construction); the pooled interval contains the mean.
+
+    Whether two resamples give different accuracies here depends on the host's arithmetic: the tiny random
+    model's probes learn next to nothing from 40 sentences, so both seeds can predict one class on one host
+    and not on another. That the bootstrap itself gives a spread is checked on planted data, where it must:
+    test_probe_exact.py::test_bootstrap_seeds_give_the_trained_probe_a_spread_and_wider_intervals."""
     from bertology.results import Result
 
     path, _, _ = tiny_report
@@ -241,5 +246,11 @@ def test_token_probes_have_a_training_spread_and_intervals_that_include_it(tiny_
     tokens = summary[summary["task"].isin(["upos", "xpos", "deprel"]) & (summary["baseline"] == "none")
                      & (summary["split"] == "test") & (summary["metric"] == "accuracy")]
     assert not tokens.empty and (tokens["n_seeds"] == 2).all()
-    assert (tokens["std"] > 0).any()
+    per_seed = result["results"]
+    per_seed = per_seed[(per_seed["baseline"] == "none") & (per_seed["split"] == "test")
+                        & (per_seed["metric"] == "accuracy")]
+    for row in tokens.itertuples():
+        values = per_seed[(per_seed["task"] == row.task) & (per_seed["layer"] == row.layer)]["value"]
+        assert len(values) == 2
+        assert row.std == pytest.approx(values.std(ddof=1), abs=1e-12)
     assert ((tokens["ci_low"] <= tokens["mean"]) & (tokens["mean"] <= tokens["ci_high"])).all()
