@@ -43,9 +43,11 @@ def test_probe_finds_the_planted_layer_and_is_at_chance_elsewhere(planted_splits
     chance = 1 / N_CLASSES
     for layer in (0, 1, 3):
         assert abs(scores[layer] - chance) < 0.1, (layer, scores)
-    # The selected L2 is the per-layer argmax of the dev scores: selection never sees test.
+    # The selected L2 is the per-layer best dev score (the exact linear probe's: the lowest dev cross-entropy;
+    # the MLP's: the best dev accuracy): selection never sees test.
     assert probe.dev_scores_.shape == (N_LAYERS, len(probe.l2_grid_))
-    np.testing.assert_array_equal(probe.best_l2_, np.asarray(probe.l2_grid_)[probe.dev_scores_.argmax(1)])
+    chosen = probe.dev_losses_.argmin(1) if kind == "linear" else probe.dev_scores_.argmax(1)
+    np.testing.assert_array_equal(probe.best_l2_, np.asarray(probe.l2_grid_)[chosen])
     predictions = probe.predict(Xte)
     assert predictions.shape == (N_LAYERS, len(yte))
     np.testing.assert_allclose((predictions == yte).mean(1), scores)

@@ -99,6 +99,7 @@ class _TrainResult:
     params: dict[str, torch.Tensor]  # best-on-dev parameters of every probe in the batch
     dev_accuracy: torch.Tensor  # [*batch]
     n_steps: int
+    dev_loss: torch.Tensor | None = None  # [*batch]: the exact probe chooses its L2 on it (lower is better)
 
 
 def _nll_per_problem(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -133,6 +134,17 @@ EXACT_MAX_ITER = 100
 #: The linear probe's convergence tolerance: the largest absolute gradient entry of the mean loss (scikit-learn's
 #: ``tol`` for lbfgs is the same measure, default 1e-4).
 GTOL = 1e-6
+
+#: The chosen L2 value of every layer is then solved again in float64 from its float32 optimum, to this gradient
+#: tolerance (at most ``EXACT_MAX_ITER`` more iterations). float32 features hold the gradient near 1e-6, and at
+#: that precision the weights are still about 1e-4 from the optimum: enough to flip the test examples nearest a
+#: decision boundary, so features moved by 1e-6 moved a small task's accuracy by one or two examples. Two-class
+#: problems get there in about ten iterations (benchmarks/bench_probe_exact.py).
+POLISH_GTOL = 1e-9
+
+#: The float64 copy of the training features that the polish makes is built a few layers at a time, at most
+#: this many bytes at once.
+POLISH_BYTES = 1 << 30
 
 def _train_batched(
     params: dict[str, torch.Tensor],
@@ -549,6 +561,28 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     return torch.stack(weights, 1), torch.stack(biases, 1), total, (scores if score is not None else None)
 
 
+def polish_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2: torch.Tensor, W: torch.Tensor,
+                       b: torch.Tensor, *, gtol: float = POLISH_GTOL, max_iter: int = EXACT_MAX_ITER,
+                       budget: int = POLISH_BYTES):
+    """Solve every layer's problem again in float64 from ``W`` ``[L, dim, C]``, ``b`` ``[L, C]`` (a float32
+    optimum of :func:`fit_multinomial`) at its own ``l2`` ``[L]``, to a largest gradient entry of ``gtol``;
+    a few layers at a time (a float64 copy of at most ``budget`` bytes). Returns ``W`` and ``b`` in the input's
+    dtype and the number of iterations (the largest chunk's)."""
+    L, n, d = X.shape
+    onehot = torch.nn.functional.one_hot(y, n_classes).to(torch.float64)
+    step = max(1, budget // max(1, n * d * 8))
+    W_out, b_out, iterations = W.clone(), b.clone(), 0
+    for start in range(0, L, step):
+        part = slice(start, min(L, start + step))
+        lam = l2[part].to(torch.float64)
+        W_part, b_part, used, _ = _lbfgs(X[part].to(torch.float64), onehot, lam, W[part].to(torch.float64),
+                                         b[part].to(torch.float64), bias_l2=torch.zeros_like(lam), gtol=gtol,
+                                         max_iter=max_iter)
+        W_out[part], b_out[part] = W_part.to(W.dtype), b_part.to(b.dtype)
+        iterations = max(iterations, used)
+    return W_out, b_out, iterations
+
+
 def _weight_penalty(l2: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], torch.Tensor]:
     """0.5 * l2 * squared norm of the weight matrices (not the biases) of every problem."""
 
@@ -568,11 +602,26 @@ def _standardise(X: np.ndarray, mean: np.ndarray, scale: np.ndarray, device: tor
     return out.sub_(torch.from_numpy(np.asarray(mean)).to(device)).div_(torch.from_numpy(np.asarray(scale)).to(device))
 
 
+# A feature whose spread is below this fraction of its layer's mean feature spread is constant up to rounding.
+# An absolute cut (1e-6 before) is not one: MiniLM's last layer has three dimensions that are exactly 0 on every
+# input, features moved by 1e-6 gave them a spread of about 1e-6, and dividing by it turned that noise into a
+# unit-variance feature the probe then used (the last layer's test accuracy moved by up to 1.7 points).
+CONSTANT_SPREAD = 1e-4
+
+
+def standard_scale(std: np.ndarray) -> np.ndarray:
+    """The divisor that standardises features of spread ``std`` (``[..., dim]``, one row per layer): ``std``,
+    or 1 for a feature that is constant up to rounding (spread at most ``CONSTANT_SPREAD`` of its layer's mean
+    spread), which standardising would only turn into amplified noise."""
+    std = np.asarray(std)
+    floor = CONSTANT_SPREAD * std.mean(axis=-1, keepdims=True)
+    return np.where(std > floor, std, 1.0).astype(np.float32)
+
+
 def _fit_scaler(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-layer, per-feature standardisation from the training split (so one L2 grid suits every layer)."""
     mean = X.mean(axis=1, keepdims=True)
-    scale = X.std(axis=1, keepdims=True)
-    return mean, np.where(scale > 1e-6, scale, 1.0).astype(np.float32)
+    return mean, standard_scale(X.std(axis=1, keepdims=True))
 
 
 def _is_layered(X) -> bool:
@@ -736,7 +785,10 @@ class LayerwiseProbe(_ProbeBase):
     layer and gives scikit-learn's shapes (``predict`` -> ``[n]``).
 
     After ``fit``: ``classes_``, ``n_features_in_``, ``n_layers_``, ``l2_grid_`` (strongest first),
-    ``dev_scores_`` ``[n_layers, n_l2]`` (the exact probe: ``-inf`` for the weaker values a layer did not reach, :func:`fit_multinomial`), ``best_l2_`` ``[n_layers]``, ``best_layer_index_``, ``n_iter_``.
+    ``dev_scores_`` ``[n_layers, n_l2]`` (dev accuracy; the exact probe: ``-inf`` for the weaker values a layer
+    did not reach, :func:`fit_multinomial`), ``dev_losses_`` (the exact probe only: the mean dev cross-entropy
+    it chooses on, ``inf`` where not reached), ``best_l2_`` ``[n_layers]``, ``best_layer_index_`` (the best
+    dev accuracy at the chosen values), ``n_iter_``.
     """
 
     def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
@@ -770,11 +822,16 @@ class LayerwiseProbe(_ProbeBase):
                 params["W"] = _ridge_start(data[0], data[1], C, l2) * RIDGE_START_SCALE
             result = self._train(params, l2, data, gen, group=lambda acc: acc.max(dim=1).values)
         self.dev_scores_ = result.dev_accuracy.cpu().numpy()
-        best = self.dev_scores_.argmax(axis=1)  # first max = strongest L2 among ties
+        if result.dev_loss is not None:
+            self.dev_losses_ = result.dev_loss.cpu().numpy()
+            best = self.dev_losses_.argmin(axis=1)  # first min = strongest L2 among ties
+        else:
+            self.__dict__.pop("dev_losses_", None)
+            best = self.dev_scores_.argmax(axis=1)  # first max = strongest L2 among ties
         self.best_index_ = best
         self.best_l2_ = np.asarray(self.l2_grid_)[best]
-        # First max over layers: the lower layer among ties.
-        self.best_layer_index_ = int(self.dev_scores_.max(axis=1).argmax())
+        # First max over layers of the chosen values' dev accuracy: the lower layer among ties.
+        self.best_layer_index_ = int(self.dev_scores_[np.arange(L), best].argmax())
         rows = torch.arange(L, device=self.device_)
         pick = torch.from_numpy(best).to(self.device_)
         # Keep a grid axis of size 1 so fitted and grid parameters share one forward.
@@ -784,18 +841,43 @@ class LayerwiseProbe(_ProbeBase):
 
     def _fit_exact(self, data, n_classes: int) -> _TrainResult:
         """Every layer and L2 value solved to its optimum (:func:`fit_multinomial`); ``warm_start``: each L2
-        value starts from its stronger neighbour's optimum (else from zero: the same optimum, more steps)."""
+        value starts from its stronger neighbour's optimum (else from zero: the same optimum, more steps).
+
+        The path and the choice are made on the dev cross-entropy, not the dev accuracy: accuracy is a step
+        function, and two L2 values a dev example or two apart tied or swapped under a 1e-6 change of the
+        features (and with them the layer's test accuracy, by up to 4 points on SentLen); the cross-entropy
+        moves by about as little as the features. The chosen value is then polished in float64
+        (``POLISH_GTOL``)."""
         Xtr, ytr, Xdv, ydv = data
+        known = ydv >= 0  # dev labels the training split never saw: always wrong, and no term of the loss
 
-        def dev_accuracy(W, b, layers):
+        def dev_logits(W, b, layers):
             # All layers: no copy of the dev features (the largest tensor of a fit).
-            logits = torch.baddbmm(b.unsqueeze(1), Xdv if len(layers) == len(Xdv) else Xdv[layers], W)
-            return (logits.argmax(-1) == ydv).to(torch.float64).mean(-1)
+            return torch.baddbmm(b.unsqueeze(1), Xdv if len(layers) == len(Xdv) else Xdv[layers], W)
 
-        W, b, iterations, dev = fit_multinomial(Xtr, ytr, n_classes, self.l2_grid_, gtol=self.gtol,
+        def dev_fit(W, b, layers):  # higher is better: minus the mean dev cross-entropy
+            if not bool(known.any()):
+                return torch.zeros(len(layers), dtype=torch.float64, device=Xdv.device)
+            return -_nll_per_problem(dev_logits(W, b, layers)[:, known].double(), ydv[known])
+
+        W, b, iterations, fit = fit_multinomial(Xtr, ytr, n_classes, self.l2_grid_, gtol=self.gtol,
                                                 max_iter=self.max_iter or EXACT_MAX_ITER,
-                                                continuation=self.warm_start, score=dev_accuracy)
-        return _TrainResult(params={"W": W, "b": b}, dev_accuracy=dev, n_steps=iterations)
+                                                continuation=self.warm_start, score=dev_fit)
+        L, G = fit.shape
+        accuracy = torch.full_like(fit, -math.inf)
+        for g in range(G):
+            reached = torch.isfinite(fit[:, g]).nonzero().squeeze(1)
+            if len(reached):
+                logits = dev_logits(W[reached, g], b[reached, g], reached)
+                accuracy[reached, g] = (logits.argmax(-1) == ydv).to(torch.float64).mean(-1)
+        best = fit.argmax(1)  # first max: the strongest L2 among ties
+        rows = torch.arange(L, device=W.device)
+        l2 = torch.tensor(self.l2_grid_, dtype=torch.float64, device=W.device)[best]
+        W_best, b_best, polish = polish_multinomial(Xtr, ytr, n_classes, l2, W[rows, best], b[rows, best],
+                                                    max_iter=self.max_iter or EXACT_MAX_ITER)
+        W[rows, best], b[rows, best] = W_best, b_best
+        return _TrainResult(params={"W": W, "b": b}, dev_accuracy=accuracy, n_steps=iterations + polish,
+                            dev_loss=-fit)
 
     def _forward(self, params, X):
         """X [L, n, d] -> logits [L, G, n, C]."""

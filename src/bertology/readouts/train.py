@@ -28,6 +28,7 @@ from bertology.errors import ModelError, StoreError
 from bertology.files import atomic_path
 from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.readouts.activations import read_labels
+from bertology.probing.probes import standard_scale
 from bertology.readouts.catalog import ReadoutModel
 from bertology.readouts.streaming import StreamingReader
 from bertology.runtime import derive_seed, resolve_device
@@ -130,7 +131,7 @@ def feature_stats(store: Store) -> tuple[np.ndarray, np.ndarray]:
             mean = total / count
             std = np.sqrt(np.maximum(squares / count - np.square(mean), 0.0))
             means.append(mean)
-            stds.append(np.where(std > 1e-6, std, 1.0))
+            stds.append(standard_scale(std))
         _STATS[key] = (np.stack(means).astype(np.float32), np.stack(stds).astype(np.float32))
     return _STATS[key]
 
