@@ -72,6 +72,39 @@ def test_the_exact_probe_moves_no_prediction_under_a_tiny_change_of_features():
     assert early.n_iter_ != a.n_iter_
 
 
+def test_the_chosen_value_is_polished_to_scikit_learns_optimum():
+    """The L2 each layer chooses is solved again in float64: its probabilities agree with scikit-learn's tight
+    optimum to float32's precision (unpolished, at float32's gradient floor, they were 1e-3 apart)."""
+    from sklearn.linear_model import LogisticRegression
+
+    X, y = _problem(n=400, seed=6)
+    Xdev, ydev = _problem(n=150, seed=7)
+    probe = LayerwiseProbe(device="cpu").fit(X, y, Xdev, ydev)
+    probabilities = probe.predict_proba(X)
+    for layer in range(X.shape[0]):
+        Z = (X[layer].astype(np.float64) - probe._mean[layer]) / probe._scale[layer]
+        reference = LogisticRegression(C=1 / (probe.best_l2_[layer] * len(y)), tol=1e-12, max_iter=100_000).fit(Z, y)
+        assert np.abs(probabilities[layer] - reference.predict_proba(Z)).max() < 2e-5
+
+
+def test_a_feature_constant_up_to_rounding_stays_unscaled_and_moves_nothing():
+    """A dimension that is exactly zero on every input (MiniLM's last layer has some) and then moved by a few
+    1e-6 has a spread of a few 1e-6: scaled to unit variance it would become a noise feature the probe uses."""
+    from bertology.probing.probes import _fit_scaler
+
+    X, y = _problem(n=600, seed=2)
+    Xdev, ydev = _problem(n=200, seed=3)
+    Xtest, ytest = _problem(n=400, seed=4)
+    for F in (X, Xdev, Xtest):
+        F[:, :, 0] = 0.0
+    rng = np.random.default_rng(5)
+    moved = [F + 3e-6 * rng.standard_normal(F.shape).astype(np.float32) for F in (X, Xdev, Xtest)]
+    assert (_fit_scaler(moved[0])[1][:, 0, 0] == 1.0).all()
+    a = LayerwiseProbe(device="cpu").fit(X, y, Xdev, ydev)
+    b = LayerwiseProbe(device="cpu").fit(moved[0], y, moved[1], ydev)
+    assert (a.predict(Xtest) == b.predict(moved[2])).all()
+
+
 def test_mlp_probe_stops_on_training_loss_not_on_dev():
     X, y = _problem(n=300, seed=6)
     Xdev, ydev = _problem(n=100, seed=7)

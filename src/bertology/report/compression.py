@@ -39,7 +39,8 @@ def compression(context: ReportContext) -> Section:
     sizes = (len(sets.train), len(sets.dev), len(sets.test))
     methods = REPORT_METHODS.format(drop=max(1, min(2, context.encoder.num_layers - 1)))
     # rev 2: the probe-retention column's probe is the exact linear probe (the default)
-    key = {**context.model_key, "methods": methods, "sentences": list(sizes), "rev": 2}
+    # rev 3: the exact probe chooses L2 on the dev cross-entropy and polishes the choice in float64
+    key = {**context.model_key, "methods": methods, "sentences": list(sizes), "rev": 3}
     folder = context.cache.path("compression", key).with_name("compression-run")
 
     def compute() -> dict[str, pd.DataFrame]:

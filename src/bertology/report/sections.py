@@ -187,7 +187,8 @@ def probing(context: ReportContext) -> Section:
     # rev 5: exact linear probes, bootstrap training resamples per seed
     # rev 6: the edge tasks by arc length (table arc_length), the position task
     # rev 7: the exact linear probe is the default and walks the L2 grid as a regularisation path
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 7}
+    # rev 8: the exact probe chooses L2 on the dev cross-entropy and polishes the choice in float64
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 8}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
     results = tables["results"]
