@@ -8,14 +8,13 @@ person (percent, points, intervals).
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Sequence
 
 import pandas as pd
 
 from bertology.claims.registry import CLAIMS, Claim
 from bertology.claims.verdicts import UNKNOWN, Verdict
-from bertology.results import Result
+from bertology.results import MISSING, Result, is_missing
 
 COLUMNS = ["claim", "statement", "document", "paper", "verdict", "reason", "value", "baseline", "baseline_name",
            "ci_low", "ci_high", "interval", "unit", "paper_number", "evidence", "tables", "statistic", "rule"]
@@ -49,8 +48,8 @@ def check_claims(results: Mapping[str, Mapping[str, pd.DataFrame]], model: str =
 
 
 def format_number(value, unit: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or pd.isna(value):
-        return "–"
+    if is_missing(value):
+        return MISSING
     if unit == "fraction":
         return f"{100 * float(value):.1f}%"
     if unit == "points":
@@ -59,8 +58,8 @@ def format_number(value, unit: str) -> str:
 
 
 def format_interval(row) -> str:
-    if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
-        return "–" if not row["interval"] else row["interval"]
+    if is_missing(row["ci_low"]) or is_missing(row["ci_high"]):
+        return MISSING if not row["interval"] else row["interval"]
     return (f"{format_number(row['ci_low'], row['unit'])} to {format_number(row['ci_high'], row['unit'])}"
             + (f" ({row['interval']})" if row["interval"] and row["interval"] != "95% CI" else ""))
 

@@ -11,7 +11,7 @@ import pandas as pd
 from rich.table import Table
 
 from bertology.data.glue import glue_task
-from bertology.results import Result, percent
+from bertology.results import MISSING, Result, percent
 
 #: Table 1's task columns in the Convexity report's order; the packaged bshift (not in the report) comes last.
 TASK_ORDER = ("cola", "sst2", "mrpc", "stsb", "rte", "bshift")
@@ -72,7 +72,7 @@ def render_table(table: pd.DataFrame, title: str = "GLUE dev (x100), mean ± std
         cells = [str(row["model"]), str(row["variant"])]
         for task in tasks:
             mean, std = row[task], row.get(f"{task}_std")
-            cells.append("—" if pd.isna(mean) else percent(mean, 2) + ("" if pd.isna(std) else f" ± {percent(std, 2)}"))
+            cells.append(MISSING if pd.isna(mean) else percent(mean, 2) + ("" if pd.isna(std) else f" ± {percent(std, 2)}"))
         cells.append(percent(row["average"], 2))
         cells.append(str(row["n_seeds"]))
         rich_table.add_row(*cells)

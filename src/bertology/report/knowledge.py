@@ -22,7 +22,7 @@ from bertology.knowledge.static import plot_static
 from bertology.report.context import ReportContext
 from bertology.report.document import Image, Section, Table, Text
 from bertology.report.names import SECTION_TITLES
-from bertology.results import Result, percent
+from bertology.results import Result, number, percent
 
 #: Where each analysis's Result, and figure, is written under the section's folder.
 FOLDERS = {"contextuality": "contextuality", "static": "static", "mlm_probe": "mlm-probe", "lama": "lama",
@@ -30,7 +30,7 @@ FOLDERS = {"contextuality": "contextuality", "static": "static", "mlm_probe": "m
 
 
 def _fmt(value, digits: int = 3) -> str:
-    return "–" if value is None or pd.isna(value) else f"{value:.{digits}f}"
+    return number(value, digits)
 
 
 def bundle(results: dict[str, Result], notes: list[str], settings: dict) -> Result:

@@ -17,7 +17,7 @@ from bertology.report.names import SECTION_TITLES
 from bertology.report.document import Figure, Link, Section, Table
 from bertology.report.findings import best_layer, probing_scores
 from bertology.report.names import SECTION_NAMES
-from bertology.results import Result, percent
+from bertology.results import MISSING, Result, number, percent
 from bertology.attention.figures import plot_heatmap, plot_pattern_proportions
 from bertology.attention.parsing import run_attention_analysis
 from bertology.attention.patterns import pattern_analysis
@@ -260,7 +260,7 @@ def probing(context: ReportContext) -> Section:
 
         def cell(r) -> str:
             rate = r["metric"] in ("uuas", "root_acc")
-            fmt = (lambda v: percent(v)) if rate else (lambda v: "–" if pd.isna(v) else f"{v:.3f}")
+            fmt = (lambda v: percent(v)) if rate else (lambda v: number(v))
             spread = "" if pd.isna(r["std"]) else f" ± {fmt(r['std'])}"
             return f"{fmt(r['mean'])}{spread} (layer {_layer_text(r['layer'])})"
 
@@ -353,7 +353,7 @@ def _marked_table2(numbers: pd.DataFrame, scores: pd.DataFrame, caption: str, an
         if choice["layer"] is None:
             continue
         at = rows[rows["layer"] == choice["layer"]].iloc[0]
-        ci_row[column] = f"{percent(at['ci_low'])}–{percent(at['ci_high'])}" if not pd.isna(at["ci_low"]) else "–"
+        ci_row[column] = f"{percent(at['ci_low'])}–{percent(at['ci_high'])}" if not pd.isna(at["ci_low"]) else MISSING
         if choice["marked"]:
             bold.add((positions[choice["layer"]], column))
             best_row[column] = str(choice["layer"])
