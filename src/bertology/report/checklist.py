@@ -16,13 +16,11 @@ from bertology import __version__
 from bertology.claims.evaluate import compare_claims
 from bertology.errors import UsageError
 from bertology.files import write_table, write_text
-from bertology.models import Encoder, load_encoder
+from bertology.models import Encoder
 from bertology.report.claims import NOTE, SECTION_ID, STYLE, TITLE, checklist_html, evidence_link, verdict_html
-from bertology.report.context import safe_name
 from bertology.report.document import Section, Text, render
 from bertology.report.interventions import is_finetuned
-from bertology.report.run import run_report
-from bertology.runtime import resolve_device
+from bertology.report.run import report_handle, run_report
 
 
 @dataclass
@@ -71,14 +69,11 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
             if first is None:
                 raise UsageError("--compare untrained: name the model first (--compare MODEL untrained); the "
                                  "untrained twin is that model re-initialised")
-            encoder = first.untrained(0)
-        elif isinstance(model, Encoder):
-            encoder = model
+            encoder, name = report_handle(model, first.untrained(0), device)
         else:
-            encoder = load_encoder(model, device=str(resolve_device(device)))
+            encoder, name = report_handle(model, model if isinstance(model, Encoder) else None, device)
         if first is None:
             first = encoder
-        name = safe_name(encoder.name if encoder.name != "model" else str(model))
         finetuned = model if isinstance(model, (str, Path)) and str(model) != "untrained" and is_finetuned(model) else None
         outcome = run_report(name, out, fresh=fresh, seeds=seeds, max_sentences=max_sentences, progress=progress,
                              device=device, encoder=encoder, finetuned=finetuned, languages=languages,

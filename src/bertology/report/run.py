@@ -17,7 +17,7 @@ from bertology import __version__
 from bertology.data import default_corpus, read_conllu
 from bertology.errors import MissingData, OutputError
 from bertology.files import write_text
-from bertology.models import Encoder, load_encoder
+from bertology.models import Encoder, as_encoder
 from bertology.report import names
 from bertology.report import sections as report_sections
 from bertology.report.cache import ResultCache
@@ -159,8 +159,11 @@ def finetuned_checkpoint(*candidates) -> Path | None:
     return None
 
 
-def _resolve(model, encoder: Encoder | None, device: str | None) -> tuple[Encoder, str]:
-    encoder = encoder or load_encoder(model, device=str(resolve_device(device)))
+def report_handle(model, encoder: Encoder | None, device: str | None) -> tuple[Encoder, str]:
+    """The handle a report runs on (``encoder`` when given, else ``model`` loaded on ``device``) and the
+    report's folder name for it (the handle's name, or ``model`` for a module built in code)."""
+    if encoder is None:
+        encoder = as_encoder(model, device=str(resolve_device(device)))
     return encoder, safe_name(encoder.name if encoder.name != "model" else str(model))
 
 
@@ -189,7 +192,7 @@ def run_report(
     sections = check_sections(sections)
     started = time.perf_counter()
     encoder_given = encoder
-    encoder, name = _resolve(model, encoder, device)
+    encoder, name = report_handle(model, encoder, device)
     context = make_context(encoder, name, out, fresh, seeds, max_sentences, progress, device)
     context.finetuned = finetuned_checkpoint(model if encoder_given is None else None, finetuned)
     context.languages = [Path(p) for p in languages] if languages else None
@@ -237,10 +240,10 @@ def build_comparison(
     """
     sections = check_sections(sections)
     started = time.perf_counter()
-    encoder_a, name_a = _resolve(model_a, encoder_a, device)
+    encoder_a, name_a = report_handle(model_a, encoder_a, device)
     if encoder_b is None and str(model_b) == "untrained":
         encoder_b = encoder_a.untrained(0)
-    encoder_b, name_b = _resolve(model_b, encoder_b, device)
+    encoder_b, name_b = report_handle(model_b, encoder_b, device)
     contexts = [make_context(e, n, out, fresh, seeds, max_sentences, progress, device)
                 for e, n in ((encoder_a, name_a), (encoder_b, name_b))]
     # Interventions: a fine-tuned side (B, typically) serves both; otherwise each side is fine-tuned briefly.
