@@ -551,7 +551,7 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     same optimum reached faster.
 
     ``score(W, b, layers)`` (``W`` ``[k, dim, C]`` of the layers ``layers``; returns ``[k]``, higher is better:
-    the dev accuracy) walks the grid as a regularisation path: a layer goes on to the next, weaker value only
+    the probe's: minus the dev cross-entropy) walks the grid as a regularisation path: a layer goes on to the next, weaker value only
     while each value it solved scored strictly better than the one before, so the weak end of the grid, where
     the solver needs the most steps, is solved only for layers whose dev score still rises. The values a
     layer did not reach score ``-inf`` and hold its last optimum. Each value after the first starts from the
