@@ -729,3 +729,43 @@ def test_the_figure_save_finder_finds_a_planted_save():
     for fine in ("return finish_figure(fig, out_dir / 'cka.png')\n", "finish_layer_figure(fig, axes, path)\n",
                  "plt.close(fig)\n"):
         assert not _figure_saves(ast.parse(fine)), fine
+
+
+#: The floors of docs/ARCHITECTURE.md ("Layers of the package"), bottom up. Top-level modules (errors, files,
+#: numbering, runtime, settings, results, plots, training...) are the foundation, floor 0; ``options.py`` and
+#: every command-line module are the top floor.
+_FLOORS = (("data", "models"), ("extraction", "store"),
+           ("tasks", "probing", "attention", "intervention", "finetune", "compare", "knowledge", "geometry",
+            "readouts", "languages", "claims"),
+           ("compression", "scale", "report"))
+_TOP_FLOOR = len(_FLOORS) + 1
+
+
+def _floor(name: str) -> int:
+    if _is_cli(name) or name in ("bertology.cli", "bertology.options"):
+        return _TOP_FLOOR
+    parts = name.split(".")
+    if len(parts) > 1:
+        for number, group in enumerate(_FLOORS, start=1):
+            if parts[1] in group:
+                return number
+    return 0
+
+
+def _upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return [f"{name} (floor {_floor(name)}) imports {target} (floor {_floor(target)})"
+            for name, targets in sorted(graph.items()) for target in sorted(targets) if _floor(target) > _floor(name)]
+
+
+def test_modules_import_only_their_floor_or_below():
+    """The documented layer order: foundation -> data, models -> extraction, store -> the capabilities ->
+    compression, scale, report -> the command line; a module imports only from its own floor or below."""
+    upward = _upward_imports(_graph())
+    assert not upward, "imports that go up a floor (docs/ARCHITECTURE.md, Layers of the package):\n" + "\n".join(upward)
+
+
+def test_the_floor_check_finds_a_planted_upward_import():
+    planted = {"bertology.models.encoders": {"bertology.probing.probes"}, "bertology.report.run": {"bertology.models"},
+               "bertology.files": {"bertology.options"}}
+    found = _upward_imports(planted)
+    assert len(found) == 2 and "bertology.models.encoders" in found[1] and "bertology.files" in found[0], found
