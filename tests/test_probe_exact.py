@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertology.errors import DataError, SettingError
+from bertology.errors import SettingError
 from bertology.probing.mdl import DEFAULT_TIMESTAMPS, block_ends, online_codelength
 from bertology.probing.probes import LayerwiseProbe, fit_multinomial
 from bertology.probing.spec import ProbingSpec
@@ -146,7 +146,7 @@ def test_bootstrap_resample_has_two_classes_and_repeats():
     assert len(index) == len(labels) and len(set(index)) < len(labels)
     assert set(labels[index]) == {0, 1}
     np.testing.assert_array_equal(_train_index(0, "t", 10, 1.0, "all"), np.arange(10))
-    with pytest.raises(DataError, match="train sampling"):
+    with pytest.raises(SettingError, match="train_sampling"):
         _train_index(0, "t", 10, 1.0, "jackknife")
 
 

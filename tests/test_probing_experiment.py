@@ -185,7 +185,7 @@ def test_a_spec_is_checked_once_and_names_the_setting():
         ProbingSpec(tasks=("nonsense",))
     with pytest.raises(UsageError, match="unknown probing setting"):
         ProbingSpec.from_keywords(tasks=("upos",), l3=0.1)
-    with pytest.raises(DataError, match="belong in the spec"):
+    with pytest.raises(UsageError, match="belong in the spec"):
         run_probing("minilm", spec, seeds=(0,))
 
 

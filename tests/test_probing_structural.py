@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 
 from bertology.data import Sentence
 from bertology.data.treebank import tree_depths, tree_distances
-from bertology.errors import DataError, StoreError
+from bertology.errors import DataError, SettingError, StoreError
 from bertology.probing.structural import run_structural, summarize_structural
 from bertology.probing.structural_probe import StructuralProbe
 from bertology.probing.tree_metrics import (
@@ -84,7 +84,7 @@ def test_punctuation_schemes():
     # Hewitt and Manning's XPOS list has no HYPH (PTB-WSJ had none)
     np.testing.assert_array_equal(punctuation_mask(s, "xpos"), [False, False, False, True])
     np.testing.assert_array_equal(punctuation_mask(s, "none"), [False] * 4)
-    with pytest.raises(DataError, match="punctuation scheme"):
+    with pytest.raises(SettingError, match="punct .bogus.: expected one of upos, xpos, none"):
         punctuation_mask(s, "bogus")
 
 
@@ -250,7 +250,7 @@ def test_probe_input_errors(planted):
         StructuralProbe().predict(Xtr, tr)
     with pytest.raises(NotFittedError):
         StructuralProbe().score(Xtr, tr)
-    with pytest.raises(DataError, match="kind"):
+    with pytest.raises(SettingError, match="kind 'width': expected one of distance, depth"):
         StructuralProbe(kind="width").fit(Xtr, tr, Xdv, dv)
     with pytest.raises(DataError, match="word vectors for"):
         StructuralProbe(device="cpu").fit(Xtr[:, :-1], tr, Xdv, dv)

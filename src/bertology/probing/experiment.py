@@ -42,7 +42,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from bertology.errors import BertologyWarning, DataError, MissingData
+from bertology.errors import BertologyWarning, DataError, MissingData, SettingError, UsageError
 from bertology.settings import cache_root
 from bertology.tasks.cache import built_tasks, treebank_hash  # noqa: F401 (treebank_hash: public here too)
 from bertology.numbering import parse_layers
@@ -474,7 +474,7 @@ def _train_index(seed: int, task: str, n_train: int, train_fraction: float, samp
     if sampling == "all":
         return np.arange(n_train) if train_fraction >= 1 else np.sort(rng.permutation(n_train)[:size])
     if sampling != "bootstrap":
-        raise DataError(f"train sampling {sampling!r}; expected {' or '.join(TRAIN_SAMPLINGS)}")
+        raise SettingError("train_sampling", sampling, f"expected {' or '.join(TRAIN_SAMPLINGS)}")
     for _ in range(100):
         index = np.sort(rng.integers(0, n_train, size=size))
         if labels is None or len(set(np.asarray(labels)[index].tolist())) > 1:
@@ -655,7 +655,7 @@ def run_probing(model="minilm", spec: ProbingSpec | None = None, *legacy, cache_
                               + legacy))
         spec = ProbingSpec.from_keywords(**positional, **settings)
     elif legacy or settings:
-        raise DataError("run_probing(model, spec): the settings belong in the spec, not beside it "
+        raise UsageError("run_probing(model, spec): the settings belong in the spec, not beside it "
                         f"({', '.join(settings) or 'positional arguments'})")
     run_device = resolve_device(device)
     cache = cache_root(cache_dir)

@@ -21,7 +21,7 @@ from scipy.stats import rankdata
 
 from bertology.data import Sentence
 from bertology.data.treebank import describe_sentence, tree_depths, tree_distances
-from bertology.errors import DataError
+from bertology.errors import DataError, SettingError
 
 KINDS = ("distance", "depth")
 TASK_NAMES = {"distance": "structural-distance", "depth": "structural-depth"}
@@ -65,7 +65,7 @@ def punctuation_mask(sentence: Sentence, scheme: str = "upos") -> np.ndarray:
     elif scheme == "xpos":
         tags, wanted = sentence.xpos, HM_PUNCT_XPOS
     else:
-        raise DataError(f"unknown punctuation scheme {scheme!r}; expected one of {', '.join(PUNCT_SCHEMES)}")
+        raise SettingError("punct", scheme, f"expected one of {', '.join(PUNCT_SCHEMES)}")
     if tags is None:
         raise DataError(f"{_where(sentence)}: no {scheme.upper()} tags, needed to leave out punctuation")
     return np.array([tag in wanted for tag in tags], dtype=bool)
@@ -238,12 +238,12 @@ def structural_metrics(kind: str, predictions: Sequence[np.ndarray], sentences: 
 
 
 def check_probe_kind(kind: str) -> None:
-    """A :class:`~bertology.errors.DataError` unless ``kind`` is one of :data:`KINDS`."""
+    """A :class:`~bertology.errors.SettingError` unless ``kind`` is one of :data:`KINDS`."""
     if kind not in KINDS:
-        raise DataError(f"unknown structural probe kind {kind!r}; expected one of {', '.join(KINDS)}")
+        raise SettingError("kind", kind, f"expected one of {', '.join(KINDS)}")
 
 
 def check_punct_scheme(punct: str) -> None:
-    """A :class:`~bertology.errors.DataError` unless ``punct`` is one of :data:`PUNCT_SCHEMES`."""
+    """A :class:`~bertology.errors.SettingError` unless ``punct`` is one of :data:`PUNCT_SCHEMES`."""
     if punct not in PUNCT_SCHEMES:
-        raise DataError(f"unknown punctuation scheme {punct!r}; expected one of {', '.join(PUNCT_SCHEMES)}")
+        raise SettingError("punct", punct, f"expected one of {', '.join(PUNCT_SCHEMES)}")
