@@ -435,8 +435,8 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
     loss any more, or three steps in a row lower it by no more than its rounding (the limit of the
     arithmetic). The preconditioner is refreshed every ``refresh_every`` iterations (40: on UPOS, dependency
     labels and WC as many iterations as 20, with half the refreshes, each a weighted covariance and its
-    eigendecomposition, 1.5 s on one thread for MiniLM's 7 layers of 1,152-wide arc features; never
-    refreshing took up to 25% more iterations); a
+    eigendecomposition, the dearest step on wide arc features; never refreshing took more iterations in
+    one-off timings); a
     ``preconditioner`` given (:meth:`_KroneckerPreconditioner.select`: a neighbouring optimum's) is used from
     the start instead of a first refresh. Returns ``(W, b, iterations, gradient max, preconditioner)``."""
     batch = X.shape[0]
@@ -896,7 +896,7 @@ class LayerwiseProbe(_ProbeBase):
 
         The path and the choice are made on the dev cross-entropy, not the dev accuracy: accuracy is a step
         function, and two L2 values a dev example or two apart tied or swapped under a 1e-6 change of the
-        features (and with them the layer's test accuracy, by up to 4 points on SentLen); the cross-entropy
+        features (and with them the layer's test accuracy, by several points on SentLen in one-off checks); the cross-entropy
         moves by about as little as the features. The chosen value is then polished in float64
         (``POLISH_GTOL``)."""
         Xtr, ytr, Xdv, ydv = data
