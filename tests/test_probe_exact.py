@@ -138,6 +138,48 @@ def test_bootstrap_seeds_give_the_trained_probe_a_spread_and_wider_intervals():
     assert widths["bootstrap"] > widths["all"]
 
 
+def test_the_point_fit_gives_the_number_and_the_bootstrap_seeds_the_spread():
+    """A resample of n draws holds about 63% of the distinct examples, so on a data-hungry task (many classes,
+    few examples each) bootstrap fits score below the fit on every example. The summary's number is that point
+    fit (equal to a run on all examples), the seeds give its spread, and the interval is centred on it."""
+    from bertology.probing.labels import probe_labels
+
+    X, y = _problem(n=1000, d=24, classes=40, layers=1, seed=5, noise=1.2)
+    splits = ["train"] * 400 + ["dev"] * 300 + ["test"] * 300
+    kwargs = {"control": False, "device": "cpu", "n_boot": 300, "splits": splits, "l2": (1e-3, 1e-2)}
+    boot = probe_labels(X, y, seeds=(0, 1, 2), **kwargs)
+    full = probe_labels(X, y, seeds=(0,), train_sampling="all", **kwargs)
+
+    def cell(result):
+        s = result["summary"]
+        return s[(s.baseline == "none") & (s.split == "test") & (s.metric == "accuracy")].iloc[0]
+
+    ours, reference = cell(boot), cell(full)
+    assert ours["mean"] == reference["mean"], "the point fit is the fit on every training example"
+    assert ours["seeds_mean"] < ours["mean"] - 0.04, "bootstrap fits are biased low on a data-hungry task"
+    assert ours["n_seeds"] == 3 and ours["std"] > 0
+    assert ours["ci_low"] < ours["mean"] < ours["ci_high"]
+    centre = (ours["ci_low"] + ours["ci_high"]) / 2
+    assert abs(centre - ours["mean"]) < abs(centre - ours["seeds_mean"]), "centred on the point, not the seeds"
+    assert ours["ci_high"] - ours["ci_low"] > reference["ci_high"] - reference["ci_low"], "training variation added"
+
+
+def test_intervals_around_the_point_fit_are_the_hand_computation():
+    from bertology.probing.summary import POINT, bootstrap_accuracies, bootstrap_intervals, centred_on_point
+
+    rng = np.random.default_rng(0)
+    hits = {POINT: rng.random((2, 50)) < 0.7, **{s: rng.random((2, 50)) < 0.6 for s in (3, 1, 2)}}
+    boot = bootstrap_accuracies(np.stack([hits[POINT], hits[1], hits[2], hits[3]]), 100, seed=4)
+    seeds = boot[1:]
+    by_hand = boot[0][None] + np.sqrt(3 / 2) * (seeds - seeds.mean(axis=0))
+    np.testing.assert_allclose(centred_on_point(boot), by_hand)
+    low, high = bootstrap_intervals(hits, n_boot=100, seed=4)
+    pooled = np.moveaxis(by_hand, 0, -2).reshape(2, -1)
+    np.testing.assert_allclose(low, np.quantile(pooled, 0.025, axis=-1))
+    np.testing.assert_allclose(high, np.quantile(pooled, 0.975, axis=-1))
+    np.testing.assert_allclose(centred_on_point(boot[:2]), boot[:1]), "one seed: the point fit's own cloud"
+
+
 def test_bootstrap_resample_has_two_classes_and_repeats():
     from bertology.probing.experiment import _train_index
 

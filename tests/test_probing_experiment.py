@@ -64,7 +64,23 @@ def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
     assert list(frame.columns) == COLUMNS
     for column in ("layer", "seed"):
         assert str(frame[column].dtype) == "Int64"
-    assert frame["seed"].notna().all() and (frame["seed"] >= 0).all(), "no sentinel seeds"
+    seeded = frame["seed"].notna()
+    assert set(frame.loc[seeded, "seed"]) == {0, 1}, "no sentinel seeds"
+    # Rows without a seed are the point fit on the whole training set (bootstrap seeds, the default): one per
+    # fitted baseline, never for the deterministic ones; the summary's mean is the point fit's.
+    point = frame[~seeded]
+    assert set(point.baseline) == {"none", "control", "untrained"}
+    accuracy = point[(point.metric == "accuracy") & point.component.isna()]
+    assert len(accuracy) == len(frame[seeded & (frame.seed == 0) & (frame.metric == "accuracy")
+                                      & frame.component.isna() & frame.baseline.isin(["none", "control", "untrained"])])
+    summary = result["summary"]
+    cell = summary[(summary.task == "upos") & (summary.baseline == "none") & (summary.metric == "accuracy")
+                   & (summary.split == "test") & (summary.layer == 1) & summary.component.isna()].iloc[0]
+    values = frame[(frame.task == "upos") & (frame.baseline == "none") & (frame.metric == "accuracy")
+                   & (frame.split == "test") & (frame.layer == 1) & frame.component.isna()]
+    assert cell["mean"] == values.loc[values.seed.isna(), "value"].item()
+    assert cell["seeds_mean"] == pytest.approx(values.loc[values.seed.notna(), "value"].mean())
+    assert cell["n_seeds"] == 2 and cell["std"] == pytest.approx(values.loc[values.seed.notna(), "value"].std())
     assert frame["value"][frame.metric == "accuracy"].between(0, 1).all(), "accuracies are fractions"
     assert not frame.attrs
     assert set(frame.baseline) == {"none", "untrained", "control", "majority", "word-identity"}
@@ -72,7 +88,7 @@ def test_result_tables_are_tidy_with_every_baseline_and_metric(results):
     ours = frame[(frame.baseline == "none") & (frame.metric == "accuracy") & (frame.probe == "linear")
                  & frame.component.isna()]
     assert set(ours.layer) == {0, 1, 2}
-    assert set(ours.seed) == {0, 1} and set(ours.split) == {"dev", "test"}
+    assert set(ours.seed.dropna()) == {0, 1} and set(ours.split) == {"dev", "test"}
     # Selectivity is task accuracy minus control accuracy, layer by layer.
     key = ["task", "layer", "seed", "split"]
     acc = ours.set_index(key).value
@@ -145,7 +161,9 @@ def test_seeds_differ_and_reruns_reproduce_from_the_cache(results, tiny_model, s
                         max_train=400, max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False)
     assert sorted(p.name for p in (cache / "stores").iterdir()) == stores  # stores reused, none added
     expected = frame[frame.seed == 1].reset_index(drop=True)
-    pd.testing.assert_frame_equal(again["results"], expected)
+    # Seed 1's own fits are the same; its point fit differs from the first run's, which seed 0 drew (control
+    # labels, the twin).
+    pd.testing.assert_frame_equal(again["results"][again["results"].seed.notna()].reset_index(drop=True), expected)
 
 
 def test_the_result_carries_table2_and_the_best_layer_computed_once(results, tmp_path):
@@ -196,7 +214,7 @@ def test_a_repeated_seed_probes_its_own_untrained_twin(tiny_model, small_treeban
                          max_eval=200, l2=(1e-3, 1e-2), cache_dir=cache, progress=False, control=False,
                          scalar_mix=False)
     frame = result["results"]
-    twin = frame[(frame.baseline == "untrained") & (frame.metric == "accuracy")]
+    twin = frame[(frame.baseline == "untrained") & (frame.metric == "accuracy") & frame.seed.notna()]
     third_size = len(twin) // 3
     first, second, third = (twin.iloc[k * third_size:(k + 1) * third_size].reset_index(drop=True) for k in range(3))
     assert set(first.seed) == {0} and set(second.seed) == {1} and set(third.seed) == {0}
@@ -267,7 +285,7 @@ def test_cli_writes_results(tiny_model, small_treebank, tmp_path, monkeypatch):
     assert out.parent == tmp_path / "results" / "probe"
     frame = pd.read_parquet(out / "results.parquet")
     assert set(frame.task) == {"upos"}
-    assert set(frame.seed) == {2}, "--seeds is a count, --seed the first"
+    assert set(frame.seed.dropna()) == {2}, "--seeds is a count, --seed the first"
     assert set(frame.layer.dropna()) == {1, 2}, "--layers takes what tables print (L1-2)"
     assert pd.read_csv(out / "results.csv").shape[0] == len(frame)
     for table in ("summary", "table2", "table2_dev", "best_layer", "datasets"):

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bertology.probing.summary import N_BOOT, bootstrap_accuracies, pooled_interval
+from bertology.probing.summary import N_BOOT, bootstrap_accuracies, centred_on_point, fits_in_order, pooled_interval
 from bertology.runtime import derive_seed
 
 #: The length bins ``(label, shortest, longest)`` in words; ``None``: no upper end.
@@ -54,7 +54,7 @@ def arc_length_table(hits: Mapping[tuple, Mapping[int, np.ndarray]], lengths: np
     ``hits``: which evaluation arcs each fit got right, as the probing experiment collects them:
     ``{(probe, component, baseline, split): {seed: bool [n_layers, n]}}`` (entries of other splits and of the
     scalar mix are left out); ``lengths``: ``[n]`` the arcs' lengths (:func:`arc_lengths`), in the order of the
-    hits. ``accuracy`` is the mean over seeds; ``ci_low``/``ci_high`` its 95% interval; ``drop`` the shortest
+    hits. ``accuracy`` is the point fit's (the mean over seeds without one); ``ci_low``/``ci_high`` its 95% interval; ``drop`` the shortest
     non-empty bin's accuracy minus this bin's (0 in the shortest), ``drop_ci_low``/``drop_ci_high`` its interval.
     """
     index = arc_bins(lengths, bins)
@@ -63,14 +63,16 @@ def arc_length_table(hits: Mapping[tuple, Mapping[int, np.ndarray]], lengths: np
     for (probe, component, baseline, key_split), by_seed in hits.items():
         if key_split != split or component is not None or not by_seed:
             continue
-        stacked = np.stack([np.asarray(by_seed[s], dtype=bool) for s in sorted(by_seed)])  # [seeds, layers, n]
+        values, has_point = fits_in_order(by_seed)
+        stacked = np.stack([np.asarray(v, dtype=bool) for v in values])  # [fits, layers, n], the point fit first
         if stacked.shape[-1] != len(index):
             raise ValueError(f"{task}: {stacked.shape[-1]} scored arcs for {len(index)} arc lengths")
         boots, means = {}, {}
         for b in present:
             chosen = stacked[..., index == b]
-            boots[b] = bootstrap_accuracies(chosen, n_boot, seed=derive_seed(0, "arc-length", task, split, bins[b][0]))
-            means[b] = chosen.mean(axis=-1).mean(axis=0)  # [layers]
+            boot = bootstrap_accuracies(chosen, n_boot, seed=derive_seed(0, "arc-length", task, split, bins[b][0]))
+            boots[b] = centred_on_point(boot) if has_point else boot
+            means[b] = chosen[0].mean(axis=-1) if has_point else chosen.mean(axis=-1).mean(axis=0)  # [layers]
         first = present[0] if present else None
         for b in present:
             low, high = pooled_interval(boots[b])

@@ -86,7 +86,7 @@ from bertology.files import atomic_path, write_json
 from bertology.models import as_encoder
 from bertology.probing.arcs import arc_length_table, arc_lengths
 from bertology.probing.structural import run_structural
-from bertology.probing.summary import bootstrap_intervals
+from bertology.probing.summary import POINT, bootstrap_intervals
 from bertology.store.store import file_sha256
 
 COLUMNS = ["model", "task", "probe", "component", "layer", "seed", "metric", "value", "baseline", "split"]
@@ -421,15 +421,6 @@ def baseline_scores(model, task, probe_name, baseline, layers, seeds, prediction
     return scores
 
 
-def _fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
-                   scalar_mix: bool, correct: dict | None = None) -> list[dict]:
-    """:func:`fit_and_score`'s rows, its hits merged into ``correct`` (for :mod:`bertology.probing.labels`)."""
-    scores = fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline, scalar_mix)
-    if correct is not None:
-        Scores(hits=correct).add(Scores(hits=scores.hits))
-    return scores.rows
-
-
 def _baseline_rows(model, task, probe_name, baseline, layers, seeds, predictions: dict, y: dict,
                    correct: dict) -> list[dict]:
     """:func:`baseline_scores`'s rows, its hits merged into ``correct`` (for :mod:`bertology.probing.labels`)."""
@@ -480,6 +471,39 @@ def _train_index(seed: int, task: str, n_train: int, train_fraction: float, samp
         if labels is None or len(set(np.asarray(labels)[index].tolist())) > 1:
             return index
     return np.arange(n_train) if train_fraction >= 1 else np.sort(rng.permutation(n_train)[:size])
+
+
+def with_point(sampling: str) -> bool:
+    """Whether a run adds a point fit beside its seeds: with bootstrap seeds (their resamples hold about 63%
+    of the distinct examples, so their mean is biased low; :mod:`bertology.probing.summary`)."""
+    return sampling == "bootstrap"
+
+
+@dataclass(frozen=True)
+class TrainingFit:
+    """One fit of a seed's loop: ``seed`` (:data:`POINT` for the point fit) and its training ``index``."""
+
+    seed: int | None
+    index: np.ndarray
+
+    def scores(self, scores: "Scores") -> "Scores":
+        """``scores`` of this fit, relabelled as the point fit's (rows without a seed, hits under
+        :data:`POINT`) when it is one."""
+        if self.seed is not POINT:
+            return scores
+        return Scores(rows=[{**r, "seed": POINT} for r in scores.rows],
+                      hits={key: {POINT: next(iter(by_seed.values()))} for key, by_seed in scores.hits.items()})
+
+
+def training_fits(seed: int, seeds: Sequence[int], task: str, labels, train_fraction: float,
+                  sampling: str) -> list[TrainingFit]:
+    """The fits seed ``seed`` runs: its own training sample (:func:`_train_index`), and, on the first seed
+    with bootstrap sampling, the point fit on the whole training set (or a ``train_fraction`` subset drawn
+    without replacement), which the first seed initialises and whose control labels it draws."""
+    fits = [TrainingFit(seed, _train_index(seed, task, len(labels), train_fraction, sampling, labels))]
+    if with_point(sampling) and seed == seeds[0]:
+        fits.append(TrainingFit(POINT, _train_index(seed, task, len(labels), train_fraction, "all")))
+    return fits
 
 
 def used_train(n_train: int, train_fraction: float) -> int:
@@ -568,7 +592,8 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                     **spec.probe_options}
     classify = plan.classify
     out: list[tuple[str, Scores]] = []
-    n_fits = len(spec.seeds) * sum(1 + int(spec.wants_control(d.level)) + int(twins is not None) for d in classify)
+    n_fits = (len(spec.seeds) + with_point(spec.train_sampling)) * sum(
+        1 + int(spec.wants_control(d.level)) + int(twins is not None) for d in classify)
     twin_features, twin_of_features = None, None
     with progress_bar(progress, transient=True) as bar:
         job = bar.add_task("probing", total=n_fits)
@@ -581,28 +606,30 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                     twin_of_features = twin_seed
             for dataset in classify:
                 name, y = dataset.name, _labels(dataset)
-                train_index = _train_index(seed, name, len(y["train"]), spec.train_fraction, spec.train_sampling,
-                                           y["train"])
                 X = {s: features[name, s] for s in SPLITS}
-                bar.update(job, description=f"{name} seed {seed}: encoder")
-                ours = fit_and_score(spec.probe, probe_kwargs, seed, X, y, train_index, layer_ids, model, name, "none",
-                                     spec.scalar_mix)
-                out.append((name, ours))
-                bar.advance(job)
-                if spec.wants_control(dataset.level):
-                    bar.update(job, description=f"{name} seed {seed}: control task")
-                    y_control = dataset.control_labels(seed, types, spec.sentence_control)
-                    control = fit_and_score(spec.probe, probe_kwargs, seed, X, y_control, train_index, layer_ids,
-                                            model, name, "control", scalar_mix=False)
-                    control.rows += _selectivity(ours.rows, control.rows)
-                    out.append((name, control))
+                y_control = dataset.control_labels(seed, types, spec.sentence_control) if spec.wants_control(
+                    dataset.level) else None
+                Xu = {s: twin_features[name, s] for s in SPLITS} if twins is not None else None
+                for fit in training_fits(seed, spec.seeds, name, y["train"], spec.train_fraction, spec.train_sampling):
+                    shown = f"{name} seed {seed}" if fit.seed is not POINT else f"{name} all training examples"
+                    bar.update(job, description=f"{shown}: encoder")
+                    ours = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y, fit.index, layer_ids, model,
+                                                    name, "none", spec.scalar_mix))
+                    out.append((name, ours))
                     bar.advance(job)
-                if twins is not None:
-                    bar.update(job, description=f"{name} seed {seed}: untrained twin")
-                    Xu = {s: twin_features[name, s] for s in SPLITS}
-                    out.append((name, fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, train_index, layer_ids,
-                                                    model, name, "untrained", spec.scalar_mix)))
-                    bar.advance(job)
+                    if y_control is not None:
+                        bar.update(job, description=f"{shown}: control task")
+                        control = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y_control, fit.index,
+                                                           layer_ids, model, name, "control", scalar_mix=False))
+                        control.rows += _selectivity(ours.rows, control.rows)
+                        out.append((name, control))
+                        bar.advance(job)
+                    if Xu is not None:
+                        bar.update(job, description=f"{shown}: untrained twin")
+                        out.append((name, fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, fit.index,
+                                                                   layer_ids, model, name, "untrained",
+                                                                   spec.scalar_mix))))
+                        bar.advance(job)
                 if spec.wants_mdl(dataset.level) and seed == spec.seeds[0]:
                     # MDL once, on the first seed (its order of examples): the task, its control, the twin.
                     bar.update(job, description=f"{name}: online codelength")

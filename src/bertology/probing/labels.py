@@ -27,14 +27,16 @@ from bertology.numbering import parse_layers
 from bertology.probing.controls import ControlTask, majority_label, store_word_types, word_type
 from bertology.probing.datasets import SPLITS
 from bertology.probing.experiment import (
+    Scores,
     _baseline_rows,
-    _fit_and_score,
     _intervals,
     _selectivity,
     _tables,
-    _train_index,
+    fit_and_score,
     mdl_scores,
+    training_fits,
     used_train,
+    with_point,
 )
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
 from bertology.probing.spec import (DEFAULT_TIMESTAMPS, TRAIN_SAMPLINGS, check_probe_settings, check_timestamps)
@@ -213,26 +215,32 @@ def probe_labels(
                            {s: [label] * len(y[s]) for s in ("dev", "test")}, y, correct)
     with_control = control and control_keys is not None
     with progress_bar(progress, transient=True) as bar:
-        job = bar.add_task(f"probing {task}", total=len(seeds) * (1 + with_control + (twin is not None)))
+        job = bar.add_task(f"probing {task}", total=(len(seeds) + with_point(train_sampling))
+                           * (1 + with_control + (twin is not None)))
         for seed in seeds:
-            train_index = _train_index(seed, task, len(y["train"]), train_fraction, train_sampling, y["train"])
-            task_rows = _fit_and_score(probe, probe_kwargs, seed, Xs, y, train_index, layer_ids, model, task, "none",
-                                       scalar_mix=False, correct=correct)
-            rows += task_rows
-            bar.advance(job)
             if with_control:
                 keys = {s: [control_keys[i] for i in index[s]] for s in SPLITS}
                 assigner = ControlTask(y["train"], seed=seed)
                 y_control = {s: assigner.labels(keys[s]) for s in SPLITS}
-                control_rows = _fit_and_score(probe, probe_kwargs, seed, Xs, y_control, train_index, layer_ids,
-                                              model, task, "control", scalar_mix=False, correct=correct)
-                rows += control_rows + _selectivity(task_rows, control_rows)
+            Xu = {s: twin[:, index[s]] for s in SPLITS} if twin is not None else None
+            for fit in training_fits(seed, seeds, task, y["train"], train_fraction, train_sampling):
+                task_scores = fit.scores(fit_and_score(probe, probe_kwargs, seed, Xs, y, fit.index, layer_ids, model,
+                                                       task, "none", scalar_mix=False))
+                fitted = [task_scores]
                 bar.advance(job)
-            if twin is not None:
-                Xu = {s: twin[:, index[s]] for s in SPLITS}
-                rows += _fit_and_score(probe, probe_kwargs, seed, Xu, y, train_index, layer_ids, model, task,
-                                       "untrained", scalar_mix=False, correct=correct)
-                bar.advance(job)
+                if with_control:
+                    control_scores = fit.scores(fit_and_score(probe, probe_kwargs, seed, Xs, y_control, fit.index,
+                                                              layer_ids, model, task, "control", scalar_mix=False))
+                    control_scores.rows += _selectivity(task_scores.rows, control_scores.rows)
+                    fitted.append(control_scores)
+                    bar.advance(job)
+                if Xu is not None:
+                    fitted.append(fit.scores(fit_and_score(probe, probe_kwargs, seed, Xu, y, fit.index, layer_ids,
+                                                           model, task, "untrained", scalar_mix=False)))
+                    bar.advance(job)
+                for scores in fitted:
+                    rows += scores.rows
+                    Scores(hits=correct).add(Scores(hits=scores.hits))
             if mdl and seed == seeds[0]:
                 code = {"layers": layer_ids, "model": model, "task": task, "seed": seed, "probe": probe,
                         "timestamps": mdl_timestamps, "l2": l2, "device": probe_kwargs["device"]}

@@ -52,12 +52,21 @@ def _display_name(task: str) -> str:
 
 def summarize(results) -> pd.DataFrame:
     """Mean, standard deviation and number of seeds per (model, task, probe, component, baseline, split,
-    metric, layer)."""
+    metric, layer). Where a cell has a point fit (a row without a seed: the probe fitted on the whole
+    training set, beside seeds that fit bootstrap resamples of it), ``mean`` is the point fit's value and
+    ``std``/``n_seeds`` describe the seeds (:mod:`bertology.probing.summary`); ``seeds_mean`` is always
+    the seeds' own mean (below the point fit by the bootstrap's bias)."""
     results = _results(results)
     if results.empty:
         raise DataError("no probing results to summarize")
-    return (results.groupby(GROUP, dropna=False)["value"].agg(mean="mean", std="std", n_seeds="count")
-            .reset_index())
+    point = results["seed"].isna() if "seed" in results.columns else pd.Series(False, index=results.index)
+    frame = results.assign(seeded=results["value"].where(~point), point=results["value"].where(point))
+    summary = (frame.groupby(GROUP, dropna=False)
+               .agg(seeds_mean=("seeded", "mean"), std=("seeded", "std"), n_seeds=("seeded", "count"),
+                    point=("point", "first"))
+               .reset_index())
+    summary.insert(len(GROUP), "mean", summary["point"].fillna(summary["seeds_mean"]))
+    return summary.drop(columns="point")[GROUP + ["mean", "std", "n_seeds", "seeds_mean"]]
 
 
 def _metric_rows(summary: pd.DataFrame, task: str, split: str, baseline: str, mix: bool = False) -> pd.DataFrame:

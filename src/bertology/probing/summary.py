@@ -6,6 +6,13 @@
   ``seeds x resamples`` are pooled and the interval is their 2.5th and 97.5th percentile. A seed whose
   accuracy differs from the others shifts its whole bootstrap cloud, so between-seed spread widens the
   interval; with one seed (or seeds that agree) it is the ordinary percentile bootstrap.
+  With a *point fit* (key :data:`POINT`: the probe fitted on the whole training set while the seeds fit
+  bootstrap resamples of it), the interval is centred on the point fit instead: each resample's point
+  accuracy plus each seed's deviation from the seeds' mean on that resample (scaled by
+  ``sqrt(k / (k - 1))`` for ``k`` seeds, so that the deviations' variance estimates the training
+  variance without the small-sample shrinkage). A resample of ``n`` draws holds about 63% of the distinct
+  examples, so bootstrap fits score lower than the fit on all of them (most on data-hungry tasks, e.g.
+  Word Content): the seeds measure the spread, the point fit gives the number.
 * :func:`meets_power_rule` / :func:`power_flags`: an interval is *powered* when its half-width is at
   most :data:`POWER_HALF_WIDTH` (1.5 points) and every split holds at least :data:`MIN_SPLIT` examples.
 * :func:`best_layer`: the one rule for "best layer", used by ``bertology probe``'s tables, the figures
@@ -29,6 +36,8 @@ MIN_SPLIT = 200
 N_BOOT = 1000
 #: The interval's level.
 LEVEL = 0.95
+#: The key of the point fit (on the whole training set) among per-seed results: its rows have no seed.
+POINT = None
 
 
 def bootstrap_accuracies(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0, totals: np.ndarray | None = None,
@@ -65,20 +74,40 @@ def pooled_interval(boot: np.ndarray, level: float = LEVEL) -> tuple[np.ndarray,
     return np.quantile(pooled, tail, axis=-1), np.quantile(pooled, 1 - tail, axis=-1)
 
 
-def bootstrap_intervals(correct_by_seed: Mapping[int, np.ndarray], n_boot: int = N_BOOT, seed: int = 0,
+def fits_in_order(by_seed: Mapping[int | None, object]) -> tuple[list, bool]:
+    """The values of ``{seed: value}`` in seed order, the point fit's (key :data:`POINT`) first, and whether
+    there is one."""
+    has_point = POINT in by_seed
+    keys = ([POINT] if has_point else []) + sorted(s for s in by_seed if s is not POINT)
+    return [by_seed[k] for k in keys], has_point
+
+
+def centred_on_point(boot: np.ndarray) -> np.ndarray:
+    """Bootstrap accuracies ``[1 + k, ..., n_boot]`` (the point fit first, then ``k`` seeds) turned into
+    ``[k, ..., n_boot]`` clouds around the point fit: ``point_b + sqrt(k / (k - 1)) * (seed_b - mean_b)``
+    (module doc); with one seed, the point fit's own cloud."""
+    point, seeds = boot[0], boot[1:]
+    k = len(seeds)
+    if k < 2:
+        return point[None]
+    return point[None] + np.sqrt(k / (k - 1)) * (seeds - seeds.mean(axis=0, keepdims=True))
+
+
+def bootstrap_intervals(correct_by_seed: Mapping[int | None, np.ndarray], n_boot: int = N_BOOT, seed: int = 0,
                         level: float = LEVEL) -> tuple[np.ndarray, np.ndarray]:
     """95% intervals of accuracies from per-seed correctness ``{seed: [n_layers, n]}`` (or ``[n]``), or
     per-seed ``(hits [n, n_layers], totals [n])`` for ratio metrics: ``(low, high)`` per layer, combining
-    test resampling and seed spread (module doc)."""
+    test resampling and seed spread (module doc). A :data:`POINT` key holds the point fit's correctness:
+    the interval is then centred on it (:func:`centred_on_point`)."""
     if not correct_by_seed:
         raise DataError("no seeds to bootstrap")
-    values = [correct_by_seed[s] for s in sorted(correct_by_seed)]
+    values, has_point = fits_in_order(correct_by_seed)
     if isinstance(values[0], tuple):  # (hits [n, n_layers], totals [n]) per seed: ratio of sums
         totals = np.asarray(values[0][1])
-        stacked = np.stack([np.asarray(h).T for h, _ in values])
-        return pooled_interval(bootstrap_accuracies(stacked, n_boot, seed, totals=totals), level)
-    stacked = np.stack([np.asarray(v) for v in values])
-    return pooled_interval(bootstrap_accuracies(stacked, n_boot, seed), level)
+        boot = bootstrap_accuracies(np.stack([np.asarray(h).T for h, _ in values]), n_boot, seed, totals=totals)
+    else:
+        boot = bootstrap_accuracies(np.stack([np.asarray(v) for v in values]), n_boot, seed)
+    return pooled_interval(centred_on_point(boot) if has_point else boot, level)
 
 
 # ------------------------------------------------------------------------------------------------
