@@ -250,7 +250,10 @@ def test_token_probes_have_a_training_spread_and_intervals_that_include_it(tiny_
     per_seed = per_seed[(per_seed["baseline"] == "none") & (per_seed["split"] == "test")
                         & (per_seed["metric"] == "accuracy")]
     for row in tokens.itertuples():
-        values = per_seed[(per_seed["task"] == row.task) & (per_seed["layer"] == row.layer)]["value"]
+        cell = per_seed[(per_seed["task"] == row.task) & (per_seed["layer"] == row.layer)]
+        values = cell[cell["seed"].notna()]["value"]
         assert len(values) == 2
         assert row.std == pytest.approx(values.std(ddof=1), abs=1e-12)
+        # The number is the point fit on every training example (the row without a seed), not the seeds' mean.
+        assert row.mean == cell[cell["seed"].isna()]["value"].item()
     assert ((tokens["ci_low"] <= tokens["mean"]) & (tokens["mean"] <= tokens["ci_high"])).all()

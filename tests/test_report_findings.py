@@ -40,7 +40,10 @@ def _mean(results: pd.DataFrame, task: str, baseline: str, split: str, metric: s
                    & (results["metric"] == metric)]
     if layer is not None:
         rows = rows[rows["layer"] == layer]
-    return float(rows["value"].mean())
+    # The reported number: the point fit on every training example (the row without a seed) where the run made
+    # one beside its bootstrap seeds, else the mean over seeds.
+    point = rows[rows["seed"].isna()] if "seed" in rows.columns else rows.iloc[:0]
+    return float(point["value"].item() if len(point) else rows["value"].mean())
 
 
 def _independent_interval(results, sizes, task, split, layer, summary=None, metric="accuracy") -> tuple[float, float]:
@@ -53,8 +56,10 @@ def _independent_interval(results, sizes, task, split, layer, summary=None, metr
         if len(row) and not pd.isna(row["ci_low"].iloc[0]):
             return float(row["ci_low"].iloc[0]), float(row["ci_high"].iloc[0])
     rows = results[(results["task"] == task) & (results["baseline"] == "none") & (results["split"] == split)
-                   & (results["metric"] == "accuracy") & (results["layer"] == layer)]["value"]
-    p, k = rows.mean(), len(rows)
+                   & (results["metric"] == "accuracy") & (results["layer"] == layer)]
+    p = _mean(results, task, "none", split, "accuracy", layer)
+    rows = rows[rows["seed"].notna()]["value"] if "seed" in rows.columns else rows["value"]
+    k = len(rows)
     n = float(sizes.set_index("task").loc[task, split])
     var = p * (1 - p) / n + (rows.std(ddof=1) ** 2 / k if k > 1 else 0.0)
     return max(0.0, p - 1.96 * math.sqrt(var)), min(1.0, p + 1.96 * math.sqrt(var))
@@ -66,9 +71,8 @@ def check_probing_finding(finding: Finding, results: pd.DataFrame, sizes: pd.Dat
     metric = finding.details["metric"]
     assert finding.value == pytest.approx(_mean(results, task, "none", "test", metric, layer))
     assert finding.details["untrained"] == pytest.approx(_mean(results, task, "untrained", "test", metric, layer))
-    dev = (results[(results["task"] == task) & (results["baseline"] == "none") & (results["split"] == "dev")
-                   & (results["metric"] == metric) & results["layer"].notna()]
-           .groupby("layer")["value"].mean())
+    dev_layers = results[(results["task"] == task) & (results["split"] == "dev") & results["layer"].notna()]["layer"]
+    dev = pd.Series({int(l): _mean(results, task, "none", "dev", metric, l) for l in sorted(set(dev_layers))})
     assert layer == int(dev.idxmax()), "the best layer is the one chosen on dev"
     assert percent(finding.value) + "%" in finding.text
     assert f"untrained twin {percent(finding.details['untrained'])}%" in finding.text

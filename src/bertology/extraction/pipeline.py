@@ -700,7 +700,7 @@ def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model
     third and named in the index only once whole."""
     encoder, writer = plan.encoder, plan.writer
     if device:
-        encoder.model.to(device)
+        encoder.to(device)
     todo = writer.todo
     shards = writer.index["shards"]
     sizes = {k: shards[k]["stop"] - shards[k]["start"] for k in todo}

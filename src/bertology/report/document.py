@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 
 from bertology import __version__
 from bertology.files import ensure_dir, write_bytes
-from bertology.results import percent  # noqa: E402
+from bertology.results import MISSING, is_missing, percent  # noqa: E402
 
 
 @dataclass
@@ -136,8 +136,8 @@ def display_header(column) -> str:
 
 
 def _format_cell(value, float_format: str, as_percent: bool = False) -> str:
-    if value is None or (not isinstance(value, str) and pd.api.types.is_scalar(value) and pd.isna(value)):
-        return "–" if as_percent else ""
+    if is_missing(value):  # a dash where a percentage is missing; an empty cell in other columns
+        return MISSING if as_percent else ""
     if as_percent and isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         return percent(float(value))
     if isinstance(value, (float, np.floating)):
