@@ -257,3 +257,22 @@ def test_token_probes_have_a_training_spread_and_intervals_that_include_it(tiny_
         # The number is the point fit on every training example (the row without a seed), not the seeds' mean.
         assert row.mean == cell[cell["seed"].isna()]["value"].item()
     assert ((tokens["ci_low"] <= tokens["mean"]) & (tokens["mean"] <= tokens["ci_high"])).all()
+
+
+def test_the_comparison_reads_each_models_reported_number_not_a_mean_over_every_row(tmp_path):
+    """The difference table compares what each report shows: the point fit where the run made one (a row
+    without a seed), not the mean over it and its bootstrap seeds."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from bertology.report.run import _probing_means
+
+    rows = [{"model": "m", "task": "upos", "probe": "linear", "component": None, "layer": 1, "seed": seed,
+             "metric": "accuracy", "value": value, "baseline": "none", "split": "test"}
+            for seed, value in ((0, 0.70), (1, 0.72), (None, 0.80))]
+    folder = tmp_path / "probing-abc"
+    folder.mkdir()
+    pd.DataFrame(rows).astype({"seed": "Int64", "layer": "Int64"}).to_parquet(folder / "results.parquet")
+    means = _probing_means(SimpleNamespace(cache=SimpleNamespace(root=tmp_path)))
+    assert means.to_dict("records") == [{"task": "upos", "layer": 1, "accuracy": pytest.approx(80.0)}]

@@ -671,8 +671,10 @@ def run_probing(model="minilm", spec: ProbingSpec | None = None, *legacy, cache_
     identity), :func:`probe_layers` (encoder, control task, untrained twin per seed), the structural probes,
     the intervals (:func:`_intervals`), then :func:`probing_result` (every table, ``table2`` and
     ``best_layer`` included). Every accuracy gets a 95% interval (``summary`` and ``table2`` columns
-    ``ci_low``/``ci_high``): the percentile interval of ``spec.n_boot`` bootstrap resamples of the evaluation
-    examples pooled over seeds (:mod:`bertology.probing.summary`). Accuracies are fractions.
+    ``ci_low``/``ci_high``) from ``spec.n_boot`` bootstrap resamples of the evaluation examples
+    (:mod:`bertology.probing.summary`): with bootstrap seeds (the default), the number is the point fit on every
+    training example (rows without a seed) and the interval is centred on it, the seeds giving its training
+    variation; else the resamples are pooled over seeds. Accuracies are fractions.
 
     Deprecated: ``run_probing(model, tasks, treebank, seeds, layers, probe, **settings)`` with the spec's fields
     as keywords (``structural_kwargs`` for ``structural_options``) still works, for scripts written before the spec.
@@ -742,7 +744,9 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
         "mdl": {"tasks": spec.mdl, "timestamps": list(spec.mdl_timestamps)} if spec.mdl else None, "scalar_mix": spec.scalar_mix, "twin_per_seed": spec.twin_per_seed,
         "treebank": None if plan.treebank is None else str(plan.treebank), "device": str(device),
         "probe_options": dict(spec.probe_options), "n_boot": spec.n_boot,
-        "interval": "95% percentile interval of the bootstrap over evaluation examples pooled over seeds",
+        "interval": ("95% percentile interval of the bootstrap over evaluation examples around the point fit, plus "
+                     "each bootstrap seed's deviation" if with_point(spec.train_sampling) else
+                     "95% percentile interval of the bootstrap over evaluation examples pooled over seeds"),
     }, intervals=intervals, absent=plan.absent, notes=notes,
         extra=None if arc_length is None else {"arc_length": arc_length})
 

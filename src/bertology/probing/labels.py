@@ -153,9 +153,10 @@ def probe_labels(
     Seed ``s`` draws its training rows (``train_sampling="bootstrap"``, the default: a resample with
     replacement of ``train_fraction`` of them, ``derive_seed(s, "train-subset", task)``; ``"all"``: every row,
     or a random ``train_fraction`` subset), initialises the probes and draws the control labels. Every
-    accuracy gets a 95% interval (``ci_low``/``ci_high`` in ``summary`` and ``table2``): the bootstrap over
-    evaluation rows pooled over seeds (:mod:`bertology.probing.summary`), so with bootstrap seeds it includes
-    the probe's training variation as well as the test-set sampling.
+    accuracy gets a 95% interval (``ci_low``/``ci_high`` in ``summary`` and ``table2``) from the bootstrap over
+    evaluation rows (:mod:`bertology.probing.summary`). With bootstrap seeds, each probe is also fitted once on
+    every training row (the point fit: rows without a seed), which gives the number; the interval is centred on
+    it and holds the seeds' training variation as well as the test-set sampling.
 
     ``mdl``: also each layer's online codelength (Voita and Titov 2020; :mod:`bertology.probing.mdl`) over
     ``mdl_timestamps``, for the task, its control task and the twin, on the first seed: rows of the ``train``

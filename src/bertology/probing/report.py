@@ -113,7 +113,8 @@ def _sizes(datasets: pd.DataFrame | None, task: str) -> dict:
 
 
 def table2_frame(results, split: str = "test", tasks: Sequence[str] | None = None) -> pd.DataFrame:
-    """Numbers behind Table 2: one row per (task, layer) with the encoder's mean and std over seeds, its
+    """Numbers behind Table 2: one row per (task, layer) with the encoder's mean (the point fit on every training
+    example where the run made one, :func:`summarize`) and std over seeds, its
     95% interval (``ci_low``, ``ci_high``), the dev mean (``dev_mean``, what the best layer is chosen on),
     the untrained twin's mean, ``delta`` = encoder - twin with its own 95% interval (``delta_ci_low``,
     ``delta_ci_high``: paired bootstrap of the per-example differences, pooled over seeds) and its
@@ -350,8 +351,9 @@ def table2_rich(numbers: pd.DataFrame, best: pd.DataFrame | None = None, model: 
 
 
 CAPTION = ("bold = best layer: chosen on dev and outside every other layer's 95% interval (tied = layers whose "
-           "interval reaches it; <maj = not above the majority baseline); [95% CI] = bootstrap over test "
-           "examples pooled over seeds; (delta) = minus the untrained twin, ns = its 95% interval holds 0 (no "
+           "interval reaches it; <maj = not above the majority baseline); numbers = the probe fitted on every "
+           "training example; [95% CI] = bootstrap over test examples plus the spread of the seeds' probes (each "
+           "fitted on a bootstrap resample of the training set); (delta) = minus the untrained twin, ns = its 95% interval holds 0 (no "
            "established sign); * = underpowered (CI wider than ±1.5 points or a split under 200); "
            "mix = learned scalar mix of all layers; layer 0 = embeddings")
 
@@ -403,7 +405,8 @@ def print_table2(numbers: pd.DataFrame, best: pd.DataFrame | None = None, consol
 
 def plot_layer_curves(numbers: pd.DataFrame, path: str | os.PathLike | None = None, model: str | None = None,
                       formats: Sequence[str] = ("png", "svg")):
-    """Accuracy per layer for each task of a ``table2`` frame (mean over seeds, in percent, with its 95%
+    """Accuracy per layer for each task of a ``table2`` frame (its ``mean``: the point fit, or the mean over seeds
+    without one; in percent, with its 95%
     interval as a band, or +- std when the run computed no interval) beside its baselines: majority (dashed),
     word identity (dash-dot), linear chain (structural), untrained twin, control task, and the scalar mix
     (dotted); a star marks the frame's ``best_marked`` layer (distinguishable and above the majority
@@ -458,7 +461,7 @@ def plot_layer_curves(numbers: pd.DataFrame, path: str | os.PathLike | None = No
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
     fig.legend(list(legend.values()), list(legend), loc="lower center", ncol=min(6, max(1, len(legend))), frameon=False)
-    fig.suptitle(f"{model + ': ' if model else ''}probing accuracy per layer ({split}), mean over seeds with 95% interval")
+    fig.suptitle(f"{model + ': ' if model else ''}probing accuracy per layer ({split}) with 95% interval")
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     if path is None:
         plt.close(fig)

@@ -262,9 +262,10 @@ def build_comparison(
         merged = probing[0].merge(probing[1], on=["task", "layer"], suffixes=(" A", " B"))
         merged["A - B"] = merged["accuracy A"] - merged["accuracy B"]
         differences.add(Figure(lambda: _difference_heatmap(merged, encoder_a.name, encoder_b.name),
-                               f"Probe test accuracy, {encoder_a.name} minus {encoder_b.name} (points, mean over "
-                               "seeds) per task and layer.", id="differences-probing", data=merged))
-        differences.add(Table(merged, "Probe test accuracy (%, mean over seeds) per task and layer, and the difference.",
+                               f"Probe test accuracy, {encoder_a.name} minus {encoder_b.name} (points; probes fitted "
+                               "on every training example) per task and layer.", id="differences-probing", data=merged))
+        differences.add(Table(merged, "Probe test accuracy (%, probes fitted on every training example) per task and layer, and the "
+                              "difference.",
                               float_format="{:.1f}", max_rows=200, collapsed=True, id="differences-probing-table"))
     if encoder_a.tokenizer.get_vocab() == encoder_b.tokenizer.get_vocab():
         differences.blocks.extend(_model_comparison(contexts, encoder_a, encoder_b))
@@ -309,10 +310,12 @@ def _probing_means(context: ReportContext) -> pd.DataFrame | None:
     frames = [pd.read_parquet(p) for p in context.cache.root.glob("probing-*/results.parquet")]
     if not frames:
         return None
-    results = frames[-1]
-    rows = results[(results["baseline"] == "none") & (results["split"] == "test") & (results["metric"] == "accuracy")
-                   & results["layer"].notna()]
-    means = rows.groupby(["task", "layer"])["value"].mean().mul(100).rename("accuracy").reset_index()
+    from bertology.probing.report import summarize
+
+    summary = summarize(frames[-1])  # the reported number: the point fit where the run made one
+    rows = summary[(summary["baseline"] == "none") & (summary["split"] == "test") & (summary["metric"] == "accuracy")
+                   & summary["layer"].notna() & summary["component"].isna()]
+    means = rows[["task", "layer"]].assign(accuracy=rows["mean"].mul(100)).reset_index(drop=True)
     means["layer"] = means["layer"].astype(int)
     return means
 

@@ -188,7 +188,8 @@ def probing(context: ReportContext) -> Section:
     # rev 6: the edge tasks by arc length (table arc_length), the position task
     # rev 7: the exact linear probe is the default and walks the L2 grid as a regularisation path
     # rev 8: the exact probe chooses L2 on the dev cross-entropy and polishes the choice in float64
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 8}
+    # rev 9: the point fit on every training example gives the number, the bootstrap seeds its spread
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 9}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
     results = tables["results"]
@@ -199,7 +200,9 @@ def probing(context: ReportContext) -> Section:
     structural = results[results["probe"] == "structural"]
     section = Section("probing", SECTION_TITLES["probing"],
                       note="Linear probes (multinomial logistic regression, L2 chosen on dev per layer) on every "
-                           "layer; numbers are test accuracy in percent, mean over seeds. The best layer is chosen "
+                           "layer; numbers are test accuracy in percent of the probe fitted on every training example, "
+                           "with a 95% interval that adds the spread of probes fitted on bootstrap resamples of the "
+                           "training set (one per seed) to the test-set sampling. The best layer is chosen "
                            "on dev and shown in bold only when its dev accuracy lies outside the runner-up's 95% "
                            "interval and its test interval is above the majority class; otherwise the last rows "
                            "say which layers are indistinguishable. In parentheses: the difference from the same "
