@@ -195,6 +195,15 @@ def fertility(num, other=1.0):
     return {"tokenization": {"by_upos": frame}}
 
 
+def decoding(gap_low, gap_high, rmse_high=80.0, baseline=290.0):
+    """A numeracy ``layers`` table: the trained model's chosen layer with its split gap interval and RMSE."""
+    rows = [{"weights": "trained", "layer": layer, "chosen": layer == 2, "rmse": rmse_high - 10,
+             "rmse_ci_low": rmse_high - 20, "rmse_ci_high": rmse_high, "baseline_rmse": baseline,
+             "split_mae": 60.0, "whole_mae": 50.0, "split_gap": (gap_low + gap_high) / 2, "gap_ci_low": gap_low,
+             "gap_ci_high": gap_high} for layer in range(4)]
+    return {"knowledge": {"numeracy.layers": pd.DataFrame(rows)}}
+
+
 def compression(intervals):
     row = {"variant": "int8-dynamic"}
     for measure, (low, high) in zip(("upos", "uuas", "parser_heads"), intervals):
@@ -297,6 +306,10 @@ CASES = [
     ("agreement", {"knowledge": {"contextuality": pd.DataFrame({"x": [1]})}}, U),
     ("lama", lama(0.3, 0.01), H), ("lama", lama(0.01, 0.05), F), ("lama", lama(0.02, 0.015, facts=100), U),
     ("numerals-split", fertility(1.5), H), ("numerals-split", fertility(0.9), F), ("numerals-split", fertility(1.1), U),
+    ("numbers-wordpiece", decoding(5.0, 15.0), H), ("numbers-wordpiece", decoding(-12.0, -2.0), F),
+    ("numbers-wordpiece", decoding(-3.0, 8.0), U),
+    ("numbers-wordpiece", decoding(5.0, 15.0, rmse_high=300.0), U),  # a probe that learned nothing: no verdict
+    ("numbers-wordpiece", {}, U),
     ("untrained-surface", twin_surface(0.05, 0.1), H), ("untrained-surface", twin_surface(0.4, 0.5), F),
     ("untrained-surface", twin_surface(0.25, 0.35), U),
     ("surface-lower", sentlen(1, 6, (0.8, 0.9), (0.3, 0.4)), H), ("surface-lower", sentlen(5, 6, (0.8, 0.9), (0.7, 0.8)), F),

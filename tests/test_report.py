@@ -191,6 +191,7 @@ def test_report_on_minilm(minilm, tmp_path):
         assert f"<h2>{heading}</h2>" in html
     assert "SentLen" in html and "BShift" in html and "upos" in html
     assert "attention-only probe" in html
+    assert "Numeracy (Wallace et al. 2019)" in html and "id='knowledge-numeracy'" in html
 
 
 def test_the_cache_stores_results_and_recomputes_an_entry_from_before_results(tmp_path):

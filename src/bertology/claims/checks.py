@@ -716,8 +716,8 @@ def lama_facts(results: Results) -> Verdict:
 def numerals_split(results: Results) -> Verdict:
     """Wallace et al.: numbers are poorly represented, perhaps because WordPiece splits them. Subwords per
     numeral (UPOS NUM) over subwords per word in the corpus: holds at or above 1.2, does not hold at or below
-    1.0, cannot tell between. A count over the whole corpus, no sampling interval; the numeracy probe (decoding
-    a number's value) is not run."""
+    1.0, cannot tell between. A count over the whole corpus, no sampling interval; whether splitting harms the
+    numbers' representation is :func:`numbers_wordpiece`."""
     claim, evidence = "numerals-split", "tokenization"
     by_upos = table(results, "tokenization", "by_upos")
     if by_upos is None:
@@ -732,6 +732,35 @@ def numerals_split(results: Results) -> Verdict:
               f"({float(num.iloc[0]['subwords per word']):.2f} vs {overall:.2f}; {int(num.iloc[0]['words'])} numerals)")
     return Verdict(claim, verdict, reason, ratio, NUMERAL_RATIO, "threshold 1.2x", interval="", unit="number",
                    evidence=evidence)
+
+
+def numbers_wordpiece(results: Results) -> Verdict:
+    """Wallace et al.: numbers are poorly represented, perhaps because WordPiece splits them. The numeracy probe
+    (:mod:`bertology.knowledge.numeracy`): at the layer chosen on dev, the split gap (mean absolute decoding error
+    of numbers WordPiece cuts minus that of numbers it keeps whole, within each hundred) with its 95% CI: holds
+    above 0, does not hold at or below 0; cannot tell when it covers 0, or when the probe did not decode values
+    better than the training mean (its RMSE interval not below the baseline's): a gap of a probe that learned
+    nothing says nothing about tokenization."""
+    claim, evidence = "numbers-wordpiece", "knowledge-numeracy"
+    layers = table(results, "knowledge", "numeracy.layers")
+    if layers is None:
+        return _not_run(claim, "knowledge", "numeracy.layers", evidence, "bertology knowledge numeracy runs it")
+    chosen = layers[(layers["weights"] == "trained") & layers["chosen"].astype(bool)]
+    if chosen.empty:
+        return missing(claim, "the numeracy table has no chosen layer for the trained model", evidence)
+    row = chosen.iloc[0]
+    value, low, high = _f(row["split_gap"]), _f(row["gap_ci_low"]), _f(row["gap_ci_high"])
+    learned = _f(row["rmse_ci_high"]) < _f(row["baseline_rmse"])
+    if not learned:
+        return Verdict(claim, UNKNOWN, f"the decoding probe at layer {int(row['layer'])} is not better than the "
+                       f"training mean (RMSE {_f(row['rmse']):.0f} vs {_f(row['baseline_rmse']):.0f}): nothing "
+                       "to compare", value, 0.0, "no gap", low, high, unit="number", evidence=evidence)
+    verdict = decide(low, high, 0.0)
+    reason = (f"at layer {int(row['layer'])} (RMSE {_f(row['rmse']):.0f} vs {_f(row['baseline_rmse']):.0f} for the "
+              f"training mean), split numbers are decoded with {_f(row['split_mae']):.0f} mean absolute error and whole "
+              f"ones with {_f(row['whole_mae']):.0f}; the gap within hundreds is "
+              + {HOLDS: "above 0", FAILS: "not above 0", UNKNOWN: "perhaps above 0"}[verdict])
+    return Verdict(claim, verdict, reason, value, 0.0, "no gap", low, high, unit="number", evidence=evidence)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -139,7 +139,12 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("numerals-split", "Numbers are poorly represented, perhaps because WordPiece splits them.",
           "Primer", "Wallace et al. 2019", "tokenization.by_upos", "subwords per numeral / subwords per word",
           "at least 1.2", "holds: >= 1.2; does not hold: <= 1.0; cannot tell: between (a corpus count, no "
-          "interval; the numeracy probe is not run)", checks.numerals_split),
+          "interval)", checks.numerals_split),
+    Claim("numbers-wordpiece", "Numbers that WordPiece splits are decoded worse than numbers it keeps whole.",
+          "Primer", "Wallace et al. 2019", "knowledge.numeracy.layers", "mean absolute decoding error, split "
+          "minus whole numbers, within each hundred (layer chosen on dev)", "above 0", "holds: 95% CI above 0; "
+          "does not hold: at or below 0; cannot tell: covers 0, or the probe does not beat the training mean",
+          checks.numbers_wordpiece),
     Claim("untrained-surface", "An untrained model already gives much of the surface information.",
           "Convexity", "Modarressi and Mohebbi 2020, Table 2", "probing.table2 (sentence_length)",
           "untrained twin's SentLen accuracy at the trained model's chosen layer",

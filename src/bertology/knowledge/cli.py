@@ -11,7 +11,7 @@ from rich.table import Table
 
 from bertology import options
 
-app = typer.Typer(help="What the model knows: static similarity, the MLM probe, LAMA, minimal pairs.",
+app = typer.Typer(help="What the model knows: static similarity, numeracy, the MLM probe, LAMA, minimal pairs.",
                   no_args_is_help=True)
 console = Console()
 
@@ -90,6 +90,49 @@ def static_command(
         verdict = "U shape" if shape.get("u_shape") else "no U shape"
         console.print(f"{reference}: {verdict} (minimum at layer {shape.get('minimum_layer')})")
     console.print(f"results in {out} (layers, summary; static_similarity.png)")
+
+
+@app.command("numeracy")
+def numeracy_command(
+    model: str = options.model_option(),
+    out: Optional[Path] = options.out_option("knowledge/numeracy"),
+    top: int = typer.Option(999, "--top", help="Decode the integers 0..TOP (Wallace et al.'s [0, 999] by default)."),
+    folds: int = typer.Option(5, "--folds", help="Cross-validation folds: every number is predicted by a probe "
+                              "trained on the others."),
+    seed: int = options.seed_option(),
+    untrained: bool = typer.Option(True, "--untrained/--no-untrained", help="Also probe the untrained twin."),
+    device: str = options.device_option(),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Where stores are cached."),
+    progress: bool = options.progress_option(),
+) -> None:
+    """Wallace et al. (2019)'s decoding probe: can each layer's vector of a number (written in digits) give its
+    value back, beside the untrained twin and the training mean, and are numbers WordPiece splits decoded worse
+    than whole ones (the split gap, within each hundred)?"""
+    from bertology.errors import SettingError
+    from bertology.knowledge.numeracy import NumeracySpec
+
+    options.check_cache_dir(cache_dir)
+    try:
+        spec = NumeracySpec(top=top, folds=folds, seed=seed, untrained=untrained)
+    except SettingError as error:
+        raise error.as_option() from None
+    out = out or options.default_out("knowledge/numeracy", Path(model).name, f"0-{top}")
+    from bertology.files import staged_dir
+    from bertology.knowledge.numeracy import numeracy, numeracy_table
+    from bertology.results import number
+
+    result = numeracy(model, spec, device=device, cache_dir=cache_dir, progress=progress)
+    with staged_dir(out) as staged:
+        result.save(staged)
+    shown = numeracy_table(result["layers"])
+    view = Table(title=f"numeracy, {result.meta['model']['name']}: decoding 0-{top} ({result.meta['test']} test "
+                 "numbers; RMSE, lower is better)")
+    for column in shown.columns:
+        view.add_column(column, justify="right")
+    for row in shown.itertuples(index=False):
+        view.add_row(*[cell if isinstance(cell, str) else number(cell, 1) for cell in row])
+    console.print(view)
+    console.print(f"results in {out} (layers, numbers)")
 
 
 @app.command("mlm-probe")

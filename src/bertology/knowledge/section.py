@@ -1,7 +1,7 @@
 """The computation behind the report's "Knowledge and geometry" section, within a small budget.
 
-:func:`knowledge_section` runs the cheap versions of the five analyses (contextuality and static
-similarity on a few hundred sentences, a one-epoch MLM probe, LAMA and minimal pairs when the model has
+:func:`knowledge_section` runs the cheap versions of the six analyses (contextuality and static
+similarity on a few hundred sentences, Wallace et al.'s numeracy probe, a one-epoch MLM probe, LAMA and minimal pairs when the model has
 an MLM head and the data is there), saves each result under ``out`` and returns the Results and notes on
 what was skipped. Everything shown (display tables, figures, sentences) is built by
 :mod:`bertology.report.knowledge`.
@@ -21,6 +21,7 @@ from bertology.models.encoders import as_encoder
 from bertology.knowledge.lama import lama
 from bertology.knowledge.mlm import load_masked_lm
 from bertology.knowledge.mlm_probe import mlm_probe
+from bertology.knowledge.numeracy import NumeracySpec, numeracy
 from bertology.knowledge.pairs import minimal_pairs
 from bertology.knowledge.static import static_similarity
 from bertology.results import Result
@@ -72,6 +73,17 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
     section.results["static"] = result
     result.save(out / "static")
     section.seconds["static"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    try:
+        result = numeracy(encoder, NumeracySpec(seed=seeds[0]), device=device, cache_dir=cache_dir,
+                          progress=progress)
+    except ModelError as error:  # a vocabulary without the digits: nothing to decode a number from
+        section.notes.append(f"Numeracy: skipped; {error}.")
+    else:
+        section.results["numeracy"] = result
+        result.save(out / "numeracy")
+        section.seconds["numeracy"] = time.perf_counter() - started
 
     if mlm_probe_sentences:
         started = time.perf_counter()

@@ -17,6 +17,7 @@ import pandas as pd
 
 from bertology.geometry.contextuality import plot_contextuality, reference_table
 from bertology.knowledge.mlm_probe import plot_mlm_probe
+from bertology.knowledge.numeracy import numeracy_table
 from bertology.knowledge.section import knowledge_section
 from bertology.knowledge.static import plot_static
 from bertology.report.context import ReportContext
@@ -25,8 +26,8 @@ from bertology.report.names import SECTION_TITLES
 from bertology.results import Result, number, percent
 
 #: Where each analysis's Result, and figure, is written under the section's folder.
-FOLDERS = {"contextuality": "contextuality", "static": "static", "mlm_probe": "mlm-probe", "lama": "lama",
-           "pairs": "pairs"}
+FOLDERS = {"contextuality": "contextuality", "static": "static", "numeracy": "numeracy", "mlm_probe": "mlm-probe",
+           "lama": "lama", "pairs": "pairs"}
 
 
 def _fmt(value, digits: int = 3) -> str:
@@ -116,6 +117,12 @@ def display_tables(results: dict[str, Result], settings: dict) -> dict[str, pd.D
             results["contextuality"]["summary"])
     if "static" in results:
         tables["Similarity to static embeddings (adjusted by random pairs)"] = static_table(results["static"]["summary"])
+    if "numeracy" in results:
+        meta = results["numeracy"].meta
+        tables[f"Numeracy (Wallace et al. 2019): decoding the integers 0-{meta['top']} from each layer (ridge, "
+               f"{meta['folds']}-fold out-of-fold predictions, {meta['test']} test numbers); split gap = mean "
+               "absolute error of numbers WordPiece splits minus of whole ones, within each hundred"] = numeracy_table(
+            results["numeracy"]["layers"])
     if "mlm_probe" in results:
         tables["MLM probe: held-out accuracy (%) and perplexity"] = mlm_probe_table(results["mlm_probe"]["summary"])
     if "lama" in results:
@@ -179,7 +186,8 @@ def knowledge(context: ReportContext) -> Section:
     folder = context.out_dir / "knowledge"
     # "twin_column": the tables name the model and its twin in `weights` (it was `encoder`): older entries are
     # recomputed, not read with the old column
-    key = {**context.model_key, **settings, "twin_column": "weights"}
+    # "numeracy": the section runs Wallace et al.'s decoding probe too (entries from before it are recomputed)
+    key = {**context.model_key, **settings, "twin_column": "weights", "numeracy": 1}
 
     def compute() -> Result:
         built = knowledge_section(context.encoder, folder, max_sentences=sentences, seeds=context.seeds[:1],
@@ -200,7 +208,9 @@ def knowledge(context: ReportContext) -> Section:
     context.results["knowledge"] = {**numbers, **{f"{analysis}.{key}": frame for analysis, result in results.items()
                                                   for key, frame in result.tables.items()}}
     for caption, table in display_tables(results, cached.meta["settings"]).items():
-        section.add(Table(table, caption, id="knowledge-contextuality" if caption.startswith("Contextuality") else ""))
+        anchor = ("knowledge-contextuality" if caption.startswith("Contextuality") else
+                  "knowledge-numeracy" if caption.startswith("Numeracy") else "")
+        section.add(Table(table, caption, id=anchor))
     for caption, path in draw_figures(results, folder, context.encoder.name).items():
         section.add(Image(Path(path), caption, data=numbers.get(Path(path).parent.name)))
     for note in display_notes(results, cached.meta["settings"], cached.meta["notes"]):
