@@ -170,8 +170,8 @@ def test_intervals_around_the_point_fit_are_the_hand_computation():
     rng = np.random.default_rng(0)
     hits = {POINT: rng.random((2, 50)) < 0.7, **{s: rng.random((2, 50)) < 0.6 for s in (3, 1, 2)}}
     boot = bootstrap_accuracies(np.stack([hits[POINT], hits[1], hits[2], hits[3]]), 100, seed=4)
-    seeds = boot[1:]
-    by_hand = boot[0][None] + np.sqrt(3 / 2) * (seeds - seeds.mean(axis=0))
+    accuracy = boot[1:].mean(axis=-1, keepdims=True)  # each seed's accuracy: a fixed shift of the point's cloud
+    by_hand = boot[0][None] + np.sqrt(3 / 2) * (accuracy - accuracy.mean(axis=0))
     np.testing.assert_allclose(centred_on_point(boot), by_hand)
     low, high = bootstrap_intervals(hits, n_boot=100, seed=4)
     pooled = np.moveaxis(by_hand, 0, -2).reshape(2, -1)

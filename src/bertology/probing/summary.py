@@ -8,7 +8,7 @@
   interval; with one seed (or seeds that agree) it is the ordinary percentile bootstrap.
   With a *point fit* (key :data:`POINT`: the probe fitted on the whole training set while the seeds fit
   bootstrap resamples of it), the interval is centred on the point fit instead: each resample's point
-  accuracy plus each seed's deviation from the seeds' mean on that resample (scaled by
+  accuracy plus each seed's deviation from the seeds' mean accuracy (scaled by
   ``sqrt(k / (k - 1))`` for ``k`` seeds, so that the deviations' variance estimates the training
   variance without the small-sample shrinkage). A resample of ``n`` draws holds about 63% of the distinct
   examples, so bootstrap fits score lower than the fit on all of them (most on data-hungry tasks, e.g.
@@ -84,13 +84,19 @@ def fits_in_order(by_seed: Mapping[int | None, object]) -> tuple[list, bool]:
 
 def centred_on_point(boot: np.ndarray) -> np.ndarray:
     """Bootstrap accuracies ``[1 + k, ..., n_boot]`` (the point fit first, then ``k`` seeds) turned into
-    ``[k, ..., n_boot]`` clouds around the point fit: ``point_b + sqrt(k / (k - 1)) * (seed_b - mean_b)``
-    (module doc); with one seed, the point fit's own cloud."""
+    ``[k, ..., n_boot]`` clouds around the point fit: ``point_b + sqrt(k / (k - 1)) * (seed - mean)``, where
+    ``seed`` is a seed's accuracy (its mean over the resamples) and ``mean`` the seeds' (module doc); with one
+    seed, the point fit's own cloud.
+
+    The seeds' deviations are taken on the whole evaluation set, not resample by resample: on each resample two
+    probes' accuracies also differ by the test-sampling noise of the examples they disagree on, large for
+    near-chance probes that disagree on many, and that noise is already in the point fit's own cloud."""
     point, seeds = boot[0], boot[1:]
     k = len(seeds)
     if k < 2:
         return point[None]
-    return point[None] + np.sqrt(k / (k - 1)) * (seeds - seeds.mean(axis=0, keepdims=True))
+    accuracy = seeds.mean(axis=-1, keepdims=True)
+    return point[None] + np.sqrt(k / (k - 1)) * (accuracy - accuracy.mean(axis=0, keepdims=True))
 
 
 def bootstrap_intervals(correct_by_seed: Mapping[int | None, np.ndarray], n_boot: int = N_BOOT, seed: int = 0,
