@@ -6,8 +6,9 @@ bins of :data:`ARC_BINS` (1, 2, 3-4, 5-8, 9+), per layer and per baseline (the p
 untrained twin, on control labels, the majority class), each with its arc count and a 95% interval, and the drop
 from the shortest bin with its own interval: the table ``arc_length`` of :func:`~bertology.probing.run_probing`.
 
-The intervals are the rest of probing's (:mod:`bertology.probing.summary`): per seed, bootstrap resamples of the
-test arcs, pooled over seeds (so bootstrap training seeds widen them too), here resampled within each bin (a
+The intervals are the rest of probing's (:mod:`bertology.probing.summary`): bootstrap resamples of the test arcs
+around the point fit (the probe fitted on every training arc), widened by the bootstrap seeds' spread (pooled over
+seeds when a run has no point fit), here resampled within each bin (a
 stratified bootstrap: each bin keeps its arc count). Bins hold disjoint arcs, so the drop from the shortest bin
 is the difference of two independent resamples. Arcs of one sentence are resampled as if independent, as every
 probing interval is.
