@@ -31,7 +31,7 @@ import torch
 from bertology.compare.cka import cka_matrix
 from bertology.errors import DataError, ModelError
 from bertology.files import ensure_dir
-from bertology.intervention.hooks import model_layout
+from bertology.models.layout import model_layout
 from bertology.models import as_encoder
 from bertology.models.texts import text_batches
 from bertology.numbering import head_label
@@ -62,7 +62,7 @@ def _texts(sentences) -> tuple[list, bool]:
 
 def _parameter_places(model: torch.nn.Module, names: Sequence[str]) -> dict[str, tuple[int | None, str | None, str]]:
     """``{parameter name: (layer, component, parameter group)}``: embeddings are layer 0, a transformer
-    block is its layer (found by :func:`~bertology.intervention.hooks.model_layout`, the one place that
+    block is its layer (found by :func:`~bertology.models.layout.model_layout`, the one place that
     knows which module is which layer); anything else is a component (pooler, classifier) with no layer."""
     try:
         blocks = model_layout(model).block_layers()

@@ -36,7 +36,7 @@ from bertology.models.checkpoints import (QUANTIZATION_KEY, StaticInt8Linear, ch
 from bertology.models.encoders import fingerprint_tokenizer
 from bertology.models.layout import drop_top_layers, layer_stack
 from bertology.numbering import head_label
-from bertology.intervention.pruning import prune_heads
+from bertology.models.pruning import prune_heads
 
 
 @dataclass

@@ -23,7 +23,7 @@ from bertology.models.layout import config_depth, config_hidden
 from bertology.finetune.names import CHECKPOINT_META
 from bertology.finetune.variants import Variant, apply_variant, parse_variant
 from bertology.runtime import resolve_device, seeded
-from bertology.intervention.pruning import load_pruned
+from bertology.models.pruning import load_pruned
 
 HEADS_FILE = "heads.safetensors"
 

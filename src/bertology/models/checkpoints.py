@@ -34,11 +34,10 @@ from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 from bertology.errors import ModelError
 from bertology.models.auto import build_model
 from bertology.models.families import family
+from bertology.models.layout import PRUNED_HEADS_KEY  # the config field that lists pruned heads
 
 #: The config field that says a checkpoint's linear layers are int8 (see the module doc).
 QUANTIZATION_KEY = "bertology_quantization"
-#: The config field that lists pruned heads (the same one :mod:`bertology.intervention.hooks` writes).
-PRUNED_HEADS_KEY = "bertology_pruned_heads"
 SCHEMES = ("dynamic", "static")
 
 
