@@ -33,6 +33,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from sklearn.linear_model import RidgeCV
+from sklearn.model_selection import KFold, cross_val_predict
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from bertology.errors import ModelError, SettingError
 from bertology.geometry.stores import cached_store
@@ -82,11 +86,6 @@ def number_kinds(tokenizer, numbers) -> np.ndarray:
 def out_of_fold(X: np.ndarray, y: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """Every layer's out-of-fold predictions ``[n_layers, n]``: ridge on standardised features (scikit-learn,
     penalty by leave-one-out within the training folds), seeded folds shared by every layer."""
-    from sklearn.linear_model import RidgeCV
-    from sklearn.model_selection import KFold, cross_val_predict
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
     splitter = KFold(folds, shuffle=True, random_state=derive_seed(seed, "numeracy-folds") % 2**32)
     probe = make_pipeline(StandardScaler(), RidgeCV(alphas=ALPHAS))
     return np.stack([cross_val_predict(probe, X[layer].astype(np.float64), y, cv=splitter)
@@ -95,8 +94,6 @@ def out_of_fold(X: np.ndarray, y: np.ndarray, folds: int, seed: int) -> np.ndarr
 
 def mean_predictions(y: np.ndarray, folds: int, seed: int) -> np.ndarray:
     """The baseline: each number predicted by the mean value of the other folds (the same folds)."""
-    from sklearn.model_selection import KFold
-
     out = np.empty(len(y), dtype=np.float64)
     splitter = KFold(folds, shuffle=True, random_state=derive_seed(seed, "numeracy-folds") % 2**32)
     for train, held in splitter.split(y):

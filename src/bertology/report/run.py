@@ -18,6 +18,7 @@ from bertology.data import default_corpus, read_conllu
 from bertology.errors import MissingData, OutputError
 from bertology.files import write_text
 from bertology.models import Encoder, as_encoder
+from bertology.probing.report import summarize
 from bertology.report import names
 from bertology.report import sections as report_sections
 from bertology.report.cache import ResultCache
@@ -310,8 +311,6 @@ def _probing_means(context: ReportContext) -> pd.DataFrame | None:
     frames = [pd.read_parquet(p) for p in context.cache.root.glob("probing-*/results.parquet")]
     if not frames:
         return None
-    from bertology.probing.report import summarize
-
     summary = summarize(frames[-1])  # the reported number: the point fit where the run made one
     rows = summary[(summary["baseline"] == "none") & (summary["split"] == "test") & (summary["metric"] == "accuracy")
                    & summary["layer"].notna() & summary["component"].isna()]
