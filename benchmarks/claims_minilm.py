@@ -37,7 +37,8 @@ READ = [("probing", "table2"), ("probing", "arc_length"), ("attention", "best_he
         ("attention", "statistics"), ("attention", "patterns"), ("interventions", "check"),
         ("interventions", "curve"), ("interventions", "flagged_summary"), ("interventions", "flagged_runs"),
         ("knowledge", "contextuality"), ("knowledge", "contextuality.types"), ("tokenization", "by_upos"),
-        ("compare", "cka"), ("knowledge", "pairs.paradigms"), ("knowledge", "lama.corpora"), ("compression", "summary"),
+        ("compare", "cka"), ("knowledge", "pairs.paradigms"), ("knowledge", "lama.corpora"), ("knowledge", "numeracy.layers"),
+        ("compression", "summary"),
         ("languages", "identity_summary"), ("languages", "transfer_best")]
 TABLES = ROOT / "tests" / "data" / "claims"
 
