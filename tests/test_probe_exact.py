@@ -273,3 +273,25 @@ def test_a_training_set_smaller_than_the_first_block_is_refused():
     X, y = _problem(n=50, d=3, layers=1)
     with pytest.raises(SettingError, match="smaller than the first block"):
         online_codelength(X, y, X, y, timestamps=(0.001, 1.0), device="cpu")
+
+
+def test_bootstrap_seeds_skip_the_polish_the_point_fit_keeps():
+    """The float64 polish makes the reported number path-free; the seeds beside a point fit only measure the
+    spread, so they skip it (and with sampling "all" the seeds are the numbers: polished)."""
+    from bertology.probing.experiment import training_fits
+    from bertology.probing.probes import LayerwiseProbe
+    from bertology.probing.summary import POINT
+
+    labels = np.array([0, 1] * 20)
+    first = training_fits(0, (0, 1), "t", labels, 1.0, "bootstrap")
+    assert [(f.seed, f.polish) for f in first] == [(0, False), (POINT, True)]
+    assert [(f.seed, f.polish) for f in training_fits(1, (0, 1), "t", labels, 1.0, "bootstrap")] == [(1, False)]
+    assert [f.polish for f in training_fits(0, (0, 1), "t", labels, 1.0, "all")] == [True]
+    X, y = _problem(n=600, d=16, classes=4, seed=3)
+    polished = LayerwiseProbe(device="cpu").fit(X[:, :400], y[:400], X[:, 400:500], y[400:500])
+    raw = LayerwiseProbe(device="cpu", polish=False).fit(X[:, :400], y[:400], X[:, 400:500], y[400:500])
+    assert raw.n_iter_ < polished.n_iter_, "the polish's iterations are not spent"
+    # The float32 optimum is the polished one to the solver's tolerance: the same classes, probabilities a few
+    # thousandths apart at most (the polish is what makes the last digits path-free).
+    assert (raw.predict(X[:, 500:]) == polished.predict(X[:, 500:])).mean() >= 0.99
+    np.testing.assert_allclose(raw.predict_proba(X[:, 500:]), polished.predict_proba(X[:, 500:]), atol=5e-3)

@@ -372,18 +372,21 @@ class Scores:
 
 
 def fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
-                  scalar_mix: bool) -> Scores:
-    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test."""
+                  scalar_mix: bool, polish: bool = True) -> Scores:
+    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test.
+    ``polish``: the exact probe's float64 polish (:class:`~bertology.probing.probes.LayerwiseProbe`)."""
     scores = Scores()
     Xtr, ytr = X["train"][:, train_index], y["train"][train_index]
-    probe = LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
+    options = dict(probe_kwargs)
+    polish = bool(options.pop("polish", True)) and polish  # a probe option can turn it off everywhere
+    probe = LayerwiseProbe(kind=kind, seed=seed, polish=polish, **options).fit(Xtr, ytr, X["dev"], y["dev"])
     for split in ("dev", "test"):
         hits = _correct(probe.predict(X[split]), y[split])
         scores.rows += _rows(model, task, kind, layers, seed, "accuracy", hits.mean(axis=1), baseline, split)
         scores.hits[(kind, None, baseline, split)] = {seed: hits}
     scores.rows += _rows(model, task, kind, layers, seed, "l2", probe.best_l2_, baseline, "dev")
     if scalar_mix:
-        mix = ScalarMixProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
+        mix = ScalarMixProbe(kind=kind, seed=seed, **options).fit(Xtr, ytr, X["dev"], y["dev"])
         for split in ("dev", "test"):
             hits = _correct(mix.predict(X[split])[None], y[split])
             scores.rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
@@ -481,10 +484,13 @@ def with_point(sampling: str) -> bool:
 
 @dataclass(frozen=True)
 class TrainingFit:
-    """One fit of a seed's loop: ``seed`` (:data:`POINT` for the point fit) and its training ``index``."""
+    """One fit of a seed's loop: ``seed`` (:data:`POINT` for the point fit) and its training ``index``;
+    ``polish``: whether the exact probe polishes it in float64 (not a bootstrap seed beside a point fit: it
+    measures the spread, :class:`~bertology.probing.probes.LayerwiseProbe`)."""
 
     seed: int | None
     index: np.ndarray
+    polish: bool = True
 
     def scores(self, scores: "Scores") -> "Scores":
         """``scores`` of this fit, relabelled as the point fit's (rows without a seed, hits under
@@ -500,7 +506,8 @@ def training_fits(seed: int, seeds: Sequence[int], task: str, labels, train_frac
     """The fits seed ``seed`` runs: its own training sample (:func:`_train_index`), and, on the first seed
     with bootstrap sampling, the point fit on the whole training set (or a ``train_fraction`` subset drawn
     without replacement), which the first seed initialises and whose control labels it draws."""
-    fits = [TrainingFit(seed, _train_index(seed, task, len(labels), train_fraction, sampling, labels))]
+    fits = [TrainingFit(seed, _train_index(seed, task, len(labels), train_fraction, sampling, labels),
+                        polish=not with_point(sampling))]
     if with_point(sampling) and seed == seeds[0]:
         fits.append(TrainingFit(POINT, _train_index(seed, task, len(labels), train_fraction, "all")))
     return fits
@@ -614,13 +621,13 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                     shown = f"{name} seed {seed}" if fit.seed is not POINT else f"{name} all training examples"
                     bar.update(job, description=f"{shown}: encoder")
                     ours = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y, fit.index, layer_ids, model,
-                                                    name, "none", spec.scalar_mix))
+                                                    name, "none", spec.scalar_mix, fit.polish))
                     out.append((name, ours))
                     bar.advance(job)
                     if y_control is not None:
                         bar.update(job, description=f"{shown}: control task")
                         control = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y_control, fit.index,
-                                                           layer_ids, model, name, "control", scalar_mix=False))
+                                                           layer_ids, model, name, "control", False, fit.polish))
                         control.rows += _selectivity(ours.rows, control.rows)
                         out.append((name, control))
                         bar.advance(job)
@@ -628,7 +635,7 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                         bar.update(job, description=f"{shown}: untrained twin")
                         out.append((name, fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, fit.index,
                                                                    layer_ids, model, name, "untrained",
-                                                                   spec.scalar_mix))))
+                                                                   spec.scalar_mix, fit.polish))))
                         bar.advance(job)
                 if spec.wants_mdl(dataset.level) and seed == spec.seeds[0]:
                     # MDL once, on the first seed (its order of examples): the task, its control, the twin.
