@@ -2,9 +2,10 @@
 
 Clones this repository's HEAD into ``--dir`` (which must sit beside ``../shared``, as CI's clone does), then runs
 ``make test`` there under ``setsid``, with stdin closed, ``LC_ALL=C`` and as a background job of a non-interactive
-shell (``bash -c 'make test </dev/null & wait $!'``: SIGINT ignored, the case issue 35 names). ``--capability``
-sets ``ATEN_CPU_CAPABILITY`` (``avx2``: torch's kernels as on a host without AVX-512; the host's own clock and
-caches stay, so it approximates such a host, it is not one). Parses pytest's summary line (passed, failed,
+shell (``bash -c 'make test </dev/null & wait $!'``: SIGINT ignored, the case issue 35 names). ``--capability
+avx2`` keeps every library to the instructions of a host without AVX-512 (:data:`AVX2_ONLY`: torch's own kernels,
+oneDNN, MKL, OpenBLAS and numpy's dispatch); the host's clock and caches stay, so it approximates such a host, it
+is not one. Parses pytest's summary line (passed, failed,
 skipped, its seconds) and stores the wall time of the install and of the whole command, the CPU capability torch
 reports under that setting and the load average, as ``benchmarks/results/<--name>.json``:
 
@@ -24,6 +25,10 @@ from pathlib import Path
 
 from stored import ROOT, save_run, table
 
+#: What keeps each library off AVX-512 (``--capability avx2``).
+AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "OPENBLAS_CORETYPE": "Haswell",
+             "NPY_DISABLE_CPU_FEATURES": "AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"}
 #: pytest's last line (``-q`` prints it bare, without the ``=`` rules): ``1366 passed, 4 skipped in 821.2s (0:13:41)``.
 SUMMARY = re.compile(r"^=*\s*(\d+ (?:passed|failed).*?) in ([\d.]+)s(?: \([\d:]+\))?\s*=*\s*$")
 
@@ -47,8 +52,12 @@ def main() -> None:
     env = {**os.environ, "LC_ALL": "C"}
     env.pop("VIRTUAL_ENV", None)
     env.pop("BERTOLOGY_DATA", None)
-    if args.capability:
-        env["ATEN_CPU_CAPABILITY"] = args.capability
+    limits = {}
+    if args.capability == "avx2":
+        limits = AVX2_ONLY
+    elif args.capability:
+        limits = {"ATEN_CPU_CAPABILITY": args.capability}
+    env.update(limits)
     capability = subprocess.run([sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability())"],
                                 env=env, capture_output=True, text=True, check=True).stdout.strip()
     before = os.getloadavg()
@@ -65,7 +74,7 @@ def main() -> None:
     name = args.name or f"make_test_clean_clone_{capability.lower()}_cpu"
     save_run(name, argv=sys.argv, cpu_capability=capability, raw={
         "exit": run.returncode, "counts": found, "pytest_seconds": pytest_seconds, "wall_seconds": wall,
-        "capability_setting": args.capability, "load_average_before": before, "load_average_after": os.getloadavg(),
+        "capability_setting": args.capability, "environment": limits, "load_average_before": before, "load_average_after": os.getloadavg(),
         "launch": "setsid bash -c 'make test </dev/null & wait $!' with LC_ALL=C, from a fresh clone beside ../shared",
         "tail": log[-3000:],
     }, tables={"suite": table(
