@@ -372,13 +372,14 @@ class Scores:
 
 
 def fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
-                  scalar_mix: bool, polish: bool = True) -> Scores:
+                  scalar_mix: bool, polish: bool | str = True) -> Scores:
     """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test.
     ``polish``: the exact probe's float64 polish (:class:`~bertology.probing.probes.LayerwiseProbe`)."""
     scores = Scores()
     Xtr, ytr = X["train"][:, train_index], y["train"][train_index]
     options = dict(probe_kwargs)
-    polish = bool(options.pop("polish", True)) and polish  # a probe option can turn it off everywhere
+    if not options.pop("polish", True):  # a probe option can turn it off everywhere
+        polish = False
     probe = LayerwiseProbe(kind=kind, seed=seed, polish=polish, **options).fit(Xtr, ytr, X["dev"], y["dev"])
     for split in ("dev", "test"):
         hits = _correct(probe.predict(X[split]), y[split])
@@ -485,12 +486,12 @@ def with_point(sampling: str) -> bool:
 @dataclass(frozen=True)
 class TrainingFit:
     """One fit of a seed's loop: ``seed`` (:data:`POINT` for the point fit) and its training ``index``;
-    ``polish``: whether the exact probe polishes it in float64 (not a bootstrap seed beside a point fit: it
-    measures the spread, :class:`~bertology.probing.probes.LayerwiseProbe`)."""
+    ``polish``: how the exact probe polishes it in float64 (a bootstrap seed beside a point fit measures the
+    spread: ``"unconverged"`` layers only, :class:`~bertology.probing.probes.LayerwiseProbe`)."""
 
     seed: int | None
     index: np.ndarray
-    polish: bool = True
+    polish: bool | str = True
 
     def scores(self, scores: "Scores") -> "Scores":
         """``scores`` of this fit, relabelled as the point fit's (rows without a seed, hits under
@@ -507,7 +508,7 @@ def training_fits(seed: int, seeds: Sequence[int], task: str, labels, train_frac
     with bootstrap sampling, the point fit on the whole training set (or a ``train_fraction`` subset drawn
     without replacement), which the first seed initialises and whose control labels it draws."""
     fits = [TrainingFit(seed, _train_index(seed, task, len(labels), train_fraction, sampling, labels),
-                        polish=not with_point(sampling))]
+                        polish="unconverged" if with_point(sampling) else True)]
     if with_point(sampling) and seed == seeds[0]:
         fits.append(TrainingFit(POINT, _train_index(seed, task, len(labels), train_fraction, "all")))
     return fits
