@@ -53,9 +53,7 @@ def main() -> None:
     correct, accuracy = {}, []
     for seed in range(args.seeds):
         index = _train_index(seed, task, n_train, 1.0, "bootstrap", y["train"])
-        # As the tool fits them: a bootstrap seed beside the point fit polishes only unconverged layers.
-        probe = LayerwiseProbe(seed=seed, device="cpu", polish="unconverged").fit(X["train"][:, index], y["train"][index],
-                                                                         X["dev"], y["dev"])
+        probe = LayerwiseProbe(seed=seed, device="cpu").fit(X["train"][:, index], y["train"][index], X["dev"], y["dev"])
         correct[seed] = probe.predict(X["test"]) == y["test"][None, :]
         accuracy.append(correct[seed].mean(1))
         print(f"seed {seed}: {np.round(100 * accuracy[-1], 2)}", flush=True)

@@ -275,19 +275,15 @@ def test_a_training_set_smaller_than_the_first_block_is_refused():
         online_codelength(X, y, X, y, timestamps=(0.001, 1.0), device="cpu")
 
 
-def test_bootstrap_seeds_polish_only_what_the_float32_solve_left_unconverged():
-    """The float64 polish makes the reported number path-free; the seeds beside a point fit only measure the
-    spread, so they polish only the layers whose float32 solve stopped on the iteration cap (with sampling "all"
-    the seeds are the numbers: fully polished)."""
+def test_the_polish_option_polishes_all_layers_none_or_the_unconverged_ones():
+    """``polish=True`` (what every probing fit uses) solves each chosen value again in float64; ``False`` keeps the
+    float32 optimum; ``"unconverged"`` polishes only the layers whose float32 solve stopped on the iteration cap."""
     from bertology.probing.experiment import training_fits
     from bertology.probing.probes import LayerwiseProbe
     from bertology.probing.summary import POINT
 
     labels = np.array([0, 1] * 20)
-    first = training_fits(0, (0, 1), "t", labels, 1.0, "bootstrap")
-    assert [(f.seed, f.polish) for f in first] == [(0, "unconverged"), (POINT, True)]
-    assert [f.polish for f in training_fits(1, (0, 1), "t", labels, 1.0, "bootstrap")] == ["unconverged"]
-    assert [f.polish for f in training_fits(0, (0, 1), "t", labels, 1.0, "all")] == [True]
+    assert [f.seed for f in training_fits(0, (0, 1), "t", labels, 1.0, "bootstrap")] == [0, POINT]
     X, y = _problem(n=600, d=16, classes=4, seed=3)
     data = (X[:, :400], y[:400], X[:, 400:500], y[400:500])
 

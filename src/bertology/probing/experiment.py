@@ -372,22 +372,18 @@ class Scores:
 
 
 def fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
-                  scalar_mix: bool, polish: bool | str = True) -> Scores:
-    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test.
-    ``polish``: the exact probe's float64 polish (:class:`~bertology.probing.probes.LayerwiseProbe`)."""
+                  scalar_mix: bool) -> Scores:
+    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test."""
     scores = Scores()
     Xtr, ytr = X["train"][:, train_index], y["train"][train_index]
-    options = dict(probe_kwargs)
-    if not options.pop("polish", True):  # a probe option can turn it off everywhere
-        polish = False
-    probe = LayerwiseProbe(kind=kind, seed=seed, polish=polish, **options).fit(Xtr, ytr, X["dev"], y["dev"])
+    probe = LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
     for split in ("dev", "test"):
         hits = _correct(probe.predict(X[split]), y[split])
         scores.rows += _rows(model, task, kind, layers, seed, "accuracy", hits.mean(axis=1), baseline, split)
         scores.hits[(kind, None, baseline, split)] = {seed: hits}
     scores.rows += _rows(model, task, kind, layers, seed, "l2", probe.best_l2_, baseline, "dev")
     if scalar_mix:
-        mix = ScalarMixProbe(kind=kind, seed=seed, **options).fit(Xtr, ytr, X["dev"], y["dev"])
+        mix = ScalarMixProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
         for split in ("dev", "test"):
             hits = _correct(mix.predict(X[split])[None], y[split])
             scores.rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
@@ -485,13 +481,14 @@ def with_point(sampling: str) -> bool:
 
 @dataclass(frozen=True)
 class TrainingFit:
-    """One fit of a seed's loop: ``seed`` (:data:`POINT` for the point fit) and its training ``index``;
-    ``polish``: how the exact probe polishes it in float64 (a bootstrap seed beside a point fit measures the
-    spread: ``"unconverged"`` layers only, :class:`~bertology.probing.probes.LayerwiseProbe`)."""
+    """One fit of a seed's loop: ``seed`` (:data:`POINT` for the point fit) and its training ``index``.
+
+    Every fit is polished in float64, the seeds too: they measure the spread, and without the polish WC's
+    lower-layer seeds moved by about a point with the float32 solver's path, widening the interval by solver
+    noise (docs/probing.md, "The two parts of an interval")."""
 
     seed: int | None
     index: np.ndarray
-    polish: bool | str = True
 
     def scores(self, scores: "Scores") -> "Scores":
         """``scores`` of this fit, relabelled as the point fit's (rows without a seed, hits under
@@ -507,8 +504,7 @@ def training_fits(seed: int, seeds: Sequence[int], task: str, labels, train_frac
     """The fits seed ``seed`` runs: its own training sample (:func:`_train_index`), and, on the first seed
     with bootstrap sampling, the point fit on the whole training set (or a ``train_fraction`` subset drawn
     without replacement), which the first seed initialises and whose control labels it draws."""
-    fits = [TrainingFit(seed, _train_index(seed, task, len(labels), train_fraction, sampling, labels),
-                        polish="unconverged" if with_point(sampling) else True)]
+    fits = [TrainingFit(seed, _train_index(seed, task, len(labels), train_fraction, sampling, labels))]
     if with_point(sampling) and seed == seeds[0]:
         fits.append(TrainingFit(POINT, _train_index(seed, task, len(labels), train_fraction, "all")))
     return fits
@@ -622,13 +618,13 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                     shown = f"{name} seed {seed}" if fit.seed is not POINT else f"{name} all training examples"
                     bar.update(job, description=f"{shown}: encoder")
                     ours = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y, fit.index, layer_ids, model,
-                                                    name, "none", spec.scalar_mix, fit.polish))
+                                                    name, "none", spec.scalar_mix))
                     out.append((name, ours))
                     bar.advance(job)
                     if y_control is not None:
                         bar.update(job, description=f"{shown}: control task")
                         control = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y_control, fit.index,
-                                                           layer_ids, model, name, "control", False, fit.polish))
+                                                           layer_ids, model, name, "control", scalar_mix=False))
                         control.rows += _selectivity(ours.rows, control.rows)
                         out.append((name, control))
                         bar.advance(job)
@@ -636,7 +632,7 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
                         bar.update(job, description=f"{shown}: untrained twin")
                         out.append((name, fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, fit.index,
                                                                    layer_ids, model, name, "untrained",
-                                                                   spec.scalar_mix, fit.polish))))
+                                                                   spec.scalar_mix))))
                         bar.advance(job)
                 if spec.wants_mdl(dataset.level) and seed == spec.seeds[0]:
                     # MDL once, on the first seed (its order of examples): the task, its control, the twin.

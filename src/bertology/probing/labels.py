@@ -226,18 +226,18 @@ def probe_labels(
             Xu = {s: twin[:, index[s]] for s in SPLITS} if twin is not None else None
             for fit in training_fits(seed, seeds, task, y["train"], train_fraction, train_sampling):
                 task_scores = fit.scores(fit_and_score(probe, probe_kwargs, seed, Xs, y, fit.index, layer_ids, model,
-                                                       task, "none", False, fit.polish))
+                                                       task, "none", scalar_mix=False))
                 fitted = [task_scores]
                 bar.advance(job)
                 if with_control:
                     control_scores = fit.scores(fit_and_score(probe, probe_kwargs, seed, Xs, y_control, fit.index,
-                                                              layer_ids, model, task, "control", False, fit.polish))
+                                                              layer_ids, model, task, "control", scalar_mix=False))
                     control_scores.rows += _selectivity(task_scores.rows, control_scores.rows)
                     fitted.append(control_scores)
                     bar.advance(job)
                 if Xu is not None:
                     fitted.append(fit.scores(fit_and_score(probe, probe_kwargs, seed, Xu, y, fit.index, layer_ids,
-                                                           model, task, "untrained", False, fit.polish)))
+                                                           model, task, "untrained", scalar_mix=False)))
                     bar.advance(job)
                 for scores in fitted:
                     rows += scores.rows

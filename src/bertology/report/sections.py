@@ -189,9 +189,8 @@ def probing(context: ReportContext) -> Section:
     # rev 7: the exact linear probe is the default and walks the L2 grid as a regularisation path
     # rev 8: the exact probe chooses L2 on the dev cross-entropy and polishes the choice in float64
     # rev 9: the point fit on every training example gives the number, the bootstrap seeds its spread
-    # rev 10: the bootstrap seeds skip the float64 polish (the point fit keeps it)
-    # rev 11: the bootstrap seeds polish the layers their float32 solve left unconverged
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 11}
+    # rev 10-11: tried, then withdrawn: bootstrap seeds without (all of) the float64 polish
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 12}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
     results = tables["results"]
