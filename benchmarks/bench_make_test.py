@@ -77,12 +77,20 @@ def main() -> None:
         "capability_setting": args.capability, "environment": limits, "load_average_before": before, "load_average_after": os.getloadavg(),
         "launch": "setsid bash -c 'make test </dev/null & wait $!' with LC_ALL=C, from a fresh clone beside ../shared",
         "tail": log[-3000:],
-    }, tables={"suite": table(
-        ["passed", "failed", "skipped", "pytest", "make test (install included)", "CPU capability (torch)", "exit"],
-        [[found.get("passed", 0), found.get("failed", 0), found.get("skipped", 0),
-          f"{pytest_seconds / 60:.0f} min {pytest_seconds % 60:.0f} s", f"{wall / 60:.0f} min {wall % 60:.0f} s",
-          capability, run.returncode]])})
+    }, tables={"suite": suite_table(found, pytest_seconds, wall, capability, run.returncode)})
     sys.exit(run.returncode)
+
+
+def minutes(seconds: float) -> str:
+    """``1050.1`` -> ``"17 min 30 s"``."""
+    whole = int(round(seconds))
+    return f"{whole // 60} min {whole % 60} s"
+
+
+def suite_table(found: dict, pytest_seconds: float, wall: float, capability: str, exit_code: int) -> dict:
+    return table(["passed", "failed", "skipped", "pytest", "make test (install included)", "CPU capability (torch)",
+                  "exit"], [[found.get("passed", 0), found.get("failed", 0), found.get("skipped", 0),
+                             minutes(pytest_seconds), minutes(wall), capability, exit_code]])
 
 
 if __name__ == "__main__":

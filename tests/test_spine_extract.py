@@ -453,3 +453,30 @@ def test_a_damaged_sentence_means_cache_is_recomputed(tmp_path, tiny_bert):
     with pytest.warns(BertologyWarning, match="sentence-means.npy: damaged .*SHA-256 differs.*; recomputing it"):
         again = _extract_pools(tiny_bert, pools, None, tmp_path, False, "cpu", {"senteval"})["senteval", "test"]
     np.testing.assert_array_equal(again.layer(2), expected)
+
+
+def test_a_compiled_model_that_disagrees_with_the_eager_one_is_not_used(monkeypatch):
+    """torch.compile can generate wrong kernels (ATEN_CPU_CAPABILITY=avx2 on an AVX-512 host: vectors of 1e15 with
+    torch 2.13): the handle checks the compiled model once on a check sentence and keeps the eager one, warning."""
+    import torch
+
+    from bertology.errors import BertologyWarning
+
+    encoder = tiny_encoder("bert")
+
+    class Wrong(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, **inputs):
+            out = self.model(**inputs)
+            out.hidden_states = tuple(h * 1e15 for h in out.hidden_states)
+            return out
+
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: Wrong(model))
+    with pytest.warns(BertologyWarning, match="running it uncompiled"):
+        assert encoder.compiled() is encoder.model
+    good = tiny_encoder("bert")
+    monkeypatch.setattr(torch, "compile", lambda model, **kwargs: model)  # a compiler that keeps the outputs
+    assert good.compiled() is good.model and good._compile_difference(good.model) == 0.0

@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 from pathlib import Path
@@ -21,7 +22,7 @@ from safetensors.torch import load_file
 from transformers.utils import logging as transformers_logging
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
-from bertology.errors import ModelError, UsageError
+from bertology.errors import BertologyWarning, ModelError, UsageError
 from bertology.models.auto import auto_class, build_model, check_head, head_of_class, saved_class
 from bertology.models.families import family
 from bertology.models.layout import config_depth, config_heads, config_hidden
@@ -129,6 +130,8 @@ def _not_found_message(display: str, error: Exception, local: bool) -> str:
     )
 
 
+#: The largest difference from the eager model's last hidden states that :meth:`Encoder.compiled` accepts.
+COMPILE_TOLERANCE = 1e-3
 #: Files that hold a tokenizer in a save_pretrained folder (any one of them is enough).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
                    "spiece.model", "sentencepiece.bpe.model", "spm.model", "tokenizer.model")
@@ -386,10 +389,40 @@ class Encoder:
         )
 
     def compiled(self):
-        """The model through ``torch.compile`` with dynamic shapes, compiled on first use and kept."""
+        """The model through ``torch.compile`` with dynamic shapes, compiled on first use and kept.
+
+        The compiled model is checked once against the eager one on a short sentence: where they disagree (a
+        compiler that generates kernels for other CPU instructions than the ones torch dispatches to, as
+        ``ATEN_CPU_CAPABILITY=avx2`` on an AVX-512 host does with torch 2.13, gives vectors of 1e15), the eager
+        model is used instead, with one warning, rather than wrong vectors."""
         if self._compiled is None:
-            self._compiled = torch.compile(self.model, dynamic=True)
+            compiled = torch.compile(self.model, dynamic=True)
+            difference = self._compile_difference(compiled)
+            if difference is None or difference > COMPILE_TOLERANCE:
+                warnings.warn(f"torch.compile gave {self.name} other outputs than the eager model on a check "
+                              f"sentence (largest difference {difference}); running it uncompiled",
+                              BertologyWarning, stacklevel=2)
+                compiled = self.model
+            self._compiled = compiled
         return self._compiled
+
+    def _compile_difference(self, compiled) -> float | None:
+        """The largest absolute difference between ``compiled``'s and the eager model's last hidden states on a
+        check sentence (None where the compiled one fails or gives non-finite values)."""
+        inputs = self.tokenizer(["a short sentence to check the compiled model"], return_tensors="pt")
+        inputs = {k: v.to(self.device) for k, v in inputs.items() if k in ("input_ids", "attention_mask",
+                                                                          "token_type_ids")}
+        if not self._token_types:
+            inputs.pop("token_type_ids", None)
+        with torch.inference_mode():
+            want = self.model(**inputs, output_hidden_states=True).hidden_states[-1]
+            try:
+                got = compiled(**inputs, output_hidden_states=True).hidden_states[-1]
+            except Exception:  # noqa: BLE001 - a compiler error: run eager, with the warning
+                return None
+        if not bool(torch.isfinite(got).all()):
+            return None
+        return float((got.float() - want.float()).abs().max())
 
     def untrained(self, seed: int = 0) -> "Encoder":
         """The untrained twin: same config, head and tokenizer, every weight (the head's too) re-initialised
