@@ -1,18 +1,9 @@
-"""Actual pruning: slice away the weights of pruned heads so the model is smaller and faster.
+"""What pruning heads buys: the parameters (:func:`count_parameters`, :func:`attention_parameters`) and the
+latency (:func:`measure_latency`) of a model before and after.
 
-For each pruned head the rows of the query/key/value projections (the three row blocks of a fused one such
-as ModernBERT's ``Wqkv``, and DeBERTa's relative-position projections) and the columns of the attention output
-projection go. The output projection keeps its
-bias, so a pruned model computes exactly what the masked model computes. A layer whose heads are all
-pruned skips attention altogether: its attention sub-layer adds only the output bias to the residual.
-
-transformers 5 dropped ``prune_heads`` and ``config.pruned_heads``; we record the pruned heads (original
-head numbers, as labels such as ``"L1H1"``: layers 1..L as in ``hidden_states``) in
-``config.bertology_pruned_heads`` and :func:`load_pruned` rebuilds the smaller shapes before loading the
-weights. Checkpoints written before the one numbering (a mapping keyed by 0-based module index) load too:
-:func:`~bertology.models.layout.recorded_pruned_heads` converts them. Pruning and loading a pruned model live in
-:mod:`bertology.models.pruning` (a loader belongs with the models); this module re-exports them beside what it
-measures (parameters, latency).
+Pruning itself (slicing away the weights of pruned heads) and loading a pruned checkpoint live with the models,
+in :mod:`bertology.models.pruning` (a loader belongs beside the other loaders); ``prune_heads``, ``save_pruned``
+and ``load_pruned`` are re-exported here.
 """
 
 from __future__ import annotations
