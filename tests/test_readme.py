@@ -63,6 +63,16 @@ def test_command_line_tour_runs_as_written(workdir):
         done = subprocess.run(command, shell=True, cwd=workdir, env=_env(workdir), capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, f"README line failed: {command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    # The tour ends with the full battery on the real MiniLM: what its page must show.
+    report = next(c for c in _commands(_blocks("A tour of the command line", "bash")[0]) if c.startswith("bertology report"))
+    page = workdir / report.split(" -o ", 1)[1].split()[0] / "minilm" / "index.html"
+    html = page.read_text(encoding="utf-8")
+    assert "6 layers, 12 heads, hidden size 384" in html
+    for heading in ("Tokenization", "Probing", "Attention"):
+        assert f"<h2>{heading}</h2>" in html
+    assert "SentLen" in html and "BShift" in html and "upos" in html
+    assert "attention-only probe" in html
+    assert "Numeracy (Wallace et al. 2019)" in html and "id='knowledge-numeracy'" in html
 
 
 @pytest.mark.integration
