@@ -61,8 +61,14 @@ def _graph() -> dict[str, set[str]]:
     return {name: _imports(path, name, modules) for name, path in modules.items()}
 
 
+#: The command-line package: `bertology` itself and one module per command group, above every capability.
+CLI_PACKAGE = "bertology.cli"
+
+
 def _is_cli(name: str) -> bool:
-    return name.rsplit(".", 1)[-1] in ("cli",) or name.endswith("_cli")
+    """A command-line module: in the command-line package, or (misplaced) named ``cli`` or ``*_cli`` elsewhere."""
+    return (name == CLI_PACKAGE or name.startswith(CLI_PACKAGE + ".") or name.rsplit(".", 1)[-1] == "cli"
+            or name.endswith("_cli"))
 
 
 def test_only_cli_modules_import_cli_modules():
@@ -71,9 +77,11 @@ def test_only_cli_modules_import_cli_modules():
     assert not offenders, "library modules must not import CLI modules:\n" + "\n".join(offenders)
 
 
-def test_no_module_is_a_cli_module_except_cli_py():
-    extra = sorted(name for name in _modules() if name.endswith("_cli"))
-    assert not extra, f"CLI code lives in cli.py files only: {extra}"
+def test_command_line_modules_live_in_the_cli_package():
+    """One package holds the command line (as transformers keeps its commands in ``transformers/commands``), so
+    the capabilities' folders show the layers: no capability holds a ``cli.py`` of its own."""
+    extra = sorted(name for name in _modules() if _is_cli(name) and not name.startswith(CLI_PACKAGE))
+    assert not extra, f"command-line modules outside {CLI_PACKAGE}: {extra}"
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -142,22 +150,38 @@ def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_cycles_between_capabilities():
-    """Capabilities (``bertology.<capability>``) form layers: finetune may use intervention or the reverse,
-    never both. The top-level command module ``bertology.cli`` sits above them all and is left out."""
+def _package_cycles(modules: dict[str, set[str]]) -> list[list[str]]:
+    """Cycles between packages (``bertology.<package>``), every module counted, command-line modules too."""
     def capability(name: str) -> str:
         return ".".join(name.split(".")[:2])
 
     graph: dict[str, set[str]] = {}
-    for name, targets in _graph().items():
-        if name == "bertology.cli" or name == "bertology" or _is_cli(name):
+    for name, targets in modules.items():
+        if name == "bertology":
             continue
         graph.setdefault(capability(name), set()).update(
             capability(t) for t in targets if capability(t) != capability(name) and t != "bertology")
     for name in list(graph):
         graph[name] = {t for t in graph[name] if t in graph}
-    cycles = _cycles(graph)
-    assert not cycles, "capabilities import each other:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+    return _cycles(graph)
+
+
+def test_no_cycles_between_packages():
+    """Packages form layers: finetune may use intervention or the reverse, never both. Counting the command
+    line too: it is one package (``bertology.cli``) above every capability, so a command that runs another
+    capability's work (a Ray sweep of fine-tuning) adds no arrow back up."""
+    cycles = _package_cycles(_graph())
+    assert not cycles, "packages import each other:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_package_cycle_finder_finds_a_command_line_inside_a_capability():
+    """The layout this replaced: finetune's own cli.py ran a Ray sweep from scale, whose sweeps import finetune."""
+    planted = {"bertology.finetune.train": set(), "bertology.finetune.cli": {"bertology.scale.sweeps"},
+               "bertology.scale.sweeps": {"bertology.finetune.train"}}
+    assert _package_cycles(planted) == [["bertology.finetune", "bertology.scale"]]
+    moved = {"bertology.finetune.train": set(), "bertology.cli.finetune": {"bertology.scale.sweeps"},
+             "bertology.scale.sweeps": {"bertology.finetune.train"}}
+    assert _package_cycles(moved) == []
 
 
 #: Declared distributions whose import name differs, or that are used through another library.
@@ -469,10 +493,10 @@ def test_the_seeding_detector_finds_the_dance():
 
 def _command_line_imports(graph: dict[str, set[str]]) -> list[str]:
     """Library modules (not ``cli.py``, not ``bertology.cli``) that import the command line: a ``cli`` module
-    or ``bertology.options``, whose checks a library takes from ``bertology.settings`` instead."""
+    or ``bertology.cli.options``, whose checks a library takes from ``bertology.settings`` instead."""
     return sorted(f"{name} imports {target}" for name, targets in graph.items()
-                  if not _is_cli(name) and name not in ("bertology.cli", "bertology.options")
-                  for target in targets if _is_cli(target) or target == "bertology.options")
+                  if not _is_cli(name) and name not in ("bertology.cli", "bertology.cli.options")
+                  for target in targets if _is_cli(target) or target == "bertology.cli.options")
 
 
 def test_library_modules_do_not_import_the_command_line():
@@ -483,11 +507,11 @@ def test_library_modules_do_not_import_the_command_line():
 def test_the_command_line_import_finder_finds_a_planted_import(tmp_path):
     planted = tmp_path / "bertology" / "geometry" / "stores.py"
     planted.parent.mkdir(parents=True)
-    planted.write_text("from bertology.options import check_cache_dir\n")
+    planted.write_text("from bertology.cli.options import check_cache_dir\n")
     modules = {**_modules(), "bertology.geometry.stores": planted}
     graph = {"bertology.geometry.stores": _imports(planted, "bertology.geometry.stores", modules),
-             "bertology.attention.cli": {"bertology.options"}, "bertology.x.run": {"bertology.x.cli"}}
-    assert _command_line_imports(graph) == ["bertology.geometry.stores imports bertology.options",
+             "bertology.cli.attention": {"bertology.cli.options"}, "bertology.x.run": {"bertology.x.cli"}}
+    assert _command_line_imports(graph) == ["bertology.geometry.stores imports bertology.cli.options",
                                             "bertology.x.run imports bertology.x.cli"]
 
 
@@ -742,7 +766,7 @@ _TOP_FLOOR = len(_FLOORS) + 1
 
 
 def _floor(name: str) -> int:
-    if _is_cli(name) or name in ("bertology.cli", "bertology.options"):
+    if _is_cli(name) or name in ("bertology.cli", "bertology.cli.options"):
         return _TOP_FLOOR
     parts = name.split(".")
     if len(parts) > 1:
@@ -766,6 +790,6 @@ def test_modules_import_only_their_floor_or_below():
 
 def test_the_floor_check_finds_a_planted_upward_import():
     planted = {"bertology.models.encoders": {"bertology.probing.probes"}, "bertology.report.run": {"bertology.models"},
-               "bertology.files": {"bertology.options"}}
+               "bertology.files": {"bertology.cli.options"}}
     found = _upward_imports(planted)
     assert len(found) == 2 and "bertology.models.encoders" in found[1] and "bertology.files" in found[0], found

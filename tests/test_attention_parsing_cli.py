@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from bertology.attention.cli import app
+from bertology.cli.attention import app
 from bertology.attention.stats import STATISTICS
 from bertology.data import default_corpus
 from bertology.errors import UsageError

@@ -310,7 +310,7 @@ def tiny_model_dir(tmp_path_factory):
 def test_cli_patterns_writes_tables_and_figure(tmp_path, tiny_model_dir):
     from typer.testing import CliRunner
 
-    from bertology.attention.cli import app
+    from bertology.cli.attention import app
     from bertology.models import load_encoder
     from bertology.results import Result
 

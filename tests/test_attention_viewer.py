@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bertology.attention.cli import app
+from bertology.cli.attention import app
 from bertology.attention.viewer import attention_for_text, render_attention_html, view_attention, write_html
 from bertology.errors import DataError, UsageError
 

@@ -176,7 +176,7 @@ def test_ctrl_c_in_a_command_is_one_line_and_exit_130(monkeypatch, capsys):
 
 
 def test_ctrl_c_while_the_model_stack_loads_is_one_line_and_exit_130(monkeypatch, capsys):
-    from bertology import options
+    from bertology.cli import options
 
     def interrupted(device):  # what Ctrl-C during `import torch` or the model's loading looks like
         raise KeyboardInterrupt

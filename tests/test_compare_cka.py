@@ -115,7 +115,7 @@ def test_compare_bad_inputs(tokenizer):
 
 
 def test_compare_cli_on_saved_models(tokenizer, tmp_path):
-    from bertology.compare.cli import app
+    from bertology.cli.compare import app
 
     dirs = []
     for seed in (0, 1):
@@ -147,7 +147,7 @@ def test_compare_leaves_the_models_as_they_were(tokenizer):
 
 
 def test_compare_cli_default_out_and_bad_options(tokenizer, tmp_path, monkeypatch):
-    from bertology.compare.cli import app
+    from bertology.cli.compare import app
     from bertology.errors import UsageError
 
     path = tmp_path / "model"

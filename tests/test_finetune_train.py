@@ -165,7 +165,7 @@ def test_bad_inputs(tokenizer, toy_glue, tmp_path):
 
 
 def test_cli_finetune_and_table(tokenizer, toy_glue, tmp_path):
-    from bertology.finetune.cli import app
+    from bertology.cli.finetune import app
 
     encoder = tiny_encoder(tokenizer)
     model_dir = tmp_path / "tiny-model"
@@ -227,7 +227,7 @@ def test_cli_seeds_are_a_count_and_bad_seeds_are_one_line_errors(tmp_path):
     """`finetune --seeds` was a list ("0,1,2") where every other command takes a count; `--seed -1`
     raised numpy's ValueError."""
     from bertology.errors import UsageError
-    from bertology.finetune.cli import app
+    from bertology.cli.finetune import app
 
     for args, message in ((["--seeds", "0"], "--seeds 0: expected a count"),
                           (["--seed", "-1"], "--seed -1: expected a non-negative integer"),

@@ -227,7 +227,7 @@ def test_command_end_to_end_on_a_tiny_model(tiny_folder, toy_corpus, tmp_path, m
 
 
 def test_command_rejects_bad_values_in_one_line(tiny_folder, toy_corpus, tmp_path):
-    from bertology.geometry.cli import max_pairs_value
+    from bertology.cli.geometry import max_pairs_value
 
     with pytest.raises(UsageError, match="--max-pairs"):
         max_pairs_value(-1)

@@ -47,7 +47,7 @@ def checkpoint(tmp_path_factory):
 
 
 def invoke(*args):
-    from bertology.intervention.cli import app
+    from bertology.cli.intervention import app
 
     result = runner.invoke(app, [str(a) for a in args])
     assert result.exit_code == 0, (result.output, result.exception)
@@ -128,7 +128,7 @@ def test_ablate_heads_and_layers(checkpoint, evaluation_spy, tmp_path):
 
 def test_bad_heads_and_layers_are_one_line_user_errors(checkpoint):
     from bertology.errors import BertologyError
-    from bertology.intervention.cli import app
+    from bertology.cli.intervention import app
 
     model = ["--model", str(checkpoint), "--max-examples", "8"]
     cases = [(["heads", "--heads", "L5H0", *model], "layer 5 has no heads"),

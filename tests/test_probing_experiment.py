@@ -18,7 +18,7 @@ from bertology.probing.report import (
     table2_rich,
 )
 from bertology.probing.spec import ProbingSpec
-from bertology.options import default_out
+from bertology.cli.options import default_out
 from bertology.results import Result
 
 
@@ -270,7 +270,7 @@ def test_table2_layout_and_plot(results, tmp_path):
 def test_cli_writes_results(tiny_model, small_treebank, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from bertology.probing.cli import app
+    from bertology.cli.probing import app
 
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, [
@@ -312,7 +312,7 @@ def test_cli_bad_input_is_one_bertology_error(tmp_path, args, message):
     from typer.testing import CliRunner
 
     from bertology.errors import BertologyError
-    from bertology.probing.cli import app
+    from bertology.cli.probing import app
 
     result = CliRunner().invoke(app, args + ["--out", str(tmp_path / "out")])
     assert isinstance(result.exception, BertologyError), result.output
@@ -338,7 +338,7 @@ def test_a_task_registered_in_one_call_runs_in_the_api_and_the_cli(capitalised_t
                                                                      results, tmp_path):
     from typer.testing import CliRunner
 
-    from bertology.probing.cli import app
+    from bertology.cli.probing import app
 
     _, cache = results
     spec = ProbingSpec(tasks=(capitalised_task,), treebank=small_treebank, seeds=(0,), max_train=300, max_eval=150,
@@ -397,7 +397,7 @@ def test_structural_probes_get_intervals_and_the_linear_chain_beside_them(tiny_m
 def test_cli_prints_intervals_sizes_absent_tasks_and_the_control_types(tiny_model, small_treebank, results, tmp_path):
     from typer.testing import CliRunner
 
-    from bertology.probing.cli import app
+    from bertology.cli.probing import app
 
     _, cache = results
     out = tmp_path / "out"

@@ -23,7 +23,7 @@ def toy_data(tmp_path_factory):
 
 
 def invoke(*args, ok: bool = True):
-    from bertology.readouts.cli import app
+    from bertology.cli.readouts import app
 
     result = runner.invoke(app, [str(a) for a in args])
     if ok:

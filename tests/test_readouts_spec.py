@@ -21,7 +21,7 @@ def _options(command) -> set[str]:
 
 
 def _app():
-    from bertology.readouts.cli import app
+    from bertology.cli.readouts import app
 
     return app
 
@@ -171,7 +171,7 @@ def test_the_command_refuses_a_bad_setting_in_one_line_before_loading_anything(t
 
 
 def test_quick_says_the_sizes_it_chose_and_which_were_given(capsys):
-    from bertology.readouts.cli import _say_quick
+    from bertology.cli.readouts import _say_quick
 
     _say_quick(SquadReadoutsSpec(quick=True, stride=40, max_length=96, readouts="lp"))
     said = " ".join(capsys.readouterr().out.split())

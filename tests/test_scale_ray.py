@@ -171,7 +171,7 @@ def test_ray_sweeps_equal_local_finetune_ablation_heads(ray_session, tiny_bert, 
     """A 2 variants x 2 seeds fine-tuning sweep (one Ray task per run, through the CLI): the table equals the
     local runs'. Then the single-head ablation table and the frozen-feature readouts sweep, each against local."""
     from bertology.finetune import FinetuneConfig, collect_results, finetune, variants_table
-    from bertology.finetune.cli import app
+    from bertology.cli.finetune import app
 
     glue = _toy_sst2(tmp_path / "glue")
     model_dir = tmp_path / "model"
@@ -209,7 +209,7 @@ def test_ray_sweeps_equal_local_finetune_ablation_heads(ray_session, tiny_bert, 
                               tmp_path / "ray", workers=2) == []
 
     # The single-head ablation table of the two baseline seeds: one Ray task per checkpoint x layer.
-    from bertology.intervention.cli import app as ablate
+    from bertology.cli.intervention import app as ablate
 
     seeds = [str(tmp_path / "ray" / "sst2" / "baseline" / f"seed-{s}") for s in (0, 1)]
     base = ["table", "--model", seeds[0], "--model", seeds[1], "--data-dir", str(glue), "--no-progress"]
@@ -223,7 +223,7 @@ def test_ray_sweeps_equal_local_finetune_ablation_heads(ray_session, tiny_bert, 
         pd.testing.assert_frame_equal(local_table, ray_table, check_exact=False, atol=1e-9)
 
     # The frozen-feature readouts sweep: activations extracted once, then one Ray task per readout x seed.
-    from bertology.readouts.cli import app as readouts
+    from bertology.cli.readouts import app as readouts
 
     base = ["glue", "--task", "sst2", "-m", str(model_dir), "--data-dir", str(glue), "--readouts", "lp,ap", "--seeds", "2",
             "--epochs", "1", "--batch-size", "16", "--no-progress"]

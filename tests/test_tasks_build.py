@@ -24,7 +24,7 @@ from bertology.tasks import (
 )
 from bertology.tasks.build import _prepare, load_splits
 from bertology.tasks.builders import BUILDERS
-from bertology.tasks.cli import app
+from bertology.cli.tasks import app
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tasks_treebank import write_treebank  # noqa: E402

@@ -1,7 +1,7 @@
 """Settings the library and the command line share: the checks of a value that name the option it came from,
 and where the cache lives (:func:`cache_root`, the one root every cached task, store and result is under).
 
-Light (no numpy or torch): :mod:`bertology.options` re-uses these checks for the command line, and library
+Light (no numpy or torch): :mod:`bertology.cli.options` re-uses these checks for the command line, and library
 modules take them from here, never from the CLI's ``options.py``.
 """
 

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bertology import options
+import bertology.cli.options as options
 
 app = typer.Typer(help="What the model knows: static similarity, numeracy, the MLM probe, LAMA, minimal pairs.",
                   no_args_is_help=True)

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bertology.compression.names import DEFAULT_METHODS, FINETUNE_EPOCHS, FINETUNE_LR, parse_methods
-from bertology.options import check_model_source, check_positive, default_out, model_option, out_option, \
+from bertology.cli.options import check_model_source, check_positive, default_out, model_option, out_option, \
     progress_option, seed_option
 
 console = Console()

@@ -33,9 +33,10 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from bertology import __version__, options  # noqa: E402
+from bertology import __version__  # noqa: E402
+from bertology.cli import options  # noqa: E402
 from bertology.errors import BertologyError  # noqa: E402
-from bertology.options import (  # noqa: E402
+from bertology.cli.options import (  # noqa: E402
     check_positive, data_option, default_out, device_option, layers_option, max_sentences_option, model_option,
     out_option, parse_layers, progress_option, resolve_device,
 )
@@ -287,51 +288,51 @@ def demo(
 
 
 def _register_subcommands() -> None:
-    from bertology.tasks.cli import app as tasks_app
+    from bertology.cli.tasks import app as tasks_app
 
     app.add_typer(tasks_app, name="tasks", help="Build and list SentEval probing tasks from treebanks.")
-    from bertology.probing.cli import probe
+    from bertology.cli.probing import probe
 
     app.command("probe", help="Probe every layer (SentEval tasks, UPOS/XPOS/deprel/NER, structural) with "
                 "majority, untrained-twin and control baselines.")(probe)
-    from bertology.attention.cli import app as attention_app
+    from bertology.cli.attention import app as attention_app
 
     app.add_typer(attention_app, name="attention",
                   help="Clark head statistics and heads as parsers, Kovaleva pattern types, viewer.")
-    from bertology.finetune.cli import finetune_command, table_command
+    from bertology.cli.finetune import finetune_command, table_command
 
     app.command("finetune", help="Fine-tune on a GLUE task (CoLA, SST-2, MRPC, STS-B, RTE) with the Convexity "
                 "report's variants.")(finetune_command)
     app.command("finetune-table", help="Rebuild the Convexity Table 1 (variant x task) from a runs folder.")(
         table_command)
-    from bertology.compare.cli import compare_command
+    from bertology.cli.compare import compare_command
 
     app.command("compare", help="What fine-tuning changed: per-layer CKA, attention cosine, weight change.")(
         compare_command)
-    from bertology.intervention.cli import app as ablate_app
+    from bertology.cli.intervention import app as ablate_app
 
     app.add_typer(ablate_app, name="ablate", help="Head and layer ablation, head importance, pruning.")
-    from bertology.geometry.cli import app as geometry_app
+    from bertology.cli.geometry import app as geometry_app
 
     app.add_typer(geometry_app, name="geometry", help="Contextuality and anisotropy per layer (Ethayarajh 2019).")
-    from bertology.knowledge.cli import app as knowledge_app
+    from bertology.cli.knowledge import app as knowledge_app
 
     app.add_typer(knowledge_app, name="knowledge", help="Static similarity, the Convexity MLM probe, LAMA, "
                   "minimal pairs.")
-    from bertology.readouts.cli import app as readouts_app, deprecated_app as old_readouts_app
+    from bertology.cli.readouts import app as readouts_app, deprecated_app as old_readouts_app
 
     app.add_typer(readouts_app, name="readouts", help="Frozen-feature readouts (BERT Vision): SQuAD 2.0 and GLUE.")
     app.add_typer(old_readouts_app, name="heads", hidden=True)  # the old spelling, for one release
-    from bertology.languages.cli import languages_command
+    from bertology.cli.languages import languages_command
 
     app.command("languages", help="Several languages' treebanks: language identity, centroids, parallel sentence "
                 "retrieval and zero-shot transfer of English probes, per layer, model vs untrained twin.")(
         languages_command)
-    from bertology.claims.cli import claims_command
+    from bertology.cli.claims import claims_command
 
     app.command("claims", help="The Primer as a checklist: does each BERTology claim hold on this model? "
                 "Verdicts with numbers, baselines and intervals; --compare A B ... side by side.")(claims_command)
-    from bertology.compression.cli import compress_command
+    from bertology.cli.compression import compress_command
 
     app.command("compress", help="Quantize, prune heads or weights, drop layers; measure size, speed-up and what "
                 "the model still knows (the Primer's Table 1).")(compress_command)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from bertology import options
+import bertology.cli.options as options
 
 app = typer.Typer(help="Layer-wise classification probes with honest baselines.", no_args_is_help=True)
 

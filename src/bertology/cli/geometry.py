@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from bertology import options
+import bertology.cli.options as options
 
 app = typer.Typer(help="Geometry of the representations: contextuality and anisotropy per layer.",
                   no_args_is_help=True)

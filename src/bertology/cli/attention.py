@@ -1,6 +1,6 @@
 """``bertology attention stats|parse|patterns|view``: a thin typer layer over :mod:`bertology.attention`.
 
-Options are the shared ones of :mod:`bertology.options`; layers and heads are in the one numbering
+Options are the shared ones of :mod:`bertology.cli.options`; layers and heads are in the one numbering
 (:mod:`bertology.numbering`). Tables are written as Parquet + CSV with accuracies as fractions; the
 console shows them in percent.
 """
@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bertology.errors import UsageError
-from bertology.options import (check_positive, data_option, default_out, device_option, layers_option,
+from bertology.cli.options import (check_positive, data_option, default_out, device_option, layers_option,
                                max_sentences_option, model_option, out_option, parse_layers, progress_option,
                                resolve_device, seed_list, seed_option, seeds_option)
 
@@ -79,7 +79,7 @@ def stats_command(
     from bertology.data import read_corpus
 
     from bertology.files import staged_dir
-    from bertology.options import check_seed
+    from bertology.cli.options import check_seed
 
     max_sentences = check_positive(max_sentences, "--max-sentences")
     max_words = check_positive(max_words, "--max-words")

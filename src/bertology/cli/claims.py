@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from bertology import options
+import bertology.cli.options as options
 from bertology.errors import UsageError
 from bertology.report.names import check_sections
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from bertology import options
+import bertology.cli.options as options
 from bertology.languages.spec import LanguagesSpec
 
 #: The spec's defaults, which the options show.

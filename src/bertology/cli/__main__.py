@@ -1,0 +1,5 @@
+"""``python -m bertology.cli``: the `bertology` command."""
+
+from bertology.cli import main
+
+main()
