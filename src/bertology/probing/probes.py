@@ -381,8 +381,9 @@ class _KroneckerPreconditioner:
     taken as ``(tr M_i / mean tr M) A`` with ``A = mean_i M_i``, so the feature factor ``S`` is the covariance
     weighted by each example's curvature (examples near the decision boundary dominate, as in the Hessian).
     For two classes this is the exact Hessian, and L-BFGS then takes Newton steps after every refresh. Both
-    factors are eigendecomposed, so applying it costs two small matrix products per side; it is refreshed
-    from the current probabilities every few iterations."""
+    factors are eigendecomposed: in their eigenbases (:meth:`rotate`) the preconditioner is diagonal
+    (:meth:`scale`), and :func:`_lbfgs` works there between refreshes (from the current probabilities, every
+    few iterations)."""
 
     def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor):
         self.l2, self.bias_l2 = l2, bias_l2
