@@ -306,3 +306,28 @@ def test_the_polish_option_polishes_all_layers_none_or_the_unconverged_ones():
             assert "polished" in kinds, "layers the cap left unconverged are polished"
         else:
             assert "raw" in kinds, f"layers whose float32 solve converged are not polished again: {kinds}"
+
+
+def test_the_preconditioner_in_its_eigenbases_inverts_the_kronecker_curvature():
+    """L-BFGS works in the preconditioner's eigenbases (``rotate``, ``scale``, ``unrotate``); turned back, a
+    scaled gradient R must solve the Kronecker-factored system S R A + l2 R = G of every problem, and the
+    rotation must keep dot products (all L-BFGS takes of its vectors)."""
+    from bertology.probing.probes import _KroneckerPreconditioner
+
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(3, 40, 6, generator=gen, dtype=torch.float64)
+    p = torch.softmax(torch.randn(3, 40, 4, generator=gen, dtype=torch.float64), -1)
+    l2 = torch.tensor([0.1, 0.01, 1.0], dtype=torch.float64)
+    factors = _KroneckerPreconditioner(X, l2, torch.zeros_like(l2))
+    factors.refresh(X, p)
+    gW, gb = torch.randn(3, 6, 4, generator=gen, dtype=torch.float64), torch.randn(3, 4, generator=gen,
+                                                                                 dtype=torch.float64)
+    rW, _ = factors.unrotate(*factors.scale(*factors.rotate(gW, gb)))
+    S = factors.U @ torch.diag_embed(factors.lam) @ factors.U.transpose(1, 2)
+    A = factors.V @ torch.diag_embed(factors.alpha) @ factors.V.transpose(1, 2)
+    torch.testing.assert_close(S @ rW @ A + l2[:, None, None] * rW, gW)
+    qW, qb = factors.rotate(gW, gb)
+    torch.testing.assert_close((qW * qW).sum((1, 2)) + (qb * qb).sum(1), (gW * gW).sum((1, 2)) + (gb * gb).sum(1))
+    back_W, back_b = factors.unrotate(qW, qb)
+    torch.testing.assert_close(back_W, gW)
+    torch.testing.assert_close(back_b, gb)

@@ -438,9 +438,6 @@ class _KroneckerPreconditioner:
         """The preconditioner of rotated vectors (:meth:`rotate`): there it is diagonal."""
         return qW / (self.lam[:, :, None] * self.alpha[:, None, :] + self.l2[:, None, None]), qb * self.bias_scale
 
-    def __call__(self, gW: torch.Tensor, gb: torch.Tensor):
-        return self.unrotate(*self.scale(*self.rotate(gW, gb)))
-
 
 def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
            bias_l2: torch.Tensor, gtol: float, max_iter: int, history: int = 10, refresh_every: int = REFRESH_EVERY,
