@@ -360,7 +360,7 @@ def test_the_command_line(pud, tiny_mbert, tmp_path, monkeypatch):
     tiny_mbert.tokenizer.save_pretrained(folder)
     monkeypatch.setenv("BERTOLOGY_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"
-    done = CliRunner().invoke(app, ["languages", "-m", str(folder), "-t", str(pud[0]), "--seeds", "1",
+    done = CliRunner().invoke(app, ["languages", "-m", str(folder), "--treebanks", str(pud[0]), "--seeds", "1",
                                     "--max-sentences", "30", "--tasks", "none", "--no-untrained", "--no-senteval",
                                     "-o", str(out), "--no-progress"], env={"COLUMNS": "200"})
     assert done.exit_code == 0, done.output
@@ -369,7 +369,7 @@ def test_the_command_line(pud, tiny_mbert, tmp_path, monkeypatch):
     assert json.loads((out / "meta.json").read_text())["meta"]["languages"] == ["de", "fr", "zh"]
     # Usage errors: one line, before anything heavy loads.
     code = ("import contextlib, io, sys\nfrom bertology.cli import main\n"
-            f"sys.argv = ['bertology', 'languages', '-t', {str(pud[0] / 'de_pud-ud-test.conllu')!r}]\n"
+            f"sys.argv = ['bertology', 'languages', '--treebanks', {str(pud[0] / 'de_pud-ud-test.conllu')!r}]\n"
             "err = io.StringIO()\n"
             "with contextlib.redirect_stderr(err):\n"
             "    try:\n        main()\n    except SystemExit:\n        pass\n"

@@ -49,10 +49,10 @@ def test_the_command_names_the_option(tmp_path):
     from bertology.cli import app
 
     (tmp_path / "fr_x-ud-test.conllu").write_text("")
-    result = CliRunner().invoke(app, ["languages", "-t", str(tmp_path), "--max-train", "1", "-o", str(tmp_path / "o")])
+    result = CliRunner().invoke(app, ["languages", "--treebanks", str(tmp_path), "--max-train", "1", "-o", str(tmp_path / "o")])
     assert isinstance(result.exception, UsageError)
     assert str(result.exception).startswith("--max-train 1: expected at least 2 examples")
-    result = CliRunner().invoke(app, ["languages", "-t", str(tmp_path), "--tasks", "ner"])
+    result = CliRunner().invoke(app, ["languages", "--treebanks", str(tmp_path), "--tasks", "ner"])
     assert str(result.exception).startswith("--tasks ner: expected any of upos, deprel")
     assert not (tmp_path / "o").exists()
 

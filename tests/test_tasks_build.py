@@ -351,12 +351,12 @@ def test_cli_build_shared_options(treebank, tmp_path, monkeypatch):
     bad = runner.invoke(app, ["build", "--treebank", str(treebank), "--seed", "-1", "--tasks", "SentLen"])
     assert isinstance(bad.exception, UsageError) and "--seed -1" in str(bad.exception)
     monkeypatch.chdir(tmp_path)
-    result = runner.invoke(app, ["build", "-t", str(treebank), "--tasks", "SentLen", "--no-progress"])
+    result = runner.invoke(app, ["build", "--treebank", str(treebank), "--tasks", "SentLen", "--no-progress"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "results" / "tasks" / treebank.name / "sentence_length.txt").is_file()
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    taken = runner.invoke(app, ["build", "-t", str(treebank), "-o", str(blocker), "--tasks", "SentLen"])
+    taken = runner.invoke(app, ["build", "--treebank", str(treebank), "-o", str(blocker), "--tasks", "SentLen"])
     assert isinstance(taken.exception, BertologyError) and "not a folder" in str(taken.exception)
 
 
@@ -388,7 +388,7 @@ def test_a_full_disk_leaves_no_half_built_task_folder(treebank, tmp_path, monkey
     out = tmp_path / "tasks"
     with monkeypatch.context() as patch:
         _full_disk_for_the_manifest(patch)
-        code, output = _main(["tasks", "build", "-t", str(treebank), "-o", str(out), "--tasks", "SentLen,BShift",
+        code, output = _main(["tasks", "build", "--treebank", str(treebank), "-o", str(out), "--tasks", "SentLen,BShift",
                               "--no-progress"], monkeypatch, capsys)
     message = " ".join(output.split())
     assert code == 1 and "Traceback" not in output and len(output.strip().splitlines()) == 1, output
@@ -399,12 +399,12 @@ def test_a_full_disk_leaves_no_half_built_task_folder(treebank, tmp_path, monkey
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     with monkeypatch.context() as patch:
         _full_disk_for_the_manifest(patch)
-        code, output = _main(["tasks", "build", "-t", str(treebank), "-o", str(out), "--tasks", "BShift",
+        code, output = _main(["tasks", "build", "--treebank", str(treebank), "-o", str(out), "--tasks", "BShift",
                               "--no-progress"], monkeypatch, capsys)
     assert code == 1 and f"{out} was left as it was" in " ".join(output.split()), output
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     # with room, the same command adds the task
-    code, output = _main(["tasks", "build", "-t", str(treebank), "-o", str(out), "--tasks", "BShift",
+    code, output = _main(["tasks", "build", "--treebank", str(treebank), "-o", str(out), "--tasks", "BShift",
                           "--no-progress"], monkeypatch, capsys)
     assert code == 0, output
     assert sorted(p.name for p in out.iterdir()) == ["bigram_shift.txt", "manifest.json", "sentence_length.txt"]

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+import bertology.cli.options as options
 from bertology.errors import UsageError
 from bertology.cli.options import (check_positive, data_option, default_out, device_option, layers_option,
                                max_sentences_option, model_option, out_option, parse_layers, progress_option,
@@ -109,7 +110,8 @@ def stats_command(
 def parse_command(
     model: str = model_option(),
     treebank: Optional[Path] = typer.Option(
-        None, "--treebank", "-t", help="UD folder with *-ud-{train,dev,test}.conllu[.gz] (default: the packaged UD English EWT)."),
+        None, "--treebank", help="UD folder with *-ud-{train,dev,test}.conllu[.gz] (default: the packaged UD English EWT)."),
+    old_treebank: Optional[Path] = options.old_option("-t"),
     out: Optional[Path] = out_option("attention-parse"),
     max_sentences: Optional[int] = max_sentences_option("Cap dev and test at N sentences."),
     max_train_sentences: int = typer.Option(2000, "--max-train-sentences", help="Cap the probe's training set."),
@@ -128,6 +130,8 @@ def parse_command(
     from bertology.attention.figures import write_parse_figures
     from bertology.attention.parsing import run_attention_analysis
 
+    # `-t` was --treebank here and --task elsewhere: it means --task(s) only, once this spelling goes
+    treebank = options.check_exists(options.renamed(treebank, old_treebank, "--treebank", "-t"), "--treebank")
     max_sentences = check_positive(max_sentences, "--max-sentences")
     max_train_sentences = check_positive(max_train_sentences, "--max-train-sentences")
     epochs = check_positive(epochs, "--epochs")

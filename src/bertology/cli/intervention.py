@@ -30,7 +30,7 @@ app = typer.Typer(help="Ablate heads and layers, rank heads by importance, prune
 console = Console()
 
 CheckpointOpt = model_option(...)
-TaskOpt = typer.Option(None, "--task", help="GLUE task (default: the checkpoint's)")
+TaskOpt = typer.Option(None, "--task", "-t", help="GLUE task (default: the checkpoint's)")
 AllowMismatchOpt = typer.Option(False, "--allow-task-mismatch",
                                 help="score on a --task other than the checkpoint's (same number of labels only)")
 MaxOpt = typer.Option(None, "--max-examples", help="score on a seeded subset of this many dev examples")

@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 import bertology.cli.options as options
+from bertology.errors import UsageError
 from bertology.languages.spec import LanguagesSpec
 
 #: The spec's defaults, which the options show.
@@ -16,10 +17,11 @@ DEFAULTS = LanguagesSpec()
 
 def languages_command(
     model: str = options.model_option(),
-    treebanks: List[Path] = typer.Option(..., "--treebanks", "-t", help="CoNLL-U files of several languages, or "
+    treebanks: Optional[List[Path]] = typer.Option(None, "--treebanks", help="CoNLL-U files of several languages, or "
                                          "folders of them (one level of subfolders is read too, as UD's "
                                          "ud_pud/fr/fr_pud-ud-test.conllu.gz); the language is the file name's "
                                          "part before '_' (repeat the option for several)."),
+    old_treebanks: Optional[List[Path]] = options.old_option("-t"),
     out: Optional[Path] = options.out_option("languages"),
     seeds: int = options.seeds_option(),
     seed: int = options.seed_option(),
@@ -47,6 +49,10 @@ def languages_command(
     from bertology.errors import SettingError
     from bertology.runtime import seed_list
 
+    # `-t` was --treebanks here and --task elsewhere: it means --task(s) only, once this spelling goes
+    treebanks = options.renamed(treebanks, old_treebanks, "--treebanks", "-t")
+    if not treebanks:
+        raise UsageError("--treebanks: required; give CoNLL-U files or folders of several languages")
     for path in treebanks:
         options.check_exists(path, "--treebanks")
     options.check_exists(english, "--english")

@@ -56,6 +56,30 @@ def check_fraction(value: Optional[float], option: str, low: float = 0.0, high: 
     return value
 
 
+def deprecation_note(old: str, new: str) -> None:
+    """One line on stderr for an old spelling that still works."""
+    typer.echo(f"note: {old} is deprecated (it goes in the next release); use {new}", err=True)
+
+
+def renamed(value, old_value, new: str, old: str):
+    """The value of option ``new`` given either as itself or as its old spelling ``old`` (with a note)."""
+    if _absent(old_value):
+        return value
+    if not _absent(value):
+        raise UsageError(f"{old} is the old spelling of {new}; give only {new}")
+    deprecation_note(old, new)
+    return old_value
+
+
+def _absent(value) -> bool:
+    return value is None or (isinstance(value, (list, tuple)) and not value)  # a list option not given: empty
+
+
+def old_option(name: str):
+    """An old spelling, hidden from help, that :func:`renamed` maps onto its new one."""
+    return typer.Option(None, name, hidden=True, show_default=False)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Shared options: same flags, defaults and help everywhere.
 

@@ -15,7 +15,7 @@ app = typer.Typer(help="Layer-wise classification probes with honest baselines."
 @app.command("probe")
 def probe(
     model: str = options.model_option(),
-    tasks: str = typer.Option("senteval", help="Comma-separated: senteval (all ten), ud (upos,xpos,deprel), "
+    tasks: str = typer.Option("senteval", "--tasks", "-t", help="Comma-separated: senteval (all ten), ud (upos,xpos,deprel), "
                               "upos, xpos, deprel, ner, structural, any registered task "
                               "(bertology.probing.register_task), or SentEval names (BShift, tree_depth...)."),
     treebank: Optional[Path] = typer.Option(None, help="UD treebank folder with train/dev/test CoNLL-U "

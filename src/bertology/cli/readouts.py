@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+import bertology.cli.options as options
 from bertology.errors import UsageError
 from bertology.cli.options import (
     address_option, check_positive, check_scale, cpus_per_worker_option, data_option, default_out, device_option,
@@ -33,26 +34,8 @@ deprecated_app = typer.Typer(help="Deprecated spelling of `bertology readouts`."
 
 @deprecated_app.callback()
 def _old_command_name() -> None:
-    deprecation_note("`bertology heads`", "`bertology readouts`")
+    options.deprecation_note("`bertology heads`", "`bertology readouts`")
 
-
-def deprecation_note(old: str, new: str) -> None:
-    """One line on stderr for an old spelling that still works."""
-    typer.echo(f"note: {old} is deprecated (it goes in the next release); use {new}", err=True)
-
-
-def _renamed(value, old_value, new: str, old: str):
-    """The value of option ``new`` given either as itself or as its old spelling ``old`` (with a note)."""
-    if old_value is None:
-        return value
-    if value is not None:
-        raise UsageError(f"{old} is the old spelling of {new}; give only {new}")
-    deprecation_note(old, new)
-    return old_value
-
-
-def _old_option(name: str):
-    return typer.Option(None, name, hidden=True, show_default=False)
 
 QUICK_NOTE = ("--quick: a small run for smoke tests (few questions, short windows, two readouts); options given "
               "explicitly win")
@@ -160,11 +143,11 @@ def squad_command(
     device: str = device_option(),
     threads: Optional[int] = typer.Option(None, "--threads", help="CPU threads for torch (default: torch's choice)."),
     progress: bool = progress_option(),
-    heads: Optional[str] = _old_option("--heads"),
-    classify_heads: Optional[str] = _old_option("--classify-heads"),
-    head_checkpoints: Optional[str] = _old_option("--head-checkpoints"),
-    head_epochs: Optional[int] = _old_option("--head-epochs"),
-    head_lr: Optional[float] = _old_option("--head-lr"),
+    heads: Optional[str] = options.old_option("--heads"),
+    classify_heads: Optional[str] = options.old_option("--classify-heads"),
+    head_checkpoints: Optional[str] = options.old_option("--head-checkpoints"),
+    head_epochs: Optional[int] = options.old_option("--head-epochs"),
+    head_lr: Optional[float] = options.old_option("--head-lr"),
 ) -> None:
     """The seed's experiment: fine-tune part of an epoch and a full one, train every readout on each
     checkpoint's frozen all-layer activations, score with the official SQuAD 2.0 rules, one table.
@@ -172,11 +155,11 @@ def squad_command(
     Scores on the shared subset are not comparable to official SQuAD numbers (dev subset split by article).
     Every step resumes: run the same command again after an interruption.
     """
-    readouts = _renamed(readouts, heads, "--readouts", "--heads")
-    classify_readouts = _renamed(classify_readouts, classify_heads, "--classify-readouts", "--classify-heads")
-    readout_checkpoints = _renamed(readout_checkpoints, head_checkpoints, "--readout-checkpoints", "--head-checkpoints")
-    readout_epochs = _renamed(readout_epochs, head_epochs, "--readout-epochs", "--head-epochs")
-    readout_lr = _renamed(readout_lr, head_lr, "--readout-lr", "--head-lr")
+    readouts = options.renamed(readouts, heads, "--readouts", "--heads")
+    classify_readouts = options.renamed(classify_readouts, classify_heads, "--classify-readouts", "--classify-heads")
+    readout_checkpoints = options.renamed(readout_checkpoints, head_checkpoints, "--readout-checkpoints", "--head-checkpoints")
+    readout_epochs = options.renamed(readout_epochs, head_epochs, "--readout-epochs", "--head-epochs")
+    readout_lr = options.renamed(readout_lr, head_lr, "--readout-lr", "--head-lr")
     spec = _spec(SquadReadoutsSpec, readouts=readouts, classify_readouts=classify_readouts, checkpoints=checkpoints,
                  readout_checkpoints=readout_checkpoints, mode=mode, eval_share=eval_share, heldout_share=heldout_share,
                  curve=curve, seeds=seed_list(seeds, seed), max_length=max_length, stride=stride,
@@ -246,7 +229,7 @@ def glue_command(
     cpus_per_worker: float = cpus_per_worker_option(),
     gpus_per_worker: float = gpus_per_worker_option(),
     progress: bool = progress_option(),
-    heads: Optional[str] = _old_option("--heads"),
+    heads: Optional[str] = options.old_option("--heads"),
 ) -> None:
     """Readouts on frozen all-layer [CLS]/mean vectors for a GLUE task, beside the fine-tuning numbers.
 
@@ -254,7 +237,7 @@ def glue_command(
     them from OUT (a folder every node sees)."""
     from bertology.data.glue import glue_task
 
-    readouts = _renamed(readouts, heads, "--readouts", "--heads")
+    readouts = options.renamed(readouts, heads, "--readouts", "--heads")
     _threads(threads)
     check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
     runner = None

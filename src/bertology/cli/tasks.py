@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+import bertology.cli.options as options
 from bertology.errors import UsageError
 from bertology.cli.options import check_exists, default_out, out_option, progress_option, seed_list, seed_option
 from bertology.tasks.catalog import SPLIT_CHOICES, TASKS, resolve_task_name
@@ -26,8 +27,9 @@ def _split_names(values: Optional[list[str]]) -> Optional[list[str]]:
 @app.command("build")
 def build_command(
     treebank: Optional[list[Path]] = typer.Option(
-        None, "--treebank", "-t", help="UD treebank directory or CoNLL-U file(s); repeat for several files "
-                                       "(default: the packaged UD English EWT)."),
+        None, "--treebank", help="UD treebank directory or CoNLL-U file(s); repeat for several files "
+                                 "(default: the packaged UD English EWT)."),
+    old_treebank: Optional[list[Path]] = options.old_option("-t"),
     out: Optional[Path] = out_option("tasks"),
     tasks: Optional[list[str]] = typer.Option(None, "--tasks",
                                               help="Tasks to build (names or Table 2 names, comma-separated or "
@@ -39,6 +41,8 @@ def build_command(
     progress: bool = progress_option(),
 ) -> None:
     """Build the probing tasks from a CoNLL-U treebank into OUT (SentEval's file format)."""
+    # `-t` was --treebank here and --task elsewhere: it means --task(s) only, once this spelling goes
+    treebank = options.renamed(treebank, old_treebank, "--treebank", "-t")
     seed_list(1, seed)  # a non-negative integer, or one line naming --seed
     if split not in SPLIT_CHOICES:
         raise UsageError(f"--split {split!r}: expected {' or '.join(SPLIT_CHOICES)}")
