@@ -2,7 +2,7 @@
 
 A benchmark (or an experiment script) ends with::
 
-    from stored import save_run, table
+    from benchmarks.stored import save_run, table
     save_run("heads_squad_minilm_cpu", argv=sys.argv, raw={...},
              tables={"squad": table(["model", "F1"], [["lp", f"{f1:.1f}"], ...])})
 
