@@ -38,6 +38,10 @@ from bertology.models import load_encoder
 
 from benchmarks.stored import save_run, table  # noqa: E402
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = "the previous attention-only probe scheme: features rebuilt from the attention arrays for every seed"
+
 
 def run_command(model: str) -> dict[str, float]:
     """Wall seconds and peak RSS (MiB) of ``bertology attention parse -m model`` with its defaults."""

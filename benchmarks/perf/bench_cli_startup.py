@@ -24,6 +24,11 @@ import sys
 import time
 from pathlib import Path
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = ("the command line at 49dbb35: every capability, torch, transformers, sklearn and pandas imported "
+            "before parsing")
+
 HERE = Path(__file__).resolve().parent
 #: The packages the command line imported in full before (their ``cli.py`` reached each ``__init__``).
 PACKAGES = ("tasks", "probing", "finetune", "compare", "intervention", "geometry", "knowledge", "heads")

@@ -35,6 +35,11 @@ from bertology.models import load_encoder
 
 from benchmarks.stored import ROOT, save_run, table  # noqa: E402
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = ("the naive transformers loop: input order, padded to the batch, output_hidden_states=True, fp32, "
+            "batch 32, subwords mean-pooled into words after")
+
 FLOP_PER_TOKEN = {"minilm": 21.2e6}
 
 

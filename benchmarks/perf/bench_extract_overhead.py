@@ -41,6 +41,11 @@ from bertology.extraction.pipeline import ShardComputer, plan_extraction, run_co
 from bertology.models import load_encoder  # noqa: E402
 from bertology.models.encoders import Encoder, as_encoder  # noqa: E402
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = ("the bare forward pass over the same batches (the pipeline's share of it), beside the naive "
+            "transformers loop")
+
 
 def proxy_encoder(tokenizer, seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 2) -> Encoder:
     """A random BERT of ``layers`` x ``hidden`` on ``tokenizer`` (MiniLM's): the overhead proxy, or (with

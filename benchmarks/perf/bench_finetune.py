@@ -33,6 +33,10 @@ from bertology.models import load_encoder
 
 from benchmarks.stored import save_run, table  # noqa: E402
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = "every batch padded to max_length=128, plain shuffled batches (a fixed-shape pipeline)"
+
 TASK_NAMES = {"sst2": "SST-2", "rte": "RTE", "cola": "CoLA", "mrpc": "MRPC", "stsb": "STS-B"}
 
 

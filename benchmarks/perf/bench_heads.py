@@ -35,6 +35,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = "the same reads done on the training thread (no background prefetcher)"
+
 LAYERS, HIDDEN = 7, 384
 
 

@@ -30,6 +30,10 @@ import numpy as np
 import torch
 from benchmarks.stored import save_run, table
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = "mlm: one layer's head trained at a time; pairs: minicons' MaskedLMScorer (PLL)"
+
 
 def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder: str, repeats: int) -> dict:
     from bertology.data import default_corpus, read_corpus

@@ -35,6 +35,11 @@ from benchmarks.stored import save_run, table
 
 from bertology.probing.probes import standard_scale
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = ("the early-stopped probe the exact one replaced, and scikit-learn LogisticRegression per layer, on "
+            "the same features")
+
 
 def load_features(tasks: list[str], cache: Path, max_train: int | None):
     from bertology.data import shared_data_dir

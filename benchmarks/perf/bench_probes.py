@@ -24,6 +24,10 @@ import numpy as np
 import torch
 from benchmarks.stored import save_run, table
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = "scikit-learn LogisticRegression fitted layer by layer on the same features"
+
 
 def features(max_train: int, max_eval: int, cache: str):
     from bertology.data import shared_data_dir

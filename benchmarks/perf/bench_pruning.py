@@ -29,6 +29,10 @@ from bertology.models import load_encoder
 
 from benchmarks.stored import save_run, table  # noqa: E402
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = "the full MiniLM, no head pruned"
+
 warnings.filterwarnings("ignore", message="Initializing zero-element tensors")
 
 

@@ -44,6 +44,11 @@ from bertology.data import default_corpus, read_conllu  # noqa: E402
 from bertology.extraction import extract  # noqa: E402
 from bertology.models import load_encoder  # noqa: E402
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = ("NeuroX 1.0.9 extract_representations and the bare forward pass (part 1); the local engine for the "
+            "Ray engine (part 2)")
+
 
 def timed(fn):
     start = time.perf_counter()

@@ -27,6 +27,11 @@ from bertology.data import default_corpus, read_conllu
 from bertology.data.treebank import tree_depths, tree_distances
 from bertology.probing.structural_probe import StructuralProbe
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = ("the authors' scheme (structural-probes): one probe per layer, padded batches, materialised pairwise "
+            "differences")
+
 
 def per_layer_baseline(X, offsets, gold, kind, rank, epochs, batch_size, device, seed=0):
     """One probe per layer, trained one after another, as in the authors' code."""

@@ -34,6 +34,10 @@ from bertology.attention.viewer import render_attention_html, write_html
 
 from benchmarks.stored import save_run, table  # noqa: E402
 
+#: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
+#: perf script declares one).
+BASELINE = "the viewer before: a canvas as tall as all rows, 1.2 px lines (?viewport=0&thin=0)"
+
 #: The published row label of each control.
 LABELS = {"threshold -> 0": "threshold slider -> 0", "threshold -> 0.01": "threshold slider -> 0.01",
           "layer select": "layer select (layer already sorted)",
