@@ -1,7 +1,7 @@
 """The GPU check, one prepared command: correctness on CUDA, extraction throughput, and the default report.
 
-    python benchmarks/gpu_check.py [--device cuda] [--rounds 3] [--minilm-dir DIR] [--name gpu_check_<gpu>]
-    python benchmarks/gpu_check.py --device cpu --smoke      # the CPU-side logic, in a minute, nothing stored
+    python -m tests.gpu_check [--device cuda] [--rounds 3] [--minilm-dir DIR] [--name gpu_check_<gpu>]
+    python -m tests.gpu_check --device cpu --smoke      # the CPU-side logic, in a minute, nothing stored
 
 1. **Correctness** (CUDA only): extraction (hidden states and word-level attentions) of tiny models of three
    families, and the batched probe, on CUDA against the CPU.

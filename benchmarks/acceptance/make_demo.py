@@ -6,7 +6,7 @@ Clones this repository's HEAD into an empty folder (nothing beside it: no ``../s
 the report's path and time, sections that failed or were skipped, and the wall time of the whole command
 (the install from an empty pip cache included). Stored as ``benchmarks/results/<--name>.json``:
 
-    .venv/bin/python benchmarks/bench_make_demo.py [--dir /tmp/fresh-demo] [--name make_demo_fresh_current_minilm_cpu]
+    .venv/bin/python -m benchmarks.acceptance.make_demo [--dir /tmp/fresh-demo] [--name make_demo_fresh_current_minilm_cpu]
 """
 
 from __future__ import annotations

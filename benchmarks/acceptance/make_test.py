@@ -9,7 +9,7 @@ is not one. Parses pytest's summary line (passed, failed,
 skipped, its seconds) and stores the wall time of the install and of the whole command, the CPU capability torch
 reports under that setting and the load average, as ``benchmarks/results/<--name>.json``:
 
-    .venv/bin/python benchmarks/bench_make_test.py --dir /work/suite-clone [--capability avx2]
+    .venv/bin/python -m benchmarks.acceptance.make_test --dir /work/suite-clone [--capability avx2]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ that file, BERT-base's from the Convexity report, :data:`bertology.finetune.tabl
 secondary metrics, per-seed values and the majority-class accuracy of each dev set (computed here from the
 packaged GLUE data).
 
-usage: python benchmarks/finetune_gpu_tables.py
+usage: python -m benchmarks.formatters.finetune_gpu_tables
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Each subcommand reads one stored raw file (named in the new record's ``source`` field, never re-measured
 here), formats the tables a page publishes and writes them as a stored run (``benchmarks/stored.py``):
 
-    PYTHONPATH=src .venv/bin/python benchmarks/format_stored_tables.py mlm-modes   # docs/knowledge.md, MLM probe
-    PYTHONPATH=src .venv/bin/python benchmarks/format_stored_tables.py table2      # docs/probing.md, Table 2
-    PYTHONPATH=src .venv/bin/python benchmarks/format_stored_tables.py probe-defaults-treebank   # BENCHMARKS.md
-    PYTHONPATH=src .venv/bin/python benchmarks/format_stored_tables.py structural  # docs/structural_probes.md
+    PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables mlm-modes   # docs/knowledge.md, MLM probe
+    PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables table2      # docs/probing.md, Table 2
+    PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables probe-defaults-treebank   # BENCHMARKS.md
+    PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables structural  # docs/structural_probes.md
 """
 
 from __future__ import annotations

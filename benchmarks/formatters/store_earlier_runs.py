@@ -5,7 +5,7 @@ Nothing is re-measured. Each record keeps the run's own command, commit, machine
 earlier file's whole content, and ``reformatted`` says what re-formatted it and when. Rerunning this script
 gives the same tables (it reads ``raw`` back from a file it already converted).
 
-    python benchmarks/store_earlier_runs.py
+    python -m benchmarks.formatters.store_earlier_runs
 
 - make_demo_fresh_minilm_cpu.json, interventions_recipe_minilm_cpu.json, cli_startup_cpu.json: converted in place;
 - peer_neurox_cpu.json and peer_neurox_cpu_run1.json (two runs of bench_scale.py's part 1, which wrote only
@@ -31,7 +31,7 @@ def earlier(name: str) -> tuple[dict, dict]:
 
 
 def store(name: str, fields: dict, raw, tables: dict, sources: list[str]) -> None:
-    reformatted = {"by": "python benchmarks/store_earlier_runs.py", "from": sources, "commit": commit(),
+    reformatted = {"by": "python -m benchmarks.formatters.store_earlier_runs", "from": sources, "commit": commit(),
                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                    "note": "re-formatted from the earlier run's raw output (kept here as raw); not re-measured"}
     save_run(name, argv=[], raw=raw, tables=tables, **fields, reformatted=reformatted)

@@ -12,7 +12,7 @@ preparation counted); both give the same UAS.
 its wall time and peak memory. The run is stored in ``benchmarks/results/attention_parse_<model>_cpu.json``
 (``--name``) with the load average before and after, since the machine is shared.
 
-usage: python benchmarks/bench_attention_parse.py [--max-sentences N] [--max-train-sentences 2000] [--seeds 3]
+usage: python -m benchmarks.perf.bench_attention_parse [--max-sentences N] [--max-train-sentences 2000] [--seeds 3]
                                                    [--command] [--name NAME]
 """
 

@@ -7,7 +7,7 @@ old ``import bertology.cli`` loaded (checked: 3,807 modules, none missing). Ours
 runs ``--repeats`` times per side, interleaved so a busy phase of a shared machine hits both alike; the
 median wall time and the peak memory (max RSS) of the process are printed, with the ratio.
 
-    .venv/bin/python benchmarks/bench_cli_startup.py [--repeats 5] [--store cli_startup_cpu]
+    .venv/bin/python -m benchmarks.perf.bench_cli_startup [--repeats 5] [--store cli_startup_cpu]
 
 ``--old-src DIR`` also times an old checkout's own command line (``git archive 49dbb35 src | tar -x -C DIR``,
 then ``--old-src DIR/src``), as a check that the baseline is what users waited for.

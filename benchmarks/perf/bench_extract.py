@@ -6,7 +6,7 @@ into the store. Also: the machine's matmul ceiling (fp32 and bf16) and the share
 (MiniLM costs about 21.2 MFLOP per token), bf16-autocast fidelity, and peak RSS for the corpus and
 the corpus repeated 10 times (each in a fresh subprocess).
 
-    python benchmarks/bench_extract.py [--sentences N] [--model minilm] [--device cpu|cuda] [--name NAME]
+    python -m benchmarks.perf.bench_extract [--sentences N] [--model minilm] [--device cpu|cuda] [--name NAME]
 
 The run is stored as ``benchmarks/results/<NAME>.json`` (default ``extract_<corpus>_<device>``; see
 benchmarks/stored.py) with the tables BENCHMARKS.md publishes and the load average before and after.

@@ -17,7 +17,7 @@ trust); each figure is the best of the rounds, and the per-round ratios are stor
 Beside wall-clock shares, the CPU seconds the process spent (every thread: the tokenizing and writer threads
 too) give the work per token, which a crowded machine's scheduling does not move as much.
 
-    python benchmarks/bench_extract_overhead.py [--rounds 5] [--models proxy,minilm] [--name extract_overhead_cpu]
+    python -m benchmarks.perf.bench_extract_overhead [--rounds 5] [--models proxy,minilm] [--name extract_overhead_cpu]
 """
 
 from __future__ import annotations

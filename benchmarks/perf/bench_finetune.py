@@ -6,7 +6,7 @@ ours:  fp32, dynamic padding (each batch padded to its own longest example) + le
        (bertology.finetune's default).
 
 Both run the same model, optimizer (AdamW), loss and examples; only the batching differs. Timed steps
-exclude one warm-up step per arm. Usage: python benchmarks/bench_finetune.py [--steps 6] [--tasks sst2,rte]
+exclude one warm-up step per arm. Usage: python -m benchmarks.perf.bench_finetune [--steps 6] [--tasks sst2,rte]
 
 The run is stored as ``benchmarks/results/finetune_throughput_minilm_cpu.json`` (``--name``) with the load
 average before and after.

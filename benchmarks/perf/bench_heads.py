@@ -15,7 +15,7 @@ The store is synthetic (random values, the real layout and sizes) so the benchma
 forward passes; it is written once under ``--dir`` and is in the page cache afterwards, as a store being
 trained on for a second epoch would be.
 
-    .venv/bin/python benchmarks/bench_heads.py [--windows 300] [--dir /tmp/bench-heads] [--threads 1]
+    .venv/bin/python -m benchmarks.perf.bench_heads [--windows 300] [--dir /tmp/bench-heads] [--threads 1]
 
 Stored as ``benchmarks/results/<--name>.json`` (default ``bench_heads_cpu``): tables ``io`` and ``rss``.
 """

@@ -9,9 +9,9 @@
    (``sequence_score(..., reduction=sum)``, PLL), on the same model and sentences; the largest score
    difference is printed too.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py mlm --model minilm --sentences 200
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py pairs --model minilm --sentences 200
-    PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge.py page --threads 1
+    PYTHONPATH=src .venv/bin/python -m benchmarks.perf.bench_knowledge mlm --model minilm --sentences 200
+    PYTHONPATH=src .venv/bin/python -m benchmarks.perf.bench_knowledge pairs --model minilm --sentences 200
+    PYTHONPATH=src .venv/bin/python -m benchmarks.perf.bench_knowledge page --threads 1
 
 ``page`` runs the four settings docs/knowledge.md and BENCHMARKS.md publish and writes them as the stored
 run ``benchmarks/results/knowledge_bench_cpu.json`` (table ``bench``).

@@ -16,7 +16,7 @@ For each task, on MiniLM's features of UD English EWT (as ``bertology probe`` bu
 
 Features come from the cache folder (extracted on first use). Stored as ``benchmarks/results/<--name>.json``:
 
-    BERTOLOGY_DATA=../shared/data .venv/bin/python benchmarks/bench_probe_exact.py \\
+    BERTOLOGY_DATA=../shared/data .venv/bin/python -m benchmarks.perf.bench_probe_exact \\
         --tasks upos,bigram_shift,top_constituents --max-train 4000 --cache DIR
 """
 

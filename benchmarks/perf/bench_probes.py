@@ -4,7 +4,7 @@ Task: UPOS on MiniLM word vectors of UD English EWT (train capped at --max-train
 --max-eval), all 7 layers (embeddings + 6). Both sides get the same standardised features, the same L2
 grid (sklearn's C = 1 / (l2 * n_train)) and choose the L2 per layer on dev; both are scored on test.
 
-    .venv/bin/python benchmarks/bench_probes.py [--max-train 4000] [--max-eval 1000] [--repeats 1] [--name NAME]
+    .venv/bin/python -m benchmarks.perf.bench_probes [--max-train 4000] [--max-eval 1000] [--repeats 1] [--name NAME]
 
 writes the stored run benchmarks/results/NAME.json (default probes_upos_minilm_cpu) with the tables
 docs/benchmarks_probes.md and BENCHMARKS.md publish (``speed``, ``accuracy``).

@@ -4,7 +4,7 @@ Same process, same batch of UD EWT dev sentences, runs interleaved (full, masked
 that load on a shared machine hits all three alike. Masking (hooks) is shown too: it removes the heads'
 effect but not their cost. Prints the machine, each latency, the ratio and the parameter counts.
 
-    .venv/bin/python benchmarks/bench_pruning.py [--fraction 0.5] [--sentences 64] [--repeats 15]
+    .venv/bin/python -m benchmarks.perf.bench_pruning [--fraction 0.5] [--sentences 64] [--repeats 15]
 
 The run is stored as ``benchmarks/results/pruning_minilm_cpu.json`` (``--name``) with the load average
 before and after, since absolute latencies on a shared machine mean little beside the ratios.

@@ -20,7 +20,7 @@ the two corpus sizes of each round, each configuration's rate at the margin (ext
 and fixed seconds per run, and the corpus size above which Ray would pay off at those rates (where its
 marginal rate beats the local engine's at all).
 
-    python benchmarks/bench_scale.py [--sentences 300] [--neurox-sentences 150] [--ray-sentences 2001]
+    python -m benchmarks.perf.bench_scale [--sentences 300] [--neurox-sentences 150] [--ray-sentences 2001]
         [--store scale_ewt_dev_cpu]
 """
 

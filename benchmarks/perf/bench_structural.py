@@ -6,7 +6,7 @@ slice of one batched model, packed projection and Gram-matrix distances. Same se
 same batch size (20), same number of epochs, early stopping off, so both do the same optimisation steps.
 Word vectors are random with MiniLM's shape (7 layers x 384): training time depends on shapes only.
 
-usage: python benchmarks/bench_structural.py [--sentences 2000] [--epochs 2] [--rank 128] [--device cpu] [--name NAME]
+usage: python -m benchmarks.perf.bench_structural [--sentences 2000] [--epochs 2] [--rank 128] [--device cpu] [--name NAME]
 
 writes the stored run benchmarks/results/NAME.json (default structural_bench_<device>) with the table
 docs/benchmarks_structural.md publishes (``speed``).

@@ -13,7 +13,7 @@ read-back of the canvas, which forces the canvas to rasterise what was stroked (
 the next paint otherwise). Hover and scroll redraw in the next animation frame: their time is the handler +
 that draw (``document.body.dataset.drawMs``) + the read-back, not the wait for the frame.
 
-    .venv/bin/python benchmarks/bench_viewer.py [--tokens 512] [--heads 12] [--repeats 5]
+    .venv/bin/python -m benchmarks.perf.bench_viewer [--tokens 512] [--heads 12] [--repeats 5]
 
 The run is stored as ``benchmarks/results/viewer_controls_cpu.json`` (``--name``) with the load average before
 and after: timings on a shared machine vary with load, the ratios within one run much less.

@@ -6,7 +6,7 @@ two tables in ``benchmarks/results/attention_parse_results_<model>_ewt.json``, w
 quotes in ``raw``: per relation, the margin of the best head over the best offset on test, the drop from
 dev (selection) to test (held out), and the share of attention on [CLS] per layer.
 
-usage: python benchmarks/attention_parse_results.py [--model minilm] [--max-sentences 500]
+usage: python -m benchmarks.experiments.attention.attention_parse_results [--model minilm] [--max-sentences 500]
                                                      [--max-train-sentences 1000] [--seeds 3] [--out DIR]
 """
 

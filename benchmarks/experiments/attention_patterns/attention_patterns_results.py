@@ -10,7 +10,7 @@ Two stored runs:
   --max-sentences 60`` computes (shipped CNN, the model and its untrained twin, seed 0), and the same on the
   first 60 EWT dev sentences: share of heads per type, overall and per layer.
 
-usage: python benchmarks/attention_patterns_results.py [--model minilm] [--max-sentences 60]
+usage: python -m benchmarks.experiments.attention_patterns.attention_patterns_results [--model minilm] [--max-sentences 60]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Why the untrained twin's heads-as-parsers verdict is "cannot tell": the claim's rule by treebank size.
 
-    BERTOLOGY_DATA=../shared/data python benchmarks/claims_heads_size.py [--sizes 100,200,400,1000]
+    BERTOLOGY_DATA=../shared/data python -m benchmarks.experiments.claims.claims_heads_size [--sizes 100,200,400,1000]
 
 For each size (EWT dev and test sentences, as the report's ``--max-sentences``), Clark et al.'s heads as parsers
 (``bertology.attention.parsing.run_attention_analysis``, the report's settings but no statistics and a one-epoch

@@ -1,6 +1,6 @@
 """The stored checklist run: `bertology claims` on MiniLM beside its untrained twin (docs/claims.md).
 
-    BERTOLOGY_DATA=../shared/data python benchmarks/claims_minilm.py [--out reports] [--max-sentences 100] [--seeds 2]
+    BERTOLOGY_DATA=../shared/data python -m benchmarks.experiments.claims.claims_minilm [--out reports] [--max-sentences 100] [--seeds 2]
 
 runs (or reuses, from ``<out>/<model>/results``) both reports, then stores
 

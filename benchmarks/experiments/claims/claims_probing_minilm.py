@@ -1,6 +1,6 @@
 """The two claims the quick checklist run cannot tell, at the default report's probing budget (docs/claims.md).
 
-    BERTOLOGY_DATA=../shared/data python benchmarks/claims_probing_minilm.py [--seeds 2]
+    BERTOLOGY_DATA=../shared/data python -m benchmarks.experiments.claims.claims_probing_minilm [--seeds 2]
 
 The report's probing settings without ``--max-sentences`` (``bertology.report.sections.report_probing_spec``: the
 quick caps, 4,000 training and 1,000 test examples per task, control task and untrained twin, two seeds) for the two

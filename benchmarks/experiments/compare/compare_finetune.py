@@ -7,7 +7,7 @@ For each GLUE task: ``finetune`` MiniLM (baseline variant, one seed, ``--max-tra
 ``benchmarks/results/compare_finetune_minilm_cpu.json``:
 
     OMP_NUM_THREADS=1 BERTOLOGY_DATA=/work/shared/data PYTHONPATH=src .venv/bin/python \\
-        benchmarks/bench_compare_finetune.py --tasks sst2,cola --max-train 1000 --epochs 3 --lr 1e-4
+        -m benchmarks.experiments.compare.compare_finetune --tasks sst2,cola --max-train 1000 --epochs 3 --lr 1e-4
 """
 
 from __future__ import annotations

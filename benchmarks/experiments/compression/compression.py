@@ -6,7 +6,7 @@ One process: every variant is written as a checkpoint, reloaded through ``load_e
 original on the same packaged UD EWT sentences; the speed-ups are ratios within one run (extract on the same test
 sentences, one warm-up per model excluded, models interleaved round by round, the load average recorded).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_compression.py [--max-train 500 --max-dev 200
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.experiments.compression.compression [--max-train 500 --max-dev 200
         --max-test 300 --rounds 3 --threads 1] [--methods default] [--name compression_minilm_cpu]
 
 On a GPU machine the same command measures the GPU (extract runs on the encoder's device; add ``--device cuda``);
@@ -37,7 +37,7 @@ def _kept(row, measure: str) -> str:
 
 def tables_of(summary, layers, baselines, speed=None) -> dict:
     """The published tables, formatted here and only here. ``speed``: the speed-ups of a separate speed run
-    (bench_compression_speed.py's raw ``speedups``) to show instead of this run's own."""
+    (compression_speed.py's raw ``speedups``) to show instead of this run's own."""
     primer = []
     speed_of = {row["variant"]: row for row in speed} if speed is not None else None
     for _, row in summary.iterrows():
@@ -128,7 +128,7 @@ def main() -> None:
                              "(nothing is re-measured; the record says so)")
     parser.add_argument("--speed-from", default=None,
                         help="with --reformat: take the x faster columns from this stored speed run "
-                             "(bench_compression_speed.py)")
+                             "(benchmarks.experiments.compression.compression_speed)")
     args = parser.parse_args()
     if args.reformat:
         reformat(args.name, args.speed_from)

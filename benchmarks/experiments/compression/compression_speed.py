@@ -8,7 +8,7 @@ ratio to the original within each round (median, min, max over rounds) and of th
 fastest round: the one least slowed by other work on a shared machine). The magnitude-pruned variants compute
 exactly what the original computes (zeros stored dense), so their x faster is this machine's noise floor.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_compression_speed.py [--rounds 5] [--sentences 300]
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.experiments.compression.compression_speed [--rounds 5] [--sentences 300]
         [--threads 1] [--name compression_speed_minilm_cpu]
 """
 

@@ -12,8 +12,8 @@ random draws) and, with ``--single-head-table``, ``bertology ablate table`` on b
 
 Every command runs in a fresh process in a temporary folder; wall times and the load average are recorded.
 
-usage: python benchmarks/cpu_finetune_runs.py cola [--max-train 4000] [--lrs 2e-5,5e-5]
-       python benchmarks/cpu_finetune_runs.py flagged [--draws 10] [--single-head-table]
+usage: python -m benchmarks.experiments.finetune.cpu_finetune_runs cola [--max-train 4000] [--lrs 2e-5,5e-5]
+       python -m benchmarks.experiments.finetune.cpu_finetune_runs flagged [--draws 10] [--single-head-table]
 """
 
 from __future__ import annotations

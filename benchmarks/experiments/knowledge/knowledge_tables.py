@@ -6,7 +6,7 @@ tables, redraws docs/figures/knowledge-contextuality-minilm.png and knowledge-st
 everything (summaries, meta, the numbers the page's prose quotes) in
 ``benchmarks/results/knowledge_tables_minilm_cpu.json``:
 
-    OMP_NUM_THREADS=1 BERTOLOGY_CACHE=/tmp/cache PYTHONPATH=src .venv/bin/python benchmarks/bench_knowledge_tables.py
+    OMP_NUM_THREADS=1 BERTOLOGY_CACHE=/tmp/cache PYTHONPATH=src .venv/bin/python -m benchmarks.experiments.knowledge.knowledge_tables
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ type's maximum explainable variance per layer, under ``released`` (kawine's Trun
 contextuality tables' definition), ``paper`` (s1^2 / sum s^2) and ``centred_pca``; a stored run
 (benchmarks/stored.py) whose table docs/knowledge.md publishes.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/bench_mev_definitions.py
+    OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python -m benchmarks.experiments.knowledge.mev_definitions
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@
 the raw per-seed, per-layer rows, the summaries, the unigram baseline and the times go to ``--out``
 with the command, the commit, the machine and the date (docs/knowledge.md's MLM-probe tables).
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python benchmarks/bench_mlm_probe_modes.py \\
+    OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python -m benchmarks.experiments.knowledge.mlm_probe_modes \\
         --max-sentences 800 --seeds 1 --epochs 1 --batch-size 64
 
 writes the stored run benchmarks/results/knowledge_mlm_probe_modes_minilm_cpu.json (the per-mode tables; the
-page's stored run of 2026-11-24 was formatted from the older raw record by format_stored_tables.py mlm-modes).
+page's stored run of 2026-11-24 was formatted from the older raw record by benchmarks/formatters/format_stored_tables.py mlm-modes).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from benchmarks.formatters.format_stored_tables import mlm_mode_table
-from benchmarks.stored import save_run
+from benchmarks.stored import command_line, save_run
 
 
 def main() -> None:
@@ -56,7 +56,7 @@ def main() -> None:
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=root, capture_output=True,
                                 text=True).stdout.strip())
     record = {
-        "command": "OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
+        "command": "OMP_NUM_THREADS=1 PYTHONPATH=src .venv/bin/" + " ".join(command_line(sys.argv)),
         "commit": commit, "src_modified_since_commit": dirty,
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpus": os.cpu_count(), "torch": torch.__version__, "torch_threads": torch.get_num_threads()},

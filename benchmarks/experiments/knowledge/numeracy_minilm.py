@@ -4,7 +4,7 @@ Runs :func:`bertology.knowledge.numeracy.numeracy` (``bertology knowledge numera
 0-999, ridge on each layer, 5-fold out-of-fold predictions, the layer chosen on a dev fifth of the numbers) and
 stores the display table and the unrounded ``layers`` table as ``benchmarks/results/<--name>.json``:
 
-    .venv/bin/python benchmarks/numeracy_minilm.py [--seed 0] [--cache DIR]
+    .venv/bin/python -m benchmarks.experiments.knowledge.numeracy_minilm [--seed 0] [--cache DIR]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and stores the display tables and the unrounded summaries as ``benchmarks/result
 the model and by its twin, then 66 UPOS probes of 4,000 training words and 6 language-identity probes):
 
     OMP_NUM_THREADS=1 BERTOLOGY_DATA=../shared/data BERTOLOGY_CACHE=/tmp/lang/cache \
-        .venv/bin/python benchmarks/bench_languages.py --model minilm --out /tmp/lang/pud-minilm
+        .venv/bin/python -m benchmarks.experiments.languages.languages_pud --model minilm --out /tmp/lang/pud-minilm
 """
 
 from __future__ import annotations

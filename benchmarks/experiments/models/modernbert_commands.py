@@ -1,7 +1,7 @@
 """Every command on a tiny ModernBERT built in code (issue 33's acceptance): exit status, seconds and whether the
 tables' numbers are finite.
 
-    python benchmarks/modernbert_commands.py [--only extract,stats] [--out DIR]
+    python -m benchmarks.experiments.models.modernbert_commands [--only extract,stats] [--out DIR]
 
 The model: ``ModernBertForMaskedLM`` with 4 layers (global, local, global, local; local window 8 tokens), 64 hidden,
 4 heads, random weights, saved with MiniLM's tokenizer (the package's embedded default). Fine-tuning makes the

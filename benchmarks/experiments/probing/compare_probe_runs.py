@@ -5,7 +5,7 @@ size, the median 95% interval half-width of run A, the largest difference in tes
 (points), how many layers' established delta signs differ, and both best-layer labels. Used to show how much
 a probe's optimisation path alone moves its numbers (docs/probing.md, "What the intervals do not include"):
 
-    .venv/bin/python benchmarks/compare_probe_runs.py RUN_A RUN_B --label-a "LU start" --label-b "Cholesky start" \\
+    .venv/bin/python -m benchmarks.experiments.probing.compare_probe_runs RUN_A RUN_B --label-a "LU start" --label-b "Cholesky start" \\
         --name probe_start_sensitivity_minilm_cpu --note "..."
 """
 

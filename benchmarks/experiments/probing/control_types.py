@@ -6,7 +6,7 @@ uncased tokenizer) and once with ``"exact"``. Per task and layer: test accuracy,
 selectivity under each type definition, beside the majority and word-identity baselines (which use the same
 type definition). Stored as ``benchmarks/results/control_types_minilm_cpu.json``:
 
-    OMP_NUM_THREADS=1 BERTOLOGY_CACHE=/tmp/cache PYTHONPATH=src .venv/bin/python benchmarks/bench_control_types.py
+    OMP_NUM_THREADS=1 BERTOLOGY_CACHE=/tmp/cache PYTHONPATH=src .venv/bin/python -m benchmarks.experiments.probing.control_types
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ probe (the exact linear probe) with ``--seeds`` bootstrap resamples of the train
 
 Stored as ``benchmarks/results/<--name>.json``; docs/probing.md shows it:
 
-    BERTOLOGY_DATA=../shared/data .venv/bin/python benchmarks/interval_parts.py --task bigram_shift --seeds 5
+    BERTOLOGY_DATA=../shared/data .venv/bin/python -m benchmarks.experiments.probing.interval_parts --task bigram_shift --seeds 5
 """
 
 from __future__ import annotations

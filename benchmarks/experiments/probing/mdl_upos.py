@@ -6,7 +6,7 @@ compression (uniform / online), for the task, Hewitt and Liang's control task an
 test accuracy of the same probes (mean over ``--seeds``, bootstrap training resamples). Stored as
 ``benchmarks/results/<--name>.json``; docs/probing.md shows it:
 
-    BERTOLOGY_DATA=../shared/data .venv/bin/python benchmarks/mdl_upos.py [--max-train 20000] [--seeds 1]
+    BERTOLOGY_DATA=../shared/data .venv/bin/python -m benchmarks.experiments.probing.mdl_upos [--max-train 20000] [--seeds 1]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 3. SentLen's trained-minus-untrained deltas at the default size (all training sentences) and at half of
    it: the default is the doubled size of the half run, so the signs must agree.
 
-    nice -n 10 .venv/bin/python benchmarks/bench_probe_defaults.py [--seeds 3] [--cache DIR] [--name NAME]
+    nice -n 10 .venv/bin/python -m benchmarks.experiments.probing.probe_defaults [--seeds 3] [--cache DIR] [--name NAME]
 
 writes the stored run ``benchmarks/results/NAME.json`` (default ``probe_defaults_<split>_minilm_cpu``) with
 BENCHMARKS.md's "Probing defaults" tables (``bshift``, ``sentlen``) and the raw numbers.

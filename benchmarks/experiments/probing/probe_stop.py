@@ -5,11 +5,11 @@ Per task and rule: test accuracy per layer (L2 chosen per layer on dev), the fit
 of any layer's test accuracy when every feature moves by 1e-5 (Gaussian; what a different batch composition in
 extraction or a different linear-algebra routine does), and the largest distance to scikit-learn's
 ``LogisticRegression`` on the same standardised features (C = 1 / (l2 * n_train), L2 chosen on dev, as
-``bench_probe_defaults.py``; for a binary task scikit-learn's single weight vector makes that C twice as strong
+``probe_defaults.py``; for a binary task scikit-learn's single weight vector makes that C twice as strong
 as our two penalised class vectors, so part of the distance on binary tasks is this mapping, not the fit).
 One seed, the trained model only. Stored as ``benchmarks/results/<--name>.json``:
 
-    BERTOLOGY_DATA=../shared/data PYTHONPATH=src .venv/bin/python benchmarks/bench_probe_stop.py \\
+    BERTOLOGY_DATA=../shared/data PYTHONPATH=src .venv/bin/python -m benchmarks.experiments.probing.probe_stop \\
         [--tasks bigram_shift,top_constituents] [--cache DIR]
 """
 

@@ -9,7 +9,7 @@ task's). Stored as
 ``benchmarks/results/sentence_controls_minilm_cpu.json``:
 
     OMP_NUM_THREADS=1 BERTOLOGY_DATA=/work/shared/data PYTHONPATH=src .venv/bin/python \\
-        benchmarks/bench_sentence_controls.py --cache /tmp/cache
+        -m benchmarks.experiments.probing.sentence_controls --cache /tmp/cache
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Runs the command under ``/usr/bin/time -v`` (wall clock, peak RSS), stores what it cost
 (``benchmarks/results/probe_senteval_minilm_default_run.json``), copies the run's ``table2`` and ``datasets``
 tables as written (``..._table2.csv``, ``..._datasets.csv``) and formats docs/probing.md's tables from them
-(``format_stored_tables.py table2``). Needs ``BERTOLOGY_DATA`` (UD English EWT) or the packaged treebank:
+(``python -m benchmarks.formatters.format_stored_tables table2``). Needs ``BERTOLOGY_DATA`` (UD English EWT) or the packaged treebank:
 
-    BERTOLOGY_DATA=../shared/data .venv/bin/python benchmarks/table2_minilm.py
+    BERTOLOGY_DATA=../shared/data .venv/bin/python -m benchmarks.experiments.probing.table2_minilm
 """
 
 from __future__ import annotations

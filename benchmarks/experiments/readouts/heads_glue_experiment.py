@@ -8,7 +8,7 @@ seeded 10% of the 2,000 training sentences, patience 5, features standardised), 
 table in ``benchmarks/results/heads_glue_sst2_minilm_cpu.json`` with every readout's per-seed accuracy, epochs,
 the references' chosen C, the fine-tuning losses and the bootstrap intervals in ``raw``.
 
-usage: python benchmarks/heads_glue_experiment.py --finetune-dir FT [--out DIR] [--seeds 3]
+usage: python -m benchmarks.experiments.readouts.heads_glue_experiment --finetune-dir FT [--out DIR] [--seeds 3]
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ stopping; readouts for at most 10 epochs, patience 2, features standardised; fin
 then a paired bootstrap over the evaluation questions (1,000 resamples, seed 0) for every system's F1 and
 the differences the page discusses. Stores ``benchmarks/results/heads_squad_answerable_minilm_cpu.json``.
 
-usage: python benchmarks/heads_squad_experiment.py [--out DIR] [--heads lp,ap,...] [--name NAME]
+usage: python -m benchmarks.experiments.readouts.heads_squad_experiment [--out DIR] [--heads lp,ap,...] [--name NAME]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ reference: scikit-learn's logistic regression on MiniLM's frozen mean-pooled las
 
 Each is scored on the whole dev split (1,016 sentences, majority 50%) with a Wilson 95% interval. Results go to
 benchmarks/results/interventions_recipe_minilm_cpu.json (benchmarks/stored.py's format; its table "recipes" is
-the one BENCHMARKS.md shows). Usage: python benchmarks/bench_interventions_recipe.py
+the one BENCHMARKS.md shows). Usage: python -m benchmarks.experiments.report.interventions_recipe
 """
 
 from __future__ import annotations

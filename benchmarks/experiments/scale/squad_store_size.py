@@ -7,7 +7,7 @@ A store keeps one row per token of each window (nothing for padding), so the siz
 really has, not the 384 it may have. The word-pool column counts the rows a word pool would keep instead
 (one per word of the question and of the context, plus the three special tokens).
 
-    BERTOLOGY_DATA=../shared/data python benchmarks/squad_store_size.py   # writes squad_store_size.json
+    BERTOLOGY_DATA=../shared/data python -m benchmarks.experiments.scale.squad_store_size   # writes squad_store_size.json
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ after the length filter and de-duplication, the sentences per task and split, th
 split's shares and the build times (process CPU and wall) go to the stored run
 ``benchmarks/results/tasks_counts_ewt.json``:
 
-    OMP_NUM_THREADS=1 BERTOLOGY_DATA=/work/shared/data PYTHONPATH=src .venv/bin/python benchmarks/bench_tasks_counts.py
+    OMP_NUM_THREADS=1 BERTOLOGY_DATA=/work/shared/data PYTHONPATH=src .venv/bin/python -m benchmarks.experiments.tasks.tasks_counts
 """
 
 from __future__ import annotations
