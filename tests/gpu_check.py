@@ -3,6 +3,9 @@
     python -m tests.gpu_check [--device cuda] [--rounds 3] [--minilm-dir DIR] [--name gpu_check_<gpu>]
     python -m tests.gpu_check --device cpu --smoke      # the CPU-side logic, in a minute, nothing stored
 
+Run from the repository root. Step 1 alone also runs as tests: ``pytest -m gpu`` (tests/test_gpu.py, skipped where no
+CUDA device exists); steps 2 and 3 use the perf benchmarks' helpers (``benchmarks.perf.bench_extract_overhead``).
+
 1. **Correctness** (CUDA only): extraction (hidden states and word-level attentions) of tiny models of three
    families, and the batched probe, on CUDA against the CPU.
 2. **Throughput** of a bert-base-shaped random BERT (12 layers x 768, MiniLM's tokenizer, which is bert-base's
