@@ -82,6 +82,7 @@ def peer_neurox() -> tuple:
 
     sources = ["peer_neurox_cpu", "peer_neurox_cpu_run1"]
     runs = {name: json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8")) for name in sources}
+    # The command as it was run (before the layout of issue 34): a record keeps its historic invocation.
     fields = {"command": "python benchmarks/bench_scale.py --threads 1 --sentences 300 --neurox-sentences 100 "
                          "--ray-sentences 0 --json benchmarks/results/<one of the two files> (run twice)",
               "commit": "before ad1a81f (the commit that added both files)",
