@@ -182,3 +182,21 @@ def test_an_empty_baseline_is_no_baseline(tmp_path):
     problems = layout_problems(_plant(tmp_path, {"benchmarks/perf/bench_extract.py": 'BASELINE = "  "\n'}))
     assert problems == ["benchmarks/perf/bench_extract.py: a perf benchmark without a BASELINE (what it times ours "
                         "against)"]
+
+
+def test_a_stored_run_records_the_module_it_ran_as(monkeypatch):
+    """``python -m benchmarks.perf.bench_extract --name X`` is stored as that command, not as the file's path."""
+    import sys
+    import types
+    from importlib.machinery import ModuleSpec
+
+    from benchmarks.stored import command_line
+
+    script = ROOT / "benchmarks" / "perf" / "bench_extract.py"
+    main = types.ModuleType("__main__")
+    main.__file__, main.__spec__ = str(script), ModuleSpec("benchmarks.perf.bench_extract", None)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert command_line([str(script), "--name", "X"]) == ["python", "-m", "benchmarks.perf.bench_extract", "--name", "X"]
+    assert command_line(["bench.py"]) == ["python", "bench.py"]  # an argv of another script: as given
+    main.__spec__ = None  # run as a file: as given
+    assert command_line(["benchmarks/perf/bench_extract.py"]) == ["python", "benchmarks/perf/bench_extract.py"]
