@@ -49,8 +49,9 @@ test-fast: install
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
 
+# The perf benchmarks (benchmarks/perf/: baseline vs ours), each a module run from the repository root.
 bench: install
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.run_all
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info reports .pytest_cache

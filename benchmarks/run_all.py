@@ -1,13 +1,16 @@
-"""Run every benchmark (``benchmarks/bench_*.py``) in turn, each in its own process, and summarise.
+"""Run every perf benchmark (``benchmarks/perf/bench_*.py``) in turn, each in its own process, and summarise.
 
-    python benchmarks/run_all.py            # all of them, default settings (tens of minutes on 2 cores)
-    python benchmarks/run_all.py --list     # what would run
-    python benchmarks/run_all.py extract probes   # only bench_extract.py and bench_probes.py
+    python -m benchmarks.run_all            # all of them, default settings (tens of minutes on 2 cores)
+    python -m benchmarks.run_all --list     # what would run
+    python -m benchmarks.run_all extract probes   # only benchmarks.perf.bench_extract and bench_probes
 
-Each benchmark prints its machine, the baseline, ours and the ratio. A number goes in README.md, BENCHMARKS.md
-or docs/ only from a stored run (``benchmarks/stored.py``: a benchmark's ``--store NAME``, or its fixed result
-name, writes ``benchmarks/results/NAME.json`` with the command, commit, machine, date, raw output and the
-published tables); this runner stores nothing itself. Exit status: the number of benchmarks that failed.
+Run from the repository root (``make bench`` does). Each benchmark runs as ``python -m benchmarks.perf.<name>``,
+prints its machine, the baseline (its ``BASELINE``), ours and the ratio. Only perf/ runs here: the runs behind the
+docs pages (``benchmarks/experiments/<page>/``), the formatters of stored results (``benchmarks/formatters/``) and
+the README commands' timings (``benchmarks/acceptance/``) are run one by one, as their docstrings say. A number goes
+in README.md, BENCHMARKS.md or docs/ only from a stored run (``benchmarks/stored.py``: a benchmark's ``--store NAME``,
+or its fixed result name, writes ``benchmarks/results/NAME.json`` with the command, commit, machine, date, raw output
+and the published tables); this runner stores nothing itself. Exit status: the number of benchmarks that failed.
 """
 
 from __future__ import annotations
@@ -19,13 +22,21 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+PERF = HERE / "perf"
+ROOT = HERE.parent
 
 #: Benchmarks that take a sub-command: each listed run is one process.
 RUNS = {"knowledge": [["mlm", "--model", "minilm"], ["pairs", "--model", "minilm"]]}
 
 
 def benchmarks() -> dict[str, Path]:
-    return {path.stem.removeprefix("bench_"): path for path in sorted(HERE.glob("bench_*.py"))}
+    """The perf benchmarks by short name (``extract`` for ``perf/bench_extract.py``)."""
+    return {path.stem.removeprefix("bench_"): path for path in sorted(PERF.glob("bench_*.py"))}
+
+
+def module(path: Path) -> str:
+    """``benchmarks/perf/bench_extract.py`` -> ``benchmarks.perf.bench_extract``."""
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     chosen = {name: found[name] for name in (args.names or found)}
     if args.list:
         for name, path in chosen.items():
-            print(f"{name}\t{path.relative_to(HERE.parent)}")
+            print(f"{name}\tpython -m {module(path)}")
         return 0
     failures, summary = 0, []
     for name, path in chosen.items():
-        print(f"\n=== {name} ({path.name}) ===", flush=True)
+        print(f"\n=== {name} (python -m {module(path)}) ===", flush=True)
         for arguments in RUNS.get(name, [[]]):
             started = time.perf_counter()
-            code = subprocess.call([sys.executable, str(path), *arguments])
+            code = subprocess.call([sys.executable, "-m", module(path), *arguments], cwd=ROOT)
             label = " ".join([name, *arguments[:1]])
             summary.append((label, code, time.perf_counter() - started))
             failures += code != 0

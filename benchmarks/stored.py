@@ -2,7 +2,7 @@
 
 A benchmark (or an experiment script) ends with::
 
-    from stored import save_run, table
+    from benchmarks.stored import save_run, table
     save_run("heads_squad_minilm_cpu", argv=sys.argv, raw={...},
              tables={"squad": table(["model", "F1"], [["lp", f"{f1:.1f}"], ...])})
 
@@ -75,12 +75,24 @@ def commit() -> str:
     return found.stdout.strip() + ("+changes" if dirty else "")
 
 
+def command_line(argv: Sequence[str]) -> list[str]:
+    """The command that ran: ``python -m benchmarks.perf.bench_extract --name X`` when ``argv`` is this process's
+    own (``sys.argv[0]`` is the ``__main__`` module's file, run with ``-m``), else ``python`` and ``argv`` as given.
+    Runs stored before the layout of issue 34 keep their ``python benchmarks/<script>.py`` commands."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    file = getattr(main, "__file__", None)
+    if argv and spec is not None and spec.name and file and Path(argv[0]).resolve() == Path(file).resolve():
+        return ["python", "-m", spec.name.removesuffix(".__main__"), *argv[1:]]
+    return ["python", *argv]
+
+
 def save_run(name: str, *, argv: Sequence[str] | None = None, raw: Any = None,
              tables: dict[str, dict[str, list]] | None = None, **fields: Any) -> Path:
     """Write ``benchmarks/results/<name>.json`` (or ``name`` itself when it is a path ending in .json)."""
     path = Path(name) if name.endswith(".json") else RESULTS / f"{name}.json"
     argv = list(sys.argv if argv is None else argv)
-    record = {"command": " ".join(["python", *argv]), "commit": commit(), "machine": machine(),
+    record = {"command": " ".join(command_line(argv)), "commit": commit(), "machine": machine(),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               **fields, "tables": tables or {}, "raw": raw}
     path.parent.mkdir(parents=True, exist_ok=True)

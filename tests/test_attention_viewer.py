@@ -156,7 +156,7 @@ def test_browser_renders_512_tokens(browser, tmp_path):
 @pytest.mark.browser
 def test_browser_controls_draw_a_bounded_number_of_lines_at_512_tokens(browser, tmp_path):
     """Regression: lowering the threshold on a long text drew every line (hundreds of thousands) and froze the
-    page. Every control now draws at most the viewer's line cap; its timing is in benchmarks/bench_viewer.py."""
+    page. Every control now draws at most the viewer's line cap; its timing is in benchmarks/perf/bench_viewer.py."""
     n, heads = 512, 12
     att = _random_attention(2, heads, n, seed=2)
     tokens = ["[CLS]"] + [f"tok{i}" for i in range(n - 2)] + ["[SEP]"]

@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-import pytest
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-@pytest.fixture()
-def benchmarks_on_path():
-    sys.path.insert(0, str(BENCHMARKS))
-    yield
-    sys.path.remove(str(BENCHMARKS))
-
-
-def test_confusion_rows_are_true_labels_and_columns_predictions(benchmarks_on_path):
-    from attention_patterns_results import classifier_tables
+def test_confusion_rows_are_true_labels_and_columns_predictions():
+    from benchmarks.experiments.attention_patterns.attention_patterns_results import classifier_tables
     from bertology.attention.pattern_classifiers import PATTERN_TYPES
 
     # evaluation.json keeps confusion_test[classifier][predicted][true]
@@ -46,8 +32,8 @@ def test_confusion_rows_are_true_labels_and_columns_predictions(benchmarks_on_pa
     assert tables["test"]["rows"][-1][1] == "**0.800** (3 seeds: 0.823 ± 0.021)"
 
 
-def test_extraction_tables_put_each_speed_beside_the_naive_loop(benchmarks_on_path):
-    from bench_extract import published_tables
+def test_extraction_tables_put_each_speed_beside_the_naive_loop():
+    from benchmarks.perf.bench_extract import published_tables
 
     results = {"naive_tokens_per_s": 2000.0, "ours_tokens_per_s": 5000.0, "ours_bf16_tokens_per_s": 12000.0,
                "bare_forward_bf16_tokens_per_s": 16000.0, "ours_share_of_bf16_ceiling": 0.15,

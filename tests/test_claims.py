@@ -432,7 +432,7 @@ def test_stored_run_twin_fails_the_specialisation_claims_minilm_holds():
     assert twin.loc["heads-alike", "verdict"] == FAILS and twin.loc["heterogeneous-minority", "verdict"] == FAILS
     # Judged on Clark et al.'s relations, every head of the twin lies at or below its best fixed offset. Over every
     # relation of the treebank the twin could not tell (obl and advcl have too few words to exclude a random head),
-    # and at 1,000 sentences a random head "held" on list (benchmarks/claims_heads_size.py, docs/claims.md).
+    # and at 1,000 sentences a random head "held" on list (benchmarks/experiments/claims/claims_heads_size.py, docs/claims.md).
     assert twin.loc["syntactic-heads", "verdict"] == FAILS, twin.loc["syntactic-heads", "reason"]
     stored = json.loads((Path(__file__).parents[1] / "benchmarks" / "results" / "claims_minilm_cpu.json").read_text())
     for model, frame in (("minilm", ours), ("untrained", twin)):
@@ -442,7 +442,7 @@ def test_stored_run_twin_fails_the_specialisation_claims_minilm_holds():
 
 @pytest.mark.skipif(not (STORED / "minilm-probing").is_dir(), reason="no stored probing tables")
 def test_stored_probing_run_gives_the_stored_arc_length_and_word_order_verdicts():
-    """benchmarks/claims_probing_minilm.py: the two claims the quick checklist cannot tell, at the report's default
+    """benchmarks/experiments/claims/claims_probing_minilm.py: the two claims the quick checklist cannot tell, at the report's default
     probing budget; the stored verdicts are what the stored tables give."""
     ours = check_claims(_stored_results("minilm-probing"), model="minilm")["claims"].set_index("claim")
     stored = json.loads((Path(__file__).parents[1] / "benchmarks" / "results"

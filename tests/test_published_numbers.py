@@ -85,13 +85,7 @@ def test_a_number_edited_by_hand_is_caught(tmp_path):
 
 
 def test_the_stored_format_round_trips(tmp_path):
-    import sys
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        from stored import markdown, save_run, table
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    from benchmarks.stored import markdown, save_run, table
     made = table(["method", "F1"], [["lp", 14.6], ["ap", "13.1"]])
     path = save_run(str(tmp_path / "run.json"), argv=["bench.py"], raw={"f1": [0.146, 0.131]}, tables={"t": made})
     record = json.loads(path.read_text())

@@ -4,7 +4,6 @@ the stored raw output: editing a number in a stored table by hand (page and reco
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,19 +13,12 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-@pytest.fixture(scope="module")
-def benchmarks_on_path():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    yield
-    sys.path.remove(str(ROOT / "benchmarks"))
-
-
 def stored_tables(name: str) -> dict:
     return json.loads((RESULTS / f"{name}.json").read_text(encoding="utf-8"))["tables"]
 
 
-def test_earlier_runs_tables_follow_from_their_raw_output(benchmarks_on_path):
-    import store_earlier_runs
+def test_earlier_runs_tables_follow_from_their_raw_output():
+    from benchmarks.formatters import store_earlier_runs
 
     for convert in store_earlier_runs.CONVERSIONS:
         name, fields, _, tables, sources = convert()
@@ -34,8 +26,8 @@ def test_earlier_runs_tables_follow_from_their_raw_output(benchmarks_on_path):
         assert {"command", "commit", "machine", "date"} <= set(fields) and sources
 
 
-def test_scale_tables_follow_from_the_measurements(benchmarks_on_path):
-    from bench_scale import scale_tables
+def test_scale_tables_follow_from_the_measurements():
+    from benchmarks.perf.bench_scale import scale_tables
 
     raw = json.loads((RESULTS / "scale_ewt_dev_cpu.json").read_text(encoding="utf-8"))["raw"]["scale"]
     args = SimpleNamespace(workers=sorted(int(n) for n in raw["local_threads"]),
@@ -46,9 +38,9 @@ def test_scale_tables_follow_from_the_measurements(benchmarks_on_path):
     assert sorted(full)[1] == pytest.approx(raw["summary"]["local1"]["seconds"]["median"])
 
 
-def test_a_changed_raw_number_changes_the_table(benchmarks_on_path, monkeypatch):
+def test_a_changed_raw_number_changes_the_table(monkeypatch):
     """The comparison above is sensitive: one second more in the raw output is a different published table."""
-    import store_earlier_runs
+    from benchmarks.formatters import store_earlier_runs
 
     fields, raw = store_earlier_runs.earlier("make_demo_fresh_minilm_cpu")
     raw["section_seconds"]["probing"] += 1

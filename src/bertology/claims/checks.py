@@ -48,7 +48,7 @@ MIN_WORDS = 30
 #: Heads as parsers: the relations judged, those of Clark et al.'s Table 1 that UD attaches alike (their UD names:
 #: bertology.attention.parsing.CLARK_TABLE1 via STANFORD_TO_UD). Not every relation of the treebank: for web-text
 #: relations such as list and parataxis no fixed offset finds the head, and a head of the untrained twin beat the
-#: best offset on list (37% vs 16% of 271 test words at 1,000 sentences, benchmarks/claims_heads_size.py).
+#: best offset on list (37% vs 16% of 271 test words at 1,000 sentences, benchmarks/experiments/claims/claims_heads_size.py).
 CLARK_RELATIONS = ("det", "obj", "nsubj", "amod", "compound", "advmod", "aux", "nmod:poss", "aux:pass", "ccomp",
                    "mark", "compound:prt")
 #: Syntax by arc length: the edge task read, the shortest and the longest bins compared (their shortest arc, in

@@ -17,7 +17,7 @@ Per layer the head is BERT's ``BertLMPredictionHead``: dense (d x d) + GELU + La
 over the model's whole vocabulary (untied, with a bias). All layers' heads are one module whose weights
 are stacked ``[layers, ...]``; one pass over a ``tokens`` store trains them all with batched matrix
 products, each head on its own layer's rows and with its own loss, so the result equals training the
-heads one by one (same initialisation per layer, same batches); ``benchmarks/bench_knowledge.py``
+heads one by one (same initialisation per layer, same batches); ``benchmarks/perf/bench_knowledge.py``
 compares the two.
 """
 

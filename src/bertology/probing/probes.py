@@ -123,13 +123,13 @@ def _keep_best(best: dict[str, torch.Tensor], current: dict[str, torch.Tensor], 
 #: How a probe stops training: ``converged`` (the default: train to the optimum and keep the final weights; for
 #: the linear probe a gradient tolerance, for the MLP the training loss's convergence; L2 still chosen on dev) or
 #: ``early`` (the former default: early stopping on dev, keeping each probe's best-on-dev checkpoint; its numbers
-#: depend on the optimisation path, docs/probing.md and benchmarks/bench_probe_exact.py).
+#: depend on the optimisation path, docs/probing.md and benchmarks/perf/bench_probe_exact.py).
 STOP_RULES = ("converged", "early")
 
 #: The exact linear probe's iteration cap per L2 value. Two-class problems converge in a few Newton-like steps; on
 #: many classes the last digits of the gradient come slowly and move no prediction: UPOS on MiniLM (17 classes,
 #: 4,000 words) capped at 50 iterations scores within 0.003 points of every layer's converged accuracy, at a
-#: seventh of the time (benchmarks/bench_probe_exact.py measures the cap's effect).
+#: seventh of the time (benchmarks/perf/bench_probe_exact.py measures the cap's effect).
 EXACT_MAX_ITER = 100
 
 #: The linear probe's convergence tolerance: the largest absolute gradient entry of the mean loss (scikit-learn's
@@ -143,7 +143,7 @@ REFRESH_EVERY = 40
 #: tolerance (at most ``EXACT_MAX_ITER`` more iterations). float32 features hold the gradient near 1e-6, and at
 #: that precision the weights are still about 1e-4 from the optimum: enough to flip the test examples nearest a
 #: decision boundary, so features moved by 1e-6 moved a small task's accuracy by one or two examples. Two-class
-#: problems get there in about ten iterations (benchmarks/bench_probe_exact.py).
+#: problems get there in about ten iterations (benchmarks/perf/bench_probe_exact.py).
 POLISH_GTOL = 1e-9
 
 #: The float64 copy of the training features that the polish makes is built a few layers at a time, at most
@@ -302,7 +302,7 @@ def _init_head(kind: str, batch: tuple[int, ...], dim: int, n_classes: int, hidd
 
 
 #: Ridge weights are ~10x smaller than a fitted logistic regression's on standardised features; scaling the
-#: start by 10 cut L-BFGS steps by a third and agreed best with scikit-learn (benchmarks/bench_probes.py).
+#: start by 10 cut L-BFGS steps by a third and agreed best with scikit-learn (benchmarks/perf/bench_probes.py).
 RIDGE_START_SCALE = 10.0
 
 
@@ -876,7 +876,7 @@ class LayerwiseProbe(_ProbeBase):
     largest gradient entry of ``gtol``; the MLP trains until its training loss stops falling, see ``tol``;
     final weights kept, L2 chosen on dev from them; the default) or ``"early"`` (the former default: early
     stopping on dev, each probe keeping its best-on-dev checkpoint, which makes the numbers depend on the optimisation
-    path: ``benchmarks/compare_probe_runs.py``). ``tol``: with ``early``, the dev improvement that resets
+    path: ``benchmarks/experiments/probing/compare_probe_runs.py``). ``tol``: with ``early``, the dev improvement that resets
     the patience; with the MLP's ``converged``, the fall of the epoch's mean training loss (nats) under which
     an epoch counts as flat (``patience`` flat epochs stop it).
 

@@ -20,7 +20,7 @@ Memory is one group buffer (``buffer_shards`` shards) plus the ring, whatever th
 ``epoch(k, start_batch=b)`` skips the first ``b`` batches without reading their shards: how training
 resumes after an interruption. ``wait_seconds`` is the time the consumer spent blocked on data
 (``prefetch=False`` does the same work on the consumer's thread, where all of it is waiting: the
-baseline of ``benchmarks/bench_heads.py``).
+baseline of ``benchmarks/perf/bench_heads.py``).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ class StreamingReader:
 
     def _inline(self, work) -> Iterator[Batch]:
         """The same reading and assembly on the consumer's thread (``prefetch=False``): all of it is
-        waiting. The baseline of benchmarks/bench_heads.py."""
+        waiting. The baseline of benchmarks/perf/bench_heads.py."""
         slot = 0
         for shards, todo in work:
             waited = time.perf_counter()

@@ -1,0 +1,1 @@
+"""End-to-end timings of the README's own commands (``make demo``, ``make test``) on a fresh clone: no baseline in the same process, so not perf; they clone the repository and take 15-20 minutes, so ``make bench`` does not run them."""

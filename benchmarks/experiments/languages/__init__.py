@@ -1,0 +1,1 @@
+"""The runs behind docs/languages.md."""

@@ -1,0 +1,1 @@
+"""The runs behind docs/report.md (the report's interventions recipe)."""

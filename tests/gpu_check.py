@@ -1,0 +1,246 @@
+"""The GPU check, one prepared command: correctness on CUDA, extraction throughput, and the default report.
+
+    python -m tests.gpu_check [--device cuda] [--rounds 3] [--minilm-dir DIR] [--name gpu_check_<gpu>]
+    python -m tests.gpu_check --device cpu --smoke      # the CPU-side logic, in a minute, nothing stored
+
+Run from the repository root. Step 1 alone also runs as tests: ``pytest -m gpu`` (tests/test_gpu.py, skipped where no
+CUDA device exists); steps 2 and 3 use the perf benchmarks' helpers (``benchmarks.perf.bench_extract_overhead``).
+
+1. **Correctness** (CUDA only): extraction (hidden states and word-level attentions) of tiny models of three
+   families, and the batched probe, on CUDA against the CPU.
+2. **Throughput** of a bert-base-shaped random BERT (12 layers x 768, MiniLM's tokenizer, which is bert-base's
+   vocabulary) on UD EWT dev, every layer word-pooled: the naive transformers loop, NeuroX 1.0.9 (when
+   importable: ``pip install --no-deps neurox==1.0.9 h5py``; otherwise skipped with a note), ``bertology.extract``
+   fp32 and bf16 autocast (the token budget the device gives), and the bare forward pass over the same batches
+   (fp32 and bf16). Rounds are interleaved; each figure is the best of its rounds.
+3. **The default report** on MiniLM (``bertology report``'s defaults, on this device), timed; with
+   ``--minilm-dir`` (a folder with MiniLM's config and tokenizer), its random-weight twin where the weights did
+   not travel.
+
+The run is stored as ``benchmarks/results/<name>.json`` (device, CPU capability, load average); ``--smoke`` runs
+every step on a tiny model and a few sentences and stores nothing (``--name`` to store it anyway).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.perf.bench_extract_overhead import bare_seconds, naive_seconds, our_batches, ours_seconds, proxy_encoder  # noqa: E402
+from benchmarks.stored import save_run, table  # noqa: E402
+
+from bertology.data import default_corpus, read_conllu  # noqa: E402
+from bertology.extraction import ExtractionSpec, extract  # noqa: E402
+from bertology.models import load_encoder  # noqa: E402
+from bertology.models.tiny import tiny_encoder  # noqa: E402
+from bertology.probing.probes import LayerwiseProbe  # noqa: E402
+
+
+def compare_extraction(name, encoder, sentences, tmp: Path) -> dict:
+    cpu = extract(copy.deepcopy(encoder), sentences, tmp / f"{name}-cpu", attentions=True,
+                  dtype="float32", progress=False, device="cpu")
+    gpu = extract(copy.deepcopy(encoder), sentences, tmp / f"{name}-gpu", attentions=True,
+                  dtype="float32", progress=False, device="cuda")
+    hidden = max(float(np.abs(cpu.layer(layer) - gpu.layer(layer)).max()) for layer in cpu.layers)
+    attention = max(float(np.abs(cpu.attention(i) - gpu.attention(i)).max()) for i in range(len(sentences)))
+    print(f"{name:>12}: max |cpu - cuda| hidden {hidden:.2e}, word-level attention {attention:.2e}")
+    return {"hidden_max_abs_diff": hidden, "attention_max_abs_diff": attention}
+
+
+def check_modernbert(sentences, tmp: Path, device: str = "cuda", tolerance: float = 1e-4) -> None:
+    """A tiny ModernBERT (fused Wqkv, global and 8-token sliding-window layers, rotary positions) on ``device``
+    against the CPU: extraction with word-level attentions (eager), the sdpa path (real tokens), a masked head at
+    the per-head hook point and the gate gradient (head importance)."""
+    from bertology.intervention import mask_heads, scale_heads
+
+    encoder = tiny_encoder("modernbert", layers=4)
+    compare_extraction("tiny-modernbert", encoder, sentences, tmp)
+    texts = [" ".join(s.words) for s in sentences[:16]]
+    batch = dict(encoder.tokenizer(texts, padding=True, return_tensors="pt"))
+    real = batch["attention_mask"].bool()
+    worst = {}
+    for name, implementation in (("eager", "eager"), ("sdpa", "sdpa")):
+        results = {}
+        for where in ("cpu", device):
+            model = copy.deepcopy(encoder.model).to(where)
+            model.set_attn_implementation(implementation)
+            inputs = {k: v.to(where) for k, v in batch.items()}
+            with torch.no_grad(), mask_heads(model, "L2H1,L3H0"):
+                masked = model(**inputs).last_hidden_state.cpu()
+            gates = torch.ones(4, 4, device=where, requires_grad=True)
+            with scale_heads(model, gates):
+                model(**inputs).last_hidden_state.pow(2).mean().backward()
+            results[where] = (masked, gates.grad.cpu())
+        worst[f"{name} masked hidden"] = float((results["cpu"][0] - results[device][0])[real].abs().max())
+        worst[f"{name} gate gradient"] = float((results["cpu"][1] - results[device][1]).abs().max())
+    print("  modernbert: max |cpu - " + device + "| " + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
+    assert all(v <= tolerance for v in worst.values()), f"modernbert on {device} differs from the cpu: {worst}"
+
+
+def correctness(sentences, tmp: Path) -> dict:
+    found = {f"tiny-{family}": compare_extraction(f"tiny-{family}", tiny_encoder(family), sentences, tmp)
+             for family in ("bert", "roberta", "deberta-v2")}
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4, 3000, 64)).astype(np.float32)
+    y = (X[2, :, 0] > 0).astype(int) + (X[2, :, 1] > 0).astype(int)
+    scores = {}
+    for device in ("cpu", "cuda"):
+        probe = LayerwiseProbe(seed=0, device=device).fit(X[:, :2000], y[:2000], X[:, 2000:2500], y[2000:2500])
+        scores[device] = [float(s) for s in probe.score_layers(X[:, 2500:], y[2500:])]
+    print(f"probe accuracy per layer: cpu {np.round(scores['cpu'], 3)}, cuda {np.round(scores['cuda'], 3)}")
+    found["probe_accuracy"] = scores
+    return found
+
+
+def neurox_seconds(encoder, sentences, tmp: Path) -> float | None:
+    """NeuroX over the same sentences and model (saved to a folder, preloaded), or None when not installed."""
+    try:
+        from benchmarks.perf.bench_scale import neurox_seconds as run_neurox
+    except ImportError:
+        return None
+    try:
+        import neurox  # noqa: F401
+    except ImportError:
+        return None
+    folder = tmp / "neurox-model"
+    encoder.model.save_pretrained(folder)
+    encoder.tokenizer.save_pretrained(folder)
+    with contextlib.redirect_stderr(io.StringIO()):
+        return run_neurox(str(folder), sentences, tmp)
+
+
+def throughput(encoder, sentences, rounds: int, tmp: Path) -> dict:
+    """Tokens/s of naive, NeuroX, ours fp32 and bf16, and the bare forward (fp32, bf16) over our batches."""
+    batches = {precision: our_batches(encoder, sentences, ExtractionSpec(autocast=autocast))
+               for precision, autocast in (("fp32", None), ("bf16", "bfloat16"))}
+    tokens = sum(int(mask.sum()) for _, mask in batches["fp32"])
+    runs: dict[str, list[float]] = {}
+    ours_seconds(encoder, sentences[:200], tmp / "warm", autocast="bfloat16")
+    ours_seconds(encoder, sentences[:200], tmp / "warm32")
+
+    def add(name, seconds):
+        runs.setdefault(name, []).append(seconds)
+
+    for round_ in range(rounds):
+        steps = [("ours_fp32", lambda: ours_seconds(encoder, sentences, tmp / f"fp32-{round_}")),
+                 ("ours_bf16", lambda: ours_seconds(encoder, sentences, tmp / f"bf16-{round_}", autocast="bfloat16")),
+                 ("bare_fp32", lambda: bare_seconds(encoder, batches["fp32"], None)),
+                 ("bare_bf16", lambda: bare_seconds(encoder, batches["bf16"], "bfloat16"))]
+        if round_ == 0:
+            steps.append(("naive", lambda: naive_seconds(encoder, sentences)))
+        for name, step in (steps if round_ % 2 == 0 else steps[::-1]):
+            add(name, step())
+        print(f"round {round_}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()), flush=True)
+    nx = neurox_seconds(encoder, sentences, tmp)
+    result = {"tokens": tokens, "batches_fp32": len(batches["fp32"]), "seconds": runs,
+              "neurox": "not installed: pip install --no-deps neurox==1.0.9 h5py" if nx is None else nx}
+    for name, values in runs.items():
+        result[f"{name}_tokens_per_s"] = tokens / min(values)
+    if nx is not None:
+        result["neurox_tokens_per_s"] = tokens / nx
+    stats = extract(encoder, sentences, tmp / "budget", progress=False).index["stats"]
+    result["token_budget"] = {key: stats.get(key) for key in ("batch_tokens", "batch_tokens_used", "max_batch",
+                                                               "out_of_memory_halvings")}
+    return result
+
+
+def report_seconds(device: str, smoke: bool, minilm_dir: str | None, tmp: Path) -> dict:
+    from bertology.report.run import run_report
+
+    if smoke:
+        encoder, options = tiny_encoder("bert"), {"max_sentences": 10, "seeds": (0,),
+                                                  "sections": ["tokenization", "probing"]}
+    else:
+        try:
+            encoder = load_encoder("minilm", device=device)
+            what = "MiniLM"
+        except Exception as error:  # noqa: BLE001 - the weights may not have travelled: say so, use the twin
+            if not minilm_dir:
+                return {"skipped": f"MiniLM did not load ({type(error).__name__}: {error}); pass --minilm-dir"}
+            encoder, what = load_encoder(minilm_dir, untrained_seed=0, device=device), "MiniLM's random twin"
+        options = {}
+    encoder.model.to(device)
+    started = time.perf_counter()
+    outcome = run_report(encoder=encoder, out=tmp / "report", device=device, progress=False, **options)
+    seconds = time.perf_counter() - started
+    print(f"report: {seconds:.0f} s, failed {sorted(outcome.failed)}, skipped {sorted(outcome.skipped)}")
+    return {"seconds": seconds, "model": "tiny (smoke)" if smoke else what, "failed": outcome.failed,
+            "skipped": outcome.skipped}
+
+
+def published(result: dict, heading: str) -> dict[str, dict]:
+    run = result["throughput"]
+    naive = run["naive_tokens_per_s"]
+    rows = [["naive transformers loop (fp32, batch 32)", f"{naive:,.0f}", "1x", "–"]]
+    if "neurox_tokens_per_s" in run:
+        rows.append(["NeuroX 1.0.9 `extract_representations` (HDF5)", f"{run['neurox_tokens_per_s']:,.0f}",
+                     f"{run['neurox_tokens_per_s'] / naive:.2f}x", "–"])
+    for name, label, bare in (("ours_fp32", "ours, fp32", "bare_fp32"), ("ours_bf16", "ours, bf16 autocast",
+                                                                            "bare_bf16")):
+        speed = run[f"{name}_tokens_per_s"]
+        versus = f" ({speed / run['neurox_tokens_per_s']:.1f}x NeuroX)" if "neurox_tokens_per_s" in run else ""
+        rows.append([label, f"{speed:,.0f}", f"{speed / naive:.2f}x{versus}",
+                     f"{100 * speed / run[f'{bare}_tokens_per_s']:.0f}% of bare {bare[5:]}"])
+    for name in ("bare_fp32", "bare_bf16"):
+        rows.append([f"bare forward over our batches, {name[5:]}", f"{run[f'{name}_tokens_per_s']:,.0f}",
+                     f"{run[f'{name}_tokens_per_s'] / naive:.2f}x", "100%"])
+    tables = {"throughput": table([heading, "tokens/s", "vs naive", "share of the bare forward"], rows)}
+    report = result.get("report", {})
+    if "seconds" in report:
+        tables["report"] = table(["default report", "seconds"], [[report["model"], f"{report['seconds']:.0f}"]])
+    return tables
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--smoke", action="store_true", help="tiny model, few sentences, nothing stored")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=None)
+    parser.add_argument("--no-report", action="store_true")
+    parser.add_argument("--minilm-dir", default=None, help="config + tokenizer of MiniLM (random weights used)")
+    parser.add_argument("--name", default=None)
+    args = parser.parse_args()
+    if args.device == "cuda":
+        assert torch.cuda.is_available(), "no GPU: use --device cpu --smoke to check the CPU-side logic"
+        print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    load_before = os.getloadavg()
+    sentences = read_conllu(default_corpus("ewt-dev"))[: (args.sentences or (60 if args.smoke else None))]
+    tokenizer = load_encoder("minilm").tokenizer
+    result: dict = {"device": args.device, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                    "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        if args.device == "cuda":
+            result["correctness"] = correctness(sentences[:64], tmp)
+            check_modernbert(sentences[:64], tmp)
+        shape = dict(hidden=64, layers=2, heads=2) if args.smoke else dict(hidden=768, layers=12, heads=12)
+        encoder = proxy_encoder(tokenizer, **shape)
+        encoder.model.to(args.device)
+        result["model"] = {"shape": shape, "name": encoder.name}
+        result["throughput"] = throughput(encoder, sentences, 1 if args.smoke else args.rounds, tmp)
+        if not args.no_report:
+            result["report"] = report_seconds(args.device, args.smoke, args.minilm_dir, tmp)
+    result["load_average_before"], result["load_average_after"] = load_before, os.getloadavg()
+    device = result["gpu"] or f"CPU ({result['cpu_capability']})"
+    tables = published(result, f"EWT dev, {shape['layers']} x {shape['hidden']} random BERT, {device}")
+    for key, stored in tables.items():
+        print(key, stored)
+    if args.smoke and not args.name:
+        print("smoke run: nothing stored")
+        return
+    name = args.name or f"gpu_check_{(result['gpu'] or 'cpu').lower().replace(' ', '_')}"
+    save_run(name, raw=result, tables=tables, cpu_capability=result["cpu_capability"])
+
+
+if __name__ == "__main__":
+    main()
