@@ -207,6 +207,27 @@ def test_a_spec_is_checked_once_and_names_the_setting():
         run_probing("minilm", spec, seeds=(0,))
 
 
+def test_sizes_may_be_capped_per_level(small_treebank, tmp_path):
+    """The report's sizes: every dev and test example, the training sets capped per level (a level left out
+    keeps its default; None = every example)."""
+    from bertology.errors import SettingError
+    from bertology.probing.experiment import build_datasets
+
+    for bad, named in (({"words": 10}, "max_train .*levels"), ({"token": 0}, "max_train 0")):
+        with pytest.raises(SettingError, match=named):
+            ProbingSpec(max_train=bad)
+    spec = ProbingSpec(tasks=("upos", "deprel"), treebank=small_treebank, max_train={"token": 300, "edge": None},
+                       max_eval={"token": 100})
+    datasets, _ = build_datasets(spec.tasks, small_treebank, max_train=spec.max_train, max_eval=spec.max_eval,
+                                 cache_dir=tmp_path)
+    sizes = {d.name: {split: len(d.splits[split].labels) for split in ("train", "dev", "test")} for d in datasets}
+    whole, _ = build_datasets(spec.tasks, small_treebank, max_train=10 ** 6, max_eval=10 ** 6, cache_dir=tmp_path)
+    every = {d.name: {split: len(d.splits[split].labels) for split in ("train", "dev", "test")} for d in whole}
+    assert 300 <= sizes["upos"]["train"] < every["upos"]["train"]  # whole sentences up to the cap's words
+    assert 100 <= sizes["upos"]["dev"] < every["upos"]["dev"]
+    assert sizes["deprel"] == every["deprel"]  # None: every arc; its eval level left out: the default (all)
+
+
 def test_a_repeated_seed_probes_its_own_untrained_twin(tiny_model, small_treebank, results):
     """Regression: with seeds (0, 1, 0) the second seed-0 pass reused seed 1's twin features."""
     _, cache = results

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 import warnings
@@ -106,7 +106,11 @@ QUICK_MAX_TRAIN = {"token": 4000, "edge": 4000, "span": 2000, "sentence": 1000}
 QUICK_MAX_EVAL = {"token": 1000, "edge": 1000, "span": 500, "sentence": 300}
 
 
-def _cap(level: str, value: int | None, defaults: dict[str, int | None]) -> int | None:
+def _cap(level: str, value: int | Mapping | None, defaults: dict[str, int | None]) -> int | None:
+    """The cap of ``level``: ``value`` (one number for every level, or per level, where a level left out keeps
+    its default and None means every example), else the default."""
+    if isinstance(value, Mapping):
+        return value[level] if level in value else defaults[level]
     return defaults[level] if value is None else int(value)
 
 

@@ -65,6 +65,15 @@ def check_timestamps(timestamps: Sequence[float], n_train: int | None = None) ->
     return values
 
 
+#: The levels a task's examples live at; ``max_train``/``max_eval`` may give a cap per level.
+LEVELS = ("token", "edge", "span", "sentence")
+
+
+def _check_size(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
+        raise SettingError(name, value, "expected a whole number of at least 1 (or None: all)", shown=str(value))
+
+
 @dataclass(frozen=True)
 class ProbingSpec:
     """What to probe and how; every field has the default of ``bertology probe``.
@@ -75,7 +84,8 @@ class ProbingSpec:
     untrained twin's seed.
     ``layers``: ``None`` (all), a list or a spec such as ``"0,3,6"``, ``"1-4"``, ``"L3"``, ``"last"``.
     Sizes: ``max_train``/``max_eval`` examples per task (default: :data:`bertology.probing.experiment.DEFAULT_MAX_TRAIN`,
-    or the small ``quick`` caps), ``max_sentences`` per split of each source, ``train_fraction`` of the capped
+    or the small ``quick`` caps), one number for every task or a cap per level (``{"token": 4000, "sentence":
+    None}``: None = every example; a level left out keeps its default), ``max_sentences`` per split of each source, ``train_fraction`` of the capped
     training examples per seed, drawn as ``train_sampling`` says (``bootstrap``: each seed a resample with
     replacement, so the seed spread is the training variation; ``all``: the same examples for every seed). Baselines: ``untrained`` twin (one per seed, or the first seed's for all with
     ``twin_per_seed=False``), ``control`` tasks (``True``, ``False`` or ``"token"``: word, arc and span tasks
@@ -93,8 +103,8 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
     probe: str = "linear"
     l2: float | tuple[float, ...] | None = None
     hidden: int = 128
-    max_train: int | None = None
-    max_eval: int | None = None
+    max_train: int | Mapping[str, int | None] | None = None
+    max_eval: int | Mapping[str, int | None] | None = None
     max_sentences: int | None = None
     quick: bool = False
     train_fraction: float = 1.0
@@ -132,10 +142,19 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
         for name, value in normal.items():
             object.__setattr__(self, name, value)
         parse_layers(self.layers)  # the syntax now; the range once the model's depth is known
-        for name in ("max_train", "max_eval", "max_sentences"):
+        for name in ("max_train", "max_eval"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or int(value) != value or value < 1):
-                raise SettingError(name, value, "expected a whole number of at least 1 (or None: all)", shown=str(value))
+            if isinstance(value, Mapping):  # per level: {"token": 4000, "sentence": None, ...}
+                unknown = sorted(set(value) - set(LEVELS))
+                if unknown:
+                    raise SettingError(name, value, f"its keys are levels: {', '.join(LEVELS)}",
+                                       shown=", ".join(map(str, unknown)))
+                for cap in value.values():
+                    _check_size(name, cap)
+                object.__setattr__(self, name, dict(value))
+            else:
+                _check_size(name, value)
+        _check_size("max_sentences", self.max_sentences)
         for name, value, allowed in (("control", self.control, (True, False, "token")),
                                      ("control_types", self.control_types, CONTROL_TYPES),
                                      ("sentence_control", self.sentence_control, SENTENCE_CONTROLS),

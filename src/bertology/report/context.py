@@ -17,6 +17,12 @@ from bertology.extraction import corpus_hash
 from bertology.models import Encoder
 from bertology.report.cache import ResultCache
 
+#: The report's probe training sets per level (examples: words, arcs, spans, sentences); every dev and test
+#: example is used (intervals as narrow as the packaged data allows), and the training caps keep a fit (four
+#: per probe: the point fit and three bootstrap seeds) within a 2-core budget: linear UPOS and dependency-label
+#: probes level off by 4,000 training examples on MiniLM (docs/benchmarks_probes.md).
+REPORT_MAX_TRAIN = {"token": 4000, "edge": 4000, "span": 2000, "sentence": None}
+
 CORPUS_NOTE = ("UD English EWT r2.16 dev and test (CC BY-SA 4.0, Silveira et al. 2014; "
                "shipped inside bertology, see resources/ATTRIBUTION.md)")
 
@@ -40,8 +46,8 @@ class ReportContext:
     attention_sentences: int = 600
     attention_probe_epochs: int = 10
     pattern_sentences: int = 40
-    probe_caps: dict = field(default_factory=lambda: {"max_train": None, "max_eval": None, "structural_epochs": 30,
-                                                            "max_iter": 100})
+    probe_caps: dict = field(default_factory=lambda: {"max_train": dict(REPORT_MAX_TRAIN), "max_eval": None,
+                                                            "structural_epochs": 30, "max_iter": 100})
     #: section id -> its result tables, filled as sections run; the findings are generated from them
     results: dict = field(default_factory=dict)
     #: a fine-tuned checkpoint (``bertology finetune`` output) the interventions use instead of fine-tuning

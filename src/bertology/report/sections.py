@@ -190,7 +190,8 @@ def probing(context: ReportContext) -> Section:
     # rev 8: the exact probe chooses L2 on the dev cross-entropy and polishes the choice in float64
     # rev 9: the point fit on every training example gives the number, the bootstrap seeds its spread
     # rev 10-11: tried, then withdrawn: bootstrap seeds without (all of) the float64 polish
-    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 12}
+    # rev 13: every dev and test example, training sets capped per level (no quick sizes outside --max-sentences)
+    key = {**context.model_key, "tasks": tasks, "caps": caps, "rev": 13}
     result = context.cache.get_or_compute("probing", key, lambda: run_probing_for_report(context, tasks, caps))
     tables = result.tables
     results = tables["results"]
@@ -388,15 +389,16 @@ def report_probing_tasks() -> list[str]:
 
 
 def report_probing_spec(context: ReportContext, tasks: list[str], caps: dict):
-    """The report's probing settings (:class:`~bertology.probing.spec.ProbingSpec`): the quick sizes (capped
-    further by ``--max-sentences``), one untrained twin for every seed, control tasks for word, arc and span
-    tasks, no scalar mix."""
+    """The report's probing settings (:class:`~bertology.probing.spec.ProbingSpec`): every dev and test example,
+    training sets capped per level (:data:`~bertology.report.context.REPORT_MAX_TRAIN`; a quick run,
+    ``--max-sentences``, takes the quick sizes capped further), one untrained twin for every seed, control tasks
+    for word, arc and span tasks, no scalar mix."""
     max_train, max_eval = caps["max_train"], caps["max_eval"]
-    if context.max_sentences:  # a quick run: cap the examples too (the caps count words, arcs or sentences)
-        max_train = min(max_train or context.max_sentences, context.max_sentences)
-        max_eval = min(max_eval or context.max_sentences, max(20, context.max_sentences // 2))
+    quick = bool(context.max_sentences)
+    if quick:  # a quick run: cap the examples too (the caps count words, arcs or sentences)
+        max_train, max_eval = context.max_sentences, min(context.max_sentences, max(20, context.max_sentences // 2))
     return ProbingSpec(tasks=tuple(tasks), treebank=context.treebank_dir, seeds=tuple(context.seeds),
-                       max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences, quick=True,
+                       max_train=max_train, max_eval=max_eval, max_sentences=context.max_sentences, quick=quick,
                        twin_per_seed=False, control="token", scalar_mix=False,
                        probe_options={"max_iter": caps["max_iter"]},
                        structural_options={"epochs": caps["structural_epochs"]})
