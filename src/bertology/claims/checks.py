@@ -7,6 +7,9 @@ returns a :class:`~bertology.claims.verdicts.Verdict`; none runs a model. A tabl
 
 The rules are stated in each docstring and in docs/claims.md; ``tests/test_claims.py`` builds small tables
 that produce every verdict of every function.
+
+Length: a catalogue, one short verdict function per claim of the checklist and the table readers they share;
+it reads claim by claim beside docs/claims.md, and a file per claim would scatter that.
 """
 
 from __future__ import annotations

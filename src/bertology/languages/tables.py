@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from bertology.languages.experiment import best_layer
+from bertology.languages.summary import best_layer
 from bertology.languages.figures import retrieval_matrix
 from bertology.results import MISSING, Result, percent
 

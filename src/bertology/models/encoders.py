@@ -1,6 +1,9 @@
 """The one model handle: :func:`load_encoder` loads an encoder (a hub id, a local directory, or the embedded
 default), bare or with a head (masked LM, classification, QA), as an :class:`Encoder`, whose
-:meth:`~Encoder.forward` serves every use; and the untrained twins."""
+:meth:`~Encoder.forward` serves every use; and the untrained twins.
+
+Length: the one loader and the one handle on purpose (docs/ARCHITECTURE.md: nothing else loads a model);
+what is separable lives beside it (``families.py``, ``layout.py``, ``sources.py``, ``batching.py``, ``texts.py``)."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ ends up in the manifest and docs/tasks.md.
 A builder gets a :class:`BuildContext` (sentences per split, already length-filtered and de-duplicated
 across splits, plus corpus statistics) and returns a :class:`TaskOutput`. It never raises for data
 reasons: when nothing can be built it returns an empty output whose ``rejected`` counter says why.
+
+Length: a catalogue, the ten builders and the tree helpers several of them share (target-word claiming, depth,
+constituents); each builder reads beside its row of docs/tasks.md.
 """
 
 from __future__ import annotations
