@@ -18,9 +18,10 @@ from bertology.models import Encoder
 from bertology.report.cache import ResultCache
 
 #: The report's probe training sets per level (examples: words, arcs, spans, sentences); every dev and test
-#: example is used (intervals as narrow as the packaged data allows), and the training caps keep a fit (four
-#: per probe: the point fit and three bootstrap seeds) within a 2-core budget: linear UPOS and dependency-label
-#: probes level off by 4,000 training examples on MiniLM (docs/benchmarks_probes.md).
+#: example is used (intervals as narrow as the packaged data allows), and the caps on word and arc training
+#: sets (the quick sizes; bertology probe's defaults are 20,000 and 10,000) keep the four fits per probe (the
+#: point fit and three bootstrap seeds, each for the task, its control task and the untrained twin) within a
+#: 2-core budget: a dependency-label fit costs about linearly in its training arcs.
 REPORT_MAX_TRAIN = {"token": 4000, "edge": 4000, "span": 2000, "sentence": None}
 
 CORPUS_NOTE = ("UD English EWT r2.16 dev and test (CC BY-SA 4.0, Silveira et al. 2014; "
@@ -96,10 +97,13 @@ def setup_notes() -> list[str]:
         "Corpus: UD English EWT instead of the papers' corpora (SentEval's Toronto Books sentences, Clark's "
         "Wikipedia/WSJ, Hewitt and Manning's PTB); SentEval's ten tasks are rebuilt from the treebank "
         "(docs/tasks.md lists each deviation).",
-        "Probes: training sets capped (bertology probe's --quick sizes: 4,000 words or arcs and 1,000 for dev/test "
-        "for token tasks, 1,000 sentences and 300 for dev/test per SentEval task, the tasks built from EWT's "
-        "sentences re-split 50/10/40) so the battery runs in minutes on 2 CPU cores; starred columns are "
-        "underpowered (bertology probe without --quick uses every example); structural probes train on the same UD sentences (about 250), far fewer than Hewitt and "
+        "Probes: every dev and test example of the packaged data (UD EWT's dev and test files for word and arc "
+        "tasks; the SentEval tasks built from all of EWT's sentences re-split 50/10/40); training sets capped at "
+        "4,000 words (UPOS, XPOS) and 4,000 arcs (dependency labels) to fit four fits per probe into a 2-core "
+        "budget (bertology probe trains on 20,000 and 10,000), and every SentEval training sentence; a quick run (--max-sentences) "
+        "takes bertology probe's --quick sizes, capped further. Starred columns are underpowered: an interval "
+        "wider than ±1.5 points with that data, or a split under 200; "
+        "structural probes train on the same UD sentences (about 250), far fewer than Hewitt and "
         "Manning's 40k PTB sentences, so their UUAS is well below a full run's (docs/structural_probes.md); L2 chosen on dev per layer; the layer shown as best is chosen on dev, never on test; "
         "one untrained twin (seed 0) serves all probe seeds, as the Convexity report's single untrained BERT.",
         "Control tasks (Hewitt and Liang 2019) are run for the word- and arc-level tasks; the sentence-level "
