@@ -1,0 +1,45 @@
+"""Every experiment's settings are one frozen spec, checked once when it is made (issue 34): a bad setting is one
+SettingError naming it, and the experiment functions still take the spec's fields as keywords."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bertology.errors import SettingError, UsageError
+from bertology.settings import spec_of
+
+
+def _refused(make, setting: str) -> SettingError:
+    with pytest.raises(SettingError) as caught:
+        make()
+    assert caught.value.setting == setting and str(caught.value).startswith(setting), str(caught.value)
+    return caught.value
+
+
+def test_spec_of_takes_a_spec_or_its_fields_and_names_an_unknown_one():
+    from bertology.compression.spec import CompressionSpec
+
+    assert spec_of(CompressionSpec, None, {"rounds": 2}, "compression").rounds == 2
+    given = CompressionSpec(rounds=2)
+    assert spec_of(CompressionSpec, given, {}, "compression") is given
+    assert spec_of(CompressionSpec, given, {"seed": 3}, "compression") == CompressionSpec(rounds=2, seed=3)
+    with pytest.raises(UsageError, match="unknown compression setting.*roundz"):
+        spec_of(CompressionSpec, None, {"roundz": 2}, "compression")
+    with pytest.raises(UsageError, match="expected a CompressionSpec"):
+        spec_of(CompressionSpec, {"rounds": 2}, {}, "compression")
+
+
+def test_compression_spec_refuses_bad_settings():
+    from bertology.compression.spec import CompressionSpec, MeasureSpec
+
+    error = _refused(lambda: CompressionSpec(rounds=0), "rounds")
+    assert str(error.as_option()) == "--rounds 0: expected at least 1"
+    _refused(lambda: CompressionSpec(calibration_sentences=0), "calibration_sentences")
+    _refused(lambda: CompressionSpec(structural_epochs=0), "structural_epochs")
+    _refused(lambda: MeasureSpec(structural_lr=0), "structural_lr")
+    _refused(lambda: MeasureSpec(upos_l2=()), "upos_l2")
+    assert CompressionSpec(finetune_task="SST-2").finetune_task == "sst2"
+    assert CompressionSpec(seed=4, structural_rank=8).measure() == MeasureSpec(seed=4, structural_rank=8)
+    assert dataclasses.is_dataclass(CompressionSpec) and CompressionSpec.__dataclass_params__.frozen
