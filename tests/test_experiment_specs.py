@@ -43,3 +43,16 @@ def test_compression_spec_refuses_bad_settings():
     assert CompressionSpec(finetune_task="SST-2").finetune_task == "sst2"
     assert CompressionSpec(seed=4, structural_rank=8).measure() == MeasureSpec(seed=4, structural_rank=8)
     assert dataclasses.is_dataclass(CompressionSpec) and CompressionSpec.__dataclass_params__.frozen
+
+
+def test_contextuality_spec_refuses_bad_settings():
+    from bertology.geometry.spec import ContextualitySpec
+
+    error = _refused(lambda: ContextualitySpec(min_count=1), "min_count")
+    assert str(error) == "min_count 1: a word type needs at least 2 occurrences to compare"
+    assert str(error.as_option()).startswith("--min-count 1")
+    _refused(lambda: ContextualitySpec(samples=1), "samples")
+    _refused(lambda: ContextualitySpec(max_pairs=0), "max_pairs")
+    _refused(lambda: ContextualitySpec(seeds=()), "seeds")
+    _refused(lambda: ContextualitySpec(layers="3-1"), "layers")
+    assert ContextualitySpec(seeds=[1, 2]).seeds == (1, 2) and ContextualitySpec(max_pairs=None).max_pairs is None

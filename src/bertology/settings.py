@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional, TypeVar
 
 from bertology.errors import SettingError, UsageError
+from bertology.numbering import parse_layers
 
 Spec = TypeVar("Spec")
 
@@ -82,3 +83,20 @@ def check_whole(value, setting: str, least: int = 1, allow_none: bool = False) -
     if value is None or isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise SettingError(setting, value, f"expected a whole number of at least {least}"
                            + (" (or None: all)" if allow_none else ""), shown=str(value))
+
+
+def check_seeds(seeds, setting: str = "seeds") -> tuple[int, ...]:
+    """A spec's seeds as a tuple of ints: at least one, else a :class:`SettingError` naming ``setting``."""
+    values = tuple(int(s) for s in ([seeds] if isinstance(seeds, int) else seeds))
+    if not values:
+        raise SettingError(setting, values, "expected at least one seed", shown="(none)")
+    return values
+
+
+def check_layer_spelling(layers, setting: str = "layers") -> None:
+    """A spec's layers spelt as :func:`~bertology.numbering.parse_layers` reads them (the range is checked once
+    the model's depth is known), else a :class:`SettingError` naming ``setting``."""
+    try:
+        parse_layers(layers, option=setting)
+    except UsageError as error:
+        raise SettingError(setting, layers, str(error).split(": ", 1)[-1]) from None
