@@ -56,3 +56,41 @@ def test_contextuality_spec_refuses_bad_settings():
     _refused(lambda: ContextualitySpec(seeds=()), "seeds")
     _refused(lambda: ContextualitySpec(layers="3-1"), "layers")
     assert ContextualitySpec(seeds=[1, 2]).seeds == (1, 2) and ContextualitySpec(max_pairs=None).max_pairs is None
+
+
+def test_mlm_probe_spec_refuses_bad_settings_and_the_option_is_named_as_before():
+    from bertology.knowledge.spec import MLMProbeSpec
+
+    assert str(_refused(lambda: MLMProbeSpec(epochs=0), "epochs").as_option()) == \
+        "--epochs 0: expected a whole number of at least 1"
+    assert str(_refused(lambda: MLMProbeSpec(decoder="pretrained"), "decoder").as_option()) == \
+        "--decoder 'pretrained': expected one of tied, untied"
+    _refused(lambda: MLMProbeSpec(dropout=1.0), "dropout")
+    _refused(lambda: MLMProbeSpec(lr=0), "lr")
+    _refused(lambda: MLMProbeSpec(corrupt="none"), "corrupt")
+    _refused(lambda: MLMProbeSpec(seeds=()), "seeds")
+    _refused(lambda: MLMProbeSpec(max_eval_sentences=0), "max_eval_sentences")
+
+
+def test_lama_and_knowledge_section_specs_refuse_bad_settings():
+    from bertology.knowledge.spec import KnowledgeSectionSpec, LamaSpec
+
+    _refused(lambda: LamaSpec(batch_size=0), "batch_size")
+    _refused(lambda: LamaSpec(max_facts=0), "max_facts")
+    _refused(lambda: LamaSpec(layers="x"), "layers")
+    assert LamaSpec(seeds=(), untrained=False).seeds == ()  # no twin, no seed needed
+    _refused(lambda: KnowledgeSectionSpec(lama_facts=0), "lama_facts")
+    _refused(lambda: KnowledgeSectionSpec(mlm_probe_sentences=-1), "mlm_probe_sentences")
+    assert KnowledgeSectionSpec(mlm_probe_sentences=0).settings()["mlm_probe_sentences"] == 0
+    assert KnowledgeSectionSpec(seeds=[3]).settings() == {"max_sentences": 400, "mlm_probe_sentences": 300,
+                                                          "mlm_probe_epochs": 1, "lama_facts": 50, "pairs_max": 200,
+                                                          "seeds": [3]}
+
+
+def test_attention_parse_spec_refuses_bad_settings():
+    from bertology.attention.spec import AttentionParseSpec
+
+    _refused(lambda: AttentionParseSpec(probe_epochs=0), "probe_epochs")
+    _refused(lambda: AttentionParseSpec(max_sentences=0), "max_sentences")
+    _refused(lambda: AttentionParseSpec(min_count=-1), "min_count")
+    assert AttentionParseSpec(probe_seeds=[]).probe_seeds == ()  # no seeds: no probe
