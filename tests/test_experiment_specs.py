@@ -94,3 +94,11 @@ def test_attention_parse_spec_refuses_bad_settings():
     _refused(lambda: AttentionParseSpec(max_sentences=0), "max_sentences")
     _refused(lambda: AttentionParseSpec(min_count=-1), "min_count")
     assert AttentionParseSpec(probe_seeds=[]).probe_seeds == ()  # no seeds: no probe
+
+
+def test_cluster_spec_refuses_bad_settings():
+    from bertology.scale.spec import ClusterSpec
+
+    _refused(lambda: ClusterSpec(workers=0), "workers")
+    _refused(lambda: ClusterSpec(cpus_per_worker=0), "cpus_per_worker")
+    _refused(lambda: ClusterSpec(gpus_per_worker=-1), "gpus_per_worker")

@@ -84,8 +84,8 @@ def compress_command(
                                finetune_task=finetune, finetune_config=config)
     except SettingError as error:
         raise error.as_option({"calibration_sentences": "--calibration", "finetune_task": "--finetune"}) from None
-    result = run_compression(model, chosen, out, spec, teacher=teacher, sets=packaged_sets(max_train, max_dev, max_test),
-                             progress=progress)
+    result = run_compression(model, chosen, out, spec, teacher=teacher,
+                             sets=packaged_sets(max_train, max_dev, max_test), progress=progress)
     table = Table(title=f"compression of {result.meta['model']['name']} ({result.meta['measured_on']})")
     columns = ["method", "size MB", "x smaller", "x faster", "UPOS kept", "UUAS kept", "parser heads kept"]
     if finetune is not None:
