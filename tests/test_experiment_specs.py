@@ -102,3 +102,14 @@ def test_cluster_spec_refuses_bad_settings():
     _refused(lambda: ClusterSpec(workers=0), "workers")
     _refused(lambda: ClusterSpec(cpus_per_worker=0), "cpus_per_worker")
     _refused(lambda: ClusterSpec(gpus_per_worker=-1), "gpus_per_worker")
+
+
+def test_structural_spec_refuses_bad_settings():
+    from bertology.probing.spec import StructuralSpec
+
+    assert str(_refused(lambda: StructuralSpec(punct="bogus"), "punct")) == \
+        "punct 'bogus': expected one of upos, xpos, none"
+    _refused(lambda: StructuralSpec(kinds=("width",)), "kinds")
+    _refused(lambda: StructuralSpec(seeds=()), "seeds")
+    _refused(lambda: StructuralSpec(rank=0), "rank")
+    _refused(lambda: StructuralSpec(lr=0.0), "lr")
