@@ -113,3 +113,14 @@ def test_structural_spec_refuses_bad_settings():
     _refused(lambda: StructuralSpec(seeds=()), "seeds")
     _refused(lambda: StructuralSpec(rank=0), "rank")
     _refused(lambda: StructuralSpec(lr=0.0), "lr")
+
+
+def test_probe_labels_spec_refuses_bad_settings():
+    from bertology.probing.spec import ProbeLabelsSpec
+
+    _refused(lambda: ProbeLabelsSpec(probe="forest"), "probe")
+    _refused(lambda: ProbeLabelsSpec(seeds=()), "seeds")
+    _refused(lambda: ProbeLabelsSpec(train_fraction=0), "train_fraction")
+    _refused(lambda: ProbeLabelsSpec(train_sampling="some"), "train_sampling")
+    _refused(lambda: ProbeLabelsSpec(mdl_timestamps=(0.5, 0.2)), "mdl_timestamps")
+    _refused(lambda: ProbeLabelsSpec(n_boot=0), "n_boot")

@@ -212,3 +212,42 @@ class StructuralSpec:
             check_whole(getattr(self, name), name)
         if not self.lr > 0:
             raise SettingError("lr", self.lr, "expected a positive learning rate")
+
+
+@dataclass(frozen=True)
+class ProbeLabelsSpec:
+    """The settings of :func:`~bertology.probing.labels.probe_labels`, checked once; every field has its default.
+
+    ``layers``: ``None`` (every layer given), a list or a spelling such as ``"0,3,6"``. ``seeds``: seed ``s`` draws
+    its training rows (``train_sampling``, of ``train_fraction`` of them), initialises the probes and draws the
+    control labels. ``control``: also the Hewitt-and-Liang control task, keyed on word forms under
+    ``control_types``. ``probe``: ``linear`` or ``mlp`` (``hidden`` units); ``l2``: the strengths each layer chooses
+    from on dev (``None``: the probe's default, :data:`bertology.probing.probes.DEFAULT_L2`); ``probe_options`` go to
+    every probe. ``mdl``: also the online codelength over ``mdl_timestamps``. ``n_boot`` bootstrap resamples per
+    interval; ``split_seed`` draws the default 80/10/10 split.
+    """
+
+    layers: str | Sequence[int] | None = None
+    seeds: Sequence[int] = (0, 1, 2)
+    control: bool = True
+    control_types: str = "auto"
+    probe: str = "linear"
+    l2: float | Sequence[float] | None = None
+    hidden: int = 128
+    train_fraction: float = 1.0
+    train_sampling: str = "bootstrap"
+    mdl: bool = False
+    mdl_timestamps: Sequence[float] = DEFAULT_TIMESTAMPS
+    n_boot: int = 1000
+    split_seed: int = 0
+    probe_options: Mapping | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seeds", tuple(check_probe_settings(self.probe, self.seeds, self.train_fraction)))
+        if self.train_sampling not in TRAIN_SAMPLINGS:
+            raise SettingError("train_sampling", self.train_sampling, f"expected {' or '.join(TRAIN_SAMPLINGS)}")
+        object.__setattr__(self, "mdl_timestamps", check_timestamps(self.mdl_timestamps))
+        check_layer_spelling(self.layers)
+        check_whole(self.hidden, "hidden")
+        if self.n_boot < 1:
+            raise SettingError("n_boot", self.n_boot, "expected at least 1 bootstrap resample")
