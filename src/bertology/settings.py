@@ -8,6 +8,7 @@ modules take them from here, never from the CLI's ``options.py``.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
 from pathlib import Path
 from typing import Optional, TypeVar
@@ -80,14 +81,14 @@ def check_whole(value, setting: str, least: int = 1, allow_none: bool = False) -
     :class:`SettingError` naming ``setting``."""
     if value is None and allow_none:
         return
-    if value is None or isinstance(value, bool) or not isinstance(value, int) or value < least:
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
         raise SettingError(setting, value, f"expected a whole number of at least {least}"
                            + (" (or None: all)" if allow_none else ""), shown=str(value))
 
 
 def check_seeds(seeds, setting: str = "seeds") -> tuple[int, ...]:
     """A spec's seeds as a tuple of ints: at least one, else a :class:`SettingError` naming ``setting``."""
-    values = tuple(int(s) for s in ([seeds] if isinstance(seeds, int) else seeds))
+    values = tuple(int(s) for s in ([seeds] if isinstance(seeds, numbers.Integral) else seeds))
     if not values:
         raise SettingError(setting, values, "expected at least one seed", shown="(none)")
     return values
