@@ -793,3 +793,42 @@ def test_the_floor_check_finds_a_planted_upward_import():
                "bertology.files": {"bertology.cli.options"}}
     found = _upward_imports(planted)
     assert len(found) == 2 and "bertology.models.encoders" in found[1] and "bertology.files" in found[0], found
+
+
+# -- settings travel in a spec (issue 34) --------------------------------------------------------------------
+
+#: The most parameters a library function takes (positional and keyword-only, ``self``/``cls`` and ``**kwargs``
+#: not counted); more, and its settings belong in a frozen spec (``probing/spec.py``'s ``ProbingSpec``) or a small
+#: frozen dataclass of what travels together. A spec's own ``__init__`` (its fields) is exempt, and so is the
+#: command line, whose commands take one parameter per option.
+MAX_PARAMETERS = 12
+
+
+def _long_signatures(path: Path, limit: int = MAX_PARAMETERS) -> list[str]:
+    """The functions of ``path`` (``__init__`` aside) taking more than ``limit`` parameters."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "__init__":
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            count = len([a for a in arguments if a.arg not in ("self", "cls")])
+            if count > limit:
+                found.append(f"line {node.lineno}: {node.name} takes {count} parameters")
+    return found
+
+
+def test_no_library_function_takes_more_than_twelve_parameters():
+    offenders = [f"{name}: {where}" for name, path in sorted(_modules().items()) if not _is_cli(name)
+                 and name != CLI_PACKAGE for where in _long_signatures(path)]
+    assert not offenders, (f"more than {MAX_PARAMETERS} parameters; put the settings in a frozen spec (its fields), "
+                           "or group what travels together in a small frozen dataclass:\n" + "\n".join(offenders))
+
+
+def test_the_signature_counter_finds_a_planted_long_function(tmp_path):
+    planted = tmp_path / "bertology" / "x" / "run.py"
+    planted.parent.mkdir(parents=True)
+    planted.write_text(
+        "def run(model, data, *, a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=10, k=11, **settings):\n    pass\n\n"
+        "def fits(model, data, *, a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=10, **settings):\n    pass\n\n"
+        "class Spec:\n    def __init__(self, a, b, c, d, e, f, g, h, i, j, k, l, m):\n        pass\n\n"
+        "    def method(self, a, b, c, d, e, f, g, h, i, j, k, l, m):\n        pass\n")
+    assert _long_signatures(planted) == ["line 1: run takes 13 parameters", "line 11: method takes 13 parameters"]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertology.errors import UsageError
-from bertology.training import Optimisation, Optimiser, train_steps
+from bertology.training import DropoutSeeds, Optimisation, Optimiser, train_steps
 from bertology.finetune.train import FinetuneConfig
 from bertology.readouts.finetune_qa import QAFinetuneConfig
 from bertology.readouts.train import ReadoutTrainConfig
@@ -73,7 +73,7 @@ def _run(model, total, *, start=0, state=None, stop_at=None, kept=None, **kwargs
             raise KeyboardInterrupt
 
     return train_steps(optimiser, loss, batches, lambda epoch: 4 + epoch % 2, total, start_step=start,
-                       on_step=on_step, dropout_seed=lambda step: 1000 + step, progress=False, **kwargs)
+                       on_step=on_step, dropout=DropoutSeeds(lambda step: 1000 + step), progress=False, **kwargs)
 
 
 def test_a_resumed_run_ends_as_the_uninterrupted_one_across_epochs_of_different_lengths():

@@ -7,11 +7,16 @@ modules take them from here, never from the CLI's ``options.py``.
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TypeVar
 
-from bertology.errors import UsageError
+from bertology.errors import SettingError, UsageError
+from bertology.numbering import parse_layers
+
+Spec = TypeVar("Spec")
 
 
 def check_positive(value: Optional[int], option: str, allow_none: bool = True) -> Optional[int]:
@@ -54,3 +59,45 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     if os.environ.get("BERTOLOGY_CACHE"):
         return check_cache_dir(os.environ["BERTOLOGY_CACHE"], "$BERTOLOGY_CACHE")
     return check_cache_dir(Path.home() / ".cache" / "bertology", "the cache folder")
+
+
+def spec_of(kind: type[Spec], spec: Spec | None, settings: dict, what: str) -> Spec:
+    """``spec`` (default: ``kind()``, the defaults) with ``settings`` (its field names) replaced: how an experiment
+    function takes its frozen spec or, as before the spec, its settings as keywords. An unknown name is one
+    :class:`UsageError` line listing the fields; a bad value the spec's own :class:`SettingError`."""
+    names = [f.name for f in dataclasses.fields(kind)]
+    unknown = sorted(set(settings) - set(names))
+    if unknown:
+        raise UsageError(f"unknown {what} setting(s) {', '.join(unknown)}; expected some of {', '.join(names)}")
+    if spec is None:
+        return kind(**settings)
+    if not isinstance(spec, kind):
+        raise UsageError(f"spec: expected a {kind.__name__}, got {type(spec).__name__}")
+    return dataclasses.replace(spec, **settings) if settings else spec
+
+
+def check_whole(value, setting: str, least: int = 1, allow_none: bool = False) -> None:
+    """A spec's count: a whole number of at least ``least`` (or ``None`` with ``allow_none``), else a
+    :class:`SettingError` naming ``setting``."""
+    if value is None and allow_none:
+        return
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise SettingError(setting, value, f"expected a whole number of at least {least}"
+                           + (" (or None: all)" if allow_none else ""), shown=str(value))
+
+
+def check_seeds(seeds, setting: str = "seeds") -> tuple[int, ...]:
+    """A spec's seeds as a tuple of ints: at least one, else a :class:`SettingError` naming ``setting``."""
+    values = tuple(int(s) for s in ([seeds] if isinstance(seeds, numbers.Integral) else seeds))
+    if not values:
+        raise SettingError(setting, values, "expected at least one seed", shown="(none)")
+    return values
+
+
+def check_layer_spelling(layers, setting: str = "layers") -> None:
+    """A spec's layers spelt as :func:`~bertology.numbering.parse_layers` reads them (the range is checked once
+    the model's depth is known), else a :class:`SettingError` naming ``setting``."""
+    try:
+        parse_layers(layers, option=setting)
+    except UsageError as error:
+        raise SettingError(setting, layers, str(error).split(": ", 1)[-1]) from None

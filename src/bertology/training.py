@@ -179,12 +179,22 @@ class TrainLog:
     losses: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class DropoutSeeds:
+    """How :func:`train_steps` seeds dropout: a generator seeded with ``seed(step)`` before each step (so a run
+    resumed at any step continues exactly as the uninterrupted one), or only once, with the step the run starts
+    at, when ``each_step`` is False."""
+
+    seed: Callable[[int], int]
+    each_step: bool = True
+
+
 def train_steps(optimiser: Optimiser, batch_loss: Callable[[Any], torch.Tensor],
                 epoch_batches: Callable[[int, int], Iterable[Any]], steps_per_epoch: int | Callable[[int], int],
                 total_steps: int, *, start_step: int = 0,
                 on_step: Callable[[int, float, float], None] | None = None,
                 on_epoch_end: Callable[[int, int, list[float]], bool | None] | None = None,
-                dropout_seed: Callable[[int], int] | None = None, reseed_each_step: bool = True,
+                dropout: DropoutSeeds | None = None,
                 examples: Callable[[Any], int] = len, description: str = "training",
                 progress: bool = True) -> TrainLog:
     """Run optimiser steps ``start_step + 1 .. total_steps``.
@@ -196,11 +206,13 @@ def train_steps(optimiser: Optimiser, batch_loss: Callable[[Any], torch.Tensor],
     - ``on_step(step, seconds, loss)`` runs after each step (``seconds``: training time so far in this call);
       ``on_epoch_end(epoch, step, losses)`` after each finished epoch (and after the last step) with that
       epoch's losses in this call; when it returns True training stops (early stopping).
-    - ``dropout_seed(step)``: dropout draws from a generator seeded with it before each step (so a run resumed
-      at any step continues exactly as the uninterrupted one), or only once, with ``start_step``, when
-      ``reseed_each_step`` is False; the caller's RNG state is restored afterwards. Without it dropout draws
-      from the caller's generator.
+    - ``dropout`` (:class:`DropoutSeeds`): dropout draws from a generator seeded with ``dropout.seed(step)``
+      before each step (so a run resumed at any step continues exactly as the uninterrupted one), or only once,
+      with ``start_step``, when ``dropout.each_step`` is False; the caller's RNG state is restored afterwards.
+      Without it dropout draws from the caller's generator.
     """
+    dropout_seed = dropout.seed if dropout is not None else None
+    reseed_each_step = dropout.each_step if dropout is not None else True
     if callable(steps_per_epoch):
         epoch_length = steps_per_epoch
     else:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Sequence
 import tempfile
 
 import pandas as pd
@@ -23,6 +22,7 @@ from bertology.attention.parsing_heads import (  # noqa: F401 (the analysis' nam
     offset_baselines, offset_predictions, scoring_positions)
 from bertology.attention.parsing_probe import (  # noqa: F401 (the probe's names, importable from here too)
     AttentionOnlyProbe, ProbeBatches, probe_batches, probe_features)
+from bertology.attention.spec import AttentionParseSpec
 from bertology.attention.stats import head_statistics
 from bertology.data import packaged_treebank, read_conllu
 from bertology.data.treebank import find_splits
@@ -31,6 +31,7 @@ from bertology.results import Result, tidy
 from bertology.extraction import extract
 from bertology.models import as_encoder
 from bertology.runtime import resolve_device
+from bertology.settings import spec_of
 
 
 def _extract_split(encoder, sentences, work_dir: Path, name: str, layers, progress: bool):
@@ -61,18 +62,12 @@ def _offset_uas(baselines: pd.DataFrame, offset: int, ignore_punct: bool) -> flo
 def run_attention_analysis(
     model="minilm",
     treebank: str | Path | None = None,
-    max_sentences: int | None = None,
-    max_train_sentences: int | None = 2000,
-    probe_seeds: Sequence[int] = (0, 1, 2),
-    probe_epochs: int = 20,
-    statistics: bool = True,
-    control: bool = False,
-    min_count: int = 100,
+    spec: AttentionParseSpec | None = None,
+    *,
     work_dir: str | Path | None = None,
     progress: bool = True,
-    layers: Sequence[int] | None = None,
-    control_seed: int = 0,
     device: str | None = None,
+    **settings,
 ) -> Result:
     """Clark et al.'s attention analysis of ``model`` on a UD treebank, end to end.
 
@@ -100,7 +95,14 @@ def run_attention_analysis(
 
     ``meta`` holds the models (name, fingerprint, untrained seed), the treebank files, the settings and
     ``uniform_entropy`` (of the dev sentences).
+
+    The settings are ``spec`` (:class:`~bertology.attention.spec.AttentionParseSpec`: the sizes, the probe's seeds
+    and epochs, statistics, control, min_count, layers, control_seed), or its fields as keywords, checked once.
     """
+    spec = spec_of(AttentionParseSpec, spec, settings, "attention analysis")
+    max_sentences, max_train_sentences, layers = spec.max_sentences, spec.max_train_sentences, spec.layers
+    probe_seeds, probe_epochs, min_count = spec.probe_seeds, spec.probe_epochs, spec.min_count
+    statistics, control, control_seed = spec.statistics, spec.control, spec.control_seed
     encoder = as_encoder(model, device=resolve_device(device))
     splits = find_splits(treebank if treebank is not None else packaged_treebank(),
                          required=("dev", "test"))

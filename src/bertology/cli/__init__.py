@@ -155,12 +155,14 @@ def extract(
     run = dict(input_path=str(data), overwrite=overwrite, progress=progress)
     if engine == "ray":
         from bertology.scale import extract_ray
+        from bertology.scale.spec import ClusterSpec
 
         source = str(Path(model).resolve()) if Path(model).exists() else model  # a folder: the same path on every node
-        store = extract_ray(encoder, sentences, out, load={"name_or_path": source, "untrained_seed": untrained_seed,
-                                                           "attentions": attentions},
-                            address=address, workers=workers, cpus_per_worker=cpus_per_worker,
-                            gpus_per_worker=gpus_per_worker, spec=spec, **run)
+        cluster = ClusterSpec(address=address, workers=workers, cpus_per_worker=cpus_per_worker,
+                              gpus_per_worker=gpus_per_worker)
+        store = extract_ray(encoder, sentences, out, spec, cluster=cluster,
+                            load={"name_or_path": source, "untrained_seed": untrained_seed, "attentions": attentions},
+                            **run)
     else:
         store = run_extract(encoder, sentences, out, spec, compile_model=compile_model, **run)
     _print_store_summary(store, time.perf_counter() - started)

@@ -129,6 +129,7 @@ def parse_command(
     """Heads as dependency parsers (Clark et al. Table 1) and the attention-only probe."""
     from bertology.attention.figures import write_parse_figures
     from bertology.attention.parsing import run_attention_analysis
+    from bertology.attention.spec import AttentionParseSpec
 
     # `-t` was --treebank here and --task elsewhere: it means --task(s) only, once this spelling goes
     treebank = options.check_exists(options.renamed(treebank, old_treebank, "--treebank", "-t"), "--treebank")
@@ -140,11 +141,10 @@ def parse_command(
     encoder = _load(model, device)
     chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
     out = out or default_out("attention-parse", model)
-    result = run_attention_analysis(
-        encoder, treebank, max_sentences=max_sentences, max_train_sentences=max_train_sentences,
-        probe_seeds=probe_seeds, probe_epochs=epochs, statistics=statistics, control=control, control_seed=seed,
-        min_count=min_count, layers=chosen, progress=progress,
-    )
+    spec = AttentionParseSpec(max_sentences=max_sentences, max_train_sentences=max_train_sentences,
+                              probe_seeds=probe_seeds, probe_epochs=epochs, statistics=statistics, control=control,
+                              control_seed=seed, min_count=min_count, layers=chosen)
+    result = run_attention_analysis(encoder, treebank, spec, progress=progress)
     result.save(out)
     figures = write_parse_figures(result, out / "figures")
 

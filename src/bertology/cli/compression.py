@@ -75,10 +75,17 @@ def compress_command(
 
         config = default_config(max_train=finetune_max_train, epochs=finetune_epochs, progress=progress,
                                 data_dir=str(data_dir) if data_dir is not None else None)
-    result = run_compression(model, chosen, out, teacher=teacher, rounds=rounds, seed=seed, engine=engine,
-                             sets=packaged_sets(max_train, max_dev, max_test), calibration_sentences=calibration,
-                             structural_epochs=structural_epochs, min_relation_count=min_relation_count,
-                             finetune_task=finetune, finetune_config=config, progress=progress)
+    from bertology.compression.spec import CompressionSpec
+    from bertology.errors import SettingError
+
+    try:
+        spec = CompressionSpec(rounds=rounds, seed=seed, engine=engine, calibration_sentences=calibration,
+                               structural_epochs=structural_epochs, min_relation_count=min_relation_count,
+                               finetune_task=finetune, finetune_config=config)
+    except SettingError as error:
+        raise error.as_option({"calibration_sentences": "--calibration", "finetune_task": "--finetune"}) from None
+    result = run_compression(model, chosen, out, spec, teacher=teacher,
+                             sets=packaged_sets(max_train, max_dev, max_test), progress=progress)
     table = Table(title=f"compression of {result.meta['model']['name']} ({result.meta['measured_on']})")
     columns = ["method", "size MB", "x smaller", "x faster", "UPOS kept", "UUAS kept", "parser heads kept"]
     if finetune is not None:

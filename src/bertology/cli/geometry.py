@@ -61,14 +61,20 @@ def contextuality_command(
     options.check_cache_dir(cache_dir)
     options.check_exists(data, "--data", corpus=True)
     options.resolve_device(device)
+    from bertology.errors import SettingError
+    from bertology.geometry.spec import ContextualitySpec
+
+    try:
+        spec = ContextualitySpec(seeds=chosen_seeds, layers=layers, untrained=untrained, min_count=min_count,
+                                 max_pairs=max_pairs_value(max_pairs), samples=samples, max_sentences=max_sentences)
+    except SettingError as error:
+        raise error.as_option() from None
     from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table
     from bertology.results import number
 
     out = out or options.default_out("geometry/contextuality", Path(model).name,
                                      data.name.split(".")[0] if data else "ewt-dev")
-    result = contextuality(model, data, seeds=chosen_seeds, layers=layers, untrained=untrained,
-                           min_count=min_count, max_pairs=max_pairs_value(max_pairs), samples=samples,
-                           max_sentences=max_sentences, device=device, cache_dir=cache_dir, progress=progress)
+    result = contextuality(model, data, spec, device=device, cache_dir=cache_dir, progress=progress)
     figure = plot_contextuality(result["summary"], Path(out) / "contextuality.png",
                                 title=f"{result.meta['model']['name']}: contextuality per layer")
     result.figures["contextuality"] = figure

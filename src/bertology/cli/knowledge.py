@@ -172,7 +172,9 @@ def mlm_probe_command(
     """The Convexity report's MLM probe: a BERT MLM head trained on every layer (all layers in one pass)
     on input with heavily dropped-out word embeddings; top-1/top-10 accuracy and perplexity on held-out
     text, model vs untrained twin, over seeds."""
-    from bertology.knowledge.mlm_settings import DEFAULTS, QUICK, check_mlm_probe_settings
+    from bertology.errors import SettingError
+    from bertology.knowledge.mlm_settings import DEFAULTS, QUICK
+    from bertology.knowledge.spec import MLMProbeSpec
     from bertology.runtime import seed_list
 
     preset = QUICK if quick else {}
@@ -184,15 +186,17 @@ def mlm_probe_command(
     options.check_positive(max_eval_sentences, "--max-eval-sentences")
     options.check_cache_dir(cache_dir)
     chosen_seeds = seed_list(seeds, seed)
-    check_mlm_probe_settings(chosen_seeds, epochs, batch_size, lr, dropout, decoder, corrupt)
+    try:
+        spec = MLMProbeSpec(seeds=chosen_seeds, layers=layers, untrained=untrained, dropout=dropout, corrupt=corrupt,
+                            epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder, max_sentences=max_sentences,
+                            max_eval_sentences=max_eval_sentences, autocast=bf16)
+    except SettingError as error:
+        raise error.as_option({"autocast": "--bf16"}) from None
     from bertology.knowledge.mlm_probe import mlm_probe, plot_mlm_probe
     from bertology.results import MISSING, number, percent
 
     out = out or options.default_out("knowledge/mlm-probe", Path(model).name, _data_name(data, "ewt"))
-    result = mlm_probe(model, data, eval_data, seeds=chosen_seeds, layers=layers, untrained=untrained,
-                       dropout=dropout, corrupt=corrupt, epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder,
-                       max_sentences=max_sentences, max_eval_sentences=max_eval_sentences, autocast=bf16,
-                       device=device, cache_dir=cache_dir, progress=progress)
+    result = mlm_probe(model, data, eval_data, spec, device=device, cache_dir=cache_dir, progress=progress)
     _save(result, out, "mlm_probe", "mlm_probe.png", lambda path: plot_mlm_probe(
         result["summary"], result["baselines"], path,
         title=f"{result.meta['model']['name']}: MLM probe per layer (input dropout {dropout:g}, {corrupt})"))
@@ -249,11 +253,18 @@ def lama_command(
     options.check_positive(max_sentences, "--max-sentences")
     chosen_seeds = seed_list(seeds, seed)
     out = out or options.default_out("knowledge/lama", Path(model).name, _data_name(data, "lama"))
+    from bertology.errors import SettingError
+    from bertology.knowledge.spec import LamaSpec
+
+    try:
+        spec = LamaSpec(corpora=corpora, relations=relations.split(",") if relations else None, template=template,
+                        max_facts=max_sentences, layers=layers, seeds=chosen_seeds, untrained=untrained,
+                        batch_size=batch_size)
+    except SettingError as error:
+        raise error.as_option({"max_facts": "--max-sentences"}) from None
     from bertology.knowledge.lama import lama
 
-    result = lama(model, data, corpora=corpora, relations=relations.split(",") if relations else None,
-                  template=template, max_facts=max_sentences, vocab=vocab, layers=layers, seeds=chosen_seeds,
-                  untrained=untrained, batch_size=batch_size, device=device, progress=progress)
+    result = lama(model, data, spec, vocab=vocab, device=device, progress=progress)
     from bertology.knowledge.lama import plot_lama
 
     _save(result, out, "lama", "lama.png", lambda path: plot_lama(

@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from bertology.compression.spec import UPOS_L2, MeasureSpec  # noqa: F401 (UPOS_L2: public here too)
 from bertology.data import Sentence, default_corpus, read_conllu
 from bertology.errors import DataError
 from bertology.models import Encoder
@@ -42,9 +43,8 @@ from bertology.probing.labels import features_from_store
 from bertology.probing.probes import LayerwiseProbe
 from bertology.probing.structural_probe import StructuralProbe
 from bertology.probing.tree_metrics import linear_chain_distances, sentence_hits, uuas
+from bertology.settings import spec_of
 
-#: L2 strengths the UPOS probe chooses from on dev (per layer).
-UPOS_L2 = (1e-4, 1e-3)
 #: Relations that heads as parsers leaves out (as Clark et al.'s table).
 EXCLUDED_RELATIONS = ("punct", "root")
 
@@ -248,12 +248,12 @@ def _geometry(store, sentences: Sequence[Sentence], seed: int) -> pd.DataFrame:
     return frame[frame["measure"].isin(["anisotropy", "self_similarity"])][["layer", "measure", "value"]]
 
 
-def measure_encoder(encoder: Encoder, sets: EvalSets, work: str | Path, *, label: str | None = None,
-                    attention_encoder: Encoder | None = None, attention_context=None,
-                    excluded_heads: Sequence[tuple[int, int]] = (), seed: int = 0, structural_rank: int = 64,
-                    structural_epochs: int = 10, structural_lr: float = 1e-2, upos_l2: Sequence[float] = UPOS_L2,
-                    min_relation_count: int = 30) -> Measures:
-    """Every retention measure of ``encoder`` on ``sets`` (stores under ``work``, removed afterwards).
+def measure_encoder(encoder: Encoder, sets: EvalSets, work: str | Path, spec: MeasureSpec | None = None, *,
+                    label: str | None = None, attention_encoder: Encoder | None = None, attention_context=None,
+                    excluded_heads: Sequence[tuple[int, int]] = (), **settings) -> Measures:
+    """Every retention measure of ``encoder`` on ``sets`` (stores under ``work``, removed afterwards), measured as
+    ``spec`` says (:class:`~bertology.compression.spec.MeasureSpec`, or its fields as keywords: ``seed``,
+    ``structural_rank``, ``structural_epochs``, ``structural_lr``, ``upos_l2``, ``min_relation_count``).
 
     Attention maps come from ``attention_encoder`` inside ``attention_context`` when given: a model whose
     heads were removed computes what the original computes with those heads masked, and a store keeps the
@@ -263,6 +263,9 @@ def measure_encoder(encoder: Encoder, sets: EvalSets, work: str | Path, *, label
     Sized for many models in one run: the UPOS probe searches ``upos_l2`` (two values, not the probing
     command's four) and the structural probe trains ``structural_epochs`` epochs at rank ``structural_rank`` with
     learning rate ``structural_lr`` (10 x the default: few sentences, few epochs)."""
+    spec = spec_of(MeasureSpec, spec, settings, "measure")
+    seed, upos_l2, min_relation_count = spec.seed, spec.upos_l2, spec.min_relation_count
+    structural_rank, structural_epochs, structural_lr = spec.structural_rank, spec.structural_epochs, spec.structural_lr
     work = Path(work)
     try:
         separate = attention_encoder is not None

@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -21,15 +21,15 @@ from bertology.compression.measure import (EvalSets, Measures, baselines, machin
 from bertology.compression.methods import (Variant, compress, file_bytes, nonzero_parameters, save_checkpoint,
                                            stored_bytes)
 from bertology.compression.names import Method, parse_methods
-from bertology.errors import UsageError
+from bertology.compression.spec import CompressionSpec
 from bertology.models import Encoder, as_encoder, load_encoder
 from bertology.models.texts import text_batches
 from bertology.plots import finish_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.compression.finetuned import default_config, task_retention
-from bertology.data.glue import glue_task
 from bertology.intervention.hooks import mask_heads
+from bertology.settings import spec_of
 
 REFERENCE = "original"
 
@@ -47,11 +47,9 @@ def _size_row(label: str, model, folder: str | Path | None) -> dict:
 
 
 def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str | Sequence[Method] | None = None,
-                    out: str | os.PathLike | None = None, *, teacher: str | os.PathLike | Encoder | None = None,
-                    sets: EvalSets | None = None, rounds: int = 3, seed: int = 0, engine: str | None = None,
-                    calibration_sentences: int = 64, importance_sentences: int = 200, structural_rank: int = 64,
-                    structural_epochs: int = 10, min_relation_count: int = 30, n_boot: int = 1000,
-                    finetune_task: str | None = None, finetune_config=None, progress: bool = True) -> Result:
+                    out: str | os.PathLike | None = None, spec: CompressionSpec | None = None, *,
+                    teacher: str | os.PathLike | Encoder | None = None, sets: EvalSets | None = None,
+                    progress: bool = True, **settings) -> Result:
     """Compress ``model`` by each of ``methods`` (``"int8-dynamic,fp16,drop-top:2"`` or parsed
     :class:`Method` objects; ``None``: the default set), write each as a checkpoint under
     ``out/checkpoints/<variant>`` (reloaded through ``load_encoder`` before it is measured) and measure all of
@@ -72,12 +70,15 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
     scored on its dev split (table ``task``; ``task*`` columns in ``summary``): see
     :mod:`bertology.compression.finetuned` for the int8/fp16/bf16 variants (fine-tuned original, then compressed)
     and the learning check.
+
+    The settings (rounds, seed, engine, sentences, the measures' sizes, ``n_boot``, ``finetune_task`` and
+    ``finetune_config``) are ``spec`` (:class:`~bertology.compression.spec.CompressionSpec`), or its fields as
+    keywords, checked once before any work.
     """
     chosen = parse_methods(methods) if methods is None or isinstance(methods, str) else list(methods)
-    if finetune_task is not None:
-        finetune_task = glue_task(finetune_task).name  # an unknown task fails before any work
-    if rounds < 1:
-        raise UsageError(f"--rounds {rounds}: expected at least 1")
+    spec = spec_of(CompressionSpec, spec, settings, "compression")
+    rounds, seed, engine, n_boot = spec.rounds, spec.seed, spec.engine, spec.n_boot
+    finetune_task, finetune_config = spec.finetune_task, spec.finetune_config
     out = Path(out) if out is not None else None
     base = as_encoder(model)
     reference = as_encoder(teacher) if teacher is not None else base
@@ -87,7 +88,7 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
     if teacher is not None:
         variants.append(Variant(label="student", encoder=base, details={"student": base.name}))
     importance = None
-    calibration = _calibration(base, sets.train[:calibration_sentences])
+    calibration = _calibration(base, sets.train[:spec.calibration_sentences])
     # The originals saved the way the variants are, so file sizes compare like with like.
     folders: dict[str, Path | None] = {REFERENCE: save_checkpoint(Variant(REFERENCE, reference), work / REFERENCE)}
     if teacher is not None:
@@ -102,7 +103,7 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
         for method in chosen:
             bar.update(task, description=f"compress: {method.label}")
             if method.name == "heads-importance" and importance is None:
-                importance = probe_importance(base, sets.train[:importance_sentences], seed=seed)
+                importance = probe_importance(base, sets.train[:spec.importance_sentences], seed=seed)
             variant = compress(base, method, calibration=calibration, importance=importance, seed=seed,
                                engine=engine)
             if out is not None:
@@ -122,9 +123,7 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
         load_after = machine_load()
 
         task = bar.add_task("measure", total=len(variants) + 1)
-        original = measure_encoder(reference, sets, work / REFERENCE, label=REFERENCE, seed=seed,
-                                   structural_rank=structural_rank, structural_epochs=structural_epochs,
-                                   min_relation_count=min_relation_count)
+        original = measure_encoder(reference, sets, work / REFERENCE, spec.measure(), label=REFERENCE)
         bar.advance(task)
         measured: dict[str, Measures] = {}
         for variant in variants:
@@ -133,10 +132,8 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
             if variant.pruned_heads:
                 extra = dict(attention_encoder=base, attention_context=mask_heads(base.model, variant.pruned_heads),
                              excluded_heads=variant.pruned_heads)
-            measured[variant.label] = measure_encoder(
-                variant.encoder, sets, work / variant.label, label=variant.label, seed=seed,
-                structural_rank=structural_rank, structural_epochs=structural_epochs,
-                min_relation_count=min_relation_count, **extra)
+            measured[variant.label] = measure_encoder(variant.encoder, sets, work / variant.label, spec.measure(),
+                                                      label=variant.label, **extra)
             bar.advance(task)
     task = None
     if finetune_task is not None:
@@ -154,16 +151,28 @@ def run_compression(model: str | os.PathLike | Encoder = "minilm", methods: str 
         work.rmdir()
     except OSError:
         pass
-    return _result(reference, base, variants, original, measured, sizes, timed, sets, chosen, teacher,
-                   dict(seed=seed, rounds=rounds, engine=engine, calibration_sentences=calibration_sentences,
-                        importance_sentences=importance_sentences, structural_rank=structural_rank,
-                        structural_epochs=structural_epochs, min_relation_count=min_relation_count, n_boot=n_boot),
-                   load_before, load_after, out, task)
+    gathered = _Gathered(sizes, timed, original, measured, load_before, load_after)
+    return _result(reference, base, variants, gathered, sets, chosen, teacher, spec.settings(), out, task)
 
 
-def _result(reference, base, variants, original, measured, sizes, timed, sets, chosen, teacher, settings,
-            load_before, load_after, out, task=None) -> Result:
+@dataclass(frozen=True)
+class _Gathered:
+    """What a compression run measured, before its tables are made: the sizes' rows, the timed rounds, the
+    original's and each variant's measures, and the machine's load before and after the timing."""
+
+    sizes: list[dict]
+    timed: pd.DataFrame
+    original: Measures
+    measured: dict[str, Measures]
+    load_before: dict
+    load_after: dict
+
+
+def _result(reference, base, variants, gathered: _Gathered, sets, chosen, teacher, settings, out,
+            task=None) -> Result:
     n_boot, seed = settings["n_boot"], settings["seed"]
+    sizes, timed, original, measured = gathered.sizes, gathered.timed, gathered.original, gathered.measured
+    load_before, load_after = gathered.load_before, gathered.load_after
     size_table = pd.DataFrame(sizes)
     speed = speedups(timed, REFERENCE)
     kept = []

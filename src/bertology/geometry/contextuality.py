@@ -50,11 +50,13 @@ from threadpoolctl import threadpool_limits
 from bertology.errors import DataError
 from bertology.geometry import measures
 from bertology.geometry.stores import cached_store, prepare_run
+from bertology.geometry.spec import ContextualitySpec
 from bertology.models import Encoder
 from bertology.plots import finish_layer_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed
+from bertology.settings import spec_of
 
 MEASURES = ("self_similarity", "intra_sentence_similarity", "max_explainable_variance", "anisotropy")
 BASELINE_OF = {"self_similarity": "anisotropy", "intra_sentence_similarity": "anisotropy",
@@ -278,18 +280,21 @@ def summarize(layers: pd.DataFrame) -> pd.DataFrame:
                            else c).reset_index(drop=True)
 
 
-def contextuality(model: str | os.PathLike | Encoder = "minilm", data: str | os.PathLike | None = None, *,
-                  sentences=None, seeds: Sequence[int] = (0, 1, 2), layers=None, untrained: bool = True,
-                  min_count: int = 5, max_pairs: int | None = 1000, samples: int = 1000,
-                  max_sentences: int | None = None, device: str | None = "auto",
-                  cache_dir: str | os.PathLike | None = None, progress: bool = False) -> Result:
+def contextuality(model: str | os.PathLike | Encoder = "minilm", data: str | os.PathLike | None = None,
+                  spec: ContextualitySpec | None = None, *, sentences=None, device: str | None = "auto",
+                  cache_dir: str | os.PathLike | None = None, progress: bool = False, **settings) -> Result:
     """Ethayarajh's measures for every layer of ``model`` (and its untrained twins, one per seed).
 
     ``data``: a corpus file (default the packaged UD English EWT dev), or ``sentences`` given directly.
+    ``spec``: the settings (:class:`~bertology.geometry.spec.ContextualitySpec`: seeds, layers, untrained,
+    min_count, max_pairs, samples, max_sentences), or its fields as keywords, checked once.
     Tables: ``layers`` (weights, seed, layer, measure, value, baseline, adjusted), ``summary`` (mean and
     std over seeds) and ``types`` (per word type and layer, first seed). Cosines and variance shares are
     plain numbers in [-1, 1] and [0, 1].
     """
+    spec = spec_of(ContextualitySpec, spec, settings, "contextuality")
+    seeds, layers, untrained, max_sentences = spec.seeds, spec.layers, spec.untrained, spec.max_sentences
+    min_count, max_pairs, samples = spec.min_count, spec.max_pairs, spec.samples
     run = prepare_run(model, data, sentences, seeds=seeds, layers=layers, max_sentences=max_sentences, device=device)
     seeds, sentences, input_path, run_device, encoder, chosen = (run.seeds, run.sentences, run.input_path, run.device,
                                                                  run.encoder, run.layers)

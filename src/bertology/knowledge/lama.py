@@ -34,6 +34,7 @@ from bertology.data import external_folder, missing_data
 from bertology.data.corpus import open_text
 from bertology.errors import DataError, UsageError
 from bertology.knowledge.mlm import masked_lm
+from bertology.knowledge.spec import LamaSpec
 from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
 from bertology.models.encoders import Encoder
 from bertology.numbering import parse_layers
@@ -41,6 +42,7 @@ from bertology.plots import finish_figure
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import resolve_device
+from bertology.settings import spec_of
 
 CORPORA = ("Google-RE", "T-REx", "SQuAD")
 _CORPUS_KEYS = {"google-re": "Google-RE", "google_re": "Google-RE", "googlere": "Google-RE", "t-rex": "T-REx",
@@ -441,10 +443,9 @@ def summarize(relations: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = None, *, corpora=None,
-         relations: Sequence[str] | None = None, template: str | None = None, max_facts: int | None = None,
-         vocab: str | os.PathLike | None = None, layers=None, seeds: Sequence[int] = (0,), untrained: bool = True,
-         batch_size: int = 32, device: str | None = "auto", progress: bool = False, loaded=None) -> Result:
+def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = None, spec: LamaSpec | None = None, *,
+         vocab: str | os.PathLike | None = None, device: str | None = "auto", progress: bool = False, loaded=None,
+         **settings) -> Result:
     """LAMA for a masked LM (hub id, folder, or ``loaded``: its :class:`~bertology.models.Encoder` or a
     ``(model, tokenizer)`` pair built in code), with its untrained twins.
 
@@ -452,7 +453,12 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
     with [X] and [Y], unless the records carry ``masked_sentences``). ``layers``: per-layer scores through the
     model's own MLM head (a logit lens); default only the model's output. Tables: ``relations``, ``corpora``
     (unweighted means over relations), ``facts`` (the model's prediction and rank per fact) and ``missing``.
+    The settings are ``spec`` (:class:`~bertology.knowledge.spec.LamaSpec`: corpora, relations, template,
+    max_facts, layers, seeds, untrained, batch_size), or its fields as keywords, checked once.
     """
+    spec = spec_of(LamaSpec, spec, settings, "LAMA")
+    corpora, relations, template, max_facts = spec.corpora, spec.relations, spec.template, spec.max_facts
+    layers, seeds, untrained, batch_size = spec.layers, spec.seeds, spec.untrained, spec.batch_size
     run_device = resolve_device(device)
     single = data is not None and Path(data).is_file()
     if single and relations:

@@ -40,11 +40,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertology.data import default_corpus
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError, UsageError
 from bertology.training import Optimisation, Optimiser, train_steps
 from bertology.geometry.stores import cached_store, load_sentences
 from bertology.models.encoders import as_encoder
-from bertology.knowledge.mlm_settings import CORRUPT, DEFAULTS, check_mlm_probe_settings
+from bertology.knowledge.mlm_settings import CORRUPT, DEFAULTS
+from bertology.knowledge.spec import MLMProbeSpec
 from bertology.knowledge.static import store_token_ids
 from bertology.models import Encoder
 from bertology.models.encoders import ForwardOutput
@@ -52,6 +53,7 @@ from bertology.numbering import parse_layers
 from bertology.plots import finish_layer_figure
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
+from bertology.settings import spec_of
 
 TOP_K = 10
 #: Padded tokens per forward pass of the target mode's copies.
@@ -398,13 +400,9 @@ def heldout_split(n_sentences: int, every: int = 5) -> np.ndarray:
 
 
 def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.PathLike | None = None,
-              eval_data: str | os.PathLike | None = None, *, seeds: Sequence[int] = (0, 1, 2), layers=None,
-              untrained: bool = True, dropout: float = DEFAULTS["dropout"], corrupt: str = "target",
-              epochs: int = DEFAULTS["epochs"],
-              batch_size: int = DEFAULTS["batch_size"], lr: float = DEFAULTS["lr"],
-              decoder: str = "tied", max_sentences: int | None = None, max_eval_sentences: int | None = None,
-              autocast: bool = False, device: str | None = "auto", cache_dir: str | os.PathLike | None = None,
-              progress: bool = False) -> Result:
+              eval_data: str | os.PathLike | None = None, spec: MLMProbeSpec | None = None, *,
+              device: str | None = "auto", cache_dir: str | os.PathLike | None = None, progress: bool = False,
+              **settings) -> Result:
     """Train and evaluate the per-layer MLM heads of ``model`` (and of its untrained twin) over ``seeds``.
 
     ``data``: training text (default the packaged UD English EWT train); ``eval_data``: held-out text
@@ -417,8 +415,19 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
     Tables: ``layers`` (weights, seed, layer, tokens, top1, top10, cross_entropy, perplexity, train_loss),
     ``summary`` (mean and std over seeds), ``baselines`` (the unigram model) and ``training`` (loss per
     epoch and layer).
+
+    The settings are ``spec`` (:class:`~bertology.knowledge.spec.MLMProbeSpec`: seeds, layers, untrained, dropout,
+    corrupt, epochs, batch_size, lr, decoder, max_sentences, max_eval_sentences, autocast), or its fields as
+    keywords, checked once; a bad one is refused in one line naming its option (``--epochs 0: ...``), as before
+    the spec.
     """
-    seeds = check_mlm_probe_settings(seeds, epochs, batch_size, lr, dropout, decoder, corrupt)
+    try:
+        spec = spec_of(MLMProbeSpec, spec, settings, "MLM probe")
+    except SettingError as error:
+        raise error.as_option() from None
+    seeds, layers, untrained, dropout, corrupt = spec.seeds, spec.layers, spec.untrained, spec.dropout, spec.corrupt
+    epochs, batch_size, lr, decoder, autocast = spec.epochs, spec.batch_size, spec.lr, spec.decoder, spec.autocast
+    max_sentences, max_eval_sentences = spec.max_sentences, spec.max_eval_sentences
     if data is None and eval_data is None:
         data, eval_data = default_corpus("ewt-train"), default_corpus("ewt-dev")
     train_sentences, train_path = load_sentences(data, max_sentences)

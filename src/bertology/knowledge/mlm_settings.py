@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from bertology.errors import DataError, UsageError
+from bertology.errors import SettingError
+from bertology.settings import check_seeds
 
 #: Publishable defaults and the ``--quick`` ones.
 DEFAULTS = {"epochs": 2, "batch_size": 128, "lr": 2e-3, "dropout": 0.9, "seeds": 3}
@@ -18,19 +19,19 @@ CORRUPT = ("target", "all")
 
 def check_mlm_probe_settings(seeds, epochs, batch_size, lr: float, dropout: float, decoder: str,
                              corrupt: str) -> tuple[int, ...]:
-    """The seeds as a tuple, or the one-line error naming the option that is out of range."""
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds:
-        raise DataError("no seeds given; expected at least one")
-    for value, option in ((epochs, "--epochs"), (batch_size, "--batch-size")):
+    """The seeds as a tuple, or a :class:`SettingError` naming the setting that is out of range
+    (:meth:`SettingError.as_option` names the option: ``--epochs 0: expected a whole number of at least 1``).
+    :class:`bertology.knowledge.spec.MLMProbeSpec` checks its fields with it."""
+    seeds = check_seeds(seeds)
+    for value, setting in ((epochs, "epochs"), (batch_size, "batch_size")):
         if isinstance(value, bool) or int(value) != value or value < 1:
-            raise UsageError(f"{option} {value}: expected a whole number of at least 1")
+            raise SettingError(setting, value, "expected a whole number of at least 1", shown=str(value))
     if not lr > 0:
-        raise UsageError(f"--lr {lr}: expected a positive learning rate")
+        raise SettingError("lr", lr, "expected a positive learning rate", shown=str(lr))
     if not 0.0 <= dropout < 1.0:
-        raise UsageError(f"--dropout {dropout}: expected a rate in [0, 1)")
+        raise SettingError("dropout", dropout, "expected a rate in [0, 1)", shown=str(dropout))
     if decoder not in DECODERS:
-        raise UsageError(f"--decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
+        raise SettingError("decoder", decoder, f"expected one of {', '.join(DECODERS)}")
     if corrupt not in CORRUPT:
-        raise UsageError(f"--corrupt {corrupt!r}: expected one of {', '.join(CORRUPT)}")
+        raise SettingError("corrupt", corrupt, f"expected one of {', '.join(CORRUPT)}")
     return seeds

@@ -13,7 +13,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from bertology.errors import BertologyError, DataError, ModelError
 from bertology.geometry.contextuality import contextuality
@@ -23,9 +22,11 @@ from bertology.knowledge.mlm import load_masked_lm
 from bertology.knowledge.mlm_probe import mlm_probe
 from bertology.knowledge.numeracy import NumeracySpec, numeracy
 from bertology.knowledge.pairs import minimal_pairs
+from bertology.knowledge.spec import KnowledgeSectionSpec, LamaSpec, MLMProbeSpec
 from bertology.knowledge.static import static_similarity
 from bertology.results import Result
 from bertology.runtime import resolve_device
+from bertology.settings import spec_of
 
 
 @dataclass
@@ -41,23 +42,23 @@ class KnowledgeSection:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-section", *, data=None,
-                      max_sentences: int = 400, seeds: Sequence[int] = (0,), mlm_probe_sentences: int = 300,
-                      mlm_probe_epochs: int = 1, lama_data=None, lama_facts: int = 50, pairs_data=None,
-                      pairs_max: int = 200, device: str | None = "auto", cache_dir=None,
-                      progress: bool = False) -> KnowledgeSection:
+def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-section",
+                      spec: KnowledgeSectionSpec | None = None, *, data=None, lama_data=None, pairs_data=None,
+                      device: str | None = "auto", cache_dir=None, progress: bool = False,
+                      **settings) -> KnowledgeSection:
     """Contextuality, static similarity and the MLM probe for ``model`` (an alias, folder, hub id or
     :class:`~bertology.models.Encoder`) on the first ``max_sentences`` sentences of ``data`` (default the
     packaged EWT dev), model vs untrained twin over ``seeds``; LAMA (``lama_facts`` facts per relation of
     ``lama_data``, default ``$BERTOLOGY_DATA/lama``) and minimal pairs (``pairs_data``, first ``pairs_max``
     pairs) when the model loads as a masked LM. Each Result is saved under ``out/<analysis>``. On MiniLM with
     the defaults: about 2-4 minutes on 2 CPU cores, most of it the MLM probe (``mlm_probe_sentences=0``
-    skips it).
+    skips it). The sizes are ``spec`` (:class:`~bertology.knowledge.spec.KnowledgeSectionSpec`), or its fields as
+    keywords, checked once.
     """
+    spec = spec_of(KnowledgeSectionSpec, spec, settings, "knowledge section")
+    max_sentences, seeds, mlm_probe_sentences = spec.max_sentences, spec.seeds, spec.mlm_probe_sentences
     out = Path(out)
-    section = KnowledgeSection(settings={"max_sentences": max_sentences, "mlm_probe_sentences": mlm_probe_sentences,
-                                         "mlm_probe_epochs": mlm_probe_epochs, "lama_facts": lama_facts,
-                                         "pairs_max": pairs_max, "seeds": list(seeds)})
+    section = KnowledgeSection(settings=spec.settings())
     encoder = as_encoder(model, device=None if device in (None, "auto") else device)
     common = dict(seeds=tuple(seeds), max_sentences=max_sentences, device=device, cache_dir=cache_dir,
                   progress=progress)
@@ -87,14 +88,15 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
 
     if mlm_probe_sentences:
         started = time.perf_counter()
-        result = mlm_probe(encoder, data, seeds=tuple(seeds), epochs=mlm_probe_epochs, batch_size=64,
-                           max_sentences=mlm_probe_sentences, max_eval_sentences=max(20, mlm_probe_sentences // 4),
-                           device=device, cache_dir=cache_dir, progress=progress)
+        probe = MLMProbeSpec(seeds=tuple(seeds), epochs=spec.mlm_probe_epochs, batch_size=64,
+                             max_sentences=mlm_probe_sentences, max_eval_sentences=max(20, mlm_probe_sentences // 4))
+        result = mlm_probe(encoder, data, None, probe, device=device, cache_dir=cache_dir, progress=progress)
         section.results["mlm_probe"] = result
         result.save(out / "mlm-probe")
         section.seconds["mlm_probe"] = time.perf_counter() - started
 
-    _masked_lm_parts(section, model, out, lama_data, lama_facts, pairs_data, pairs_max, seeds, device, progress)
+    _masked_lm_parts(section, model, out, lama_data, spec.lama_facts, pairs_data, spec.pairs_max, seeds, device,
+                     progress)
     return section
 
 
@@ -109,8 +111,8 @@ def _masked_lm_parts(section, model, out, lama_data, lama_facts, pairs_data, pai
         return
     started = time.perf_counter()
     try:
-        result = lama(model, lama_data, max_facts=lama_facts, seeds=tuple(seeds), device=device, progress=progress,
-                      loaded=loaded)
+        result = lama(model, lama_data, LamaSpec(max_facts=lama_facts, seeds=tuple(seeds)), device=device,
+                      progress=progress, loaded=loaded)
     except DataError as error:
         section.notes.append(f"LAMA: skipped; {error}.")
     else:

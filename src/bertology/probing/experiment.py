@@ -742,7 +742,7 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
     """The probing :class:`Result`: the tables of :func:`probing_tables` (and ``arc_length`` when given: the edge
     tasks by arc length, :func:`arc_length_tables`) and ``meta`` (the spec as run)."""
     notes = dataset_notes(spec, plan, types)
-    return _result(frame, plan.datasets, encoder, model, spec.tasks, spec.seeds, layer_ids, spec.train_fraction, {
+    return _result(spec, plan, frame, encoder, model, layer_ids, {
         "probe": spec.probe, "l2": [float(v) for v in np.atleast_1d(DEFAULT_L2 if spec.l2 is None else spec.l2)],
         "hidden": spec.hidden, "max_train": spec.max_train, "max_eval": spec.max_eval,
         "max_sentences": spec.max_sentences, "quick": spec.quick, "untrained": spec.untrained,
@@ -755,12 +755,14 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
         "interval": ("95% percentile interval of the bootstrap over evaluation examples around the point fit, plus "
                      "each bootstrap seed's deviation" if with_point(spec.train_sampling) else
                      "95% percentile interval of the bootstrap over evaluation examples pooled over seeds"),
-    }, intervals=intervals, absent=plan.absent, notes=notes,
-        extra=None if arc_length is None else {"arc_length": arc_length})
+    }, intervals=intervals, notes=notes, extra=None if arc_length is None else {"arc_length": arc_length})
 
 
-def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fraction, settings, intervals=None,
-            absent=(), notes: dict[str, list[str]] | None = None, extra: dict[str, pd.DataFrame] | None = None) -> Result:
+def _result(spec: ProbingSpec, plan: ProbingPlan, frame, encoder, model, layers, settings, intervals=None,
+            notes: dict[str, list[str]] | None = None, extra: dict[str, pd.DataFrame] | None = None) -> Result:
+    """The probing Result: the tables of ``frame`` and the datasets' sizes (``plan``'s datasets and the tasks it
+    left out), and the meta (the spec's tasks, seeds and training share, ``layers`` and ``settings``)."""
+    datasets, absent, train_fraction = plan.datasets, plan.absent, spec.train_fraction
     sizes = []
     for d in datasets:
         counts = {s: len(d.splits[s]) for s in SPLITS}
@@ -771,7 +773,7 @@ def _result(frame, datasets, encoder, model, tasks, seeds, layers, train_fractio
     for task, reason in absent:
         sizes.append({"task": task, "level": None, "source": None, "train": 0, "dev": 0, "test": 0, "train_used": 0,
                       "unit": None, "notes": [reason], "n_train": 0, "n_dev": 0, "n_test": 0, "status": "absent"})
-    meta = {"model": model, "fingerprint": encoder.fingerprint, "tasks": list(tasks), "seeds": list(seeds),
+    meta = {"model": model, "fingerprint": encoder.fingerprint, "tasks": list(spec.tasks), "seeds": list(spec.seeds),
             "layers": [int(l) for l in layers], "train_fraction": train_fraction, **settings,
             "absent": {task: reason for task, reason in absent}}
     return Result("probing", tables={**_tables(frame, pd.DataFrame(sizes), intervals), **(extra or {})}, meta=meta)

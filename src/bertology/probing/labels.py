@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from bertology.errors import DataError, SettingError, StoreError
+from bertology.errors import DataError, StoreError
 from bertology.numbering import parse_layers
 from bertology.probing.controls import ControlTask, majority_label, store_word_types, word_type
 from bertology.probing.datasets import SPLITS
@@ -39,10 +39,11 @@ from bertology.probing.experiment import (
     with_point,
 )
 from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
-from bertology.probing.spec import (DEFAULT_TIMESTAMPS, TRAIN_SAMPLINGS, check_probe_settings, check_timestamps)
+from bertology.probing.spec import ProbeLabelsSpec
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import derive_seed, resolve_device
+from bertology.settings import spec_of
 from bertology.store import Store
 
 #: Shares of train, dev and test when no splits are given.
@@ -116,27 +117,15 @@ def probe_labels(
     features,
     labels: Sequence,
     splits=None,
+    spec: ProbeLabelsSpec | None = None,
     *,
-    layers=None,
-    seeds: Sequence[int] = (0, 1, 2),
     untrained=None,
-    control: bool = True,
     control_keys: Sequence | None = None,
-    control_types: str = "auto",
-    probe: str = "linear",
-    l2: float | Sequence[float] = DEFAULT_L2,
-    hidden: int = 128,
-    train_fraction: float = 1.0,
-    train_sampling: str = "bootstrap",
-    mdl: bool = False,
-    mdl_timestamps: Sequence[float] = DEFAULT_TIMESTAMPS,
-    n_boot: int = 1000,
-    split_seed: int = 0,
     task: str = "labels",
     model: str | None = None,
     device: str | None = "auto",
     progress: bool = False,
-    probe_options: dict | None = None,
+    **settings,
 ) -> Result:
     """Probe every layer for ``labels`` with the majority, control and untrained-twin baselines.
 
@@ -164,11 +153,18 @@ def probe_labels(
 
     Returns a :class:`~bertology.results.Result` with the tables of :func:`run_probing` (``results``,
     ``summary``, ``table2``, ``datasets``); accuracies are fractions.
+
+    The settings (layers, seeds, control, control_types, probe, l2, hidden, train_fraction, train_sampling, mdl,
+    mdl_timestamps, n_boot, split_seed, probe_options) are ``spec``
+    (:class:`~bertology.probing.spec.ProbeLabelsSpec`), or its fields as keywords, checked once.
     """
-    seeds = check_probe_settings(probe, seeds, train_fraction)
-    if train_sampling not in TRAIN_SAMPLINGS:
-        raise SettingError("train_sampling", train_sampling, f"expected {' or '.join(TRAIN_SAMPLINGS)}")
-    mdl_timestamps = check_timestamps(mdl_timestamps)
+    spec = spec_of(ProbeLabelsSpec, spec, settings, "probe_labels")
+    seeds, layers, control, control_types = list(spec.seeds), spec.layers, spec.control, spec.control_types
+    probe, hidden, probe_options = spec.probe, spec.hidden, spec.probe_options
+    l2 = DEFAULT_L2 if spec.l2 is None else spec.l2
+    train_fraction, train_sampling = spec.train_fraction, spec.train_sampling
+    n_boot, split_seed = spec.n_boot, spec.split_seed
+    mdl, mdl_timestamps = spec.mdl, spec.mdl_timestamps
     features = _open(features)
     types_used = "given keys" if control_keys is not None else None
     if _is_store(features):

@@ -150,32 +150,39 @@ POLISH_GTOL = 1e-9
 #: this many bytes at once.
 POLISH_BYTES = 1 << 30
 
+@dataclass(frozen=True)
+class _TrainRule:
+    """How :func:`_train_batched` trains and stops: the optimiser (``lbfgs`` or ``adam``), its iteration cap,
+    evaluations every ``eval_every`` iterations or epochs, ``patience`` and ``tol`` of the stopping rule, Adam's
+    ``lr`` and ``batch_size``, and the rule itself (``stop``: :data:`STOP_RULES`)."""
+
+    optimizer: str
+    max_iter: int
+    eval_every: int
+    patience: int
+    lr: float
+    batch_size: int
+    tol: float
+    stop: str = "early"
+
+
 def _train_batched(
     params: dict[str, torch.Tensor],
     forward: Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor],
     penalty: Callable[[dict[str, torch.Tensor]], torch.Tensor],
-    X_train: torch.Tensor,
-    y_train: torch.Tensor,
-    X_dev: torch.Tensor,
-    y_dev: torch.Tensor,
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+    rule: _TrainRule,
     *,
-    optimizer: str,
-    max_iter: int,
-    eval_every: int,
-    patience: int,
-    lr: float,
-    batch_size: int,
     generator: torch.Generator,
     sample_axis: int,
     group: Callable[[torch.Tensor], torch.Tensor],
-    tol: float,
     loss_and_grad: Callable | None = None,
-    stop: str = "early",
 ) -> _TrainResult:
     """Minimise the sum of per-problem losses; keep, per problem, the parameters best on dev.
 
-    ``forward`` maps parameters and features to logits ``[*batch, n, C]``; ``penalty`` gives ``[*batch]``.
-    Early stopping: evaluate dev every ``eval_every`` iterations (L-BFGS) or epochs (Adam); stop when no
+    ``data``: ``(X_train, y_train, X_dev, y_dev)``; ``rule``: the optimiser and the stopping rule
+    (:class:`_TrainRule`). ``forward`` maps parameters and features to logits ``[*batch, n, C]``; ``penalty`` gives
+    ``[*batch]``. Early stopping: evaluate dev every ``eval_every`` iterations (L-BFGS) or epochs (Adam); stop when no
     group (``group`` maps per-problem dev accuracy to per-group accuracy) has improved by more than
     ``tol`` for ``patience`` evaluations. ``loss_and_grad(params, X, y) -> (loss, grads)`` replaces
     autograd in full-batch L-BFGS when the gradient has a closed form (the linear probe's).
@@ -184,6 +191,9 @@ def _train_batched(
     parameters and their dev accuracy: the result no longer depends on which checkpoint of the path scored
     best on dev, so it moves far less with tiny changes of the start or the features (docs/probing.md).
     """
+    X_train, y_train, X_dev, y_dev = data
+    optimizer, max_iter, eval_every, patience = rule.optimizer, rule.max_iter, rule.eval_every, rule.patience
+    lr, batch_size, tol, stop = rule.lr, rule.batch_size, rule.tol, rule.stop
     if stop not in STOP_RULES:
         raise SettingError("stop", stop, f"expected one of {', '.join(STOP_RULES)}")
     early = stop == "early"
@@ -821,15 +831,12 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
         return self.optimizer or ("lbfgs" if self.kind == "linear" else "adam")
 
     def _train(self, params, l2, data, gen, group):
-        (Xtr, ytr, Xdv, ydv) = data
         optimizer = self._optimizer()
+        rule = _TrainRule(optimizer=optimizer, max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
+                          eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1), patience=self.patience,
+                          lr=self.lr, batch_size=self.batch_size, tol=self.tol, stop=self.stop)
         return _train_batched(
-            params, self._forward, _weight_penalty(l2), Xtr, ytr, Xdv, ydv,
-            optimizer=optimizer,
-            max_iter=self.max_iter or (300 if optimizer == "lbfgs" else 100),
-            eval_every=self.eval_every or (5 if optimizer == "lbfgs" else 1),
-            patience=self.patience, lr=self.lr, batch_size=self.batch_size, generator=gen, sample_axis=1,
-            group=group, tol=self.tol, stop=self.stop,
+            params, self._forward, _weight_penalty(l2), tuple(data), rule, generator=gen, sample_axis=1, group=group,
             loss_and_grad=_linear_loss_and_grad(l2) if self.kind == "linear" and "mix" not in params else None,
         )
 

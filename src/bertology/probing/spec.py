@@ -16,8 +16,9 @@ from pathlib import Path
 
 from bertology.errors import SettingError, UsageError
 from bertology.numbering import parse_layers
-from bertology.probing.names import PROBE_KINDS
+from bertology.probing.names import PROBE_KINDS, PUNCT_SCHEMES, STRUCTURAL_KINDS
 from bertology.probing.tasks import resolve_tasks
+from bertology.settings import check_layer_spelling, check_whole
 
 #: What a word type is for control tasks and the word-identity baseline.
 CONTROL_TYPES = ("auto", "lower", "exact")
@@ -197,3 +198,75 @@ probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the M
 
 #: Fields whose ``None`` is a value of its own, not "the default" (:meth:`ProbingSpec.from_keywords`).
 _NONE_MEANS_SOMETHING = {"l2", "treebank", "layers", "max_train", "max_eval", "max_sentences", "wnut", "senteval_samples"}
+
+
+@dataclass(frozen=True)
+class StructuralSpec:
+    """The settings of :func:`~bertology.probing.structural.run_structural`, checked once; every field has its
+    default. ``seeds``: each trains its own probes (and, with one twin per seed, runs on twin ``s``). ``rank``: the
+    probe's rank; ``kinds``: ``distance`` and/or ``depth``; ``layers``: ``None`` (every stored layer) or a list.
+    ``epochs``, ``lr``, ``batch_size``: the training (each probe keeps its best-dev-loss epoch). ``punct``: which
+    tags mark the punctuation UUAS and root accuracy leave out (:data:`PUNCT_SCHEMES`)."""
+
+    seeds: Sequence[int] = (0, 1, 2)
+    rank: int = 128
+    kinds: Sequence[str] = STRUCTURAL_KINDS
+    layers: Sequence[int] | None = None
+    epochs: int = 40
+    lr: float = 1e-3
+    batch_size: int = 20
+    punct: str = "upos"
+
+    def __post_init__(self) -> None:
+        for kind in self.kinds:
+            if kind not in STRUCTURAL_KINDS:
+                raise SettingError("kinds", kind, f"expected one of {', '.join(STRUCTURAL_KINDS)}")
+        if self.punct not in PUNCT_SCHEMES:
+            raise SettingError("punct", self.punct, f"expected one of {', '.join(PUNCT_SCHEMES)}")
+        if not len(self.seeds):
+            raise SettingError("seeds", tuple(self.seeds), "give at least one seed (three or more for a spread)",
+                               shown="(none)")
+        check_layer_spelling(self.layers)
+        for name in ("rank", "epochs", "batch_size"):
+            check_whole(getattr(self, name), name)
+        if not self.lr > 0:
+            raise SettingError("lr", self.lr, "expected a positive learning rate")
+
+
+@dataclass(frozen=True)
+class ProbeLabelsSpec:
+    """The settings of :func:`~bertology.probing.labels.probe_labels`, checked once; every field has its default.
+
+    ``layers``: ``None`` (every layer given), a list or a spelling such as ``"0,3,6"``. ``seeds``: seed ``s`` draws
+    its training rows (``train_sampling``, of ``train_fraction`` of them), initialises the probes and draws the
+    control labels. ``control``: also the Hewitt-and-Liang control task, keyed on word forms under
+    ``control_types``. ``probe``: ``linear`` or ``mlp`` (``hidden`` units); ``l2``: the strengths each layer chooses
+    from on dev (``None``: the probe's default, :data:`bertology.probing.probes.DEFAULT_L2`); ``probe_options`` go to
+    every probe. ``mdl``: also the online codelength over ``mdl_timestamps``. ``n_boot`` bootstrap resamples per
+    interval; ``split_seed`` draws the default 80/10/10 split.
+    """
+
+    layers: str | Sequence[int] | None = None
+    seeds: Sequence[int] = (0, 1, 2)
+    control: bool = True
+    control_types: str = "auto"
+    probe: str = "linear"
+    l2: float | Sequence[float] | None = None
+    hidden: int = 128
+    train_fraction: float = 1.0
+    train_sampling: str = "bootstrap"
+    mdl: bool = False
+    mdl_timestamps: Sequence[float] = DEFAULT_TIMESTAMPS
+    n_boot: int = 1000
+    split_seed: int = 0
+    probe_options: Mapping | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seeds", tuple(check_probe_settings(self.probe, self.seeds, self.train_fraction)))
+        if self.train_sampling not in TRAIN_SAMPLINGS:
+            raise SettingError("train_sampling", self.train_sampling, f"expected {' or '.join(TRAIN_SAMPLINGS)}")
+        object.__setattr__(self, "mdl_timestamps", check_timestamps(self.mdl_timestamps))
+        check_layer_spelling(self.layers)
+        check_whole(self.hidden, "hidden")
+        if self.n_boot < 1:
+            raise SettingError("n_boot", self.n_boot, "expected at least 1 bootstrap resample")

@@ -19,10 +19,7 @@ from bertology.data import Sentence
 from bertology.errors import DataError
 from bertology.probing.structural_probe import StructuralProbe, as_word_vectors
 from bertology.probing.tree_metrics import (
-    KINDS,
     TASK_NAMES,
-    check_probe_kind,
-    check_punct_scheme,
     linear_chain_depths,
     linear_chain_distances,
     sentence_hits,
@@ -31,6 +28,8 @@ from bertology.probing.tree_metrics import (
 from bertology.progress import progress_bar
 from bertology.results import Result
 from bertology.runtime import resolve_device
+from bertology.settings import spec_of
+from bertology.probing.spec import StructuralSpec
 
 COLUMNS = ["model", "task", "layer", "seed", "metric", "value", "baseline", "split"]
 
@@ -47,11 +46,10 @@ def _linear_chain_rows(kind: str, sentences: Sequence[Sentence], split: str, lay
 
 
 def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, sentences_dev: Sequence[Sentence],
-                   store_test, sentences_test: Sequence[Sentence], *, seeds: Sequence[int] = (0, 1, 2),
-                   rank: int = 128, kinds: Sequence[str] = KINDS, layers: Sequence[int] | None = None,
-                   untrained: tuple | Mapping[int, tuple] | None = None, epochs: int = 40, lr: float = 1e-3, batch_size: int = 20,
-                   punct: str = "upos", device: str | None = "auto", model: str | None = None,
-                   progress: bool = True, collect: dict | None = None) -> Result:
+                   store_test, sentences_test: Sequence[Sentence], spec: StructuralSpec | None = None, *,
+                   untrained: tuple | Mapping[int, tuple] | None = None, device: str | None = "auto",
+                   model: str | None = None, progress: bool = True, collect: dict | None = None,
+                   **settings) -> Result:
     """Distance and depth probes on every layer, over seeds, with the untrained-twin and linear-chain baselines.
 
     Each probe trains on train, keeps its best-dev-loss epoch per layer, and is scored on dev and test
@@ -68,12 +66,13 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
     layer and seed so it lines up with the curves (its spread is, truthfully, 0). ``collect`` (optional)
     receives per-sentence hits for intervals: ``collect[(task, baseline, split)][seed] = (hits
     [n_sentences, n_layers], totals [n_sentences])`` (:func:`sentence_hits`).
+
+    The settings are ``spec`` (:class:`~bertology.probing.spec.StructuralSpec`: seeds, rank, kinds, layers,
+    epochs, lr, batch_size, punct), or its fields as keywords, checked once.
     """
-    for kind in kinds:
-        check_probe_kind(kind)
-    check_punct_scheme(punct)
-    if not seeds:
-        raise DataError("seeds is empty; give at least one seed (three or more for a spread)")
+    spec = spec_of(StructuralSpec, spec, settings, "structural probe")
+    seeds, rank, kinds, layers, punct = spec.seeds, spec.rank, spec.kinds, spec.layers, spec.punct
+    epochs, lr, batch_size = spec.epochs, spec.lr, spec.batch_size
     torch_device = resolve_device(device)
     # (baseline, seeds, stores) jobs: the encoder for every seed, then the twin(s).
     jobs: list[tuple[str, tuple, tuple]] = [("none", tuple(seeds), (store_train, store_dev, store_test))]

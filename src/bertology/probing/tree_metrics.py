@@ -22,13 +22,13 @@ from scipy.stats import rankdata
 from bertology.data import Sentence
 from bertology.data.treebank import describe_sentence, tree_depths, tree_distances
 from bertology.errors import DataError, SettingError
+from bertology.probing.names import PUNCT_SCHEMES, STRUCTURAL_KINDS
 
-KINDS = ("distance", "depth")
+KINDS = STRUCTURAL_KINDS
 TASK_NAMES = {"distance": "structural-distance", "depth": "structural-depth"}
 METRICS = {"distance": ("uuas", "dspr"), "depth": ("root_acc", "nspr")}
 #: The punctuation XPOS tags that Hewitt and Manning's reporter.py leaves out of UUAS / root accuracy.
 HM_PUNCT_XPOS = frozenset({"''", ",", ".", ":", "``", "-LRB-", "-RRB-"})
-PUNCT_SCHEMES = ("upos", "xpos", "none")
 #: Spearman correlations are averaged per sentence length, then over these lengths (inclusive).
 SPEARMAN_MIN_LENGTH, SPEARMAN_MAX_LENGTH = 5, 50
 

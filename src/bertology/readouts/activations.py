@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -64,15 +65,23 @@ def write_activations(encoder: Encoder, input_ids: Sequence[Sequence[int]],
     ``overwrite``, ``progress`` (see :func:`_write_activations`).
     """
     with exclusive(out, "writing the store"):
-        return _write_activations(encoder, input_ids, token_type_ids, records, labels, out, **settings)
+        return _write_activations(encoder, _Inputs(input_ids, token_type_ids, records, labels), out, **settings)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What :func:`write_activations` writes the activations of: the inputs' token ids (and token types), one
+    record and the labels of each."""
+
+    input_ids: Sequence[Sequence[int]]
+    token_type_ids: Sequence[Sequence[int]] | None
+    records: Sequence[dict]
+    labels: dict
 
 
 def _write_activations(
     encoder: Encoder,
-    input_ids: Sequence[Sequence[int]],
-    token_type_ids: Sequence[Sequence[int]] | None,
-    records: Sequence[dict],
-    labels: dict,
+    items: _Inputs,
     out: str | Path,
     *,
     pool: str = "tokens",
@@ -86,6 +95,7 @@ def _write_activations(
     progress: bool = True,
 ) -> Store:
     """:func:`write_activations` under the store's lock."""
+    input_ids, token_type_ids, records, labels = items.input_ids, items.token_type_ids, items.records, items.labels
     if pool not in ROW_POOLS:
         raise DataError(f"pool {pool!r}: expected one of {', '.join(ROW_POOLS)}")
     if dtype not in DTYPES:

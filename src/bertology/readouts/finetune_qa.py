@@ -33,7 +33,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from bertology.errors import DataError, ModelError
-from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps, training_batches
+from bertology.training import DropoutSeeds, Optimisation, Optimiser, embeds_optimisation, train_steps, training_batches
 from bertology.files import atomic_dir, atomic_path, ensure_dir, write_json
 from bertology.readouts.qa import QAWindows, score_spans
 from bertology.models.batching import token_budget_batches
@@ -277,7 +277,8 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
             write_json(losses_path, epoch_losses)
 
     log = train_steps(optimiser, batch_loss, epoch_batches, steps_per_epoch, total, start_step=step, on_step=on_step,
-                      on_epoch_end=on_epoch_end, dropout_seed=lambda at: derive_seed(config.seed, "dropout", at),
+                      on_epoch_end=on_epoch_end,
+                      dropout=DropoutSeeds(lambda at: derive_seed(config.seed, "dropout", at)),
                       description=f"squad fine-tune {encoder.name}", progress=config.progress)
     step, seconds = log.steps, resumed_seconds + log.seconds
     for fraction in config.checkpoints:

@@ -26,7 +26,7 @@ import torch
 
 from bertology.errors import ModelError, StoreError
 from bertology.files import atomic_path
-from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps
+from bertology.training import DropoutSeeds, Optimisation, Optimiser, embeds_optimisation, train_steps
 from bertology.readouts.activations import read_labels
 from bertology.probing.probes import standard_scale
 from bertology.readouts.catalog import ReadoutModel
@@ -257,8 +257,8 @@ def train_readout(readout: ReadoutModel, store: Store, config: ReadoutTrainConfi
     # dropout draws from one seeded stream from the step the run starts at; the caller's is untouched
     log = train_steps(optimiser, batch_loss, lambda epoch, first: reader.epoch(epoch, start_batch=first), epoch_size,
                       total, start_step=step, on_step=on_step, on_epoch_end=end_of_epoch,
-                      dropout_seed=lambda at: derive_seed(config.seed, "heads-dropout", readout.name, at),
-                      reseed_each_step=False, examples=lambda batch: len(batch.indices),
+                      dropout=DropoutSeeds(lambda at: derive_seed(config.seed, "heads-dropout", readout.name, at),
+                                           each_step=False), examples=lambda batch: len(batch.indices),
                       description=f"readout {readout.name}", progress=config.progress)
     step, loop_seconds = log.steps, log.seconds
     take_time()

@@ -14,6 +14,7 @@ file, which the rerun deletes).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import pickle
@@ -32,6 +33,8 @@ from bertology.extraction.spec import ExtractionSpec
 from bertology.models.encoders import Encoder, load_encoder
 from bertology.progress import progress_bar
 from bertology.scale.cluster import check_resources, connect, default_workers, plain_error, user_error
+from bertology.scale.spec import ClusterSpec
+from bertology.settings import spec_of
 from bertology.store.names import INDEX_NAME
 from bertology.store.store import Store
 from bertology.store.writer import write_shard
@@ -40,6 +43,8 @@ from bertology.store.writer import write_shard
 #: raise, or die mid-write (leaving a partial temporary file); with ``marker`` only once (the marker
 #: file is created on the first failure).
 FAIL_ENV = "BERTOLOGY_RAY_FAIL"
+#: The keywords of :func:`extract_ray` that are :class:`~bertology.scale.spec.ClusterSpec` fields.
+CLUSTER_FIELDS = tuple(field.name for field in dataclasses.fields(ClusterSpec))
 
 
 class ShardActor:
@@ -109,11 +114,8 @@ def extract_ray(
     out: str | Path,
     spec: ExtractionSpec | None = None,
     *,
+    cluster: ClusterSpec | None = None,
     load: dict | None = None,
-    address: str | None = None,
-    workers: int | None = None,
-    cpus_per_worker: float = 1,
-    gpus_per_worker: float = 0,
     input_path: str | None = None,
     overwrite: bool = False,
     progress: bool = True,
@@ -125,13 +127,18 @@ def extract_ray(
     ``encoder`` is the driver's copy (it tokenizes and fingerprints). Each actor loads its own replica
     with ``load_encoder(**load)`` when ``load`` is given (what the CLI does: nothing but the name travels),
     and refuses to work if its fingerprint differs; otherwise ``encoder`` itself is shipped through the
-    object store. ``address``: ``None`` starts (or reuses) a local instance, ``"auto"`` or ``HOST:PORT``
-    joins a cluster. ``workers`` defaults to what the cluster has room for; each asks for
-    ``cpus_per_worker`` CPUs (its torch threads) and ``gpus_per_worker`` GPUs (then it runs on ``cuda``).
-    ``out`` must be a folder every node sees. ``spec`` (or its fields as keywords), ``input_path``,
-    ``overwrite`` and ``progress`` as :func:`~bertology.extraction.extract`.
+    object store. ``cluster`` (:class:`~bertology.scale.spec.ClusterSpec`, or its fields as keywords: ``address``,
+    ``workers``, ``cpus_per_worker``, ``gpus_per_worker``): where the workers run. ``address``: ``None`` starts (or
+    reuses) a local instance, ``"auto"`` or ``HOST:PORT`` joins a cluster. ``workers`` defaults to what the
+    cluster has room for; each asks for ``cpus_per_worker`` CPUs (its torch threads) and ``gpus_per_worker``
+    GPUs (then it runs on ``cuda``). ``out`` must be a folder every node sees. ``spec`` (or its fields as
+    keywords), ``input_path``, ``overwrite`` and ``progress`` as :func:`~bertology.extraction.extract`.
     """
     started = time.perf_counter()
+    placed = {name: settings.pop(name) for name in CLUSTER_FIELDS if name in settings}
+    cluster = spec_of(ClusterSpec, cluster, placed, "cluster")
+    address, workers = cluster.address, cluster.workers
+    cpus_per_worker, gpus_per_worker = cluster.cpus_per_worker, cluster.gpus_per_worker
     spec = ExtractionSpec.of(spec, **settings)  # a bad setting is one line before the cluster starts
     # The cluster first: workers it has no room for are refused in one line (Ray would wait for them forever)
     # before the plan writes the store's index into ``out``.

@@ -1,0 +1,42 @@
+"""The settings of Clark et al.'s attention analysis in one frozen :class:`AttentionParseSpec`, checked once when
+it is made. :func:`bertology.attention.parsing.run_attention_analysis` takes it, or its fields as keywords; what
+to read (the model, the treebank) and where to run (work folder, device, progress) are passed beside it. Light
+(no numpy or torch). A bad value is one :class:`~bertology.errors.SettingError` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bertology.settings import check_layer_spelling, check_whole
+
+
+@dataclass(frozen=True)
+class AttentionParseSpec:
+    """What :func:`~bertology.attention.parsing.run_attention_analysis` runs; every field has the library's default.
+
+    ``max_sentences`` caps dev and test, ``max_train_sentences`` the probe's training split (``None``: all).
+    ``probe_seeds``: one attention-only probe per seed (none: no probe), trained ``probe_epochs`` epochs.
+    ``statistics``: also the head statistics on dev. ``control``: everything again on the untrained twin
+    (``control_seed``). ``min_count``: dev words a relation needs in the best-head table. ``layers``: the
+    transformer layers whose heads are looked at (``None``: all).
+    """
+
+    max_sentences: int | None = None
+    max_train_sentences: int | None = 2000
+    probe_seeds: Sequence[int] = (0, 1, 2)
+    probe_epochs: int = 20
+    statistics: bool = True
+    control: bool = False
+    min_count: int = 100
+    layers: Sequence[int] | None = None
+    control_seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "probe_seeds", tuple(int(seed) for seed in self.probe_seeds))
+        check_whole(self.max_sentences, "max_sentences", allow_none=True)
+        check_whole(self.max_train_sentences, "max_train_sentences", allow_none=True)
+        check_whole(self.probe_epochs, "probe_epochs")
+        check_whole(self.min_count, "min_count", least=0)
+        check_layer_spelling(self.layers)
