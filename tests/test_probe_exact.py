@@ -10,7 +10,8 @@ import torch
 
 from bertology.errors import SettingError
 from bertology.probing.mdl import DEFAULT_TIMESTAMPS, block_ends, online_codelength
-from bertology.probing.probes import LayerwiseProbe, fit_multinomial
+from bertology.probing.probes import LayerwiseProbe
+from bertology.probing.solver import fit_multinomial
 from bertology.probing.spec import ProbingSpec
 
 
@@ -312,7 +313,7 @@ def test_the_preconditioner_in_its_eigenbases_inverts_the_kronecker_curvature():
     """L-BFGS works in the preconditioner's eigenbases (``rotate``, ``scale``, ``unrotate``); turned back, a
     scaled gradient R must solve the Kronecker-factored system S R A + l2 R = G of every problem, and the
     rotation must keep dot products (all L-BFGS takes of its vectors)."""
-    from bertology.probing.probes import _KroneckerPreconditioner
+    from bertology.probing.solver import _KroneckerPreconditioner
 
     gen = torch.Generator().manual_seed(0)
     X = torch.randn(3, 40, 6, generator=gen, dtype=torch.float64)

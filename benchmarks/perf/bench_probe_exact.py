@@ -71,7 +71,7 @@ def sklearn_layers(X: dict, y: dict, grid) -> tuple[np.ndarray, float]:
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import log_loss
 
-    from bertology.probing.probes import GTOL, POLISH_GTOL
+    from bertology.probing.solver import GTOL, POLISH_GTOL
 
     n_layers, n = X["train"].shape[:2]
     binary = len(np.unique(y["train"])) == 2

@@ -7,7 +7,7 @@ bits per label. The sum is the *online codelength*; the *uniform codelength* is 
 the *compression*. A representation from which the labels are easy to learn compresses them more, so
 codelength separates a task from its control task more clearly than accuracy (Voita and Titov's point).
 
-Each block's probe is the exact linear probe (:func:`bertology.probing.probes.fit_multinomial`) over all
+Each block's probe is the exact linear probe (:func:`bertology.probing.solver.fit_multinomial`) over all
 ``K`` classes, standardised on its own prefix, with the bias penalised like the weights (so a class the
 prefix has not seen yet keeps a finite cost); its L2 strength is chosen per layer on the dev split by
 cross-entropy (test is never used). What differs from the paper: the paper trains each block's probe with
@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from bertology.errors import SettingError
-from bertology.probing.probes import DEFAULT_L2, _check_grid, _fit_scaler, as_layer_tensor, fit_multinomial
+from bertology.probing.probes import DEFAULT_L2, _check_grid, _fit_scaler, as_layer_tensor
+from bertology.probing.solver import fit_multinomial
 from bertology.probing.spec import DEFAULT_TIMESTAMPS, check_timestamps  # noqa: F401 (public here)
 from bertology.runtime import derive_seed, resolve_device
 
