@@ -141,7 +141,7 @@ def test_lama_has_no_hub_copy_and_says_so(tmp_path):
 
 def test_defaults_read_the_packaged_treebank_and_never_a_shared_folder(tmp_path, monkeypatch):
     from bertology.data import shared_data_dir
-    from bertology.probing.experiment import _source_folder
+    from bertology.probing.inputs import _source_folder
 
     monkeypatch.delenv("BERTOLOGY_DATA", raising=False)
     assert _source_folder("ud", None) == packaged_treebank()

@@ -16,7 +16,8 @@ from bertology.probing.datasets import (
     keep_referenced,
     load_ud_pools,
 )
-from bertology.probing.experiment import merge_pools, resolve_tasks
+from bertology.probing.experiment import resolve_tasks
+from bertology.probing.inputs import merge_pools
 from bertology.probing.tasks import get_task
 
 CONLLU = """# sent_id = a

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from bertology.data import default_corpus
-from bertology.probing.experiment import COLUMNS, load_datasets, run_probing
+from bertology.probing.experiment import COLUMNS, run_probing
+from bertology.probing.inputs import load_datasets
 from bertology.probing.report import (
     best_layer_table,
     best_layer_verdicts,
@@ -211,7 +212,7 @@ def test_sizes_may_be_capped_per_level(small_treebank, tmp_path):
     """The report's sizes: every dev and test example, the training sets capped per level (a level left out
     keeps its default; None = every example)."""
     from bertology.errors import SettingError
-    from bertology.probing.experiment import build_datasets
+    from bertology.probing.inputs import build_datasets
 
     for bad, named in (({"words": 10}, "max_train .*levels"), ({"token": 0}, "max_train 0")):
         with pytest.raises(SettingError, match=named):

@@ -185,7 +185,7 @@ def tiny_treebank(tmp_path):
 
 
 def test_a_task_the_treebank_cannot_support_is_absent_not_substituted(tiny_treebank, tmp_path):
-    from bertology.probing.experiment import load_datasets
+    from bertology.probing.inputs import load_datasets
 
     absent = []
     datasets = load_datasets(["coordination_inversion", "upos"], tiny_treebank, cache_dir=tmp_path / "cache",
@@ -237,7 +237,7 @@ def test_console_table_never_truncates_on_a_narrow_terminal():
 def test_max_sentences_caps_the_senteval_splits_too(tmp_path):
     from bertology.data import shared_data_dir
     from bertology.errors import DataError
-    from bertology.probing.experiment import load_datasets
+    from bertology.probing.inputs import load_datasets
 
     try:
         treebank = shared_data_dir() / "ud_english_ewt"
@@ -266,7 +266,7 @@ def test_senteval_split_pooled_reaches_the_probing_datasets(tmp_path):
     import sys
     from pathlib import Path
 
-    from bertology.probing.experiment import load_datasets
+    from bertology.probing.inputs import load_datasets
 
     sys.path.insert(0, str(Path(__file__).parent))
     from tasks_treebank import write_treebank
@@ -288,15 +288,8 @@ def test_sentence_only_pools_keep_sentence_means_not_word_stores(tmp_path):
     from pathlib import Path
 
     from bertology.models.tiny import tiny_encoder
-    from bertology.probing.experiment import (
-        SentenceMeans,
-        _extract_pools,
-        _features_for,
-        load_datasets,
-        merge_pools,
-        run_probing,
-        sentence_only_sources,
-    )
+    from bertology.probing.experiment import run_probing
+    from bertology.probing.inputs import SentenceMeans, _extract_pools, _features_for, load_datasets, merge_pools, sentence_only_sources
     from bertology.probing.spec import ProbingSpec
 
     sys.path.insert(0, str(Path(__file__).parent))

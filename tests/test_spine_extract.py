@@ -440,7 +440,7 @@ def test_a_lost_sentences_file_is_rewritten_on_reuse(tmp_path, tiny_bert):
 
 def test_a_damaged_sentence_means_cache_is_recomputed(tmp_path, tiny_bert):
     from bertology.errors import BertologyWarning
-    from bertology.probing.experiment import SentenceMeans, _extract_pools
+    from bertology.probing.inputs import SentenceMeans, _extract_pools
 
     pools = {"senteval": {"test": sentences_from_strings(TEXTS)}}
     first = _extract_pools(tiny_bert, pools, None, tmp_path, False, "cpu", {"senteval"})["senteval", "test"]

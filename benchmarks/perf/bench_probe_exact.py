@@ -45,7 +45,7 @@ def load_features(tasks: list[str], cache: Path, max_train: int | None):
     from bertology.data import shared_data_dir
     from bertology.models import load_encoder
     from bertology.probing.datasets import SPLITS
-    from bertology.probing.experiment import _extract_pools, _features_for, load_datasets, merge_pools
+    from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
 
     datasets = load_datasets(tasks, shared_data_dir() / "ud_english_ewt", cache_dir=cache)
     encoder = load_encoder("minilm", device="cpu")

@@ -100,7 +100,7 @@ def sentlen_sklearn(treebank, cache, split="pooled") -> dict:
 
     from bertology.models import load_encoder
     from bertology.probing.datasets import SPLITS
-    from bertology.probing.experiment import _extract_pools, _features_for, load_datasets, merge_pools
+    from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
     from bertology.probing.probes import DEFAULT_L2
 
     datasets = load_datasets(["sentence_length"], treebank, cache_dir=cache, senteval_split=split)
@@ -141,13 +141,8 @@ def main() -> None:
 
     from bertology.data import shared_data_dir
     from bertology.probing.datasets import SPLITS
-    from bertology.probing.experiment import (
-        _extract_pools,
-        _features_for,
-        load_datasets,
-        merge_pools,
-        run_probing,
-    )
+    from bertology.probing.experiment import run_probing
+    from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
     from bertology.probing.probes import DEFAULT_L2
     from bertology.probing.report import table2_frame
     from bertology.probing.summary import best_layer

@@ -36,7 +36,7 @@ def main() -> None:
     from bertology.data import shared_data_dir
     from bertology.models import load_encoder
     from bertology.probing.datasets import SPLITS
-    from bertology.probing.experiment import _extract_pools, _features_for, load_datasets, merge_pools
+    from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
     from bertology.probing.probes import DEFAULT_L2, STOP_RULES, LayerwiseProbe
     from bertology.tasks import TABLE2_COLUMNS
 

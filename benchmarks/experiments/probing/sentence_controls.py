@@ -36,7 +36,8 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from bertology.data import shared_data_dir
-    from bertology.probing.experiment import build_datasets, run_probing
+    from bertology.probing.experiment import run_probing
+    from bertology.probing.inputs import build_datasets
     from bertology.probing.report import table2_frame
     from bertology.results import percent
     from bertology.tasks import TABLE2_COLUMNS

@@ -84,7 +84,7 @@ class ProbingSpec:
     ``seeds``: seed ``s`` draws the training resample, initialises the probes, draws the control labels and is the
     untrained twin's seed.
     ``layers``: ``None`` (all), a list or a spec such as ``"0,3,6"``, ``"1-4"``, ``"L3"``, ``"last"``.
-    Sizes: ``max_train``/``max_eval`` examples per task (default: :data:`bertology.probing.experiment.DEFAULT_MAX_TRAIN`,
+    Sizes: ``max_train``/``max_eval`` examples per task (default: :data:`bertology.probing.inputs.DEFAULT_MAX_TRAIN`,
     or the small ``quick`` caps), one number for every task or a cap per level (``{"token": 4000, "sentence":
     None}``: None = every example; a level left out keeps its default), ``max_sentences`` per split of each source, ``train_fraction`` of the capped
     training examples per seed, drawn as ``train_sampling`` says (``bootstrap``: each seed a resample with
