@@ -276,3 +276,11 @@ def test_report_in_chromium_links_downloads_and_screenshot(report, browser, tmp_
     shutil.copy(screenshot, artifacts / "report-findings-tiny.png")
     assert errors == []
     page.close()
+
+
+def test_an_underpowered_flag_says_how_many_test_examples_it_rests_on():
+    from bertology.report.findings import _power_flag
+
+    assert _power_flag(0.70, 0.74, 1290.0) == ["underpowered: ±2.0 points with 1,290 test examples"]
+    assert _power_flag(0.70, 0.72, 1290.0) == []  # ±1.0: powered
+    assert _power_flag(0.70, 0.74, np.nan) == ["underpowered: ±2.0 points"]

@@ -206,11 +206,16 @@ def _ci_text(low, high, what: str = "95% CI") -> str:
     return f"{what} {percent(low)}–{percent(high)}"
 
 
-def _power_flag(low, high) -> list[str]:
+def _power_flag(low, high, n=None) -> list[str]:
+    """``underpowered: ±X points`` where the interval is wider than the power rule's, with the ``n`` test
+    examples it rests on when known (the report probes every test example of its data, so the size says why)."""
     if pd.isna(low) or pd.isna(high):
         return []
     half = (high - low) / 2
-    return [f"underpowered: ±{100 * half:.1f} points"] if half > POWER_HALF_WIDTH else []
+    if half <= POWER_HALF_WIDTH:
+        return []
+    size = "" if n is None or pd.isna(n) else f" with {int(n):,} test examples"
+    return [f"underpowered: ±{100 * half:.1f} points{size}"]
 
 
 def _task_name(task: str) -> str:
@@ -251,7 +256,7 @@ def probing_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
         if choice["at_chance"]:
             flags.append("not above the majority baseline")
         interval = row["interval"]
-        flags += _power_flag(row["ci_low"], row["ci_high"]) if interval != "±1.96 seed std" else []
+        flags += _power_flag(row["ci_low"], row["ci_high"], row["n"]) if interval != "±1.96 seed std" else []
         if pd.isna(row["ci_high"]) and not choice["marked"]:
             flags.append("one seed: no interval to tell layers apart")
         baseline_text = (f"majority {percent(majority)}%" if majority is not None
