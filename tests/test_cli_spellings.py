@@ -74,3 +74,37 @@ def test_the_old_treebank_spelling_still_works_with_a_note(tmp_path, command, op
     assert str(both.exception) == f"-t is the old spelling of {option}; give only {option}"
     page = " ".join(runner.invoke(app, [*command, "--help"]).output.split())
     assert option in page and " -t " not in page
+
+
+def test_the_attention_parsers_twin_option_is_untrained_and_control_its_old_spelling(tmp_path):
+    """``attention parse --control`` meant the untrained twin, while ``probe --control`` means control tasks."""
+    from bertology.attention.parsing import run_attention_analysis
+    from bertology.attention.spec import AttentionParseSpec
+    from bertology.cli import app
+    from bertology.errors import DataError
+
+    missing = tmp_path / "missing"
+    old = runner.invoke(app, ["attention", "parse", "--control", "--treebank", str(missing)])
+    assert "note: --control is deprecated (it goes in the next release); use --untrained" in old.stderr
+    assert str(old.exception) == f"--treebank {missing}: no such file or folder"
+    both = runner.invoke(app, ["attention", "parse", "--untrained", "--control"])
+    assert str(both.exception) == "--control is the old spelling of --untrained; give only --untrained"
+    assert {"untrained", "untrained_seed"} <= set(AttentionParseSpec.__dataclass_fields__)
+    assert "control" not in AttentionParseSpec.__dataclass_fields__
+    with pytest.warns(DeprecationWarning, match="control=...\\) is deprecated; use untrained="):
+        with pytest.raises((DataError, FileNotFoundError, OSError)):
+            run_attention_analysis("minilm", missing, control=True, probe_seeds=())
+
+
+def test_compress_names_its_quantized_engine_apart_from_where_work_runs():
+    """``--engine`` is local|ray everywhere (bertology.cli.options.engine_option); compress's PyTorch quantized
+    engine is ``--quantized-engine``, its old ``--engine`` kept for one release."""
+    from bertology.cli import app
+
+    old = runner.invoke(app, ["compress", "--engine", "x86", "--max-train", "0"])
+    assert "note: --engine is deprecated (it goes in the next release); use --quantized-engine" in old.stderr
+    assert isinstance(old.exception, UsageError) and "--max-train 0" in str(old.exception)
+    both = runner.invoke(app, ["compress", "--quantized-engine", "x86", "--engine", "x86"])
+    assert str(both.exception) == "--engine is the old spelling of --quantized-engine; give only --quantized-engine"
+    page = " ".join(runner.invoke(app, ["compress", "--help"]).output.split())
+    assert "--quantized-engine" in page and "--engine " not in page

@@ -41,7 +41,7 @@ def main() -> None:
     started = time.perf_counter()
     result = run_attention_analysis(args.model, max_sentences=args.max_sentences,
                                     max_train_sentences=args.max_train_sentences,
-                                    probe_seeds=tuple(range(args.seeds)), control=True, progress=False)
+                                    probe_seeds=tuple(range(args.seeds)), untrained=True, progress=False)
     seconds = time.perf_counter() - started
     if args.out:
         result.save(args.out)

@@ -105,7 +105,7 @@ def main() -> None:
             for name, model in models.items():
                 started = time.perf_counter()
                 result = run_attention_analysis(model, max_sentences=size, max_train_sentences=50, probe_seeds=(0,),
-                                                probe_epochs=1, statistics=False, control=False,
+                                                probe_epochs=1, statistics=False, untrained=False,
                                                 min_count=min(100, max(10, size // 20)), progress=False)
                 runs[f"{name}-{size}"] = {"relations": relations(result["best_heads"]),
                                           "seconds": round(time.perf_counter() - started, 1)}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 import tempfile
+import warnings
 
 import pandas as pd
 
@@ -78,7 +79,7 @@ def run_attention_analysis(
     (capped at ``max_train_sentences``; dev when the folder has no train file) and scored on test, once
     per seed in ``probe_seeds``, beside the best single head and the best offset (both selected on the
     training split). ``max_sentences`` caps dev and test. ``layers`` (transformer layers, default all)
-    limits the heads looked at. ``control=True`` repeats everything on the untrained twin (``control_seed``).
+    limits the heads looked at. ``untrained=True`` repeats everything on the untrained twin (``untrained_seed``).
 
     Returns a :class:`~bertology.results.Result` named ``attention_parse`` with tables (each with a
     ``model`` column; accuracies and UAS are fractions):
@@ -97,12 +98,18 @@ def run_attention_analysis(
     ``uniform_entropy`` (of the dev sentences).
 
     The settings are ``spec`` (:class:`~bertology.attention.spec.AttentionParseSpec`: the sizes, the probe's seeds
-    and epochs, statistics, control, min_count, layers, control_seed), or its fields as keywords, checked once.
+    and epochs, statistics, untrained, min_count, layers, untrained_seed), or its fields as keywords, checked once
+    (``control``/``control_seed``, the twin's former names, still work with a deprecation warning).
     """
+    for old, new in (("control", "untrained"), ("control_seed", "untrained_seed")):
+        if old in settings:  # the twin's former names (control means control tasks everywhere else)
+            warnings.warn(f"run_attention_analysis({old}=...) is deprecated; use {new}=", DeprecationWarning,
+                          stacklevel=2)
+            settings[new] = settings.pop(old)
     spec = spec_of(AttentionParseSpec, spec, settings, "attention analysis")
     max_sentences, max_train_sentences, layers = spec.max_sentences, spec.max_train_sentences, spec.layers
     probe_seeds, probe_epochs, min_count = spec.probe_seeds, spec.probe_epochs, spec.min_count
-    statistics, control, control_seed = spec.statistics, spec.control, spec.control_seed
+    statistics, untrained, untrained_seed = spec.statistics, spec.untrained, spec.untrained_seed
     encoder = as_encoder(model, device=resolve_device(device))
     splits = find_splits(treebank if treebank is not None else packaged_treebank(),
                          required=("dev", "test"))
@@ -115,7 +122,7 @@ def run_attention_analysis(
     if train_split == "train" and max_train_sentences is not None:
         train = train[:max_train_sentences]
     extract_layers = None if layers is None else sorted({int(layer) for layer in layers})
-    encoders = [encoder] + ([encoder.untrained(control_seed)] if control else [])
+    encoders = [encoder] + ([encoder.untrained(untrained_seed)] if untrained else [])
 
     results: dict[str, list[pd.DataFrame]] = defaultdict(list)
     uniform_entropy = None

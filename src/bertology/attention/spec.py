@@ -18,8 +18,8 @@ class AttentionParseSpec:
 
     ``max_sentences`` caps dev and test, ``max_train_sentences`` the probe's training split (``None``: all).
     ``probe_seeds``: one attention-only probe per seed (none: no probe), trained ``probe_epochs`` epochs.
-    ``statistics``: also the head statistics on dev. ``control``: everything again on the untrained twin
-    (``control_seed``). ``min_count``: dev words a relation needs in the best-head table. ``layers``: the
+    ``statistics``: also the head statistics on dev. ``untrained``: everything again on the untrained twin
+    (``untrained_seed``; the glossary's one word for it: ``control`` means control tasks). ``min_count``: dev words a relation needs in the best-head table. ``layers``: the
     transformer layers whose heads are looked at (``None``: all).
     """
 
@@ -28,10 +28,10 @@ class AttentionParseSpec:
     probe_seeds: Sequence[int] = (0, 1, 2)
     probe_epochs: int = 20
     statistics: bool = True
-    control: bool = False
+    untrained: bool = False
     min_count: int = 100
     layers: Sequence[int] | None = None
-    control_seed: int = 0
+    untrained_seed: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "probe_seeds", tuple(int(seed) for seed in self.probe_seeds))

@@ -120,7 +120,9 @@ def parse_command(
     epochs: int = typer.Option(20, "--epochs", help="Probe training epochs."),
     min_count: int = typer.Option(100, "--min-count", help="Relations with fewer dev words are left out of Table 1."),
     layers: Optional[str] = layers_option("Transformer layers whose heads are scored: all, 3,6, 1-4, L3 or last."),
-    control: bool = typer.Option(False, "--control", help="Repeat everything on the untrained twin (seed --seed)."),
+    untrained: bool = typer.Option(False, "--untrained/--no-untrained", help="Repeat everything on the untrained twin "
+                                   "(seed --seed)."),
+    old_control: Optional[bool] = options.old_option("--control"),
     statistics: bool = typer.Option(True, "--statistics/--no-statistics", help="Also compute head statistics on dev."),
     compare_clark: bool = typer.Option(False, "--compare-clark", help="Print ours beside Clark et al.'s Table 1."),
     device: str = device_option(),
@@ -132,6 +134,8 @@ def parse_command(
     from bertology.attention.spec import AttentionParseSpec
 
     # `-t` was --treebank here and --task elsewhere: it means --task(s) only, once this spelling goes
+    # --control was the twin here; elsewhere it means control tasks (probe --control)
+    untrained = bool(options.renamed(untrained or None, old_control, "--untrained", "--control"))
     treebank = options.check_exists(options.renamed(treebank, old_treebank, "--treebank", "-t"), "--treebank")
     max_sentences = check_positive(max_sentences, "--max-sentences")
     max_train_sentences = check_positive(max_train_sentences, "--max-train-sentences")
@@ -142,8 +146,8 @@ def parse_command(
     chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
     out = out or default_out("attention-parse", model)
     spec = AttentionParseSpec(max_sentences=max_sentences, max_train_sentences=max_train_sentences,
-                              probe_seeds=probe_seeds, probe_epochs=epochs, statistics=statistics, control=control,
-                              control_seed=seed, min_count=min_count, layers=chosen)
+                              probe_seeds=probe_seeds, probe_epochs=epochs, statistics=statistics, untrained=untrained,
+                              untrained_seed=seed, min_count=min_count, layers=chosen)
     result = run_attention_analysis(encoder, treebank, spec, progress=progress)
     result.save(out)
     figures = write_parse_figures(result, out / "figures")

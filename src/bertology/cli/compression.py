@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+import bertology.cli.options as options
 from bertology.compression.names import DEFAULT_METHODS, FINETUNE_EPOCHS, FINETUNE_LR, parse_methods
 from bertology.cli.options import check_model_source, check_positive, default_out, model_option, out_option, \
     progress_option, seed_option
@@ -30,8 +31,9 @@ def compress_command(
     max_test: int = typer.Option(300, "--max-test", help="EWT test sentences scored and timed."),
     rounds: int = typer.Option(3, "--rounds", help="Timed rounds of extract per model (after one warm-up)."),
     calibration: int = typer.Option(64, "--calibration", help="Train sentences that calibrate int8-static."),
-    engine: Optional[str] = typer.Option(None, "--engine", help="PyTorch quantized engine (x86, fbgemm, onednn, "
-                                         "qnnpack; default: the machine's)."),
+    engine: Optional[str] = typer.Option(None, "--quantized-engine", help="PyTorch quantized engine (x86, fbgemm, "
+                                         "onednn, qnnpack; default: the machine's)."),
+    old_engine: Optional[str] = options.old_option("--engine"),
     structural_epochs: int = typer.Option(10, "--structural-epochs", help="Epochs of the structural probe."),
     min_relation_count: int = typer.Option(30, "--min-relation-count", help="Dev words a relation needs for its "
                                            "best parser head to be chosen and scored."),
@@ -51,6 +53,8 @@ def compress_command(
     """Compress a model by each method, write loadable checkpoints, and measure size, speed-up and retention
     (UPOS, structural UUAS, heads as parsers, anisotropy) beside the original, in one run."""
     chosen = parse_methods(methods)
+    # --engine elsewhere is local|ray (where work runs); here it was PyTorch's quantized engine
+    engine = options.renamed(engine, old_engine, "--quantized-engine", "--engine")
     for value, option in ((max_train, "--max-train"), (max_dev, "--max-dev"), (max_test, "--max-test"),
                           (rounds, "--rounds"), (calibration, "--calibration"),
                           (structural_epochs, "--structural-epochs"), (min_relation_count, "--min-relation-count")):
@@ -83,7 +87,8 @@ def compress_command(
                                structural_epochs=structural_epochs, min_relation_count=min_relation_count,
                                finetune_task=finetune, finetune_config=config)
     except SettingError as error:
-        raise error.as_option({"calibration_sentences": "--calibration", "finetune_task": "--finetune"}) from None
+        raise error.as_option({"calibration_sentences": "--calibration", "finetune_task": "--finetune",
+                               "engine": "--quantized-engine"}) from None
     result = run_compression(model, chosen, out, spec, teacher=teacher,
                              sets=packaged_sets(max_train, max_dev, max_test), progress=progress)
     table = Table(title=f"compression of {result.meta['model']['name']} ({result.meta['measured_on']})")

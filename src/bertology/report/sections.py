@@ -98,7 +98,7 @@ def attention(context: ReportContext) -> Section:
         result = run_attention_analysis(
             context.encoder, treebank=context.treebank_dir, max_sentences=limit, max_train_sentences=limit,
             probe_seeds=context.seeds, probe_epochs=context.attention_probe_epochs, statistics=True,
-            control=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
+            untrained=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
         texts = [" ".join(s.words) for s in context.dev[: context.pattern_sentences]]
         patterns = pattern_analysis(context.encoder, texts, untrained_seeds=(0,), classifier="cnn", max_length=128)
         return Result("attention", {**result.tables, "patterns": patterns["types"],
