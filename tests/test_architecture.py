@@ -832,3 +832,35 @@ def test_the_signature_counter_finds_a_planted_long_function(tmp_path):
         "class Spec:\n    def __init__(self, a, b, c, d, e, f, g, h, i, j, k, l, m):\n        pass\n\n"
         "    def method(self, a, b, c, d, e, f, g, h, i, j, k, l, m):\n        pass\n")
     assert _long_signatures(planted) == ["line 1: run takes 13 parameters", "line 11: method takes 13 parameters"]
+
+
+#: A module longer than this holds more than one seam unless its docstring says why not (a paragraph starting
+#: ``Length:``): split it where a natural seam exists (``probing/solver.py`` out of ``probes.py``).
+MAX_LINES = 600
+
+
+def _long_modules(paths: dict[str, Path], limit: int = MAX_LINES) -> list[str]:
+    """The modules of ``paths`` over ``limit`` lines whose docstring gives no ``Length:`` reason."""
+    found = []
+    for name, path in sorted(paths.items()):
+        text = path.read_text(encoding="utf-8")
+        lines = text.count("\n")
+        if lines > limit and "\nLength: " not in (ast.get_docstring(ast.parse(text)) or "").join("\n\n"):
+            found.append(f"{name}: {lines} lines")
+    return found
+
+
+def test_no_module_is_over_600_lines_without_a_reason_at_its_top():
+    offenders = _long_modules(_modules())
+    assert not offenders, (f"over {MAX_LINES} lines: split it at a natural seam, or say at its top why not "
+                           "(a docstring paragraph starting 'Length:'):\n" + "\n".join(offenders))
+
+
+def test_the_length_check_finds_a_long_module_without_a_reason(tmp_path):
+    body = "x = 1\n" * (MAX_LINES + 1)
+    plain, reasoned, short = (tmp_path / f"{name}.py" for name in ("plain", "reasoned", "short"))
+    plain.write_text('"""A module."""\n' + body)
+    reasoned.write_text('"""A module.\n\nLength: a catalogue, one entry per claim.\n"""\n' + body)
+    short.write_text('"""A module."""\n' + "x = 1\n" * 10)
+    found = _long_modules({"plain": plain, "reasoned": reasoned, "short": short})
+    assert found == [f"plain: {MAX_LINES + 2} lines"]

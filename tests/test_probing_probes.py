@@ -154,7 +154,7 @@ def test_bad_input_raises_data_error():
 def test_closed_form_gradient_matches_autograd():
     import torch
 
-    from bertology.probing.probes import _linear_loss_and_grad, _nll_per_problem, _weight_penalty
+    from bertology.probing.trainer import _linear_loss_and_grad, _nll_per_problem, _weight_penalty
 
     generator = torch.Generator().manual_seed(0)
     L, G, n, d, C = 3, 2, 50, 8, 5

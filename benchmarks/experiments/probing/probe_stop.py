@@ -37,7 +37,8 @@ def main() -> None:
     from bertology.models import load_encoder
     from bertology.probing.datasets import SPLITS
     from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
-    from bertology.probing.probes import DEFAULT_L2, STOP_RULES, LayerwiseProbe
+    from bertology.probing.probes import DEFAULT_L2, LayerwiseProbe
+    from bertology.probing.trainer import STOP_RULES
     from bertology.tasks import TABLE2_COLUMNS
 
     cache = Path(args.cache or tempfile.mkdtemp(prefix="bench-probe-stop-"))
