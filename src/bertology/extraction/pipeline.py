@@ -9,6 +9,10 @@ forward path; eager attention is switched on with :meth:`Encoder.eager_attention
 attentions are asked for, or as the CPU bf16 fast path of :func:`_fast_attention`) and the encoder gets
 its implementation back afterwards. Layers are numbered as everywhere (:mod:`bertology.numbering`):
 layer ``l`` is ``hidden_states[l]``, 0 the embeddings; attention maps exist for layers 1..L.
+
+Length: the plan, the batch loop and the shard writes of one extraction share their private types (batches,
+pooling indices, shard parts), which the per-token overhead work of issue 31 is still reshaping; the seam
+between planning (``plan_extraction``) and running (``ShardComputer``, ``_run``) is where it splits next.
 """
 
 from __future__ import annotations
