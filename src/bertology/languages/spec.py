@@ -8,13 +8,13 @@ progress display) are not settings of the experiment and are passed beside it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from bertology.errors import SettingError, UsageError
+from bertology.errors import SettingError
 from bertology.numbering import parse_layers
 from bertology.probing.spec import check_probe_settings
+from bertology.settings import spec_of
 
 #: The probe tasks that transfer from English (their probe levels: ``experiment.TRANSFER_TASKS``).
 TRANSFER_TASK_NAMES = ("upos", "deprel")
@@ -90,12 +90,4 @@ class LanguagesSpec:
     def of(cls, spec: "LanguagesSpec | None" = None, **settings) -> "LanguagesSpec":
         """``spec`` (default: the defaults) with ``settings`` (field names) replaced; an unknown name is one
         :class:`UsageError` line listing the fields."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(settings) - set(names))
-        if unknown:
-            raise UsageError(f"unknown languages setting(s) {', '.join(unknown)}; expected {', '.join(names)}")
-        if spec is None:
-            return cls(**settings)
-        if not isinstance(spec, cls):
-            raise UsageError(f"spec: expected a LanguagesSpec, got {type(spec).__name__}")
-        return dataclasses.replace(spec, **settings) if settings else spec
+        return spec_of(cls, spec, settings, "languages")
