@@ -48,3 +48,21 @@ def test_a_changed_raw_number_changes_the_table(monkeypatch):
     _, _, _, tables, _ = store_earlier_runs.make_demo()
     assert tables != stored_tables("make_demo_fresh_minilm_cpu")
     assert tables["sections"]["rows"][1] == ["probing", str(raw["section_seconds"]["probing"])]
+
+
+def test_the_make_demo_run_counts_the_reports_underpowered_findings():
+    """benchmarks/acceptance/make_demo.py reads the findings off the report page the way the page states them."""
+    from benchmarks.acceptance.make_demo import findings_power
+    from bertology.report.findings import Finding, findings_html
+
+    def finding(text, flags):
+        return Finding(topic="surface", text=text, value=0.8, baseline=0.2, baseline_name="majority", ci_low=0.78,
+                       ci_high=0.82, anchor="probing-senteval", source="probing.results", interval="95% CI",
+                       flags=flags)
+
+    page = "<ul><li>a list that is not the findings</li></ul>" + findings_html([
+        finding("SentLen peaks at layer 1: 80% (95% CI 78–82%).", ["underpowered: ±2.0 points with 1,290 test examples"]),
+        finding("WC & co is best on dev at layer 2: 50%.", ["layers 2–3 are indistinguishable on test"]),
+        finding("BShift peaks at layer 4: 90%.", [])])
+    assert findings_power(page) == {"findings": 3, "underpowered": [
+        "SentLen peaks at layer 1: underpowered: ±2.0 points with 1,290 test examples"]}

@@ -12,6 +12,7 @@ the report's path and time, sections that failed or were skipped, and the wall t
 from __future__ import annotations
 
 import argparse
+import html
 import os
 import re
 import shutil
@@ -40,6 +41,21 @@ def parse(log: str) -> dict:
     return {"section_seconds": sections, "unavailable": unavailable, "report": report}
 
 
+FINDING = re.compile(r"<li( class='flagged')?>(.*?)</li>", re.S)
+FLAG = re.compile(r"<span class='flag'>\[(underpowered[^\]]*)\]</span>")
+
+
+def findings_power(page: str) -> dict:
+    """How many findings the report's page states, and the underpowered flags among them (``task: flag``)."""
+    lists = re.findall(r"<ul class='findings'>(.*?)</ul>", page, re.S)
+    items = [match.group(2) for block in lists for match in FINDING.finditer(block)]
+    flagged = []
+    for item in items:
+        for flag in FLAG.findall(item):
+            flagged.append(f"{html.unescape(item.split(':', 1)[0].strip())}: {html.unescape(flag)}")
+    return {"findings": len(items), "underpowered": flagged}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/fresh-demo", help="emptied, then holds the clone and the empty HOME")
@@ -65,15 +81,19 @@ def main() -> None:
     print(text[-3000:])
     if status != 0 or parsed["report"] is None:
         sys.exit(f"make demo exited {status} without writing the report; the log: {root / 'demo.log'}")
+    power = findings_power((clone / parsed["report"]["path"]).read_text(encoding="utf-8"))
     rows = [[section + (f" ({parsed['unavailable'][section]})" if section in parsed["unavailable"] else ""), str(seconds)]
             for section, seconds in parsed["section_seconds"].items()]
     rows.append(["**report written**", f"**{parsed['report']['seconds']}**"])
     rows.append(["**`make demo` wall, install from an empty cache included**",
                  f"**{wall:.0f} ({int(wall // 60)} min {int(wall % 60)} s)**"])
     save_run(args.name, argv=sys.argv, commit=commit,
-             raw={**parsed, "exit_code": status, "wall_seconds": wall, "load_before": load_before,
+             raw={**parsed, **power, "exit_code": status, "wall_seconds": wall, "load_before": load_before,
                   "load_after": os.getloadavg(), "log_tail": text.splitlines()[-60:]},
-             tables={"sections": table(["section", "seconds"], rows)})
+             tables={"sections": table(["section", "seconds"], rows),
+                     "power": table(["findings", "flagged underpowered", "their flags"],
+                                    [[str(power["findings"]), str(len(power["underpowered"])),
+                                      "; ".join(power["underpowered"]) or "–"]])})
 
 
 if __name__ == "__main__":

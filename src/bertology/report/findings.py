@@ -540,8 +540,8 @@ def findings_html(items: list[Finding]) -> str:
                          + "".join(_item(f) for f in chosen) + "</ul>")
     weak = [f for f in items if f.underpowered]
     if weak:
-        parts.append("<p class='note'>Underpowered (95% interval wider than ±1.5 points, or too few random draws; "
-                     "the budget's sizes are smaller than the power rule asks): "
+        parts.append("<p class='note'>Underpowered (95% interval wider than ±1.5 points with the examples at hand, "
+                     "or too few random draws; each flag says how many test examples): "
                      + "; ".join(html.escape(f.text.split(":")[0]) for f in weak) + ".</p>")
     return "\n".join(parts)
 
