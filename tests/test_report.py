@@ -268,3 +268,27 @@ def test_the_comparison_reads_each_models_reported_number_not_a_mean_over_every_
     pd.DataFrame(rows).astype({"seed": "Int64", "layer": "Int64"}).to_parquet(folder / "results.parquet")
     means = _probing_means(SimpleNamespace(cache=SimpleNamespace(root=tmp_path)))
     assert means.to_dict("records") == [{"task": "upos", "layer": 1, "accuracy": pytest.approx(80.0)}]
+
+
+def test_the_default_report_probes_every_dev_and_test_example_and_a_quick_run_the_quick_sizes(tmp_path):
+    """Full power by default (issue 31): every dev and test example, training capped per level; --max-sentences
+    takes the quick sizes, capped further."""
+    from bertology.probing.inputs import build_datasets
+    from bertology.report.context import REPORT_MAX_TRAIN
+
+    encoder = tiny_encoder()
+    tasks = ["upos", "bigram_shift"]
+    full = report_run.make_context(encoder, "tiny", tmp_path, False, (0,), None, False, "cpu")
+    spec = report_sections.report_probing_spec(full, tasks, full.probe_caps)
+    assert not spec.quick and spec.max_eval is None and spec.max_train == REPORT_MAX_TRAIN
+    quick = report_run.make_context(encoder, "tiny", tmp_path, False, (0,), 30, False, "cpu")
+    small = report_sections.report_probing_spec(quick, tasks, quick.probe_caps)
+    assert small.quick and small.max_train == 30 and small.max_eval == 20
+    datasets, _ = build_datasets(spec.tasks, spec.treebank, max_train=spec.max_train, max_eval=spec.max_eval,
+                                 cache_dir=tmp_path / "cache")
+    upos = next(d for d in datasets if d.name == "upos")
+    from bertology.data import default_corpus, read_conllu
+
+    words = {split: sum(len(s.words) for s in read_conllu(default_corpus(f"ewt-{split}"))) for split in ("dev", "test")}
+    assert len(upos.splits["dev"].labels) == words["dev"] and len(upos.splits["test"].labels) == words["test"]
+    assert REPORT_MAX_TRAIN["token"] <= len(upos.splits["train"].labels) < REPORT_MAX_TRAIN["token"] + 200
