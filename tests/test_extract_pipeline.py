@@ -10,7 +10,7 @@ import torch
 
 from bertology.data import Sentence, default_corpus, read_conllu
 from bertology.errors import ModelError, UsageError
-from bertology.extraction import ExtractionSpec, extract
+from bertology.extraction import ExtractionSpec, extract, pipeline
 from bertology.extraction.alignment import WordPieces, _tokenize_slowly, _tokenize_words, encode_sentences, pool_rows
 from bertology.models.batching import (CPU_BATCH_TOKENS, CPU_MAX_BATCH, TokenBudget, device_token_budget,
                                        is_out_of_memory, pad_batch)
@@ -64,6 +64,51 @@ def test_the_store_holds_the_vectors_of_the_old_pooling(tmp_path, pool):
     want = _old_pooling(encoder, sentences, store.layers, pool)
     for layer in store.layers:
         np.testing.assert_allclose(store.layer(layer), want[layer], atol=2e-6, rtol=1e-5, err_msg=f"{pool} {layer}")
+
+
+def _pool_one_layer_at_a_time(self, batch):
+    """``ShardComputer._pool`` before every layer shared one buffer (no attentions): a buffer, a division, a
+    cast and a copy into the shard per layer; the reference for the one-buffer pooling."""
+    device = self.device
+    hidden_states, _ = pipeline._forward(self.encoder, self.model, batch.ids, batch.mask, [])
+    index = batch.indices
+    states = [hidden_states[layer].reshape(-1, hidden_states[layer].shape[-1]) for layer in self.layers]
+    means = []
+    if len(index["rows"]):
+        weights = index["weights"][:, None]
+        for layer_states in states:
+            sums = torch.zeros(len(index["rows"]), layer_states.shape[-1], device=device)
+            sums.index_add_(0, index["local"], layer_states.index_select(0, index["gather"]).float())
+            means.append(sums.div_(weights).to(self.result.dtype))
+    spilled = [layer_states.index_select(0, index["spill_gather"]).float() for layer_states in states] \
+        if len(index["spill_target"]) else []
+    if spilled and not self.spilled:
+        self.spill = torch.zeros(len(self.layers) + 1, self.rows, self.encoder.hidden_size, device=device) \
+            if self.spill is None or self.spill.shape[1] < self.rows else self.spill.zero_()
+        self.spilled = True
+    for position, rows in enumerate(means):
+        self.result[position].index_copy_(0, index["rows"], rows)
+    for position, rows in enumerate(spilled):
+        self.spill[position].index_add_(0, index["spill_target"], rows)
+    if spilled:
+        self.spill[-1, :, 0].index_add_(0, index["spill_target"], torch.ones(len(index["spill_target"])))
+    self.counts["tokens"] += batch.tokens
+    self.counts["padded_tokens"] += batch.padded
+
+
+@pytest.mark.parametrize(("pool", "dtype"), [("word-mean", "float16"), ("word-first", "float32"), ("tokens", "float16"),
+                                             ("mean", "float32")])
+def test_every_layer_pooled_in_one_buffer_stores_the_same_bytes(tmp_path, monkeypatch, pool, dtype):
+    encoder = tiny_encoder("bert", max_positions=24)
+    sentences = _corpus()  # windowed sentences too
+    settings = dict(pool=pool, dtype=dtype, batch_tokens=256, shard_bytes=20_000, progress=False)
+    store = extract(encoder, sentences, tmp_path / "new", **settings)
+    monkeypatch.setattr(pipeline.ShardComputer, "_pool", _pool_one_layer_at_a_time)
+    before = extract(encoder, sentences, tmp_path / "old", **settings)
+    assert len(store.index["shards"]) > 2 and store.index["stats"]["windowed_sentences"] >= 2
+    assert [s["sha256"] for s in store.index["shards"]] == [s["sha256"] for s in before.index["shards"]]
+    for layer in store.layers:
+        np.testing.assert_array_equal(store.layer(layer), before.layer(layer))
 
 
 def test_float16_storage_is_the_float32_vectors_rounded(tmp_path):

@@ -202,13 +202,13 @@ def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str, pieces: Wo
     word_index = np.repeat(position, per_word)
     empty = np.fromiter((was_empty for _, was_empty in entries), dtype=bool, count=len(entries))
     missing = empty[codes] if empty.any() else None
-    out = []
-    ids_list = ids.tolist()
-    for i in range(len(word_lists)):
-        t0, t1 = token_bounds[i], token_bounds[i + 1]
-        lost = int(missing[word_bounds[i]:word_bounds[i + 1]].sum()) if missing is not None else 0
-        out.append((ids_list[t0:t1], word_index[t0:t1], lost))
-    return out
+    if missing is None:
+        lost = [0] * len(word_lists)
+    else:  # words mapped to nothing, per sentence: differences of their running count at the sentence bounds
+        running = np.concatenate([[0], np.cumsum(missing)])
+        lost = (running[word_bounds[1:]] - running[word_bounds[:-1]]).tolist()
+    ids_list, bounds = ids.tolist(), token_bounds.tolist()  # Python ints: cheaper to slice with, per sentence
+    return [(ids_list[t0:t1], word_index[t0:t1], lost[i]) for i, (t0, t1) in enumerate(zip(bounds, bounds[1:]))]
 
 
 def _tokenize_slowly(tokenizer, words: list[str], unk: str) -> tuple[list[int], np.ndarray, int]:
