@@ -1,6 +1,7 @@
 """The extraction pipeline of issue 31: the same vectors as the old per-shard pooling, batches prepared on a
 second thread, the token budget following the device and halving when the device runs out of memory."""
 
+import copy
 import json
 import warnings
 
@@ -11,7 +12,8 @@ import torch
 from bertology.data import Sentence, default_corpus, read_conllu
 from bertology.errors import ModelError, UsageError
 from bertology.extraction import ExtractionSpec, extract, pipeline
-from bertology.extraction.alignment import WordPieces, _tokenize_slowly, _tokenize_words, encode_sentences, pool_rows
+from bertology.extraction.alignment import (WordPieces, _tokenize_slowly, _tokenize_words, _whole_words, encode_sentences,
+                                            pool_rows)
 from bertology.models.batching import (CPU_BATCH_TOKENS, CPU_MAX_BATCH, TokenBudget, device_token_budget,
                                        is_out_of_memory, pad_batch)
 from bertology.models.tiny import FAMILIES, tiny_encoder
@@ -141,6 +143,30 @@ def test_each_distinct_word_tokenized_once_gives_the_tokenizers_own_pieces(famil
     for (ids, index, lost), (want_ids, want_index, want_lost) in zip([x for part in parts for x in part], slow):
         assert ids == want_ids and lost == want_lost
         np.testing.assert_array_equal(index, want_index)
+
+
+@pytest.mark.parametrize("variant", ["uncased", "cased", "added word", "added token"])
+def test_words_looked_up_whole_in_the_vocabulary_are_the_tokenizers_own_pieces(minilm, variant):
+    """WordPiece words of ASCII letters and digits are looked up whole (``_whole_words``); the pieces are the
+    tokenizer's own, cased or not, and an added token that could match inside such a word turns the look-up off."""
+    from tokenizers import normalizers
+
+    tokenizer = copy.deepcopy(minilm.tokenizer)
+    if variant == "cased":
+        tokenizer.backend_tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False)
+    elif variant == "added word":
+        tokenizer.add_tokens(["dog"])
+    elif variant == "added token":
+        tokenizer.add_tokens(["<ent>"])
+    words = list(dict.fromkeys(w for s in read_conllu(default_corpus("ewt-dev")) for w in s.words))
+    words += ["a" * 100, "b" * 101, "A1b2C3", "Ünïcode", "DOG", "dogs", "hotdog", "ent", "x<ent>y"]
+    found = _whole_words(tokenizer.backend_tokenizer, words)
+    assert (len(found) > len(words) / 2) == (variant != "added word")
+    unk = tokenizer.unk_token
+    [(ids, index, lost)] = _tokenize_words(tokenizer, [words], unk)
+    want_ids, want_index, want_lost = _tokenize_slowly(tokenizer, words, unk)
+    assert ids == want_ids and lost == want_lost
+    np.testing.assert_array_equal(index, want_index)
 
 
 def _failing_above(encoder, limit, seen):
