@@ -719,7 +719,9 @@ def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model
                 computer.run(batch)
             tensors, shard_counts, ready = computer.finish()
             counts.append(dict(shard_counts))
-            put(k, tensors, ready=ready)  # waits for the shard before, which frees the buffer the next one fills
+            # waits for the shard before, which frees the buffer the next one fills; the last is named in the
+            # index by writer.finish below
+            put(k, tensors, ready=ready, last=k == todo[-1])
     if parts.unknown_words:
         warnings.warn(f"{parts.unknown_words} word(s) produced no subword tokens and were encoded as the unknown "
                       "token", stacklevel=3)
