@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from tokenizers import models, normalizers, pre_tokenizers
 
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError, UsageError
@@ -224,8 +225,6 @@ def _whole_words(backend, words: list[str]) -> dict[str, int]:
     model is uncased), its pre-tokenizer does not split them, and WordPiece tries the whole word first, so one
     in the vocabulary is one piece. Empty for any other tokenizer, or when an added token could match inside
     such a word (one whose text, as written or normalised, is ASCII letters and digits)."""
-    from tokenizers import models, normalizers, pre_tokenizers
-
     model, normalizer = backend.model, backend.normalizer
     if not (words and isinstance(model, models.WordPiece) and isinstance(normalizer, normalizers.BertNormalizer)
             and isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
