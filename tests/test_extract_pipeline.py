@@ -1,6 +1,7 @@
 """The extraction pipeline of issue 31: the same vectors as the old per-shard pooling, batches prepared on a
 second thread, the token budget following the device and halving when the device runs out of memory."""
 
+import copy
 import json
 import warnings
 
@@ -10,8 +11,9 @@ import torch
 
 from bertology.data import Sentence, default_corpus, read_conllu
 from bertology.errors import ModelError, UsageError
-from bertology.extraction import ExtractionSpec, extract
-from bertology.extraction.alignment import WordPieces, _tokenize_slowly, _tokenize_words, encode_sentences, pool_rows
+from bertology.extraction import ExtractionSpec, extract, pipeline
+from bertology.extraction.alignment import (WordPieces, _tokenize_slowly, _tokenize_words, _whole_words, encode_sentences,
+                                            pool_rows)
 from bertology.models.batching import (CPU_BATCH_TOKENS, CPU_MAX_BATCH, TokenBudget, device_token_budget,
                                        is_out_of_memory, pad_batch)
 from bertology.models.tiny import FAMILIES, tiny_encoder
@@ -66,6 +68,51 @@ def test_the_store_holds_the_vectors_of_the_old_pooling(tmp_path, pool):
         np.testing.assert_allclose(store.layer(layer), want[layer], atol=2e-6, rtol=1e-5, err_msg=f"{pool} {layer}")
 
 
+def _pool_one_layer_at_a_time(self, batch):
+    """``ShardComputer._pool`` before every layer shared one buffer (no attentions): a buffer, a division, a
+    cast and a copy into the shard per layer; the reference for the one-buffer pooling."""
+    device = self.device
+    hidden_states, _ = pipeline._forward(self.encoder, self.model, batch.ids, batch.mask, [])
+    index = batch.indices
+    states = [hidden_states[layer].reshape(-1, hidden_states[layer].shape[-1]) for layer in self.layers]
+    means = []
+    if len(index["rows"]):
+        weights = index["weights"][:, None]
+        for layer_states in states:
+            sums = torch.zeros(len(index["rows"]), layer_states.shape[-1], device=device)
+            sums.index_add_(0, index["local"], layer_states.index_select(0, index["gather"]).float())
+            means.append(sums.div_(weights).to(self.result.dtype))
+    spilled = [layer_states.index_select(0, index["spill_gather"]).float() for layer_states in states] \
+        if len(index["spill_target"]) else []
+    if spilled and not self.spilled:
+        self.spill = torch.zeros(len(self.layers) + 1, self.rows, self.encoder.hidden_size, device=device) \
+            if self.spill is None or self.spill.shape[1] < self.rows else self.spill.zero_()
+        self.spilled = True
+    for position, rows in enumerate(means):
+        self.result[position].index_copy_(0, index["rows"], rows)
+    for position, rows in enumerate(spilled):
+        self.spill[position].index_add_(0, index["spill_target"], rows)
+    if spilled:
+        self.spill[-1, :, 0].index_add_(0, index["spill_target"], torch.ones(len(index["spill_target"])))
+    self.counts["tokens"] += batch.tokens
+    self.counts["padded_tokens"] += batch.padded
+
+
+@pytest.mark.parametrize(("pool", "dtype"), [("word-mean", "float16"), ("word-first", "float32"), ("tokens", "float16"),
+                                             ("mean", "float32")])
+def test_every_layer_pooled_in_one_buffer_stores_the_same_bytes(tmp_path, monkeypatch, pool, dtype):
+    encoder = tiny_encoder("bert", max_positions=24)
+    sentences = _corpus()  # windowed sentences too
+    settings = dict(pool=pool, dtype=dtype, batch_tokens=256, shard_bytes=20_000, progress=False)
+    store = extract(encoder, sentences, tmp_path / "new", **settings)
+    monkeypatch.setattr(pipeline.ShardComputer, "_pool", _pool_one_layer_at_a_time)
+    before = extract(encoder, sentences, tmp_path / "old", **settings)
+    assert len(store.index["shards"]) > 2 and store.index["stats"]["windowed_sentences"] >= 2
+    assert [s["sha256"] for s in store.index["shards"]] == [s["sha256"] for s in before.index["shards"]]
+    for layer in store.layers:
+        np.testing.assert_array_equal(store.layer(layer), before.layer(layer))
+
+
 def test_float16_storage_is_the_float32_vectors_rounded(tmp_path):
     encoder = tiny_encoder("roberta")
     sentences = _corpus(60)
@@ -96,6 +143,30 @@ def test_each_distinct_word_tokenized_once_gives_the_tokenizers_own_pieces(famil
     for (ids, index, lost), (want_ids, want_index, want_lost) in zip([x for part in parts for x in part], slow):
         assert ids == want_ids and lost == want_lost
         np.testing.assert_array_equal(index, want_index)
+
+
+@pytest.mark.parametrize("variant", ["uncased", "cased", "added word", "added token"])
+def test_words_looked_up_whole_in_the_vocabulary_are_the_tokenizers_own_pieces(minilm, variant):
+    """WordPiece words of ASCII letters and digits are looked up whole (``_whole_words``); the pieces are the
+    tokenizer's own, cased or not, and an added token that could match inside such a word turns the look-up off."""
+    from tokenizers import normalizers
+
+    tokenizer = copy.deepcopy(minilm.tokenizer)
+    if variant == "cased":
+        tokenizer.backend_tokenizer.normalizer = normalizers.BertNormalizer(lowercase=False)
+    elif variant == "added word":
+        tokenizer.add_tokens(["dog"])
+    elif variant == "added token":
+        tokenizer.add_tokens(["<ent>"])
+    words = list(dict.fromkeys(w for s in read_conllu(default_corpus("ewt-dev")) for w in s.words))
+    words += ["a" * 100, "b" * 101, "A1b2C3", "Ünïcode", "DOG", "dogs", "hotdog", "ent", "x<ent>y"]
+    found = _whole_words(tokenizer.backend_tokenizer, words)
+    assert (len(found) > len(words) / 2) == (variant != "added word")
+    unk = tokenizer.unk_token
+    [(ids, index, lost)] = _tokenize_words(tokenizer, [words], unk)
+    want_ids, want_index, want_lost = _tokenize_slowly(tokenizer, words, unk)
+    assert ids == want_ids and lost == want_lost
+    np.testing.assert_array_equal(index, want_index)
 
 
 def _failing_above(encoder, limit, seen):

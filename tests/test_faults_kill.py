@@ -215,7 +215,7 @@ def test_compress_killed_anywhere_resumes_to_the_same_numbers(tmp_path, tiny_dir
                 "--max-test", "20", "--rounds", "1", "-o", out, "--no-progress"]
 
     # a checkpoint folder about to be published; late, while the tables are written
-    _kill_and_resume(tmp_path, monkeypatch, command, ["unpublished:3", "published:100"])
+    _kill_and_resume(tmp_path, monkeypatch, command, ["unpublished:3", "published:85"])  # of 96
 
 
 def test_mlm_probe_killed_anywhere_resumes_to_the_same_numbers(tmp_path, monkeypatch):

@@ -113,6 +113,23 @@ def test_writer_records_a_shard_only_once_it_is_whole(tiny_bert, tmp_path):
         StoreWriter(tmp_path / "w", key, "another hash")
 
 
+def test_a_last_shard_is_named_in_the_index_by_finish(tiny_bert, tmp_path):
+    key = {"model": model_record(tiny_bert), "layers": [0], "pool": "cls", "attentions": False, "dtype": "float32",
+           "long_policy": "error", "autocast": None}
+    writer = StoreWriter(tmp_path / "w", key, "hash")
+    writer.start([{"id": "a", "words": []}, {"id": "b", "words": []}], np.ones(2), [(0, 1), (1, 2)], {"path": None})
+    with writer.shards_in_background() as put:
+        put(0, {"layer.0": torch.zeros(1, tiny_bert.hidden_size)})
+        put(1, {"layer.0": torch.ones(1, tiny_bert.hidden_size)}, last=True)
+    on_disk = json.loads((tmp_path / "w" / INDEX_NAME).read_text())
+    assert on_disk["shards"][0]["sha256"] and on_disk["shards"][1]["sha256"] is None  # not whole for a resume yet
+    assert StoreWriter(tmp_path / "w", key, "hash").todo == [1]
+    writer.finish({"seconds": 0})
+    store = Store.open(tmp_path / "w")
+    assert store.verify() == [] and store.index["stats"] == {"seconds": 0}
+    assert StoreWriter(tmp_path / "w", key, "hash").complete
+
+
 def test_the_spec_checks_once_and_normalises():
     spec = ExtractionSpec(layers=[3, 0], attentions=True, autocast="bf16")
     assert spec.layers == (3, 0) and spec.autocast is None  # attention maps stay float32

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from tokenizers import models, normalizers, pre_tokenizers
 
 from bertology.data.sentence import Sentence
 from bertology.errors import DataError, UsageError
@@ -170,9 +171,13 @@ def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str, pieces: Wo
     flat = [word for words in word_lists for word in words]
     unique = list(dict.fromkeys(flat))  # the distinct words, in order of first use
     new = [word for word in unique if word not in known]
+    whole = _whole_words(backend, new)
+    for word, token in whole.items():
+        known[word] = (np.array([token], dtype=np.int64), False)
+    new = [word for word in new if word not in whole] if whole else new
     if new:
-        # Every distinct word not seen before as one pre-split sequence: one call, each word still encoded on
-        # its own (the batch call, which lets go of the GIL: the model runs on another thread meanwhile).
+        # Every other distinct word not seen before as one pre-split sequence: one call, each word still encoded
+        # on its own (the batch call, which lets go of the GIL: the model runs on another thread meanwhile).
         [joined] = backend.encode_batch([new], is_pretokenized=True, add_special_tokens=False)
         new_ids = np.asarray(joined.ids, dtype=np.int64)
         bounds = np.searchsorted(np.asarray(joined.word_ids, dtype=np.int64), np.arange(len(new) + 1)).tolist()
@@ -202,13 +207,41 @@ def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str, pieces: Wo
     word_index = np.repeat(position, per_word)
     empty = np.fromiter((was_empty for _, was_empty in entries), dtype=bool, count=len(entries))
     missing = empty[codes] if empty.any() else None
-    out = []
-    ids_list = ids.tolist()
-    for i in range(len(word_lists)):
-        t0, t1 = token_bounds[i], token_bounds[i + 1]
-        lost = int(missing[word_bounds[i]:word_bounds[i + 1]].sum()) if missing is not None else 0
-        out.append((ids_list[t0:t1], word_index[t0:t1], lost))
-    return out
+    if missing is None:
+        lost = [0] * len(word_lists)
+    else:  # words mapped to nothing, per sentence: differences of their running count at the sentence bounds
+        running = np.concatenate([[0], np.cumsum(missing)])
+        lost = (running[word_bounds[1:]] - running[word_bounds[:-1]]).tolist()
+    ids_list, bounds = ids.tolist(), token_bounds.tolist()  # Python ints: cheaper to slice with, per sentence
+    return [(ids_list[t0:t1], word_index[t0:t1], lost[i]) for i, (t0, t1) in enumerate(zip(bounds, bounds[1:]))]
+
+
+def _whole_words(backend, words: list[str]) -> dict[str, int]:
+    """The ``words`` a WordPiece tokenizer with BERT's normaliser and pre-tokenizer turns into one piece, with
+    its id, found by a look-up in its vocabulary rather than through the tokenizer (issue 31: 78% of EWT dev's
+    distinct words for MiniLM; the Rust call costs about 3.5 µs a word, the look-up a tenth of that).
+
+    Only words of ASCII letters and digits: BERT's normaliser leaves them as they are (lowercased when the
+    model is uncased), its pre-tokenizer does not split them, and WordPiece tries the whole word first, so one
+    in the vocabulary is one piece. Empty for any other tokenizer, or when an added token could match inside
+    such a word (one whose text, as written or normalised, is ASCII letters and digits)."""
+    model, normalizer = backend.model, backend.normalizer
+    if not (words and isinstance(model, models.WordPiece) and isinstance(normalizer, normalizers.BertNormalizer)
+            and isinstance(backend.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
+            and isinstance(getattr(normalizer, "lowercase", None), bool)):
+        return {}
+    added = [token.content for token in backend.get_added_tokens_decoder().values()]
+    if any(text.isascii() and text.isalnum() for content in added
+           for text in (content, normalizer.normalize_str(content))):
+        return {}
+    lookup, lower, longest = model.token_to_id, normalizer.lowercase, model.max_input_chars_per_word
+    found = {}
+    for word in words:
+        if word.isascii() and word.isalnum() and len(word) <= longest:
+            token = lookup(word.lower() if lower else word)
+            if token is not None:
+                found[word] = token
+    return found
 
 
 def _tokenize_slowly(tokenizer, words: list[str], unk: str) -> tuple[list[int], np.ndarray, int]:

@@ -520,21 +520,22 @@ class ShardComputer:
         index = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.indices.items()}
         states = [hidden_states[layer].reshape(-1, hidden_states[layer].shape[-1]) for layer in self.layers]
         # Everything that allocates comes first: an out-of-memory error leaves the shard untouched.
-        means = []
+        means = None
         if len(index["rows"]):
-            weights = index["weights"][:, None]
-            for layer_states in states:
-                sums = torch.zeros(len(index["rows"]), layer_states.shape[-1], device=device)
-                sums.index_add_(0, index["local"], layer_states.index_select(0, index["gather"]).float())
-                means.append(sums.div_(weights).to(self.result.dtype))
+            # Every layer in one buffer: one zeroing, division, cast and copy into the shard per batch, not one
+            # per layer (each plane receives the same sums in the same order as a buffer of its own would).
+            sums = torch.zeros(len(states), len(index["rows"]), self.encoder.hidden_size, device=device)
+            for plane, layer_states in zip(sums, states):
+                plane.index_add_(0, index["local"], layer_states.index_select(0, index["gather"]).float())
+            means = sums.div_(index["weights"][:, None]).to(self.result.dtype)
         spilled = [layer_states.index_select(0, index["spill_gather"]).float() for layer_states in states] \
             if len(index["spill_target"]) else []
         if spilled and not self.spilled:
             self.spill = torch.zeros(len(self.layers) + 1, self.rows, self.encoder.hidden_size, device=device) \
                 if self.spill is None or self.spill.shape[1] < self.rows else self.spill.zero_()
             self.spilled = True
-        for position, rows in enumerate(means):
-            self.result[position].index_copy_(0, index["rows"], rows)
+        if means is not None:
+            self.result.index_copy_(1, index["rows"], means)
         for position, rows in enumerate(spilled):
             self.spill[position].index_add_(0, index["spill_target"], rows)
         if spilled:  # the last plane counts what each row received
@@ -722,7 +723,9 @@ def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model
                 computer.run(batch)
             tensors, shard_counts, ready = computer.finish()
             counts.append(dict(shard_counts))
-            put(k, tensors, ready=ready)  # waits for the shard before, which frees the buffer the next one fills
+            # waits for the shard before, which frees the buffer the next one fills; the last is named in the
+            # index by writer.finish below
+            put(k, tensors, ready=ready, last=k == todo[-1])
     if parts.unknown_words:
         warnings.warn(f"{parts.unknown_words} word(s) produced no subword tokens and were encoded as the unknown "
                       "token", stacklevel=3)

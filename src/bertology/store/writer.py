@@ -258,12 +258,14 @@ class StoreWriter:
         """Write shard ``k`` atomically (on the calling thread) and return its entry; not yet recorded."""
         return write_shard(self.out, self.index["shards"][k]["file"], tensors)
 
-    def record(self, k: int, entry: dict) -> None:
+    def record(self, k: int, entry: dict, *, write_index: bool = True) -> None:
         """Mark shard ``k`` whole in the index on disk (``entry``: what :func:`write_shard` returned). Called
-        only after the shard file has been renamed into place (and what :meth:`start` left, first)."""
+        only after the shard file has been renamed into place (and what :meth:`start` left, first).
+        ``write_index=False``: in the index in memory only, which the :meth:`finish` that comes next writes."""
         self.write_pending()
         self.index["shards"][k].update(entry)
-        self._write_index()
+        if write_index:
+            self._write_index()
 
     @contextlib.contextmanager
     def shards_in_background(self, on_written: Callable[[int], None] | None = None) -> Iterator[Callable]:
@@ -271,14 +273,19 @@ class StoreWriter:
         fsynced, renamed and recorded in the index on a second thread while the caller computes the next one
         (``put(k, tensors, ready=f)``: that thread first calls ``f()``, e.g. to wait for a copy from a GPU).
         ``put`` first waits for the shard before (so a caller alternating two buffers may refill the one it
-        used) and calls ``on_written(k)`` for it; leaving the block waits for the last one."""
+        used) and calls ``on_written(k)`` for it; leaving the block waits for the last one.
+
+        ``put(k, tensors, last=True)``: the run's last shard, named in the index by the :meth:`finish` that
+        follows the block rather than by a write of its own: one index write and fsync fewer at the end of the
+        run, where nothing overlaps them (issue 31). Until then the shard is not whole for a resumed run."""
         pending: list[tuple[int, Future]] = []
 
-        def write_and_record(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None) -> None:
+        def write_and_record(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None,
+                             last: bool) -> None:
             self.write_pending()  # the index before any shard file, as start() would have
             if ready is not None:
                 ready()
-            self.record(k, self.write(k, tensors))
+            self.record(k, self.write(k, tensors), write_index=not last)
 
         def settle() -> None:
             k, future = pending.pop()
@@ -286,10 +293,11 @@ class StoreWriter:
             if on_written is not None:
                 on_written(k)
 
-        def put(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None = None) -> None:
+        def put(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None = None,
+                last: bool = False) -> None:
             if pending:
                 settle()
-            pending.append((k, thread.submit(write_and_record, k, tensors, ready)))
+            pending.append((k, thread.submit(write_and_record, k, tensors, ready, last)))
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertology-shard-writer") as thread:
             yield put
