@@ -327,3 +327,21 @@ def test_sentence_only_pools_keep_sentence_means_not_word_stores(tmp_path):
     third = run_probing(encoder, spec, cache_dir=tmp_path / "run", progress=False, device="cpu")
     pd.testing.assert_frame_equal(first["results"], third["results"])
     assert np.load(damaged).ndim == 3
+
+
+def test_the_resamples_drawn_once_give_the_same_accuracies_as_drawing_them_for_each_call():
+    from bertology.probing.summary import bootstrap_accuracies, resample_counts
+
+    rng = np.random.default_rng(3)
+    correct = rng.random((2, 7, 1234)) < 0.8
+    n = correct.shape[-1]
+    drawn = np.random.default_rng(11)  # what every call drew before the resamples were kept
+    expected = np.concatenate([correct.reshape(-1, n).astype(np.float64)
+                               @ drawn.multinomial(n, np.full(n, 1 / n), size=size).astype(np.float64).T / n
+                               for size in (200, 200, 100)], axis=1).reshape(2, 7, 500)
+    resample_counts.cache_clear()
+    first = bootstrap_accuracies(correct, n_boot=500, seed=11)
+    second = bootstrap_accuracies(correct[:, :3], n_boot=500, seed=11)  # another baseline, the same split
+    assert np.array_equal(first, expected) and np.array_equal(second, expected[:, :3])
+    assert resample_counts.cache_info().hits == 1
+    assert not np.array_equal(bootstrap_accuracies(correct, n_boot=500, seed=12), first)
