@@ -90,8 +90,45 @@ def test_punctuation_schemes():
 
 def test_mst_edges_of_a_tree_metric_is_the_tree_and_zero_distances_still_count():
     assert mst_edges(tree_distances(CAT_HEADS)) == {(0, 1), (1, 2), (2, 5), (3, 5), (4, 5)}
-    # all-zero predictions are still a complete graph to scipy (it reads 0 as "no edge")
+    # all-zero predictions are still a complete graph (scipy, the former implementation, read 0 as "no edge")
     assert len(mst_edges(np.zeros((4, 4)))) == 3
+
+
+def _scipy_mst_edges(distances, keep=None):
+    """The former implementation (scipy's minimum_spanning_tree), the oracle of the one in numpy."""
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    index = np.arange(len(distances)) if keep is None else np.flatnonzero(keep)
+    sub = np.asarray(distances, dtype=np.float64)[np.ix_(index, index)]
+    sub = (sub + sub.T) / 2
+    tree = minimum_spanning_tree(np.triu(sub - sub.min() + 1.0, k=1)).tocoo()
+    return {(int(min(index[a], index[b])), int(max(index[a], index[b]))) for a, b in zip(tree.row, tree.col)}
+
+
+def test_mst_edges_match_scipys_on_random_predictions_gold_trees_and_punctuation():
+    rng = np.random.default_rng(0)
+    for n in range(2, 40):
+        predicted = rng.random((n, n))  # not symmetric, as a probe's prediction need not be
+        keep = rng.random(n) > 0.2
+        assert mst_edges(predicted) == _scipy_mst_edges(predicted)
+        if keep.sum() >= 2:
+            assert mst_edges(predicted, keep) == _scipy_mst_edges(predicted, keep)
+        heads = [0] + [int(rng.integers(1, k + 1)) for k in range(1, n)]  # word k+1 attaches to an earlier word
+        gold = tree_distances(heads)
+        assert mst_edges(gold, keep) == _scipy_mst_edges(gold, keep) if keep.sum() >= 2 else True
+        assert mst_edges(gold) == {(min(k, h - 1), max(k, h - 1)) for k, h in enumerate(heads) if h}
+
+
+def test_average_ranks_equal_scipys_rankdata_with_and_without_ties():
+    from scipy.stats import rankdata
+
+    from bertology.probing.tree_metrics import _average_ranks
+
+    rng = np.random.default_rng(1)
+    for n in range(1, 30):
+        for values in (rng.random((3, n)), rng.integers(0, 4, (3, n)).astype(float)):
+            np.testing.assert_array_equal(_average_ranks(values), rankdata(values, axis=-1))
+            np.testing.assert_array_equal(_average_ranks(values[0]), rankdata(values[0]))
 
 
 def test_uuas_of_a_known_predicted_tree_with_and_without_punctuation():

@@ -110,9 +110,10 @@ def run_structural(store_train, sentences_train: Sequence[Sentence], store_dev, 
                     probe.fit(train, sentences_train, dev, sentences_dev, on_epoch=on_epoch)
                     bar.advance(task_id, epochs - done["epochs"])  # early stopping skips the rest
                     for split, vectors, sentences in (("dev", dev, sentences_dev), ("test", test, sentences_test)):
-                        scored = probe.score_layers(vectors, sentences)
+                        predictions = probe.predict(vectors, sentences)
+                        scored = probe.score_predictions(predictions, sentences)
                         if collect is not None:
-                            hits, totals = sentence_hits(kind, probe.predict(vectors, sentences), sentences, punct)
+                            hits, totals = sentence_hits(kind, predictions, sentences, punct)
                             collect.setdefault((TASK_NAMES[kind], baseline, split), {})[seed] = (hits, totals)
                         for record in scored.to_dict("records"):
                             rows.append({**record, "model": model, "seed": seed, "baseline": baseline,

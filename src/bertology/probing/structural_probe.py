@@ -358,7 +358,12 @@ class StructuralProbe(BaseEstimator):
     def score_layers(self, X, sentences: Sequence[Sentence]) -> pd.DataFrame:
         """Evaluate every layer: tidy DataFrame with columns ``task, layer, metric, value`` (UUAS and root
         accuracy as fractions, DSpr./NSpr. as Spearman correlations)."""
-        predictions = self.predict(X, sentences)
+        return self.score_predictions(self.predict(X, sentences), sentences)
+
+    def score_predictions(self, predictions: Sequence[np.ndarray], sentences: Sequence[Sentence]) -> pd.DataFrame:
+        """:meth:`score_layers` of predictions already made (:meth:`predict`): a caller that also wants
+        per-sentence hits predicts once."""
+        check_is_fitted(self, "weights_")
         metrics = structural_metrics(self.kind, predictions, sentences, self.punct)
         frame = pd.DataFrame(
             [{"task": TASK_NAMES[self.kind], "layer": layer, "metric": metric, "value": float(values[i])}
