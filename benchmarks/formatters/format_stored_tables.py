@@ -5,7 +5,6 @@ here), formats the tables a page publishes and writes them as a stored run (``be
 
     PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables mlm-modes   # docs/knowledge.md, MLM probe
     PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables table2      # docs/probing.md, Table 2
-    PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables probe-defaults-treebank   # BENCHMARKS.md
     PYTHONPATH=src .venv/bin/python -m benchmarks.formatters.format_stored_tables structural  # docs/structural_probes.md
 """
 
@@ -135,36 +134,6 @@ def sign_cell(delta: list) -> str:
     return f"{points(value)} [{points(low)}, {points(high)}] " + (f"**{sign}**" if sign in "+-" and sign else sign)
 
 
-def probe_defaults_treebank(args) -> None:
-    """BENCHMARKS.md "With the treebank's own split" from the two stored JSONs of that run."""
-    bshift_source = RESULTS / "probe_defaults_minilm_cpu.json"
-    sentlen_source = RESULTS / "probe_defaults_sentlen_minilm_cpu.json"
-    bshift_record = json.loads(bshift_source.read_text(encoding="utf-8"))
-    sentlen = json.loads(sentlen_source.read_text(encoding="utf-8"))
-    bshift = bshift_record["bshift"]
-    layers = list(range(len(bshift["ours_per_layer"])))
-    ours = []
-    for layer, value in zip(layers, bshift["ours_per_layer"]):
-        cell = f"{100 * value:.1f}"
-        if layer == bshift["layer"]:
-            cell += f" [{100 * bshift['ci'][0]:.1f}, {100 * bshift['ci'][1]:.1f}] (chosen on dev)"
-        ours.append(cell)
-    bshift_table = table(["layer", *layers], [["ours", *ours],
-                                             ["scikit-learn", *(f"{100 * v:.1f}" for v in bshift["sklearn_per_layer"])]])
-    sklearn = sentlen["sklearn"]
-    rows = [[f"{sentlen['n_half']:,}", *(sign_cell(sentlen["layers"][str(l)]["half"]) for l in layers)],
-            [f"{sentlen['n_full']:,}", *(sign_cell(sentlen["layers"][str(l)]["full"]) for l in layers)]]
-    for size in (str(sentlen["n_half"]), str(sentlen["n_full"])):
-        rows.append([f"scikit-learn {int(size):,}", *(points(a - b) for a, b in zip(sklearn[size]["trained"],
-                                                                                      sklearn[size]["untrained"]))])
-    save_run("probe_defaults_treebank_minilm_cpu", argv=sys.argv,
-             raw={"bshift": bshift_record, "sentlen": sentlen},
-             tables={"bshift": bshift_table, "sentlen": table(["layer", *layers], rows)},
-             source=f"{relative(bshift_source)} (bench_probe_defaults.py --senteval-split treebank --seeds 1, BShift) "
-             f"and {relative(sentlen_source)} (the same with --seeds 3 --sentlen-only); both runs stored their numbers "
-             "only, without command, commit or machine")
-
-
 def structural(args) -> None:
     """docs/structural_probes.md's MiniLM table from the stored per-seed rows of the H100 run."""
     import pandas as pd
@@ -211,40 +180,6 @@ def structural(args) -> None:
              source=f"{relative(source)} (per-seed rows of the H100 run, commit 69e9fcd; the last row is the paper's)")
 
 
-def probe_defaults_pooled_log(args) -> None:
-    """BENCHMARKS.md's pooled "Probing defaults" tables from the printed output of bench_probe_defaults.py
-    (the run of 2026-11-24 printed every number and then stopped on a bug in its own table code, since
-    fixed; its output is stored as benchmarks/results/probe_defaults_pooled_minilm_cpu.log)."""
-    import re
-
-    source = RESULTS / "probe_defaults_pooled_minilm_cpu.log"
-    text = source.read_text(encoding="utf-8")
-    number = r"([+-]?\d+\.\d)"
-    bshift = [m.groups() for m in re.finditer(rf"^\s+(\d)\s+{number} \[{number}, {number}\]\s+{number}\s+{number}$",
-                                              text, re.M)]
-    chosen = int(re.search(r"^best layer (\d)", text, re.M).group(1))
-    layers = [int(row[0]) for row in bshift]
-    ours = [f"{m} [{lo}, {hi}]" + (" (chosen on dev)" if int(layer) == chosen else "") for layer, m, lo, hi, _, _ in bshift]
-    bshift_table = table(["layer", *layers], [["ours", *ours], ["scikit-learn", *(row[4] for row in bshift)]])
-    sizes = [int(s) for s in re.search(r"at n_train=(\d+) and (\d+) \(doubled\)", text).groups()]
-    half, full = [], []
-    for m in re.finditer(rf"^  layer (\d): {number} \[{number}, {number}\] \(([+0-])\) -> {number} \[{number}, {number}\] \(([+0-])\)",
-                         text, re.M):
-        g = m.groups()
-        for target, (value, low, high, sign) in ((half, g[1:5]), (full, g[5:9])):
-            target.append(f"{value} [{low}, {high}] " + (f"**{sign}**" if sign in "+-" else sign))
-    sklearn = {int(m.group(1)): m.group(2).split() for m in
-               re.finditer(r"^scikit-learn SentLen delta at n_train=(\d+) \(points, per layer\): (.*)$", text, re.M)}
-    rows = [[f"{sizes[0]:,}", *half], [f"{sizes[1]:,}", *full],
-            *([f"scikit-learn {size:,}", *sklearn[size]] for size in sizes)]
-    seconds = float(re.search(r"3 seeds\): (\d+) s", text).group(1))
-    save_run("probe_defaults_pooled_minilm_cpu", argv=sys.argv,
-             raw={"seconds": seconds, "chosen_layer": chosen, "printed_output": text},
-             tables={"bshift": bshift_table, "sentlen": table(["layer", *layers], rows)},
-             source=f"{relative(source)} (printed output of OMP_NUM_THREADS=1 bench_probe_defaults.py --seeds 3 "
-             "--cache /tmp/kprobe/cache/probe, 2026-11-24, this machine)")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=sorted(COMMANDS))
@@ -253,8 +188,7 @@ def main() -> None:
     COMMANDS[args.what](args)
 
 
-COMMANDS = {"mlm-modes": mlm_modes, "table2": table2, "probe-defaults-treebank": probe_defaults_treebank,
-            "structural": structural, "probe-defaults-pooled-log": probe_defaults_pooled_log}
+COMMANDS = {"mlm-modes": mlm_modes, "table2": table2, "structural": structural}
 
 if __name__ == "__main__":
     main()
