@@ -228,7 +228,7 @@ def _fit_reference(regression: bool, train_x: np.ndarray, train_y: np.ndarray, d
 
 def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: GlueReadoutsConfig, model_name: str,
                    out: str | Path) -> list[dict]:
-    """The scikit-learn references (:data:`REFERENCES`) on the heads' training rows, scored on dev.
+    """The scikit-learn references (:data:`REFERENCES`) on the readouts' training rows, scored on dev.
 
     Classification: ``LogisticRegressionCV`` (C from 13 values, 1e-4..1e2, by 5-fold cross-validation on
     the training rows only; lbfgs to convergence); regression (STS-B): ``RidgeCV`` likewise."""
