@@ -228,10 +228,10 @@ def test_readouts_squad_bad_data_leaves_no_output_folder(name, tiny_dir, tmp_pat
     assert not out.exists()
 
 
-def test_readouts_squad_train_file_without_eval_file(tiny_dir, toy_squad_file, tmp_path, monkeypatch, capsys):
+def test_readouts_squad_train_file_without_test_file(tiny_dir, toy_squad_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "out"
     refused(["readouts", "squad", "-m", tiny_dir, "--train-file", toy_squad_file, "--quick", "-o", out], monkeypatch,
-            capsys, "--train-file without --eval-file")
+            capsys, "--train-file without --test-file")
     assert not out.exists()
 
 

@@ -27,7 +27,7 @@ def batch(n: int = 6, length: int = 9):
             "attention_mask": torch.ones(n, length, dtype=torch.long)}
 
 
-@pytest.mark.parametrize("spec,depth,heads_on", [
+@pytest.mark.parametrize("spec,depth,classified_on", [
     ("baseline", 4, [4]),
     ("drop-last:2", 2, [2]),
     ("copy-last:2", 6, [6]),
@@ -35,12 +35,12 @@ def batch(n: int = 6, length: int = 9):
     ("multi-objective:3", 4, [2, 3, 4]),
     ("multi-objective:2+extra-layer", 5, [4, 5]),
 ])
-def test_variant_depth_heads_and_one_training_step(spec, depth, heads_on):
+def test_variant_depth_classifiers_and_one_training_step(spec, depth, classified_on):
     backbone = tiny_backbone()
     model = build_glue_model(backbone, num_labels=3, variant=spec, seed=0)
     assert len(layer_stack(model.backbone).layers) == depth
     assert model.backbone.config.num_hidden_layers == depth
-    assert model.objective_layers == heads_on and len(model.heads) == len(heads_on)
+    assert model.objective_layers == classified_on and len(model.classifiers) == len(classified_on)
     inputs = batch()
     labels = torch.tensor([0, 1, 2, 0, 1, 2])
     output = model(**inputs, labels=labels)
@@ -60,15 +60,15 @@ def test_copy_last_duplicates_weights_and_extra_layer_is_new():
     assert layers[5].output.LayerNorm.weight.eq(1).all()
 
 
-def test_multi_objective_loss_is_mean_of_head_losses():
+def test_multi_objective_loss_is_mean_of_classifier_losses():
     model = build_glue_model(tiny_backbone(), 2, "multi-objective:2", seed=0).eval()
     inputs, labels = batch(), torch.tensor([0, 1, 0, 1, 0, 1])
     out = model(**inputs, labels=labels)
     hidden = model.backbone(**inputs, output_hidden_states=True).hidden_states
-    losses = [torch.nn.functional.cross_entropy(head(hidden[layer][:, 0]), labels)
-              for head, layer in zip(model.heads, model.objective_layers)]
+    losses = [torch.nn.functional.cross_entropy(classifier(hidden[layer][:, 0]), labels)
+              for classifier, layer in zip(model.classifiers, model.objective_layers)]
     assert out.loss.item() == pytest.approx(torch.stack(losses).mean().item(), rel=1e-5)
-    assert torch.allclose(out.logits, model.heads[-1](hidden[4][:, 0]))
+    assert torch.allclose(out.logits, model.classifiers[-1](hidden[4][:, 0]))
 
 
 def test_regression_head_and_bad_variants():
@@ -87,3 +87,26 @@ def test_regression_head_and_bad_variants():
         parse_variant("drop-last:two")
     assert parse_variant("extra_layer+multi-objective:3").name == "extra-layer+multi-objective:3"
     assert isinstance(GlueModel(tiny_backbone(), 2), GlueModel)
+
+
+def test_the_classifiers_old_name_file_and_state_keys_still_work(tmp_path):
+    """``GlueModel.heads`` (heads are attention heads) is ``classifiers`` now: the old attribute warns, a
+    checkpoint written with ``heads.safetensors`` loads, and a resume state with ``heads.*`` keys loads."""
+    from bertology.finetune.model import CLASSIFIERS_FILE, OLD_CLASSIFIERS_FILE, load_finetuned, save_checkpoint
+    from bertology.models.tiny import tiny_tokenizer
+
+    tokenizer = tiny_tokenizer("bert")
+    model = build_glue_model(tiny_backbone(), 2, "multi-objective:2", seed=0).eval()
+    with pytest.warns(DeprecationWarning, match=r"GlueModel.heads is deprecated .*; use GlueModel.classifiers"):
+        assert model.heads is model.classifiers
+    old_state = {key.replace("classifiers.", "heads.", 1): value for key, value in model.state_dict().items()}
+    assert any(key.startswith("heads.") for key in old_state)
+    fresh = build_glue_model(tiny_backbone(), 2, "multi-objective:2", seed=1)
+    fresh.load_state_dict(old_state)  # strict: every old key found its new name
+    assert all(torch.equal(a, b) for a, b in zip(fresh.classifiers.parameters(), model.classifiers.parameters()))
+
+    folder = save_checkpoint(model, tokenizer, tmp_path / "ckpt", {"task": "rte", "seed": 0, "base_model": "tiny"})
+    assert (folder / CLASSIFIERS_FILE).is_file() and not (folder / OLD_CLASSIFIERS_FILE).exists()
+    (folder / CLASSIFIERS_FILE).rename(folder / OLD_CLASSIFIERS_FILE)  # a checkpoint written before the rename
+    loaded, _, _ = load_finetuned(folder)
+    assert all(torch.equal(a, b) for a, b in zip(loaded.classifiers.parameters(), model.classifiers.parameters()))

@@ -236,3 +236,45 @@ def test_command_rejects_bad_values_in_one_line(tiny_folder, toy_corpus, tmp_pat
     with pytest.raises(UsageError, match="--layers"):
         contextuality(str(tiny_folder), toy_corpus, layers="7", untrained=False, device="cpu",
                       cache_dir=tmp_path)
+
+
+def _summary(twin: bool) -> pd.DataFrame:
+    """A hand-made summary (as :func:`summarize` gives it): layers 0 and 1, the model and, if asked, its twin."""
+    from bertology.geometry.contextuality import MEASURES
+
+    rows = []
+    for weights, offset in (("trained", 0.0), ("untrained", 0.5)) if twin else (("trained", 0.0),):
+        for layer in (0, 1):
+            for k, measure in enumerate(MEASURES):
+                value = offset + layer / 10 + k / 100
+                rows.append({"weights": weights, "layer": layer, "measure": measure, "value": value,
+                             "adjusted": value - 0.05})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("twin", [True, False])
+def test_the_reference_table_is_long_with_a_weights_column_and_the_twin_is_set_beside_for_display(twin):
+    """One row per layer and weights (the glossary's way to set the model beside its twin), kawine's numbers of
+    the layer on each; the report's display still shows the twin in its own column, NaN/dash without one."""
+    from bertology.geometry.contextuality import KAWINE_BERT_BASE_CASED, reference_table, twin_beside
+    from bertology.report.knowledge import contextuality_table
+
+    summary = _summary(twin)
+    table = reference_table(summary)
+    assert not [c for c in table.columns if c.startswith("untrained_")]
+    assert list(table["weights"]) == (["trained", "untrained"] * 2 if twin else ["trained"] * 2)
+    model = table[table["weights"] == "trained"]
+    assert list(model["self_similarity"]) == pytest.approx([0.0, 0.1])
+    assert list(model["self_similarity_adjusted"]) == pytest.approx([-0.05, 0.05])
+    assert list(model["kawine_anisotropy"]) == KAWINE_BERT_BASE_CASED["anisotropy"][:2]
+    beside = twin_beside(table, "anisotropy")
+    assert list(beside.index) == list(model.index)
+    if twin:
+        assert list(beside) == pytest.approx([0.53, 0.63])
+        assert list(table[table["weights"] == "untrained"]["kawine_anisotropy"]) == list(model["kawine_anisotropy"])
+    else:
+        assert beside.isna().all()
+    shown = contextuality_table(summary)
+    assert list(shown["layer"]) == [0, 1]
+    assert list(shown["twin anisotropy"]) == (["0.530", "0.630"] if twin else [shown["twin anisotropy"][0]] * 2)
+    assert list(shown["twin"]) == (["0.450", "0.550"] if twin else [shown["twin"][0]] * 2)

@@ -1,4 +1,4 @@
-"""The Convexity MLM probe on a tiny model: the input-embedding dropout, the stacked heads, training all
+"""The Convexity MLM probe on a tiny model: the input-embedding dropout, the stacked predictors, training all
 layers in one pass equals training them one by one, the metrics by hand, the command end to end."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from bertology.data import read_corpus
 from bertology.errors import DataError, UsageError
 from bertology.geometry.stores import cached_store
 from bertology.knowledge.mlm_probe import (
-    LayerwiseMLMHead, TokenRows, evaluate_heads, head_seeds, heldout_split, input_dropout, mlm_probe,
-    token_rows, train_heads, unigram_baseline,
+    LayerwiseMLMPredictor, TokenRows, evaluate_predictors, predictor_seeds, heldout_split, input_dropout, mlm_probe,
+    token_rows, train_predictors, unigram_baseline,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -65,18 +65,18 @@ def test_input_dropout_drops_the_word_embeddings_only_inside_the_block(tiny):
 
 
 @pytest.mark.parametrize("tied", [True, False])
-def test_stacked_heads_equal_one_head_per_layer(tied):
+def test_stacked_predictors_equal_one_predictor_per_layer(tied):
     dim, vocab = 8, 20
     embeddings = torch.randn(vocab, dim) if tied else None
-    both = LayerwiseMLMHead(dim, vocab, [11, 22], embeddings)
-    first = LayerwiseMLMHead(dim, vocab, [11], embeddings)
-    second = LayerwiseMLMHead(dim, vocab, [22], embeddings)
+    both = LayerwiseMLMPredictor(dim, vocab, [11, 22], embeddings)
+    first = LayerwiseMLMPredictor(dim, vocab, [11], embeddings)
+    second = LayerwiseMLMPredictor(dim, vocab, [22], embeddings)
     x = torch.randn(2, 5, dim)
     with torch.no_grad():
         out = both(x)
         assert torch.allclose(out[0], first(x[:1])[0], atol=1e-6)
         assert torch.allclose(out[1], second(x[1:])[0], atol=1e-6)
-    # BERT's head by hand: LayerNorm(GELU(x W + b)) then the decoder
+    # BERT's MLM prediction head by hand: LayerNorm(GELU(x W + b)) then the decoder
     h = F.layer_norm(F.gelu(x[0] @ both.dense_weight[0] + both.dense_bias[0]), (dim,), eps=1e-12)
     decoder = embeddings.T if tied else both.decoder_weight[0]
     assert torch.allclose(out[0], h @ decoder + both.decoder_bias[0], atol=1e-5)
@@ -91,27 +91,27 @@ def test_training_all_layers_in_one_pass_equals_training_each_alone(tiny, store,
     vocab = len(tiny.tokenizer)
     embeddings = tiny.model.get_input_embeddings().weight.detach() if tied else None
     layers = [0, 1, 2]
-    together, _ = train_heads(rows, layers, vocab, seed=3, epochs=2, batch_size=32, lr=3e-3,
+    together, _ = train_predictors(rows, layers, vocab, seed=3, epochs=2, batch_size=32, lr=3e-3,
                               tied_embeddings=embeddings)
-    joint = evaluate_heads(together, rows, layers)
+    joint = evaluate_predictors(together, rows, layers)
     for layer in layers:
-        alone, _ = train_heads(rows, [layer], vocab, seed=3, epochs=2, batch_size=32, lr=3e-3,
+        alone, _ = train_predictors(rows, [layer], vocab, seed=3, epochs=2, batch_size=32, lr=3e-3,
                                tied_embeddings=embeddings)
-        single = evaluate_heads(alone, rows, [layer])
+        single = evaluate_predictors(alone, rows, [layer])
         assert single["top1"].iloc[0] == pytest.approx(joint["top1"].iloc[layer], abs=1e-9)
         assert single["cross_entropy"].iloc[0] == pytest.approx(joint["cross_entropy"].iloc[layer], rel=1e-4)
-    assert head_seeds(3, [0, 1]) == [head_seeds(3, [0])[0], head_seeds(3, [1])[0]]
+    assert predictor_seeds(3, [0, 1]) == [predictor_seeds(3, [0])[0], predictor_seeds(3, [1])[0]]
 
 
 def test_metrics_by_hand(tiny, store):
     rows = token_rows(store, tiny.tokenizer)
-    head = LayerwiseMLMHead(store.dim, len(tiny.tokenizer), [5])
-    table = evaluate_heads(head, rows, [1], batch_size=7)
+    predictor = LayerwiseMLMPredictor(store.dim, len(tiny.tokenizer), [5])
+    table = evaluate_predictors(predictor, rows, [1], batch_size=7)
     x = torch.from_numpy(store.layer(1))
     y = torch.from_numpy(rows.targets)
     keep = y >= 0
     with torch.no_grad():
-        logits = head(x[keep][None])[0]
+        logits = predictor(x[keep][None])[0]
     ranks = (logits > logits.gather(1, y[keep][:, None])).sum(dim=1)  # how many scores beat the target
     assert table["tokens"].iloc[0] == int(keep.sum())
     assert table["top1"].iloc[0] == pytest.approx(float((ranks == 0).float().mean()))
@@ -138,7 +138,7 @@ def test_heldout_split_every_fifth_sentence():
 
 
 def test_clean_input_makes_the_task_trivial_and_dropout_does_not(tiny, corpus, tmp_path):
-    """Why the report dropped out the embeddings: without it a head just reads the token off its vector."""
+    """Why the report dropped out the embeddings: without it a predictor just reads the token off its vector."""
     common = dict(seeds=(0,), untrained=False, epochs=30, batch_size=32, lr=3e-3, decoder="untied",
                   device="cpu", cache_dir=tmp_path, layers="0")
     clean = mlm_probe(tiny, corpus, **common, dropout=0.0)["layers"]
@@ -249,3 +249,23 @@ def test_command_corrupt_option_is_checked_in_one_line(tmp_path, corpus):
     run = CliRunner().invoke(app, ["knowledge", "mlm-probe", "-m", "tiny", "-d", str(corpus), "-o", str(tmp_path / "o"),
                                    "--corrupt", "context", "--no-progress"])
     assert run.exit_code == 1 and "--corrupt 'context': expected one of target, all" in str(run.exception)
+
+
+@pytest.mark.parametrize("old, new", [("LayerwiseMLMHead", "LayerwiseMLMPredictor"), ("train_heads", "train_predictors"),
+                                      ("evaluate_heads", "evaluate_predictors"), ("head_seeds", "predictor_seeds")])
+def test_the_old_names_of_the_predictors_still_import_with_a_warning(old, new):
+    """"Head" is kept for attention heads and task heads; the MLM probe's per-layer predictors had it."""
+    import importlib
+
+    import bertology.knowledge as knowledge
+
+    module = importlib.import_module("bertology.knowledge.mlm_probe")  # the package's mlm_probe is the function
+
+    with pytest.warns(DeprecationWarning, match=f"mlm_probe.{old} is deprecated .*; use {new}"):
+        assert getattr(module, old) is getattr(module, new)
+    if old != "head_seeds":
+        with pytest.warns(DeprecationWarning, match=f"{old} is deprecated"):
+            assert getattr(knowledge, old) is getattr(module, new)
+        assert old not in knowledge.__all__ and new in knowledge.__all__
+    with pytest.raises(AttributeError):
+        module.no_such_name

@@ -40,7 +40,7 @@ def test_squad_end_to_end_writes_the_table_and_resumes(tmp_path, tiny_dir, toy_d
     result = Result.load(out)
     scores = result["scores"]
     assert str(scores["seed"].dtype) == "Int64"
-    own = scores[scores["checkpoint"] == scores["eval_checkpoint"]]
+    own = scores[scores["checkpoint"] == scores["test_checkpoint"]]
     assert set(own["component"]) == {"fine-tuned", "lp", "adapter-shared-64"}
     assert set(own["checkpoint"]) == {0.5, 1.0}
     span = own[own["task"] == "span"]
@@ -52,16 +52,17 @@ def test_squad_end_to_end_writes_the_table_and_resumes(tmp_path, tiny_dir, toy_d
     classify = own[own["task"] == "classify"]
     assert len(classify) == 2 and classify["answerable_accuracy"].between(0, 1).all()
     # heads trained on 0.5-epoch activations are also scored on the 1-epoch ones (the seed's 4.4)
-    assert len(scores[(scores["checkpoint"] == 0.5) & (scores["eval_checkpoint"] == 1.0)]) == 3
+    assert len(scores[(scores["checkpoint"] == 0.5) & (scores["test_checkpoint"] == 1.0)]) == 3
     weights = result["layer_weights"]
     lp_weights = weights[(weights["component"] == "lp") & (weights["task"] == "span")]
     assert str(weights["layer"].dtype) == "Int64" and sorted(lp_weights["layer"].unique()) == [0, 1, 2]
     assert lp_weights.groupby("checkpoint")["weight"].sum().round(6).eq(1).all()
     assert (out / "lp_layer_weights.png").stat().st_size > 1000
     assert set(result["curve"]["fraction"]) == {0.25, 0.5, 1.0}
-    assert set(result["windows"]["split"]) == {"train", "heldout", "eval"}
+    assert set(result["windows"]["split"]) == {"train", "dev", "test"}
     meta = json.loads((out / "meta.json").read_text())["meta"]
-    assert not set(meta["train_articles"]) & set(meta["eval_articles"])
+    assert not set(meta["train_articles"]) & set(meta["test_articles"])
+    assert not set(meta["dev_articles"]) & (set(meta["train_articles"]) | set(meta["test_articles"]))
     # a second run reuses every finished part and gives the same table
     modified = {p: p.stat().st_mtime_ns for p in (out / "finetune").rglob("*.safetensors")}
     invoke(*args)
@@ -93,7 +94,7 @@ def test_squad_checkpoint_zero_alone_fine_tunes_nothing(tmp_path, tiny_dir, toy_
     scores = Result.load(out)["scores"]
     assert set(scores["checkpoint"]) == {0.0} and set(scores["component"]) == {"lp", "ap"}
     assert set(scores["task"]) == {"span"}  # no answerable-or-not framing when every question has an answer
-    assert not (out / "finetune").exists() and (out / "activations" / "epoch-0" / "heldout").is_dir()
+    assert not (out / "finetune").exists() and (out / "activations" / "epoch-0" / "dev").is_dir()
 
 
 def test_glue_frozen_readouts_beside_fine_tuning(tmp_path, tiny_dir, shared_data):
@@ -110,7 +111,7 @@ def test_glue_frozen_readouts_beside_fine_tuning(tmp_path, tiny_dir, shared_data
     readouts = scores[scores["component"].isin(["lp", "ap"])]
     assert set(readouts["seed"]) == {0, 1} and set(readouts["metric"]) == {"accuracy"}
     assert readouts["value"].between(0, 1).all() and (readouts["n_train"] == 180).all()
-    assert (readouts["n_dev"] == 100).all() and (readouts["n_heldout"] == 20).all()  # early stopping on 10% of the 200 training examples
+    assert (readouts["n_dev"] == 100).all() and (readouts["n_early_stopping"] == 20).all()  # early stopping on 10% of the 200 training examples
     references = scores[scores["component"].str.startswith("sklearn")]
     assert len(references) == 3 and references["value"].between(0, 1).all()
     finetuned = scores[scores["component"].str.startswith("fine-tuned")]
@@ -182,20 +183,29 @@ def test_old_heads_command_and_options_run_the_same_with_a_note_each(tmp_path, t
     common = ("squad", "-m", tiny_dir, "--data", toy_data, "--quick", "--checkpoints", "0", "--mode", "answerable",
               "--no-progress", "--device", "cpu")
     new = _bertology("readouts", *common, "-o", tmp_path / "new", "--readouts", "lp", "--readout-epochs", 1,
-                     "--readout-lr", "0.002", "--readout-checkpoints", "0")
+                     "--readout-lr", "0.002", "--readout-checkpoints", "0", "--test-share", "0.3", "--dev-share", "0.4",
+                     "--max-train", 20, "--max-test", 10)
     old = _bertology("heads", *common, "-o", tmp_path / "old", "--heads", "lp", "--head-epochs", 1,
-                     "--head-lr", "0.002", "--head-checkpoints", "0")
+                     "--head-lr", "0.002", "--head-checkpoints", "0", "--eval-share", "0.3", "--heldout-share", "0.4",
+                     "--max-train-questions", 20, "--max-eval-questions", 10)
     assert new.exit_code == 0 and old.exit_code == 0, (new.output, old.output)
     assert _notes(new.stderr) == []
     assert _notes(old.stderr) == [
         "note: `bertology heads` is deprecated (it goes in the next release); use `bertology readouts`",
         *(f"note: --{old_name} is deprecated (it goes in the next release); use --{new_name}"
           for old_name, new_name in (("heads", "readouts"), ("head-checkpoints", "readout-checkpoints"),
-                                     ("head-epochs", "readout-epochs"), ("head-lr", "readout-lr")))]
+                                     ("head-epochs", "readout-epochs"), ("head-lr", "readout-lr"),
+                                     ("eval-share", "test-share"), ("heldout-share", "dev-share"),
+                                     ("max-train-questions", "max-train"), ("max-eval-questions", "max-test")))]
     timing = ["train_seconds", "io_share"]
     new_scores, old_scores = (Result.load(tmp_path / name)["scores"].drop(columns=timing) for name in ("new", "old"))
     assert set(new_scores["component"]) == {"lp"}
+    assert (new_scores["n_train"] == 20).all() and (new_scores["n_test"] == 10).all()  # the sizes reached the run
     pd.testing.assert_frame_equal(old_scores, new_scores)
+    new_meta, old_meta = (Result.load(tmp_path / name).meta for name in ("new", "old"))
+    assert new_meta["test_articles"] == old_meta["test_articles"] and new_meta["dev_articles"] == old_meta["dev_articles"]
+    # 8 articles: ceil(0.3 x 8) = 3 test (default 0.25: 2), then ceil(0.4 x 5) = 2 dev (default 0.2: 1)
+    assert (len(new_meta["test_articles"]), len(new_meta["dev_articles"])) == (3, 2)
 
 
 def test_old_spellings_are_hidden_and_refused_beside_the_new_ones(tiny_dir):
@@ -211,3 +221,36 @@ def test_old_spellings_are_hidden_and_refused_beside_the_new_ones(tiny_dir):
     classify = _bertology("heads", "squad", "-m", tiny_dir, "--classify-heads", "nope")
     assert "note: --classify-heads is deprecated" in classify.stderr
     assert isinstance(classify.exception, UsageError) and "--classify-readouts 'nope'" in str(classify.exception)
+
+
+# -- the splits' old names (train/heldout/eval before the glossary's train/dev/test)
+
+@pytest.mark.parametrize("command, old, new, value, refusal", [
+    ("squad", "--eval-share", "--test-share", "1.5", "--test-share 1.5: expected a fraction of the articles"),
+    ("squad", "--heldout-share", "--dev-share", "0", "--dev-share 0.0: expected a fraction of the articles"),
+    ("squad", "--max-train-questions", "--max-train", "0", "--max-train 0: expected a whole number"),
+    ("squad", "--max-eval-questions", "--max-test", "0", "--max-test 0: expected a whole number"),
+    ("squad", "--eval-file", "--test-file", "missing.json", "--test-file without --train-file"),
+    ("glue", "--heldout-share", "--early-stopping-share", "1", "--early-stopping-share 1.0: expected a fraction in [0, 1)"),
+])
+def test_old_split_spellings_work_with_a_note_and_are_refused_beside_the_new_ones(tiny_dir, command, old, new, value,
+                                                                                  refusal):
+    """Each old spelling reaches its new option (the same one-line refusal of a bad value names the new one),
+    with one note on stderr; given beside the new spelling it is refused; help shows only the new one."""
+    task = ("--task", "rte") if command == "glue" else ()
+    base = ("readouts", command, *task, "-m", tiny_dir)
+    old_run = _bertology(*base, old, value)
+    assert _notes(old_run.stderr) == [f"note: {old} is deprecated (it goes in the next release); use {new}"]
+    assert isinstance(old_run.exception, UsageError) and str(old_run.exception).startswith(refusal)
+    new_run = _bertology(*base, new, value)
+    assert _notes(new_run.stderr) == [] and str(new_run.exception) == str(old_run.exception)
+    both = _bertology(*base, new, value, old, value)
+    assert isinstance(both.exception, UsageError)
+    assert str(both.exception) == f"{old} is the old spelling of {new}; give only {new}"
+    import typer.main
+
+    from bertology.cli.readouts import app
+
+    params = {opt: param for param in typer.main.get_command(app).commands[command].params for opt in param.opts}
+    assert params[old].hidden and not params[new].hidden
+    assert f"{old} " not in " ".join(_bertology("readouts", command, "--help").output.split())

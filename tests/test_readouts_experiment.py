@@ -34,7 +34,7 @@ def _config(**kwargs) -> SquadReadoutsConfig:
 def test_answerable_mode_keeps_answered_questions_and_drops_training_windows_without_the_answer(toy_file, tiny_bert):
     windows = prepare_windows(tiny_bert.tokenizer, _config(mode="answerable"), toy_file)
     both = prepare_windows(tiny_bert.tokenizer, _config(mode="squad2"), toy_file)
-    for part in ("train", "heldout", "eval"):
+    for part in ("train", "dev", "test"):
         assert all(q.answers for q in windows[part].questions)
         assert any(not q.answers for q in both[part].questions)
     train = windows["train"]
@@ -45,11 +45,11 @@ def test_answerable_mode_keeps_answered_questions_and_drops_training_windows_wit
         question = train.questions[int(train.question_index[w])]
         offsets = train.offsets[w]
         assert question.context[offsets[train.start_positions[w], 0]:offsets[train.end_positions[w], 1]] == "cats"
-    # held-out and evaluation keep every window (decoding looks at all of them)
-    assert (windows["eval"].start_positions == 0).any()
+    # dev and test keep every window (decoding looks at all of them)
+    assert (windows["test"].start_positions == 0).any()
     titles = {part: {q.title for q in windows[part].questions} for part in windows}
-    assert not titles["train"] & titles["heldout"] and not titles["train"] & titles["eval"]
-    assert not titles["heldout"] & titles["eval"]
+    assert not titles["train"] & titles["dev"] and not titles["train"] & titles["test"]
+    assert not titles["dev"] & titles["test"]
 
 
 def test_checkpoint_zero_trains_readouts_on_the_untouched_pretrained_encoder(tmp_path, toy_file, tiny_bert):
@@ -63,9 +63,9 @@ def test_checkpoint_zero_trains_readouts_on_the_untouched_pretrained_encoder(tmp
     after = tiny_bert.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     questions = result["questions"]
-    assert len(questions) == scores["n_eval_questions"].iloc[0]
+    assert len(questions) == scores["n_test"].iloc[0]
     assert np.isclose(questions["f1"].mean(), scores["f1"].iloc[0])
-    assert scores["epochs_run"].iloc[0] >= 1 and scores["heldout_f1"].notna().all()
+    assert scores["epochs_run"].iloc[0] >= 1 and scores["dev_f1"].notna().all()
 
 
 def _toy_store(tmp_path, tiny_bert, toy_file, name="train"):
@@ -144,7 +144,7 @@ def test_null_margin_is_the_best_f1_cut_on_the_questions_given(tmp_path, tiny_be
     assert answers == {"a": "cats", "b": "cats", "c": "", "d": ""}
 
 
-def test_squad2_threshold_is_chosen_on_heldout_articles_never_on_evaluation(tmp_path, toy_file, tiny_bert, monkeypatch):
+def test_squad2_threshold_is_chosen_on_dev_articles_never_on_test(tmp_path, toy_file, tiny_bert, monkeypatch):
     import bertology.readouts.squad as squad_module
 
     seen = []
@@ -158,9 +158,9 @@ def test_squad2_threshold_is_chosen_on_heldout_articles_never_on_evaluation(tmp_
     config = _config(mode="squad2", readout=ReadoutTrainConfig(epochs=1, batch_size=8))
     result = run_squad_readouts(tiny_bert, tmp_path / "run", config, data=toy_file)
     windows = prepare_windows(tiny_bert.tokenizer, config, toy_file)
-    heldout = {q.id for q in windows["heldout"].questions}
-    evaluation = {q.id for q in windows["eval"].questions}
-    assert seen and all(ids == heldout for ids in seen) and not heldout & evaluation
+    dev = {q.id for q in windows["dev"].questions}
+    test = {q.id for q in windows["test"].questions}
+    assert seen and all(ids == dev for ids in seen) and not dev & test
     assert result["scores"]["null_margin"].notna().all()
 
 

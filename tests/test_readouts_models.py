@@ -118,16 +118,16 @@ def test_a_readout_learns_a_toy_span_task_well_above_chance(tmp_path, tiny_bert)
     from bertology.readouts.train import ReadoutTrainConfig, train_readout
 
     questions = read_squad(toy_squad(Path(tmp_path) / "toy.json", articles=8, paragraphs=6))
-    train_questions, eval_questions = split_by_article(questions)
+    train_questions, test_questions = split_by_article(questions)
     config = SquadReadoutsConfig(progress=False)
     train = encode_windows(tiny_bert.tokenizer, train_questions, max_length=96, stride=32)
-    evaluation = encode_windows(tiny_bert.tokenizer, eval_questions, max_length=96, stride=32)
+    test = encode_windows(tiny_bert.tokenizer, test_questions, max_length=96, stride=32)
     train_store = window_store(tiny_bert, train, tmp_path / "train", config)
-    eval_store = window_store(tiny_bert, evaluation, tmp_path / "eval", config)
+    test_store = window_store(tiny_bert, test, tmp_path / "test", config)
     readout = build_readout("adapter-shared-64", len(train_store.layers), train_store.dim, "span", seed=0)
-    before = score_readout(readout, eval_store, evaluation, 30)
+    before = score_readout(readout, test_store, test, 30)
     train_readout(readout, train_store, ReadoutTrainConfig(epochs=4, lr=1e-2, batch_size=8, progress=False))
-    after = score_readout(readout, eval_store, evaluation, 30)
+    after = score_readout(readout, test_store, test, 30)
     # chance: one position among ~30 for the answerable half; "always no answer" scores 0.5
     assert after["has_ans_f1"] > 0.8 and after["exact"] > 0.85
     assert after["exact"] > before["exact"] + 0.3

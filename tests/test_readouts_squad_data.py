@@ -93,13 +93,13 @@ def test_shared_subset_and_its_fixed_split(shared_data):
     questions = read_squad(shared_data / "squad_v2" / "dev-v2.0.json.gz")
     assert len(questions) == 6078
     assert sum(q.is_impossible for q in questions) == 3168
-    train, evaluation = split_by_article(questions)
-    train_titles, eval_titles = {q.title for q in train}, {q.title for q in evaluation}
-    assert not train_titles & eval_titles
-    assert len(train) + len(evaluation) == len(questions)
+    train, test = split_by_article(questions)
+    train_titles, test_titles = {q.title for q in train}, {q.title for q in test}
+    assert not train_titles & test_titles
+    assert len(train) + len(test) == len(questions)
     # the split docs/readouts.md documents
-    assert eval_titles == {"1973_oil_crisis", "French_and_Indian_War", "Packet_switching", "Warsaw"}
-    assert (len(train), len(evaluation)) == (4562, 1516)
+    assert test_titles == {"1973_oil_crisis", "French_and_Indian_War", "Packet_switching", "Warsaw"}
+    assert (len(train), len(test)) == (4562, 1516)
 
 
 def test_split_does_not_depend_on_file_order(tmp_path):

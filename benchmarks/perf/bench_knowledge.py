@@ -38,7 +38,7 @@ BASELINE = "mlm: one layer's head trained at a time; pairs: minicons' MaskedLMSc
 def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder: str, repeats: int) -> dict:
     from bertology.data import default_corpus, read_corpus
     from bertology.models.encoders import as_encoder
-    from bertology.knowledge.mlm_probe import dropout_store, evaluate_heads, token_rows, train_heads
+    from bertology.knowledge.mlm_probe import dropout_store, evaluate_predictors, token_rows, train_predictors
     from bertology.models.tiny import tiny_encoder
 
     encoder = tiny_encoder("bert", seed=1, attentions=False) if model == "tiny" else as_encoder(model, device="cpu")
@@ -57,12 +57,12 @@ def bench_mlm(model: str, sentences: int, epochs: int, batch_size: int, decoder:
             started = time.perf_counter()
             loop_scores = []
             for layer in layers:
-                head, _ = train_heads(rows, [layer], vocab, **common)
-                loop_scores.append(evaluate_heads(head, rows, [layer]))
+                head, _ = train_predictors(rows, [layer], vocab, **common)
+                loop_scores.append(evaluate_predictors(head, rows, [layer]))
             loop_times.append(time.perf_counter() - started)
             started = time.perf_counter()
-            head, _ = train_heads(rows, layers, vocab, **common)
-            batched = evaluate_heads(head, rows, layers)
+            head, _ = train_predictors(rows, layers, vocab, **common)
+            batched = evaluate_predictors(head, rows, layers)
             batched_times.append(time.perf_counter() - started)
         loop_ce = np.array([s["cross_entropy"].iloc[0] for s in loop_scores])
         loop_top1 = np.array([s["top1"].iloc[0] for s in loop_scores])

@@ -8,8 +8,10 @@ modules take them from here, never from the CLI's ``options.py``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import numbers
 import os
+import warnings
 from pathlib import Path
 from typing import Optional, TypeVar
 
@@ -74,6 +76,32 @@ def spec_of(kind: type[Spec], spec: Spec | None, settings: dict, what: str) -> S
     if not isinstance(spec, kind):
         raise UsageError(f"spec: expected a {kind.__name__}, got {type(spec).__name__}")
     return dataclasses.replace(spec, **settings) if settings else spec
+
+
+def renamed_keywords(renames: dict[str, str]):
+    """A class decorator for a spec or config whose keywords were renamed (``{old: new}``): the old keyword still
+    works, with a :class:`DeprecationWarning`, until the next release; given beside its new one it is one
+    :class:`SettingError` naming both."""
+
+    def decorate(cls):
+        init = cls.__init__
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kwargs):
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise SettingError(old, kwargs[old], f"the old name of {new}; give only {new}")
+                    warnings.warn(f"{cls.__name__}({old}=...) is deprecated (it goes in the next release); use "
+                                  f"{new}=", DeprecationWarning, stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            init(self, *args, **kwargs)
+
+        cls.__init__ = __init__
+        cls.renamed_keywords = dict(renames)
+        return cls
+
+    return decorate
 
 
 def check_whole(value, setting: str, least: int = 1, allow_none: bool = False) -> None:

@@ -65,9 +65,11 @@ def main() -> None:
         dev = Store.open(out / "activations" / "dev")
         labels = np.asarray(read_labels(dev)["labels"]["label"])
         majority = float(max(np.mean(labels == 0), np.mean(labels == 1)))
-        pool_raw = {"scores": scores.to_dict("records"), "majority": majority, "heads": {}}
+        # raw keeps the stored run's names ("heads", n_heldout), so a rerun stores the same keys
+        pool_raw = {"scores": scores.rename(columns={"n_early_stopping": "n_heldout"}).to_dict("records"),
+                    "majority": majority, "heads": {}}
         for name in HEADS:
-            correct = {seed: np.load(out / "heads" / name / f"seed-{seed}" / "dev_predictions.npy") == labels
+            correct = {seed: np.load(out / "readouts" / name / f"seed-{seed}" / "dev_predictions.npy") == labels
                        for seed in config.seeds}
             low, high = bootstrap_intervals(correct, seed=0)
             part = scores[scores["component"] == name]
@@ -106,7 +108,7 @@ def main() -> None:
         versus = {}
         for pool in ("cls", "mean"):
             for name in HEADS:
-                head_mean = np.mean([np.load(args.out / pool / "heads" / name / f"seed-{seed}" / "dev_predictions.npy")
+                head_mean = np.mean([np.load(args.out / pool / "readouts" / name / f"seed-{seed}" / "dev_predictions.npy")
                                      == labels for seed in range(args.seeds)], axis=0)
                 versus[f"{pool}/{name}"] = PairedBootstrap({"fine-tuned": tuned_mean, "head": head_mean}, seed=0
                                                            ).difference("fine-tuned", "head")

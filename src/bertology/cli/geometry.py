@@ -69,7 +69,7 @@ def contextuality_command(
                                  max_pairs=max_pairs_value(max_pairs), samples=samples, max_sentences=max_sentences)
     except SettingError as error:
         raise error.as_option() from None
-    from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table
+    from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table, twin_beside
     from bertology.results import number
 
     out = out or options.default_out("geometry/contextuality", Path(model).name,
@@ -80,13 +80,16 @@ def contextuality_command(
     result.figures["contextuality"] = figure
     result.save(out)
     table = reference_table(result["summary"])
+    table = table[table["weights"] == "trained"].assign(
+        twin_self_similarity_adjusted=twin_beside(table, "self_similarity_adjusted"),
+        twin_anisotropy=twin_beside(table, "anisotropy"))
     view = Table(title=f"contextuality of {result.meta['model']['name']} (mean over {len(chosen_seeds)} "
                  "seed(s); adj. = minus the baseline)")
     columns = [("layer", "layer"), ("self-sim adj.", "self_similarity_adjusted"),
-               ("twin", "untrained_self_similarity_adjusted"),
+               ("twin", "twin_self_similarity_adjusted"),
                ("intra-sent. adj.", "intra_sentence_similarity_adjusted"),
                ("MEV adj.", "max_explainable_variance_adjusted"), ("anisotropy", "anisotropy"),
-               ("twin", "untrained_anisotropy"), ("bert-base-cased anisotropy", "kawine_anisotropy")]
+               ("twin", "twin_anisotropy"), ("bert-base-cased anisotropy", "kawine_anisotropy")]
     for header, _ in columns:
         view.add_column(header, justify="right")
     for _, row in table.iterrows():

@@ -4,7 +4,10 @@ the work is in :mod:`bertology.readouts.squad` and :mod:`bertology.readouts.glue
 
 ``bertology heads`` and the options spelled after "head" (``--heads``, ``--classify-heads``, ``--head-epochs``,
 ``--head-lr``, ``--head-checkpoints``) are the old spellings: hidden, same behaviour, a one-line note on stderr;
-they go in the release after next."""
+they go in the release after next. So are the splits' names before train/dev/test (docs/ARCHITECTURE.md's
+glossary): squad's ``--eval-file``, ``--eval-share``, ``--heldout-share``, ``--max-train-questions`` and
+``--max-eval-questions`` (now ``--test-file``, ``--test-share``, ``--dev-share``, ``--max-train``, ``--max-test``)
+and glue's ``--heldout-share`` (now ``--early-stopping-share``: GLUE's dev split is the one scored there)."""
 
 from __future__ import annotations
 
@@ -84,8 +87,9 @@ def squad_command(
     model: str = model_option(),
     out: Optional[Path] = out_option("readouts-squad"),
     data: Optional[Path] = data_option(help="SQuAD v2.0 JSON to split by article (default: the shared dev subset)."),
-    train_file: Optional[Path] = typer.Option(None, "--train-file", help="Official-style train JSON (with --eval-file)."),
-    eval_file: Optional[Path] = typer.Option(None, "--eval-file", help="Evaluation JSON (with --train-file)."),
+    train_file: Optional[Path] = typer.Option(None, "--train-file", help="Official-style train JSON (with --test-file; "
+                                                                         "its articles also give the dev split)."),
+    test_file: Optional[Path] = typer.Option(None, "--test-file", help="Test JSON, only scored (with --train-file)."),
     readouts: Optional[str] = typer.Option(None, "--readouts", show_default=False,
                                            help=f"Span readouts to train, comma-separated "
                                                 f"({_preset(SQUAD_PRESETS, 'readouts')})."),
@@ -101,10 +105,12 @@ def squad_command(
     mode: str = typer.Option(SQUAD.mode, "--mode", help="squad2: every question, no-answer included; answerable: only "
                                                         "questions with an answer (SQuAD 1.1-style), training windows "
                                                         "without the answer dropped."),
-    eval_share: float = typer.Option(SQUAD.eval_share, "--eval-share", help="Share of the articles held for evaluation."),
-    heldout_share: float = typer.Option(SQUAD.heldout_share, "--heldout-share",
-                                        help="Share of the training articles held out for early stopping and the "
-                                             "no-answer threshold."),
+    test_share: Optional[float] = typer.Option(None, "--test-share", show_default=False,
+                                               help="Share of the articles in the test split, only scored (default "
+                                                    f"{SQUAD.test_share:g})."),
+    dev_share: Optional[float] = typer.Option(None, "--dev-share", show_default=False,
+                                              help="Share of the other articles in the dev split: early stopping and "
+                                                   f"the no-answer threshold (default {SQUAD.dev_share:g})."),
     curve: str = typer.Option("", "--curve", help="Extra fractions to score the encoder at (Figure 1), e.g. 0.1,0.2,...,1."),
     seeds: int = seeds_option(default=len(SQUAD.seeds), help="How many readout seeds (from --seed)."),
     seed: int = seed_option(),
@@ -114,17 +120,17 @@ def squad_command(
     stride: Optional[int] = typer.Option(None, "--stride", show_default=False,
                                          help="Overlap in tokens between the windows of a long context "
                                               f"({_preset(SQUAD_PRESETS, 'stride')})."),
-    max_train_questions: Optional[int] = typer.Option(None, "--max-train-questions",
-                                                      help="A seeded subset of the train questions "
-                                                           f"({_preset(SQUAD_PRESETS, 'max_train_questions')})."),
-    max_eval_questions: Optional[int] = typer.Option(None, "--max-eval-questions",
-                                                     help="A seeded subset of the evaluation questions "
-                                                          f"({_preset(SQUAD_PRESETS, 'max_eval_questions')})."),
+    max_train: Optional[int] = typer.Option(None, "--max-train", show_default=False,
+                                            help="A seeded subset of N train questions "
+                                                 f"({_preset(SQUAD_PRESETS, 'max_train')})."),
+    max_test: Optional[int] = typer.Option(None, "--max-test", show_default=False,
+                                           help="A seeded subset of N test questions "
+                                                f"({_preset(SQUAD_PRESETS, 'max_test')})."),
     readout_epochs: Optional[int] = typer.Option(None, "--readout-epochs", show_default=False,
                                                  help="Most epochs per readout "
                                                       f"({_preset(SQUAD_PRESETS, 'readout_epochs')}; the seed: 1)."),
     patience: Optional[int] = typer.Option(None, "--patience", show_default=False,
-                                           help="Stop a readout after this many epochs without a better held-out F1 "
+                                           help="Stop a readout after this many epochs without a better dev F1 "
                                                 f"({_preset(SQUAD_PRESETS, 'patience')}; 0: no early stopping)."),
     standardise: bool = typer.Option(SQUAD.standardise, "--standardise/--no-standardise",
                                      help="Standardise each layer's features with the training activations' "
@@ -148,11 +154,17 @@ def squad_command(
     head_checkpoints: Optional[str] = options.old_option("--head-checkpoints"),
     head_epochs: Optional[int] = options.old_option("--head-epochs"),
     head_lr: Optional[float] = options.old_option("--head-lr"),
+    eval_file: Optional[Path] = options.old_option("--eval-file"),
+    eval_share: Optional[float] = options.old_option("--eval-share"),
+    heldout_share: Optional[float] = options.old_option("--heldout-share"),
+    max_train_questions: Optional[int] = options.old_option("--max-train-questions"),
+    max_eval_questions: Optional[int] = options.old_option("--max-eval-questions"),
 ) -> None:
     """The seed's experiment: fine-tune part of an epoch and a full one, train every readout on each
     checkpoint's frozen all-layer activations, score with the official SQuAD 2.0 rules, one table.
 
-    Scores on the shared subset are not comparable to official SQuAD numbers (dev subset split by article).
+    Scores on the shared subset are not comparable to official SQuAD numbers (dev subset split by article into
+    train, dev and test).
     Every step resumes: run the same command again after an interruption.
     """
     readouts = options.renamed(readouts, heads, "--readouts", "--heads")
@@ -160,10 +172,17 @@ def squad_command(
     readout_checkpoints = options.renamed(readout_checkpoints, head_checkpoints, "--readout-checkpoints", "--head-checkpoints")
     readout_epochs = options.renamed(readout_epochs, head_epochs, "--readout-epochs", "--head-epochs")
     readout_lr = options.renamed(readout_lr, head_lr, "--readout-lr", "--head-lr")
+    test_file = options.renamed(test_file, eval_file, "--test-file", "--eval-file")
+    test_share = options.renamed(test_share, eval_share, "--test-share", "--eval-share")
+    dev_share = options.renamed(dev_share, heldout_share, "--dev-share", "--heldout-share")
+    max_train = options.renamed(max_train, max_train_questions, "--max-train", "--max-train-questions")
+    max_test = options.renamed(max_test, max_eval_questions, "--max-test", "--max-eval-questions")
     spec = _spec(SquadReadoutsSpec, readouts=readouts, classify_readouts=classify_readouts, checkpoints=checkpoints,
-                 readout_checkpoints=readout_checkpoints, mode=mode, eval_share=eval_share, heldout_share=heldout_share,
+                 readout_checkpoints=readout_checkpoints, mode=mode,
+                 test_share=SQUAD.test_share if test_share is None else test_share,
+                 dev_share=SQUAD.dev_share if dev_share is None else dev_share,
                  curve=curve, seeds=seed_list(seeds, seed), max_length=max_length, stride=stride,
-                 max_train_questions=max_train_questions, max_eval_questions=max_eval_questions,
+                 max_train=max_train, max_test=max_test,
                  readout_epochs=readout_epochs, patience=patience, standardise=standardise,
                  readout_lr=SQUAD.readout_lr if readout_lr is None else readout_lr, batch_size=batch_size,
                  finetune_lr=finetune_lr, finetune_batch_size=finetune_batch_size, quick=quick)
@@ -176,11 +195,11 @@ def squad_command(
 
     out = out or default_out("readouts-squad", model, "quick" if quick else None)
     result = run_squad_readouts(model, out, SquadReadoutsConfig.from_spec(spec, run_device, progress), data=data,
-                                train_path=train_file, eval_path=eval_file)
+                                train_path=train_file, test_path=test_file)
     console = Console()
     console.print(squad_table(summary_table(result["scores"]),
-                              f"{result.meta['model']['name']} on SQuAD 2.0 ({result['scores']['n_eval_questions'].iloc[0]}"
-                              " evaluation questions; not comparable to official SQuAD numbers)"))
+                              f"{result.meta['model']['name']} on SQuAD 2.0 ({result['scores']['n_test'].iloc[0]}"
+                              " test questions; not comparable to official SQuAD numbers)"))
     console.print(f"wrote {out}")
 
 
@@ -204,11 +223,12 @@ def glue_command(
     epochs: Optional[int] = typer.Option(None, "--epochs", show_default=False,
                                          help=f"Most epochs per readout ({_preset(GLUE_PRESETS, 'epochs')})."),
     patience: Optional[int] = typer.Option(None, "--patience", show_default=False,
-                                           help="Stop a readout after this many epochs without a lower held-out loss "
+                                           help="Stop a readout after this many epochs without a lower early-stopping loss "
                                                 f"({_preset(GLUE_PRESETS, 'patience')}; 0: no early stopping)."),
-    heldout_share: float = typer.Option(GLUE.heldout_share, "--heldout-share",
-                                        help="Share of the training examples held out (seeded) for early stopping; "
-                                             "0: none."),
+    early_stopping_share: Optional[float] = typer.Option(
+        None, "--early-stopping-share", show_default=False,
+        help=f"Share of the training examples held out (seeded) for early stopping (default "
+             f"{GLUE.early_stopping_share:g}; 0: none). Not called dev: GLUE's dev split is the one scored."),
     standardise: bool = typer.Option(GLUE.standardise, "--standardise/--no-standardise",
                                      help="Standardise each layer's features with the training mean/std."),
     references: bool = typer.Option(GLUE.references, "--references/--no-references",
@@ -230,6 +250,7 @@ def glue_command(
     gpus_per_worker: float = gpus_per_worker_option(),
     progress: bool = progress_option(),
     heads: Optional[str] = options.old_option("--heads"),
+    heldout_share: Optional[float] = options.old_option("--heldout-share"),
 ) -> None:
     """Readouts on frozen all-layer [CLS]/mean vectors for a GLUE task, beside the fine-tuning numbers.
 
@@ -238,6 +259,8 @@ def glue_command(
     from bertology.data.glue import glue_task
 
     readouts = options.renamed(readouts, heads, "--readouts", "--heads")
+    early_stopping_share = options.renamed(early_stopping_share, heldout_share, "--early-stopping-share",
+                                           "--heldout-share")
     _threads(threads)
     check_scale(engine, workers, cpus_per_worker, gpus_per_worker)
     runner = None
@@ -251,7 +274,8 @@ def glue_command(
                                       gpus_per_worker=gpus_per_worker)
     task_spec = glue_task(task)
     spec = _spec(GlueReadoutsSpec, readouts=readouts, pool=pool, seeds=seed_list(seeds, seed), max_train=max_train,
-                 max_dev=max_dev, epochs=epochs, patience=patience, heldout_share=heldout_share,
+                 max_dev=max_dev, epochs=epochs, patience=patience,
+                 early_stopping_share=GLUE.early_stopping_share if early_stopping_share is None else early_stopping_share,
                  standardise=standardise, references=references, lr=lr, batch_size=batch_size, quick=quick)
     if finetune_dir is not None and not finetune_dir.is_dir():
         raise UsageError(f"--finetune-dir {finetune_dir}: not a folder; expected a `bertology finetune` output folder")

@@ -106,15 +106,15 @@ def _finetuned(encoder: Encoder, task: str, config, folder: Path):
 
 
 def _compressed_after(finetuned, tokenizer, variant: Variant, *, calibration, engine, seed):
-    """The fine-tuned model with its backbone compressed by ``variant``'s method and its classifier heads as
-    they were trained (cast to the backbone's dtype for fp16/bf16)."""
+    """The fine-tuned model with its backbone compressed by ``variant``'s method and its classifiers as they were
+    trained (cast to the backbone's dtype for fp16/bf16)."""
     backbone = Encoder(model=finetuned.backbone, tokenizer=tokenizer, name="fine-tuned", source=None)
     compressed = compress(backbone, variant.method, calibration=calibration, seed=seed, engine=engine)
     model = GlueModel(compressed.encoder.model, finetuned.num_labels, finetuned.variant,
                       objective_layers=list(finetuned.objective_layers))
-    model.heads.load_state_dict(finetuned.heads.state_dict())
+    model.classifiers.load_state_dict(finetuned.classifiers.state_dict())
     if variant.method.name in ("fp16", "bf16"):
-        model.heads.to(next(compressed.encoder.model.parameters()).dtype)
+        model.classifiers.to(next(compressed.encoder.model.parameters()).dtype)
     return model.eval()
 
 

@@ -9,7 +9,7 @@ an unanswerable one none, and every ``answer_start`` span must match its context
 Without a path, ``$BERTOLOGY_DATA/squad_v2/dev-v2.0.json.gz`` is read, else the Hugging Face copy
 ``rajpurkar/squad_v2`` (its validation split, through ``datasets``: cache, or hub when online), else one line
 says how to provide it. This project's data file (``squad_v2/dev-v2.0.json.gz``) is a 6,078-question subset of the official dev
-set (16 articles). :func:`split_by_article` divides it into train and evaluation articles, so no article
+set (16 articles). :func:`split_by_article` divides it into train and test articles, so no article
 (and no paragraph) is in both; scores on that split are **not comparable** to official SQuAD 2.0 numbers.
 """
 
@@ -24,10 +24,10 @@ from typing import Sequence
 
 from bertology.data.corpus import open_text
 from bertology.data.paths import EXTERNAL, external_folder, load_hub_split, missing_data
-from bertology.errors import DataError
+from bertology.errors import DataError, SettingError
 
-#: Share of articles that :func:`split_by_article` puts in the evaluation split.
-EVAL_ARTICLE_SHARE = 0.25
+#: Share of articles that :func:`split_by_article` puts in the test split.
+TEST_ARTICLE_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -169,20 +169,20 @@ def article_order(titles: Sequence[str]) -> list[str]:
     return sorted(set(titles), key=lambda title: hashlib.sha256(title.encode("utf-8")).hexdigest())
 
 
-def split_by_article(questions: Sequence[SquadQuestion], eval_share: float = EVAL_ARTICLE_SHARE
+def split_by_article(questions: Sequence[SquadQuestion], share: float = TEST_ARTICLE_SHARE
                      ) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
-    """(train, eval): the first ``ceil(eval_share * articles)`` articles in :func:`article_order` are eval.
+    """(train, test): the first ``ceil(share * articles)`` articles in :func:`article_order` are test (the
+    readouts split their training articles again the same way: (train, dev)).
 
     The rule is fixed and independent of file order, so the same file always splits the same way and no
-    article is in both. On the shared 16-article file it gives 4 evaluation articles (docs/readouts.md).
+    article is in both. On the shared 16-article file it gives 4 test articles (docs/readouts.md).
     """
-    if not 0 < eval_share < 1:
-        raise DataError(f"eval_share {eval_share}: expected a fraction strictly between 0 and 1")
+    if not 0 < share < 1:
+        raise SettingError("share", share, "expected a fraction of the articles strictly between 0 and 1",
+                           shown=str(share))
     titles = article_order([q.title for q in questions])
     if len(titles) < 2:
         raise DataError(f"{len(titles)} article(s): a split by article needs at least 2")
-    n_eval = min(len(titles) - 1, max(1, math.ceil(eval_share * len(titles))))
-    eval_titles = set(titles[:n_eval])
-    train = [q for q in questions if q.title not in eval_titles]
-    evaluation = [q for q in questions if q.title in eval_titles]
-    return train, evaluation
+    n_held = min(len(titles) - 1, max(1, math.ceil(share * len(titles))))
+    held_titles = set(titles[:n_held])
+    return ([q for q in questions if q.title not in held_titles], [q for q in questions if q.title in held_titles])

@@ -136,7 +136,7 @@ class ExtractionPlan:
     :func:`plan_extraction` on the driver, shared by the local engine (:func:`extract`) and the Ray engine
     (:mod:`bertology.scale`). ``writer`` holds the store's index as on disk; ``complete`` when nothing is left.
 
-    ``head`` holds the first sentences encoded (the unknown-token check ran on them); the rest are encoded
+    ``first`` holds the first sentences encoded (the unknown-token check ran on them); the rest are encoded
     while the model runs (:func:`extract`), or all at once on first use of :attr:`encoded` (the Ray engine)."""
 
     encoder: Encoder
@@ -146,7 +146,7 @@ class ExtractionPlan:
     attention_layers: list[int]
     writer: StoreWriter
     row_counts: np.ndarray
-    head: list[EncodedSentence] = dataclasses.field(default_factory=list)
+    first: list[EncodedSentence] = dataclasses.field(default_factory=list)
     pieces: WordPieces = dataclasses.field(default_factory=WordPieces)  # each distinct word tokenized once
     _encoded: list[EncodedSentence] | None = None
 
@@ -171,8 +171,8 @@ class ExtractionPlan:
     def encoded(self) -> list[EncodedSentence]:
         """Every sentence encoded (:func:`encode_sentences`), on first use; the unknown-token check on all."""
         if self._encoded is None:
-            rest = self.encode(len(self.head), len(self.sentences))
-            self._encoded = self.head + rest
+            rest = self.encode(len(self.first), len(self.sentences))
+            self._encoded = self.first + rest
             _check_tokenizer(self.encoder, self._encoded, self.spec.max_unknown_fraction)
             warn_unknown(self._encoded)
         return self._encoded
@@ -197,7 +197,7 @@ class ExtractionPlan:
 
 #: Sentences encoded before anything is written (the unknown-token check reads them), and the first shard: the
 #: model starts on them while the thread that prepares the batches encodes the rest (issue 31).
-HEAD_SENTENCES = 128
+FIRST_SENTENCES = 128
 
 
 def plan_extraction(
@@ -232,27 +232,27 @@ def plan_extraction(
     _check_attention_sizes(encoder, sentences, len(attention_layers), spec.max_attention_words, input_path)
 
     every = spec.pool == "tokens"
-    head = encode_sentences(encoder.tokenizer, sentences if every else sentences[:HEAD_SENTENCES],
+    first = encode_sentences(encoder.tokenizer, sentences if every else sentences[:FIRST_SENTENCES],
                             encoder.max_length, spec.long_policy, pieces=pieces)
-    _check_tokenizer(encoder, head, spec.max_unknown_fraction)
+    _check_tokenizer(encoder, first, spec.max_unknown_fraction)
     words = np.fromiter((len(s.words) for s in sentences), dtype=np.int64, count=len(sentences))
     if spec.pool in SENTENCE_POOLS:
         row_counts = np.ones(len(sentences), dtype=np.int64)
     elif every:
-        row_counts = np.asarray([e.n_tokens for e in head], dtype=np.int64)
+        row_counts = np.asarray([e.n_tokens for e in first], dtype=np.int64)
     else:
         row_counts = words
     store_bytes = torch.tensor([], dtype=DTYPES[spec.dtype]).element_size()
     groups = words + 2
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
-    # The first shard is the head (already encoded): the model starts on it while the rest is tokenized.
+    # The first shard is the first sentences (already encoded): the model starts on it while the rest is tokenized.
     shard_bounds = plan_shards(row_counts, store_bytes * encoder.hidden_size * len(layers), spec.shard_bytes,
-                               attention_bytes, ramp=HEAD_SENTENCES)
+                               attention_bytes, ramp=FIRST_SENTENCES)
     records, input_record = [], {}
     if not writer.resuming or writer.sentences_lost:
         records = [{"id": s.id, "words": list(s.words)} for s in sentences]
         if every:
-            for record, enc in zip(records, head):
+            for record, enc in zip(records, first):
                 record["tokens"] = encoder.tokenizer.convert_ids_to_tokens(enc.token_ids)
     if not writer.resuming:
         input_file = Path(input_path) if input_path else None
@@ -262,12 +262,12 @@ def plan_extraction(
     # sentences.json and the index are written on the writer's thread, before the first shard, while the model
     # runs (extract); the Ray engine's workers write shard files themselves, so it has them written now.
     writer.start(records, row_counts, shard_bounds, input_record, later=later)
-    made = plan(row_counts=row_counts, head=head)
+    made = plan(row_counts=row_counts, first=first)
     if made.complete:  # every shard whole, only sentences.json was lost: nothing runs that would write it
         writer.write_pending()
     if every:
-        made._encoded = head
-        warn_unknown(head)
+        made._encoded = first
+        warn_unknown(first)
     return made
 
 
@@ -648,7 +648,7 @@ class _Parts:
     def _produce(self) -> None:
         plan, computer = self.plan, self.computer
         encoded = computer.encoded
-        for i, sentence in enumerate(plan.head):
+        for i, sentence in enumerate(plan.first):
             encoded[i] = sentence
         try:
             shards = [plan.index["shards"][k] for k in self.todo]

@@ -2,12 +2,14 @@
 
 The encoder stays a plain ``transformers`` model (``save_pretrained`` works, and ``load_encoder(checkpoint)``
 loads the fine-tuned encoder for probing, attention analysis and ``bertology compare``). The classifiers
-live beside it in ``heads.safetensors``.
+(:attr:`GlueModel.classifiers`, one task head per objective layer) live beside it in ``classifiers.safetensors``
+(``heads.safetensors`` in checkpoints written before the glossary kept "head" for attention heads; still read).
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -25,11 +27,14 @@ from bertology.finetune.variants import Variant, apply_variant, parse_variant
 from bertology.runtime import resolve_device, seeded
 from bertology.models.pruning import load_pruned
 
-HEADS_FILE = "heads.safetensors"
+CLASSIFIERS_FILE = "classifiers.safetensors"
+#: The classifiers' file in checkpoints written before the rename: still read.
+OLD_CLASSIFIERS_FILE = "heads.safetensors"
 
 
 class ClassificationHead(nn.Module):
-    """BERT's head: dropout, dense + tanh over [CLS] (the "pooler"), dropout, linear to the labels."""
+    """BERT's classification task head: dropout, dense + tanh over [CLS] (the "pooler"), dropout, linear to the
+    labels."""
 
     def __init__(self, hidden_size: int, num_labels: int, dropout: float):
         super().__init__()
@@ -42,11 +47,12 @@ class ClassificationHead(nn.Module):
 
 
 class GlueModel(nn.Module):
-    """``backbone`` (a transformers encoder) + one :class:`ClassificationHead` per objective layer.
+    """``backbone`` (a transformers encoder) + ``classifiers``: one :class:`ClassificationHead` per objective layer.
 
     ``forward`` returns a :class:`SequenceClassifierOutput`: ``logits`` from the top objective layer
     (``[batch, num_labels]``, ``num_labels == 1`` for regression) and, given ``labels``, ``loss``: the mean
-    of each head's loss (cross-entropy, or mean squared error for regression).
+    of each classifier's loss (cross-entropy, or mean squared error for regression). ``heads``, the
+    classifiers' old name, still works with a :class:`DeprecationWarning` (heads are attention heads).
     """
 
     def __init__(self, backbone: nn.Module, num_labels: int, variant: Variant | str = "baseline",
@@ -60,18 +66,28 @@ class GlueModel(nn.Module):
         hidden = config_hidden(config)
         dropout = float(getattr(config, "hidden_dropout_prob", None) or getattr(config, "dropout", 0.1) or 0.1)
         std = float(getattr(config, "initializer_range", 0.02))
-        self.heads = nn.ModuleList(ClassificationHead(hidden, num_labels, dropout) for _ in self.objective_layers)
-        for head in self.heads:
-            for linear in (head.dense, head.out):
+        self.classifiers = nn.ModuleList(ClassificationHead(hidden, num_labels, dropout)
+                                         for _ in self.objective_layers)
+        for classifier in self.classifiers:
+            for linear in (classifier.dense, classifier.out):
                 nn.init.normal_(linear.weight, std=std)
                 nn.init.zeros_(linear.bias)
         pooler = getattr(backbone, "pooler", None)
         dense = getattr(pooler, "dense", None)
-        if isinstance(dense, nn.Linear) and dense.weight.shape == self.heads[-1].dense.weight.shape:
-            # Devlin et al.'s recipe classifies the pre-trained pooler's output: start the top head from it.
+        if isinstance(dense, nn.Linear) and dense.weight.shape == self.classifiers[-1].dense.weight.shape:
+            # Devlin et al.'s recipe classifies the pre-trained pooler's output: start the top classifier from it.
             with torch.no_grad():
-                self.heads[-1].dense.weight.copy_(dense.weight)
-                self.heads[-1].dense.bias.copy_(dense.bias)
+                self.classifiers[-1].dense.weight.copy_(dense.weight)
+                self.classifiers[-1].dense.bias.copy_(dense.bias)
+        # a fine-tuning state saved before the rename (to resume) names them "heads.*"
+        self.register_load_state_dict_pre_hook(_old_classifier_keys)
+
+    @property
+    def heads(self) -> nn.ModuleList:
+        """Deprecated name of :attr:`classifiers` (until the next release)."""
+        warnings.warn("GlueModel.heads is deprecated (it goes in the next release); use GlueModel.classifiers",
+                      DeprecationWarning, stacklevel=2)
+        return self.classifiers
 
     @property
     def config(self):
@@ -90,7 +106,7 @@ class GlueModel(nn.Module):
         outputs = Encoder.of(self.backbone).forward(inputs, hidden_states=True, attentions=output_attentions,
                                                     grad=True)
         states = [outputs.hidden_states[layer] for layer in self.objective_layers]  # the last: last_hidden_state
-        all_logits = [head(state[:, 0]) for head, state in zip(self.heads, states)]
+        all_logits = [classifier(state[:, 0]) for classifier, state in zip(self.classifiers, states)]
         loss = None
         if labels is not None:
             losses = [self._loss(logits, labels) for logits in all_logits]
@@ -103,6 +119,13 @@ class GlueModel(nn.Module):
         if self.is_regression:
             return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.float())
         return nn.functional.cross_entropy(logits.float(), labels.long())
+
+
+def _old_classifier_keys(module, state_dict, prefix, *_) -> None:
+    """Rename a state's ``heads.*`` keys (the classifiers' name before the glossary) to ``classifiers.*``."""
+    old = prefix + "heads."
+    for key in [k for k in state_dict if k.startswith(old)]:
+        state_dict[prefix + "classifiers." + key[len(old):]] = state_dict.pop(key)
 
 
 def build_glue_model(backbone: nn.Module, num_labels: int, variant: Variant | str = "baseline",
@@ -120,7 +143,8 @@ def save_checkpoint(model: GlueModel, tokenizer, out_dir: str | Path, meta: dict
     with atomic_dir(out_dir) as tmp:
         model.backbone.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        save_file({k: v.detach().cpu().contiguous() for k, v in model.heads.state_dict().items()}, str(tmp / HEADS_FILE))
+        save_file({k: v.detach().cpu().contiguous() for k, v in model.classifiers.state_dict().items()},
+                  str(tmp / CLASSIFIERS_FILE))
         meta = dict(meta, num_labels=model.num_labels, variant=model.variant.name,
                     objective_layers=list(model.objective_layers))
         write_json(tmp / CHECKPOINT_META, meta, indent=2)
@@ -156,14 +180,18 @@ def load_finetuned(path: str | Path, expected_base_fingerprint: str | None = Non
             f"{path}: fine-tuned from a model with fingerprint {meta.get('base_fingerprint')!r} "
             f"({meta.get('base_model')!r}), expected {expected_base_fingerprint!r}"
         )
-    backbone = load_pruned(path)  # a plain checkpoint, or one whose heads `bertology ablate prune` sliced
+    backbone = load_pruned(path)  # a plain checkpoint, or one whose attention heads `bertology ablate prune` sliced
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = GlueModel(backbone, int(meta["num_labels"]), meta.get("variant", "baseline"),
                       objective_layers=[int(x) for x in meta["objective_layers"]])
-    state = load_weights_file(path / HEADS_FILE)
-    missing, unexpected = model.heads.load_state_dict(state, strict=False)
+    weights = path / CLASSIFIERS_FILE
+    if not weights.is_file() and (path / OLD_CLASSIFIERS_FILE).is_file():
+        weights = path / OLD_CLASSIFIERS_FILE  # written before the rename
+    state = load_weights_file(weights)
+    missing, unexpected = model.classifiers.load_state_dict(state, strict=False)
     if missing or unexpected:
-        raise ModelError(f"{path / HEADS_FILE}: heads do not match the model (missing {missing}, unexpected {unexpected})")
+        raise ModelError(f"{weights}: the classifiers do not match the model (missing {missing}, unexpected "
+                         f"{unexpected})")
     model.eval()
     if device is not None:
         model.to(resolve_device(device))

@@ -251,7 +251,7 @@ def finetune(model, task: str, config: FinetuneConfig | None = None, out_dir: st
     """Fine-tune ``model`` (an :class:`~bertology.models.Encoder`, alias, path or hub id) on GLUE ``task``.
 
     Each seed's checkpoint goes to ``out_dir/<task>/<variant>/seed-<s>/`` (``save_pretrained`` encoder +
-    tokenizer, ``heads.safetensors``, ``finetune.json`` with the base model's fingerprint, task, variant,
+    tokenizer, ``classifiers.safetensors``, ``finetune.json`` with the base model's fingerprint, task, variant,
     seed, recipe and dev metrics). A seed whose finished checkpoint is there is not trained again; a
     checkpoint of another base model or recipe there raises :class:`ModelError`.
 

@@ -10,7 +10,7 @@ A variant is ``baseline`` or ``+``-joined parts, each ``name[:k]``:
                         Predictions come from the top layer's classifier ("Multi-objective fine-tuning").
 
 Parts are applied in the order drop, copy, extra; ``multi-objective`` counts layers of the result, so
-``multi-objective:3+extra-layer`` puts heads on the new layer and the two below it.
+``multi-objective:3+extra-layer`` puts classifiers on the new layer and the two below it.
 """
 
 from __future__ import annotations

@@ -331,30 +331,38 @@ def contextuality(model: str | os.PathLike | Encoder = "minilm", data: str | os.
 
 
 def reference_table(summary: pd.DataFrame, layers: Sequence[int] | None = None) -> pd.DataFrame:
-    """Ours beside kawine's bert-base-cased, per layer: raw and adjusted self-similarity, intra-sentence
-    similarity, MEV and the anisotropy baseline, for the model and (``untrained_*``) its twin, means over
-    seeds; ``kawine_*`` columns hold the released raw numbers."""
-    trained = summary[summary["weights"] == "trained"]
-    twin = summary[summary["weights"] == "untrained"]
+    """Ours beside kawine's bert-base-cased, one row per layer and ``weights`` (``trained``: the model;
+    ``untrained``: its twin, when the run has one): raw and adjusted self-similarity, intra-sentence
+    similarity, MEV and the anisotropy baseline, means over seeds; the ``kawine_*`` columns hold the released
+    raw numbers of that layer (the same on both rows). :func:`twin_beside` sets a twin's column beside the
+    model's rows for a display."""
     ref = KAWINE_BERT_BASE_CASED
     out = []
-    all_layers = sorted(trained["layer"].unique()) if layers is None else list(layers)
+    trained_layers = summary.loc[summary["weights"] == "trained", "layer"].unique()
+    all_layers = sorted(trained_layers) if layers is None else list(layers)
     for layer in all_layers:
-        row = {"layer": int(layer)}
-        for measure in MEASURES:
-            mine = trained[(trained["layer"] == layer) & (trained["measure"] == measure)]
-            row[measure] = float(mine["value"].iloc[0]) if len(mine) else np.nan
-            if measure != "anisotropy":
-                row[f"{measure}_adjusted"] = float(mine["adjusted"].iloc[0]) if len(mine) else np.nan
-            other = twin[(twin["layer"] == layer) & (twin["measure"] == measure)]
-            row[f"untrained_{measure}"] = float(other["value"].iloc[0]) if len(other) else np.nan
-            if measure != "anisotropy":
-                row[f"untrained_{measure}_adjusted"] = float(other["adjusted"].iloc[0]) if len(other) else np.nan
-        for measure, values in ref.items():
-            value = values[layer] if layer < len(values) else None
-            row[f"kawine_{measure}"] = np.nan if value is None else value
-        out.append(row)
+        for kind in ("trained", "untrained"):
+            part = summary[(summary["weights"] == kind) & (summary["layer"] == layer)]
+            if kind == "untrained" and part.empty:
+                continue  # no twin in this run (or not at this layer)
+            row = {"layer": int(layer), "weights": kind}
+            for measure in MEASURES:
+                mine = part[part["measure"] == measure]
+                row[measure] = float(mine["value"].iloc[0]) if len(mine) else np.nan
+                if measure != "anisotropy":
+                    row[f"{measure}_adjusted"] = float(mine["adjusted"].iloc[0]) if len(mine) else np.nan
+            for measure, values in ref.items():
+                value = values[layer] if layer < len(values) else None
+                row[f"kawine_{measure}"] = np.nan if value is None else value
+            out.append(row)
     return pd.DataFrame(out)
+
+
+def twin_beside(table: pd.DataFrame, column: str) -> pd.Series:
+    """The twin's ``column`` of a :func:`reference_table`, aligned with the model's (``trained``) rows; NaN
+    where the run has no twin."""
+    twin = table[table["weights"] == "untrained"].set_index("layer")[column]
+    return table.loc[table["weights"] == "trained", "layer"].map(twin).astype(float)
 
 
 def plot_contextuality(summary: pd.DataFrame, path: str | os.PathLike, title: str = "") -> Path:

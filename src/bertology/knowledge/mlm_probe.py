@@ -1,4 +1,4 @@
-"""The Convexity report's MLM probe: a BERT-style token-prediction head trained on every layer at once.
+"""The Convexity report's MLM probe: a BERT-style token predictor trained on every layer at once.
 
 The report's final method (slides "BERT MLM Probing Method"): an MLM head, *not* the pre-trained one,
 trained on each layer's representations, *without* ``[MASK]`` and *not* on clean inputs, but on
@@ -6,19 +6,21 @@ trained on each layer's representations, *without* ``[MASK]`` and *not* on clean
 with heavy element-wise dropout on the **word-embedding lookup** (``get_input_embeddings()``'s output,
 inverted dropout at rate ``dropout``, before position/segment embeddings and LayerNorm), so a token's
 own identity reaches its position only through a random ``1 - dropout`` share of its embedding's
-coordinates; a head on layer ``l`` must recover the token from that degraded trace plus what layer ``l``
+coordinates; a predictor on layer ``l`` must recover the token from that degraded trace plus what layer ``l``
 gathered from the context. A clean input would make the task trivial (the token is its own answer); a
 ``[MASK]`` would change the input distribution the layers were trained on. By default only the predicted
 token is dropped out (``corrupt="target"``: one copy of the sentence per token, the context clean, as the
 report's crossed-out ``[MASK]`` and "without masking" both keep it); ``corrupt="all"`` drops out every
 token's embedding, the context included.
 
-Per layer the head is BERT's ``BertLMPredictionHead``: dense (d x d) + GELU + LayerNorm + a decoder
-over the model's whole vocabulary (untied, with a bias). All layers' heads are one module whose weights
-are stacked ``[layers, ...]``; one pass over a ``tokens`` store trains them all with batched matrix
-products, each head on its own layer's rows and with its own loss, so the result equals training the
-heads one by one (same initialisation per layer, same batches); ``benchmarks/perf/bench_knowledge.py``
-compares the two.
+Per layer the predictor is BERT's ``BertLMPredictionHead``: dense (d x d) + GELU + LayerNorm + a decoder
+over the model's whole vocabulary (untied, with a bias). It is called a predictor, not a head: "head" is kept
+for attention heads and a model's own task heads (docs/ARCHITECTURE.md's glossary). All layers' predictors are
+one module whose weights are stacked ``[layers, ...]``; one pass over a ``tokens`` store trains them all with
+batched matrix products, each predictor on its own layer's rows and with its own loss, so the result equals
+training the predictors one by one (same initialisation per layer, same batches);
+``benchmarks/perf/bench_knowledge.py`` compares the two. The old names (``LayerwiseMLMHead``,
+``train_heads``, ``evaluate_heads``, ``head_seeds``) still work with a :class:`DeprecationWarning`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -189,15 +192,15 @@ def token_rows(store, tokenizer, sentence_mask: np.ndarray | None = None) -> Tok
     return TokenRows(store, targets)
 
 
-class LayerwiseMLMHead(nn.Module):
-    """One BERT MLM head per layer, weights stacked ``[layers, ...]``: ``x [layers, batch, dim]`` ->
+class LayerwiseMLMPredictor(nn.Module):
+    """One token predictor (BERT's MLM prediction head) per layer, weights stacked ``[layers, ...]``: ``x [layers, batch, dim]`` ->
     logits ``[layers, batch, vocab]``.
 
     Per layer: dense ``dim x dim`` + GELU + LayerNorm, then the decoder: with ``tied_embeddings`` (a
     ``[vocab, dim]`` matrix, BERT's own arrangement) the model's frozen input embeddings shared by every
     layer, plus a trained bias per layer; without, a trained ``dim x vocab`` matrix and bias per layer.
-    Head ``k`` is initialised from ``seeds[k]`` alone (BERT's init: normal(0, 0.02) weights, zero biases,
-    unit LayerNorm), so a one-layer head built with the same seed is the same head.
+    Predictor ``k`` is initialised from ``seeds[k]`` alone (BERT's init: normal(0, 0.02) weights, zero biases,
+    unit LayerNorm), so a one-layer predictor built with the same seed is the same predictor.
     """
 
     def __init__(self, dim: int, vocab_size: int, seeds: Sequence[int], tied_embeddings: torch.Tensor | None = None,
@@ -237,7 +240,7 @@ class LayerwiseMLMHead(nn.Module):
         return h * self.norm_weight[:, None, :] + self.norm_bias[:, None, :]
 
     def decode(self, h: torch.Tensor, k: int) -> torch.Tensor:
-        """Logits ``[batch, vocab]`` of head ``k`` from its transformed vectors ``h [batch, dim]``."""
+        """Logits ``[batch, vocab]`` of predictor ``k`` from its transformed vectors ``h [batch, dim]``."""
         weight = self.tied_embeddings.T if self.tied else self.decoder_weight[k]
         return torch.addmm(self.decoder_bias[k], h, weight)
 
@@ -246,20 +249,21 @@ class LayerwiseMLMHead(nn.Module):
         return torch.stack([self.decode(h[k], k) for k in range(h.shape[0])])
 
     def losses(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Each head's mean cross-entropy ``[layers]`` on ``x [layers, batch, dim]``. The transforms run as
+        """Each predictor's mean cross-entropy ``[layers]`` on ``x [layers, batch, dim]``. The transforms run as
         one batched product; the vocabulary-sized decoder and softmax run layer by layer, whose
         ``batch x vocab`` blocks stay in cache (10% faster than one ``layers*batch x vocab`` block on CPU)."""
         h = self.transform(x)
         return torch.stack([F.cross_entropy(self.decode(h[k], k).float(), targets) for k in range(h.shape[0])])
 
 
-def head_seeds(seed: int, layers: Sequence[int]) -> list[int]:
+def predictor_seeds(seed: int, layers: Sequence[int]) -> list[int]:
+    # "mlm-head": the seed name of the first runs, so the predictors start as they did
     return [derive_seed(seed, "mlm-head", layer) for layer in layers]
 
 
 def unigram_log_prior(targets: np.ndarray, vocab_size: int) -> torch.Tensor:
     """Add-one smoothed log frequencies of the training targets: the decoder bias starts here, so every
-    head begins at the unigram model's loss instead of log(vocab)."""
+    predictor begins at the unigram model's loss instead of log(vocab)."""
     counts = np.bincount(targets[targets >= 0], minlength=vocab_size).astype(np.float64) + 1.0
     return torch.as_tensor(np.log(counts / counts.sum()), dtype=torch.float32)
 
@@ -273,7 +277,7 @@ class TrainingLog:
 
 #: The MLM probe's optimisation: AdamW, fused (the decoders hold ``layers x dim x vocab`` weights, 82M for
 #: MiniLM, and the fused step is 10x faster than the per-tensor one on CPU: 0.09 s vs 1.25 s), no warm-up,
-#: linear decay to 0, no clipping. Weight decay reaches every parameter: the heads are stacked
+#: linear decay to 0, no clipping. Weight decay reaches every parameter: the predictors are stacked
 #: ``[layers, ...]``, so their biases and LayerNorm weights are matrices too. ``precision="bf16"`` is the
 #: probe's ``autocast``.
 MLM_OPTIMISATION = Optimisation(lr=DEFAULTS["lr"], batch_size=DEFAULTS["batch_size"], warmup_ratio=0.0,
@@ -288,31 +292,34 @@ def mlm_optimisation(*, autocast: bool = False, **fields) -> Optimisation:
     return dataclasses.replace(MLM_OPTIMISATION, precision="bf16" if autocast else "fp32", **fields)
 
 
-def train_heads(rows: TokenRows, layers: Sequence[int], vocab_size: int, optimisation: Optimisation | None = None, *,
-                epochs: int = 3, tied_embeddings: torch.Tensor | None = None, progress: bool = False,
-                description: str = "MLM heads", **fields) -> tuple[LayerwiseMLMHead, TrainingLog]:
-    """Train one head per layer in one pass per epoch over ``rows`` with ``optimisation`` (default
+def train_predictors(rows: TokenRows, layers: Sequence[int], vocab_size: int,
+                     optimisation: Optimisation | None = None, *, epochs: int = 3,
+                     tied_embeddings: torch.Tensor | None = None, progress: bool = False,
+                     description: str = "MLM predictors", **fields) -> tuple[LayerwiseMLMPredictor, TrainingLog]:
+    """Train one predictor per layer in one pass per epoch over ``rows`` with ``optimisation`` (default
     :func:`mlm_optimisation` of ``fields``: ``seed=``, ``lr=``, ``batch_size=``, ``weight_decay=``,
     ``device=``, ``autocast=``), in the package's one step loop (:func:`bertology.training.train_steps`).
 
-    The loss is the sum over layers of each head's mean cross-entropy, so each head gets exactly the
+    The loss is the sum over layers of each predictor's mean cross-entropy, so each one gets exactly the
     gradient it would get alone. Batches: every shard's rows shuffled with ``(seed, epoch)``.
     """
     if optimisation is None:
         optimisation = mlm_optimisation(**fields)
     elif fields:
-        raise TypeError(f"train_heads: give the optimisation or its fields ({', '.join(fields)}), not both")
+        raise TypeError(f"train_predictors: give the optimisation or its fields ({', '.join(fields)}), not both")
     seed, batch_size = optimisation.seed, optimisation.batch_size
     device = torch.device(optimisation.device)
     layers = list(layers)
     if rows.n_targets == 0:
         raise DataError("no training tokens; give more text (--data, --max-sentences)")
-    head = LayerwiseMLMHead(rows.store.dim, vocab_size, head_seeds(seed, layers), tied_embeddings).to(device)
+    predictor = LayerwiseMLMPredictor(rows.store.dim, vocab_size, predictor_seeds(seed, layers),
+                                      tied_embeddings).to(device)
     with torch.no_grad():
-        head.decoder_bias.copy_(unigram_log_prior(rows.targets, vocab_size)[None, :].expand_as(head.decoder_bias))
+        predictor.decoder_bias.copy_(unigram_log_prior(rows.targets, vocab_size)[None, :]
+                                     .expand_as(predictor.decoder_bias))
     steps_per_epoch = sum(math.ceil(len(t) / batch_size) for _, t in _chunk_sizes(rows, layers))
     total_steps = optimisation.steps(epochs * steps_per_epoch)
-    optimiser = Optimiser(head, optimisation, total_steps, device)
+    optimiser = Optimiser(predictor, optimisation, total_steps, device)
     history: list[np.ndarray] = []
     loss_sum = torch.zeros(len(layers), device=device)
 
@@ -329,7 +336,7 @@ def train_heads(rows: TokenRows, layers: Sequence[int], vocab_size: int, optimis
 
     def batch_loss(batch) -> torch.Tensor:
         x, y = batch
-        per_layer = head.losses(x, y)
+        per_layer = predictor.losses(x, y)
         loss_sum.add_(per_layer.detach() * len(y))
         return per_layer.sum()
 
@@ -339,7 +346,7 @@ def train_heads(rows: TokenRows, layers: Sequence[int], vocab_size: int, optimis
 
     log = train_steps(optimiser, batch_loss, epoch_batches, steps_per_epoch, total_steps, on_epoch_end=end_of_epoch,
                       examples=lambda batch: len(batch[1]), description=description, progress=progress)
-    return head, TrainingLog(history, log.seconds, log.steps)
+    return predictor, TrainingLog(history, log.seconds, log.steps)
 
 
 def _chunk_sizes(rows: TokenRows, layers: Sequence[int]):
@@ -351,7 +358,7 @@ def _chunk_sizes(rows: TokenRows, layers: Sequence[int]):
 
 
 @torch.no_grad()
-def evaluate_heads(head: LayerwiseMLMHead, rows: TokenRows, layers: Sequence[int], *, batch_size: int = 512,
+def evaluate_predictors(predictor: LayerwiseMLMPredictor, rows: TokenRows, layers: Sequence[int], *, batch_size: int = 512,
                    device: str | torch.device = "cpu", autocast: bool = False) -> pd.DataFrame:
     """Per layer on ``rows``: tokens, top-1 and top-10 accuracy (fractions), mean cross-entropy (nats) and
     perplexity ``exp(cross-entropy)``."""
@@ -359,22 +366,22 @@ def evaluate_heads(head: LayerwiseMLMHead, rows: TokenRows, layers: Sequence[int
     n = len(layers)
     top1, top10, nll, count = np.zeros(n), np.zeros(n), np.zeros(n), 0
     precision = torch.autocast(device.type, dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
-    head.eval()
+    predictor.eval()
     for chunk, targets in rows.chunks(layers):
         for start in range(0, len(targets), batch_size):
             x = torch.from_numpy(chunk[:, start:start + batch_size]).to(device)
             y = torch.from_numpy(targets[start:start + batch_size]).to(device)
             with precision:
-                logits = head(x)
+                logits = predictor(x)
             logits = logits.float()
-            nll += F.cross_entropy(logits.reshape(-1, head.vocab_size), y.repeat(n), reduction="none") \
+            nll += F.cross_entropy(logits.reshape(-1, predictor.vocab_size), y.repeat(n), reduction="none") \
                 .view(n, -1).sum(dim=1).cpu().numpy()
             best = logits.topk(TOP_K, dim=-1).indices  # [n, batch, k]
             hits = best == y[None, :, None]
             top1 += hits[:, :, 0].sum(dim=1).cpu().numpy()
             top10 += hits.any(dim=-1).sum(dim=1).cpu().numpy()
             count += len(y)
-    head.train()
+    predictor.train()
     if count == 0:
         raise DataError("no held-out tokens; give more text or --eval-data")
     cross_entropy = nll / count
@@ -403,11 +410,11 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
               eval_data: str | os.PathLike | None = None, spec: MLMProbeSpec | None = None, *,
               device: str | None = "auto", cache_dir: str | os.PathLike | None = None, progress: bool = False,
               **settings) -> Result:
-    """Train and evaluate the per-layer MLM heads of ``model`` (and of its untrained twin) over ``seeds``.
+    """Train and evaluate the per-layer MLM predictors of ``model`` (and of its untrained twin) over ``seeds``.
 
     ``data``: training text (default the packaged UD English EWT train); ``eval_data``: held-out text
     (default the packaged EWT dev). With ``data`` given and no ``eval_data``, every fifth sentence of
-    ``data`` is held out. Each seed draws its own input-embedding dropout, head initialisation and batch
+    ``data`` is held out. Each seed draws its own input-embedding dropout, predictor initialisation and batch
     order, and initialises its own twin. ``corrupt``: ``"target"`` (default) drops out only the predicted
     token's embedding, in a copy of the sentence per token with the context clean; ``"all"`` drops out every
     token's embedding, context included (see :func:`input_dropout`).
@@ -463,13 +470,13 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
             else:
                 train_rows = token_rows(train_store, encoder.tokenizer, ~held)
                 eval_rows = token_rows(train_store, encoder.tokenizer, held)
-            head, log = train_heads(train_rows, chosen, vocab_size,
-                                    mlm_optimisation(seed=seed, lr=lr, batch_size=batch_size, device=run_device,
-                                                     autocast=autocast),
-                                    epochs=epochs, progress=progress,
-                                    tied_embeddings=_input_embeddings(current) if decoder == "tied" else None,
-                                    description=f"MLM heads, {kind}, seed {seed}")
-            scores = evaluate_heads(head, eval_rows, chosen, device=run_device, autocast=autocast)
+            predictor, log = train_predictors(
+                train_rows, chosen, vocab_size,
+                mlm_optimisation(seed=seed, lr=lr, batch_size=batch_size, device=run_device, autocast=autocast),
+                epochs=epochs, progress=progress,
+                tied_embeddings=_input_embeddings(current) if decoder == "tied" else None,
+                description=f"MLM predictors, {kind}, seed {seed}")
+            scores = evaluate_predictors(predictor, eval_rows, chosen, device=run_device, autocast=autocast)
             scores.insert(0, "seed", seed)
             scores.insert(0, "weights", kind)
             scores["train_loss"] = log.epochs[-1]
@@ -481,7 +488,7 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
                                             "train_loss": losses}))
             if kind == "trained" and seed == seeds[0]:
                 baselines.append(unigram_baseline(train_rows, eval_rows, vocab_size))
-            del head
+            del predictor
     table = pd.concat(rows, ignore_index=True)
     summary = summarize(table)
     meta = {
@@ -494,7 +501,8 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
         "reading": ("inverted element-wise dropout on the word-embedding lookup of the frozen model, "
                     + ("of the predicted token only (one copy of the sentence per token, the context clean)"
                        if corrupt == "target" else "of every token, the context included")
-                    + "; no [MASK]; a fresh BERT MLM head (dense+GELU+LayerNorm+decoder over the vocabulary) per layer"),
+                    + "; no [MASK]; a fresh token predictor per layer, BERT's MLM prediction head "
+                      "(dense+GELU+LayerNorm+decoder over the vocabulary)"),
         "numbering": "layer l = hidden_states[l]; 0 = embeddings",
     }
     return Result("mlm-probe", tables={"layers": table, "summary": summary, "baselines": pd.DataFrame(baselines),
@@ -540,3 +548,17 @@ def plot_mlm_probe(summary: pd.DataFrame, baselines: pd.DataFrame, path: str | o
             axis.set_yscale("log")
         axis.set_title(label, fontsize=9)
     return finish_layer_figure(figure, axes, path, title, legend_size=8)
+
+
+#: The names before the glossary kept "head" for attention heads and task heads: still importable, with a warning.
+_OLD_NAMES = {"LayerwiseMLMHead": "LayerwiseMLMPredictor", "train_heads": "train_predictors",
+              "evaluate_heads": "evaluate_predictors", "head_seeds": "predictor_seeds"}
+
+
+def __getattr__(name: str):
+    if name in _OLD_NAMES:
+        new = _OLD_NAMES[name]
+        warnings.warn(f"bertology.knowledge.mlm_probe.{name} is deprecated (it goes in the next release); use {new}",
+                      DeprecationWarning, stacklevel=2)
+        return globals()[new]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -39,7 +39,7 @@ from bertology.probing.trainer import (
     RIDGE_START_SCALE,
     STOP_RULES,
     _accuracy_per_problem,
-    _init_head,
+    _init_classifier,
     _nll_per_problem,
     _ridge_start,
     _linear_loss_and_grad,
@@ -331,7 +331,7 @@ class LayerwiseProbe(_ProbeBase):
             result = self._fit_exact(data, C)
         else:
             l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_).expand(L, G)
-            params = _init_head(self.kind, (L, G), self.n_features_in_, C, self.hidden, gen, self.device_)
+            params = _init_classifier(self.kind, (L, G), self.n_features_in_, C, self.hidden, gen, self.device_)
             if self.kind == "linear" and self.warm_start:
                 params["W"] = _ridge_start(data[0], data[1], C, l2) * RIDGE_START_SCALE
             result = self._train(params, l2, data, gen, group=lambda acc: acc.max(dim=1).values)
@@ -451,7 +451,7 @@ class ScalarMixProbe(_ProbeBase):
         data, gen = self._setup(X, y, X_dev, y_dev)
         L, G, C = self.n_layers_, len(self.l2_grid_), len(self.classes_)
         l2 = torch.tensor(self.l2_grid_, dtype=torch.float32, device=self.device_)
-        params = _init_head(self.kind, (G,), self.n_features_in_, C, self.hidden, gen, self.device_)
+        params = _init_classifier(self.kind, (G,), self.n_features_in_, C, self.hidden, gen, self.device_)
         params["mix"] = torch.zeros(G, L, device=self.device_)
         result = self._train(params, l2, data, gen, group=lambda acc: acc.max(dim=0, keepdim=True).values)
         self.dev_scores_ = result.dev_accuracy.cpu().numpy()

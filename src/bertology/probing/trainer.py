@@ -1,7 +1,7 @@
 """The batched trainer of the probes fitted by gradient steps (the MLP probe, the early-stopped linear probe,
 the scalar mix): one optimiser run (L-BFGS or Adam) for every layer and L2 value at once, each problem's loss
 summed so that every probe gets exactly its own gradient, with the stopping rules (:data:`STOP_RULES`) and the
-heads it trains (linear, one-hidden-layer MLP). The exact linear probe is solved by :mod:`bertology.probing.solver`
+classifiers it trains (linear, one-hidden-layer MLP). The exact linear probe is solved by :mod:`bertology.probing.solver`
 instead; the estimators are in :mod:`bertology.probing.probes`.
 """
 
@@ -193,11 +193,11 @@ def _train_batched(
 
 
 # ----------------------------------------------------------------------------------------------
-# heads: linear and one-hidden-layer MLP, for a shared input [L, n, d] and a grid axis G
+# the classifiers: linear and one-hidden-layer MLP, for a shared input [L, n, d] and a grid axis G
 
 
-def _init_head(kind: str, batch: tuple[int, ...], dim: int, n_classes: int, hidden: int,
-               generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+def _init_classifier(kind: str, batch: tuple[int, ...], dim: int, n_classes: int, hidden: int,
+                     generator: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
     def normal(*shape, std):
         return (torch.randn(*shape, generator=generator) * std).to(device)
 

@@ -5,9 +5,10 @@ does, at most ``max_length`` tokens) becomes one vector per layer: the [CLS] pos
 the mean over its tokens (``"mean"``), written once as float16 to a store (:mod:`bertology.readouts.activations`).
 Readouts (:mod:`bertology.readouts.catalog`, classification task: dropout + linear on the pooled vector; one
 output and mean squared error for STS-B) are trained on the streamed train vectors and scored on dev with
-``bertology.finetune``'s GLUE metrics. The train subset for ``max_train`` is drawn exactly as
-``bertology finetune --max-train`` draws it (same data seed, same examples), so the rows of a fine-tuning
-run with the same settings (``finetune_dir``, or ``run_finetune=True``) sit in the same table.
+``bertology.finetune``'s GLUE metrics, with early stopping on a seeded slice of the training examples (not
+called dev: GLUE's dev split is the one scored, as in ``bertology finetune``). The train subset for
+``max_train`` is drawn exactly as ``bertology finetune --max-train`` draws it (same data seed, same examples),
+so the rows of a fine-tuning run with the same settings (``finetune_dir``, or ``run_finetune=True``) sit in the same table.
 """
 
 from __future__ import annotations
@@ -32,16 +33,17 @@ from bertology.finetune.metrics import glue_metric
 from bertology.finetune.train import collect_results
 from bertology.readouts.activations import read_labels, write_activations
 from bertology.readouts.catalog import build_readout, check_readout_name
-from bertology.readouts.spec import GLUE_POOLS, GLUE_READOUTS, GlueReadoutsSpec
+from bertology.readouts.spec import GLUE_POOLS, GLUE_READOUTS, GLUE_RENAMED, GlueReadoutsSpec
 from bertology.readouts.train import ReadoutTrainConfig, feature_stats, predict_readout, train_readout
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.results import Result
 from bertology.runtime import derive_seed
+from bertology.settings import renamed_keywords
 from bertology.store.store import Store
 from bertology.training import Optimisation
 
 GLUE_COLUMNS = ["model", "task", "component", "pool", "seed", "trainable_params", "param_share", "metric", "value",
-                "epochs_run", "best_epoch", "train_seconds", "io_share", "n_train", "n_heldout", "n_dev"]
+                "epochs_run", "best_epoch", "train_seconds", "io_share", "n_train", "n_early_stopping", "n_dev"]
 #: The scikit-learn references: a converged logistic regression (C by cross-validation on the training rows)
 #: on the features a linear readout sees - the last layer (``last``), the mean of the standardised layers
 #: (``ap``) and all layers side by side (a superset of ``lp``'s weighted sum).
@@ -49,10 +51,12 @@ REFERENCES = {"last": "sklearn logreg (last layer)", "ap": "sklearn logreg (mean
               "lp": "sklearn logreg (all layers)"}
 
 
+@renamed_keywords(GLUE_RENAMED)
 @dataclass
 class GlueReadoutsConfig:
     """The library's settings of frozen readouts on a GLUE task (the command line's are :class:`GlueReadoutsSpec`,
-    made into one with :meth:`from_spec`)."""
+    made into one with :meth:`from_spec`). The old keyword ``heldout_share`` still works with a
+    :class:`DeprecationWarning`."""
 
     readouts: tuple[str, ...] = GLUE_READOUTS
     seeds: tuple[int, ...] = (0,)
@@ -63,7 +67,7 @@ class GlueReadoutsConfig:
     data_seed: int = 0
     data_dir: str | None = None
     # Held out of the training examples (seeded) for early stopping; 0: train on all, fixed epochs.
-    heldout_share: float = 0.1
+    early_stopping_share: float = 0.1
     references: bool = True  # the scikit-learn logistic regressions beside the readouts
     readout: ReadoutTrainConfig = field(default_factory=lambda: ReadoutTrainConfig(epochs=50, batch_size=32,
                                                                                    patience=5, standardise=True))
@@ -76,9 +80,9 @@ class GlueReadoutsConfig:
             raise SettingError("pool", self.pool, f"expected {' or '.join(GLUE_POOLS)}")
         if not self.seeds:
             raise SettingError("seeds", self.seeds, "expected at least one seed", shown="(none)")
-        if not 0 <= self.heldout_share < 1:
-            raise SettingError("heldout_share", self.heldout_share, "expected a fraction in [0, 1)",
-                               shown=str(self.heldout_share))
+        if not 0 <= self.early_stopping_share < 1:
+            raise SettingError("early_stopping_share", self.early_stopping_share, "expected a fraction in [0, 1)",
+                               shown=str(self.early_stopping_share))
 
     @classmethod
     def from_spec(cls, spec: GlueReadoutsSpec, data_dir: str | None = None, device: str = "cpu",
@@ -87,17 +91,18 @@ class GlueReadoutsConfig:
         readout = ReadoutTrainConfig(epochs=spec.epochs, patience=spec.patience or None, standardise=spec.standardise,
                                      optimisation=Optimisation(lr=spec.lr, batch_size=spec.batch_size))
         return cls(readouts=spec.readouts, seeds=spec.seeds, pool=spec.pool, max_train=spec.max_train,
-                   max_dev=spec.max_dev, data_dir=data_dir, heldout_share=spec.heldout_share,
+                   max_dev=spec.max_dev, data_dir=data_dir, early_stopping_share=spec.early_stopping_share,
                    references=spec.references, readout=readout, device=device, progress=progress)
 
 
-def split_heldout(train: list, share: float, seed: int = 0) -> tuple[list, list]:
-    """(train, held-out): a seeded ``share`` of the training examples held out for early stopping."""
+def split_early_stopping(train: list, share: float, seed: int = 0) -> tuple[list, list]:
+    """(train, early stopping): a seeded ``share`` of the training examples held out for early stopping."""
     if not share:
         return train, []
     n = max(1, round(share * len(train)))
     if n >= len(train):
         raise DataError(f"{len(train)} training examples: too few to hold {share:g} of them out")
+    # "glue-heldout": the seed name of the first runs, so the same examples are held out
     chosen = set(np.random.default_rng(derive_seed(seed, "glue-heldout")).choice(len(train), n, replace=False).tolist())
     return [e for i, e in enumerate(train) if i not in chosen], [e for i, e in enumerate(train) if i in chosen]
 
@@ -150,8 +155,8 @@ def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list
     return rows
 
 
-def heldout_validator(store: Store, regression: bool):
-    """``validate(readout)``: minus the mean held-out loss (cross-entropy, or squared error for regression) -
+def early_stopping_validator(store: Store, regression: bool):
+    """``validate(readout)``: minus the mean loss on the early-stopping examples (cross-entropy, or squared error for regression) -
     smoother than accuracy on a few hundred examples, so early stopping follows convergence."""
     labels = np.asarray(read_labels(store)["labels"]["label"])
 
@@ -166,23 +171,24 @@ def heldout_validator(store: Store, regression: bool):
 
 def readout_rows(name: str, seed: int, train_store: Store | str, dev_store: Store | str, *, task: str,
                  config: GlueReadoutsConfig, model_name: str, model_parameters: int, out: str,
-                 heldout_store: Store | str | None = None) -> list[dict]:
-    """Train readout ``name`` with ``seed`` on the train store's vectors (early stopping on ``heldout_store``
+                 early_stopping_store: Store | str | None = None) -> list[dict]:
+    """Train readout ``name`` with ``seed`` on the train store's vectors (early stopping on ``early_stopping_store``
     when the recipe has a patience), score it on dev: its table rows. The stores may be given as folders
     (a worker on another process opens them itself)."""
     spec = glue_task(task)
     train_store = train_store if isinstance(train_store, Store) else Store.open(train_store)
     dev_store = dev_store if isinstance(dev_store, Store) else Store.open(dev_store)
-    if heldout_store is not None and not isinstance(heldout_store, Store):
-        heldout_store = Store.open(heldout_store)
+    if early_stopping_store is not None and not isinstance(early_stopping_store, Store):
+        early_stopping_store = Store.open(early_stopping_store)
     dev_labels = np.asarray(read_labels(dev_store)["labels"]["label"])
     readout = build_readout(name, len(train_store.layers), train_store.dim, "classify", num_labels=spec.num_labels,
                             seed=derive_seed(seed, "glue-head-init", spec.name, name))
     readout_config = replace(config.readout, seed=seed, device=config.device, progress=config.progress)
-    if heldout_store is None:
+    if early_stopping_store is None:
         readout_config.patience = None
     folder = ensure_dir(Path(out) / "readouts" / f"{name}" / f"seed-{seed}")
-    validate = heldout_validator(heldout_store, spec.is_regression) if heldout_store is not None else None
+    validate = (early_stopping_validator(early_stopping_store, spec.is_regression)
+                if early_stopping_store is not None else None)
     stats = train_readout(readout, train_store, readout_config, checkpoint=folder / "checkpoint.pt", validate=validate)
     logits = predict_readout(readout, dev_store)
     predictions = logits[:, 0] if spec.is_regression else logits.argmax(-1)
@@ -191,7 +197,7 @@ def readout_rows(name: str, seed: int, train_store: Store | str, dev_store: Stor
              "trainable_params": readout.num_parameters, "param_share": readout.parameter_share(model_parameters),
              "metric": metric, "value": float(value), "epochs_run": stats.epochs_run, "best_epoch": stats.best_epoch,
              "train_seconds": stats.seconds, "io_share": stats.io_share, "n_train": train_store.n_sentences,
-             "n_heldout": heldout_store.n_sentences if heldout_store is not None else 0,
+             "n_early_stopping": early_stopping_store.n_sentences if early_stopping_store is not None else 0,
              "n_dev": dev_store.n_sentences}
             for metric, value in glue_metric(spec.name, predictions, dev_labels).items()]
 
@@ -222,7 +228,7 @@ def _fit_reference(regression: bool, train_x: np.ndarray, train_y: np.ndarray, d
 
 def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: GlueReadoutsConfig, model_name: str,
                    out: str | Path) -> list[dict]:
-    """The scikit-learn references (:data:`REFERENCES`) on the heads' training rows, scored on dev.
+    """The scikit-learn references (:data:`REFERENCES`) on the readouts' training rows, scored on dev.
 
     Classification: ``LogisticRegressionCV`` (C from 13 values, 1e-4..1e2, by 5-fold cross-validation on
     the training rows only; lbfgs to convergence); regression (STS-B): ``RidgeCV`` likewise."""
@@ -254,7 +260,7 @@ def reference_rows(train_store: Store, dev_store: Store, *, task: str, config: G
                   "seed": None, "trainable_params": int(np.size(fitted.coef_) + np.size(fitted.intercept_)),
                   "param_share": None, "metric": metric, "value": float(value), "epochs_run": None,
                   "best_epoch": None, "train_seconds": seconds, "io_share": None, "n_train": len(train_y),
-                  "n_heldout": 0, "n_dev": len(dev_y), "regularisation": chosen}
+                  "n_early_stopping": 0, "n_dev": len(dev_y), "regularisation": chosen}
                        for metric, value in glue_metric(spec.name, predictions, dev_y).items()]
         write_json(saved, {"key": key, "rows": fitted_rows})
         rows += fitted_rows
@@ -271,7 +277,7 @@ def run_glue_readouts(model: str | Encoder, task: str, out: str | Path, config: 
     # Every input is read and checked before the output folder is created: the data files, the model, the
     # pooling it allows and the fine-tuning folder (whose rows are collected now, added at the end).
     train, dev = _examples(spec.name, config)
-    train, heldout = split_heldout(train, config.heldout_share, config.data_seed)
+    train, early_stopping = split_early_stopping(train, config.early_stopping_share, config.data_seed)
     encoder = as_encoder(model)
     check_pool(encoder.tokenizer, config.pool, encoder.name)
     finetuned = finetune_rows(finetune_dir, encoder, spec.name) if finetune_dir is not None else []
@@ -279,12 +285,12 @@ def run_glue_readouts(model: str | Encoder, task: str, out: str | Path, config: 
     started = time.perf_counter()
     train_store = sentence_store(encoder, train, spec.name, out / "activations" / "train", config)
     dev_store = sentence_store(encoder, dev, spec.name, out / "activations" / "dev", config)
-    heldout_store = (sentence_store(encoder, heldout, spec.name, out / "activations" / "heldout", config)
-                     if heldout else None)
+    early_stopping_store = (sentence_store(encoder, early_stopping, spec.name, out / "activations" / "early-stopping",
+                                           config) if early_stopping else None)
     jobs = [(name, seed) for name in config.readouts for seed in config.seeds]
     context = {"task": spec.name, "config": config, "model_name": encoder.name,
                "model_parameters": encoder.num_parameters, "out": str(out),
-               "heldout_store": str(heldout_store.path) if heldout_store is not None else None}
+               "early_stopping_store": str(early_stopping_store.path) if early_stopping_store is not None else None}
     if runner is None:
         rows = [row for name, seed in jobs for row in readout_rows(name, seed, train_store, dev_store, **context)]
     else:  # e.g. bertology.scale: one Ray task per readout x seed, each opening the stores by path

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 
 from bertology.errors import SettingError, UsageError
 from bertology.readouts.names import READOUT_HELP, SEED_READOUTS, check_readout_name
+from bertology.settings import renamed_keywords
 
 #: ``squad2``: every question, the no-answer decision included; ``answerable``: only questions with an answer
 #: (SQuAD 1.1-style), training windows without the answer dropped, a span always predicted.
@@ -32,7 +33,7 @@ GLUE_READOUTS = ("lp", "ap", "last", "adapter-shared-64", "adapter-shared-386-sk
 #: The sizes ``--quick`` shrinks: ``{field: (default, quick)}``; a value given explicitly wins over both.
 SQUAD_PRESETS: Mapping[str, tuple] = {
     "max_length": (384, 128), "stride": (128, 32), "batch_size": (16, 8), "finetune_batch_size": (16, 8),
-    "max_train_questions": (None, 64), "max_eval_questions": (None, 32), "readouts": (SEED_READOUTS, SEED_READOUTS[:2]),
+    "max_train": (None, 64), "max_test": (None, 32), "readouts": (SEED_READOUTS, SEED_READOUTS[:2]),
     "classify_readouts": (("lp",), ("lp",)), "readout_epochs": (10, 2), "patience": (2, 1)}
 GLUE_PRESETS: Mapping[str, tuple] = {
     "max_train": (None, 200), "max_dev": (None, 100), "epochs": (50, 1), "patience": (5, 1),
@@ -122,15 +123,25 @@ class _Presets:
         return "--" + name.replace("_", "-")
 
 
+#: The keywords the readouts' specs and configs had before train/dev/test (docs/ARCHITECTURE.md's glossary).
+SQUAD_RENAMED = {"eval_share": "test_share", "heldout_share": "dev_share", "max_train_questions": "max_train",
+                 "max_eval_questions": "max_test"}
+GLUE_RENAMED = {"heldout_share": "early_stopping_share"}
+
+
+@renamed_keywords(SQUAD_RENAMED)
 @dataclass(frozen=True)
 class SquadReadoutsSpec(_Presets):
     """The settings of ``bertology readouts squad``: fine-tune part of an epoch and a full one
     (``checkpoints``, fractions of an epoch; 0 is the pretrained encoder, frozen), train ``readouts`` (span) and
     ``classify_readouts`` (answerable or not) on each checkpoint's frozen all-layer activations
     (``readout_checkpoints``: on some of them only) for each of ``seeds``, and score with the official SQuAD 2.0
-    rules in ``mode``. ``eval_share`` of the articles is held for evaluation, ``heldout_share`` of the training
-    articles for early stopping (``patience`` epochs, 0: none) and the no-answer threshold. ``curve``: extra
-    fractions to score the fine-tuned encoder at. ``seeds[0]`` also seeds the fine-tuning."""
+    rules in ``mode``. The articles are split three ways: ``test_share`` of them are the test split (only
+    scored), ``dev_share`` of the rest the dev split (early stopping, ``patience`` epochs, 0: none; the no-answer
+    threshold), the others train; ``max_train``/``max_test`` draw a seeded subset of the train/test questions.
+    ``curve``: extra fractions to score the fine-tuned encoder at. ``seeds[0]`` also seeds the fine-tuning.
+    The old keywords ``eval_share``, ``heldout_share``, ``max_train_questions`` and ``max_eval_questions`` still
+    work with a :class:`DeprecationWarning` (until the next release)."""
 
     PRESETS = SQUAD_PRESETS
 
@@ -139,14 +150,14 @@ class SquadReadoutsSpec(_Presets):
     checkpoints: str | tuple[float, ...] = (0.0, 0.3, 1.0)
     readout_checkpoints: str | tuple[float, ...] | None = None
     mode: str = "squad2"
-    eval_share: float = 0.25
-    heldout_share: float = 0.2
+    test_share: float = 0.25
+    dev_share: float = 0.2
     curve: str | tuple[float, ...] = ()
     seeds: tuple[int, ...] = (0,)
     max_length: int | None = None
     stride: int | None = None
-    max_train_questions: int | None = None
-    max_eval_questions: int | None = None
+    max_train: int | None = None
+    max_test: int | None = None
     readout_epochs: int | None = None
     patience: int | None = None
     standardise: bool = True
@@ -173,14 +184,14 @@ class SquadReadoutsSpec(_Presets):
             isinstance(curve, str) and curve.strip() else ()
         if self.mode not in MODES:
             raise SettingError("mode", self.mode, f"expected one of {', '.join(MODES)}")
-        for name in ("eval_share", "heldout_share"):
+        for name in ("test_share", "dev_share"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
                 raise SettingError(name, value, "expected a fraction of the articles strictly between 0 and 1",
                                    shown=str(value))
         for name in ("max_length", "readout_epochs", "batch_size", "finetune_batch_size"):
             _whole(getattr(self, name), name, 1)
-        for name in ("max_train_questions", "max_eval_questions"):
+        for name in ("max_train", "max_test"):
             _whole(getattr(self, name), name, 1, allow_none=True)
         _whole(self.stride, "stride", 0)
         _whole(self.patience, "patience", 0, note=" (0: no early stopping)")
@@ -202,13 +213,16 @@ class SquadReadoutsSpec(_Presets):
         return 0 in self.checkpoints
 
 
+@renamed_keywords(GLUE_RENAMED)
 @dataclass(frozen=True)
 class GlueReadoutsSpec(_Presets):
     """The settings of ``bertology readouts glue``: ``readouts`` trained for each of ``seeds`` on a frozen
     encoder's all-layer sentence vectors (``pool``: ``cls`` or ``mean``) of a GLUE task's ``max_train``
-    training examples (a seeded subset), ``heldout_share`` of them held out for early stopping (``patience``
-    epochs, 0: none; ``epochs`` at most), scored on the first ``max_dev`` dev examples; ``references``: the
-    scikit-learn logistic regressions on the same features beside them."""
+    training examples (a seeded subset), ``early_stopping_share`` of them held out for early stopping
+    (``patience`` epochs, 0: none; ``epochs`` at most), scored on the first ``max_dev`` examples of GLUE's dev
+    split (GLUE's name for the labelled split its results are reported on; the held-out slice of train is
+    therefore not called dev here); ``references``: the scikit-learn logistic regressions on the same features
+    beside them. The old keyword ``heldout_share`` still works with a :class:`DeprecationWarning`."""
 
     PRESETS = GLUE_PRESETS
 
@@ -219,7 +233,7 @@ class GlueReadoutsSpec(_Presets):
     max_dev: int | None = None
     epochs: int | None = None
     patience: int | None = None
-    heldout_share: float = 0.1
+    early_stopping_share: float = 0.1
     standardise: bool = True
     references: bool = True
     lr: float = 1e-3
@@ -236,9 +250,9 @@ class GlueReadoutsSpec(_Presets):
             _whole(getattr(self, name), name, 1, allow_none=True)
         if self.pool not in GLUE_POOLS:
             raise SettingError("pool", self.pool, f"expected {' or '.join(GLUE_POOLS)}")
-        share = self.heldout_share
+        share = self.early_stopping_share
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
-            raise SettingError("heldout_share", share, "expected a fraction in [0, 1)", shown=str(share))
+            raise SettingError("early_stopping_share", share, "expected a fraction in [0, 1)", shown=str(share))
         self._set(readouts=readout_names(self.readouts, "readouts"), seeds=_seeds(self.seeds),
                   lr=_rate(self.lr, "lr"), standardise=bool(self.standardise), references=bool(self.references),
                   quick=bool(self.quick), given=given)

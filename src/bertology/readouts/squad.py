@@ -3,26 +3,28 @@ frozen all-layer activations of each checkpoint, and score everything with the o
 
 Steps (each resumes: finished parts are reused, interrupted ones continue):
 
-1. Questions: a SQuAD v2.0 file split by article (:func:`~bertology.data.squad.split_by_article`), or
-   separate train and evaluation files; optionally a seeded subset of each (``max_*_questions``).
+1. Questions: a SQuAD v2.0 file split by article (:func:`~bertology.data.squad.split_by_article`) into train,
+   dev and test, or separate train and test files (dev: articles of the train file); optionally a seeded
+   subset of each (``max_train``, ``max_dev``, ``max_test``).
 2. Windows (:func:`~bertology.readouts.qa.encode_windows`, 384 tokens, stride 128 by default).
 3. Fine-tuning (:func:`bertology.readouts.finetune_qa.finetune_qa`) with checkpoints at ``checkpoints`` (fractions of
-   the epoch; 0.3 and 1.0 as the seed), each scored on the evaluation questions.
-4. For each checkpoint, every layer's activations of every window token, train and evaluation, written
+   the epoch; 0.3 and 1.0 as the seed), each scored on the test questions.
+4. For each checkpoint, every layer's activations of every window token, train, dev and test, written
    once as float16 stores (:mod:`bertology.readouts.activations`).
 5. Every readout (:mod:`bertology.readouts.catalog`) trained for ``readout.epochs`` epoch(s) per seed on the
-   streamed train activations, then scored on the evaluation activations of every checkpoint (the seed's
-   4.4: readouts trained on 0.3-epoch activations, evaluated on 1-epoch ones).
+   streamed train activations (early stopping on dev), then scored on the test activations of every
+   checkpoint (the seed's 4.4: readouts trained on 0.3-epoch activations, tested on 1-epoch ones).
 6. The answerable-or-not framing for ``classify_readouts``: window label "holds the answer", question
    answerable when a window says so.
 
 Scores on the shared dev subset are **not comparable to official SQuAD 2.0 numbers** (half of dev, split
-by article into train and evaluation; a 22M-parameter MiniLM, not BERT-large).
+by article into train, dev and test; a 22M-parameter MiniLM, not BERT-large).
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -32,7 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from bertology.data.squad import EVAL_ARTICLE_SHARE, SquadQuestion, read_squad, split_by_article
+from bertology.data.squad import TEST_ARTICLE_SHARE, SquadQuestion, read_squad, split_by_article
 from bertology.errors import DataError, SettingError, UsageError
 from bertology.files import ensure_dir
 from bertology.readouts.finetune_qa import QAFinetuneConfig, finetune_qa, load_qa_model, qa_logits
@@ -41,29 +43,35 @@ from bertology.readouts.catalog import ReadoutModel, build_readout, check_readou
 from bertology.readouts.names import SEED_READOUTS
 from bertology.readouts.qa import MAX_ANSWER_LENGTH, MAX_LENGTH, STRIDE, QAWindows, choose_null_margin, decode_spans, \
     encode_windows, question_answerable, score_spans
-from bertology.readouts.spec import MODES, SquadReadoutsSpec
+from bertology.readouts.spec import MODES, SQUAD_RENAMED, SquadReadoutsSpec
 from bertology.readouts.squad_eval import score_predictions, summarize_scores
 from bertology.readouts.train import ReadoutTrainConfig, check_store_model, predict_readout, train_readout
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.plots import finish_figure
 from bertology.results import Result
 from bertology.runtime import derive_seed
+from bertology.settings import renamed_keywords
 from bertology.store.store import Store
 from bertology.training import Optimisation
 
 #: The span scores in the ``scores`` table (fractions; see :func:`~bertology.readouts.qa.score_spans`).
 SPAN_METRICS = ("exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced")
 
-SCORE_COLUMNS = ["model", "checkpoint", "eval_checkpoint", "component", "task", "seed", "trainable_params",
-                 "param_share", *SPAN_METRICS, "answerable_accuracy", "null_margin", "heldout_f1", "epochs_run",
-                 "best_epoch", "train_seconds", "io_share", "n_train_questions", "n_eval_questions"]
-QUESTION_COLUMNS = ["checkpoint", "eval_checkpoint", "component", "task", "seed", "id", "has_answer", "exact", "f1"]
+#: ``checkpoint``: the activations a readout trained on; ``test_checkpoint``: the activations of the test questions
+#: it is scored on (the same checkpoint, or another: the seed's 4.4); ``dev_f1``: its F1 on the dev questions.
+SCORE_COLUMNS = ["model", "checkpoint", "test_checkpoint", "component", "task", "seed", "trainable_params",
+                 "param_share", *SPAN_METRICS, "answerable_accuracy", "null_margin", "dev_f1", "epochs_run",
+                 "best_epoch", "train_seconds", "io_share", "n_train", "n_test"]
+QUESTION_COLUMNS = ["checkpoint", "test_checkpoint", "component", "task", "seed", "id", "has_answer", "exact", "f1"]
 
 
+@renamed_keywords({**SQUAD_RENAMED, "max_heldout_questions": "max_dev"})
 @dataclass
 class SquadReadoutsConfig:
     """The library's settings of the seed's experiment (the command line's are :class:`SquadReadoutsSpec`, made
-    into one with :meth:`from_spec`); its defaults are the seed's (one readout epoch, no early stopping)."""
+    into one with :meth:`from_spec`); its defaults are the seed's (one readout epoch, no early stopping). The
+    old keywords (``eval_share``, ``heldout_share``, ``max_train_questions``, ``max_eval_questions``,
+    ``max_heldout_questions``) still work with a :class:`DeprecationWarning`."""
 
     readouts: tuple[str, ...] = SEED_READOUTS
     classify_readouts: tuple[str, ...] = ("lp",)
@@ -71,12 +79,12 @@ class SquadReadoutsConfig:
     max_length: int = MAX_LENGTH
     stride: int = STRIDE
     max_answer_length: int = MAX_ANSWER_LENGTH
-    max_train_questions: int | None = None
-    max_eval_questions: int | None = None
-    max_heldout_questions: int | None = None
+    max_train: int | None = None             # seeded subsets of the questions of each split (None: all)
+    max_test: int | None = None
+    max_dev: int | None = None
     mode: str = "squad2"
-    eval_share: float = EVAL_ARTICLE_SHARE   # of the articles, for evaluation
-    heldout_share: float = 0.2               # of the training articles, for early stopping and the threshold
+    test_share: float = TEST_ARTICLE_SHARE   # of the articles: the test split, only scored
+    dev_share: float = 0.2                   # of the other articles: the dev split (early stopping, the threshold)
     pretrained: bool = True                  # checkpoint 0: readouts on the encoder as it is, no fine-tuning
     readout_checkpoints: tuple[float, ...] | None = None  # the checkpoints readouts train on (None: every one)
     finetune: QAFinetuneConfig | None = field(default_factory=QAFinetuneConfig)
@@ -92,7 +100,7 @@ class SquadReadoutsConfig:
             raise SettingError("seeds", self.seeds, "expected at least one seed", shown="(none)")
         if self.mode not in MODES:
             raise SettingError("mode", self.mode, f"expected one of {', '.join(MODES)}")
-        for name in ("eval_share", "heldout_share"):
+        for name in ("test_share", "dev_share"):
             if not 0 < getattr(self, name) < 1:
                 raise SettingError(name, getattr(self, name), "expected a fraction of the articles strictly between "
                                    "0 and 1", shown=str(getattr(self, name)))
@@ -112,9 +120,9 @@ class SquadReadoutsConfig:
                                      standardise=spec.standardise,
                                      optimisation=Optimisation(lr=spec.readout_lr, batch_size=spec.batch_size))
         return cls(readouts=spec.readouts, classify_readouts=spec.classify_readouts, seeds=spec.seeds,
-                   max_length=spec.max_length, stride=spec.stride, max_train_questions=spec.max_train_questions,
-                   max_eval_questions=spec.max_eval_questions, mode=spec.mode, eval_share=spec.eval_share,
-                   heldout_share=spec.heldout_share, pretrained=spec.pretrained,
+                   max_length=spec.max_length, stride=spec.stride, max_train=spec.max_train,
+                   max_test=spec.max_test, mode=spec.mode, test_share=spec.test_share,
+                   dev_share=spec.dev_share, pretrained=spec.pretrained,
                    readout_checkpoints=spec.readout_checkpoints, finetune=finetune, readout=readout, device=device,
                    progress=progress)
 
@@ -127,37 +135,37 @@ def _subset(questions: list[SquadQuestion], limit: int | None, purpose: str) -> 
     return [questions[i] for i in keep]
 
 
-def check_file_pair(train_path: str | Path | None, eval_path: str | Path | None) -> None:
-    """A train file needs an evaluation file and the reverse (:class:`UsageError` naming the options)."""
-    if (train_path is None) != (eval_path is None):
-        given, missing = ("--train-file", "--eval-file") if eval_path is None else ("--eval-file", "--train-file")
-        raise UsageError(f"{given} without {missing}: give both a train and an evaluation SQuAD file, or neither "
+def check_file_pair(train_path: str | Path | None, test_path: str | Path | None) -> None:
+    """A train file needs a test file and the reverse (:class:`UsageError` naming the options)."""
+    if (train_path is None) != (test_path is None):
+        given, missing = ("--train-file", "--test-file") if test_path is None else ("--test-file", "--train-file")
+        raise UsageError(f"{given} without {missing}: give both a train and a test SQuAD file, or neither "
                          "(then --data is split by article)")
 
 
 def load_questions(data: str | Path | None = None, train_path: str | Path | None = None,
-                   eval_path: str | Path | None = None, eval_share: float = EVAL_ARTICLE_SHARE,
+                   test_path: str | Path | None = None, test_share: float = TEST_ARTICLE_SHARE,
                    ) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
-    """(train, eval) questions: two files as given, or one file (default: the shared subset) split by article."""
-    check_file_pair(train_path, eval_path)
+    """(train, test) questions: two files as given, or one file (default: the shared subset) split by article."""
+    check_file_pair(train_path, test_path)
     if train_path is not None:
-        train, evaluation = read_squad(train_path), read_squad(eval_path)
-        shared = {q.title for q in train} & {q.title for q in evaluation}
+        train, test = read_squad(train_path), read_squad(test_path)
+        shared = {q.title for q in train} & {q.title for q in test}
         if shared:
-            raise DataError(f"articles in both train and evaluation files: {', '.join(sorted(shared)[:3])}")
-        return train, evaluation
-    return split_by_article(read_squad(data), eval_share)
+            raise DataError(f"articles in both train and test files: {', '.join(sorted(shared)[:3])}")
+        return train, test
+    return split_by_article(read_squad(data), test_share)
 
 
-def split_heldout(train: list[SquadQuestion], heldout_share: float) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
-    """(train, held-out): the first ``ceil(heldout_share x articles)`` training articles in
-    :func:`~bertology.data.squad.article_order` are held out (early stopping, the no-answer threshold); the
-    evaluation articles are never among them."""
+def split_dev(train: list[SquadQuestion], dev_share: float) -> tuple[list[SquadQuestion], list[SquadQuestion]]:
+    """(train, dev): the first ``ceil(dev_share x articles)`` training articles in
+    :func:`~bertology.data.squad.article_order` are the dev split (early stopping, the no-answer threshold); the
+    test articles are never among them."""
     titles = {q.title for q in train}
     if len(titles) < 2:
-        raise DataError(f"{len(titles)} training article(s): holding articles out for early stopping needs at least 2; "
-                        "give more articles or a smaller --eval-share")
-    return split_by_article(train, heldout_share)
+        raise DataError(f"{len(titles)} training article(s): a dev split of articles for early stopping needs at "
+                        "least 2; give more articles or a smaller --test-share")
+    return split_by_article(train, dev_share)
 
 
 def select_mode(questions: list[SquadQuestion], mode: str) -> list[SquadQuestion]:
@@ -168,23 +176,24 @@ def select_mode(questions: list[SquadQuestion], mode: str) -> list[SquadQuestion
 
 
 def prepare_windows(tokenizer, config: "SquadReadoutsConfig", data: str | Path | None = None,
-                    train_path: str | Path | None = None, eval_path: str | Path | None = None) -> dict[str, QAWindows]:
-    """``{"train", "heldout", "eval"}`` windows of the experiment, as ``config`` asks.
+                    train_path: str | Path | None = None, test_path: str | Path | None = None) -> dict[str, QAWindows]:
+    """``{"train", "dev", "test"}`` windows of the experiment, as ``config`` asks.
 
-    Articles are split three ways (evaluation, held-out, train; no article in two), the mode's questions
-    kept, the seeded subsets drawn, and in ``answerable`` mode the training windows without the answer
-    dropped (SQuAD 1.1's training windows: every label is a span; held-out and evaluation keep every
-    window, since decoding looks at all of them)."""
-    train_questions, eval_questions = load_questions(data, train_path, eval_path, config.eval_share)
-    train_questions, heldout_questions = split_heldout(train_questions, config.heldout_share)
-    train_questions = _subset(select_mode(train_questions, config.mode), config.max_train_questions, "train")
-    heldout_questions = _subset(select_mode(heldout_questions, config.mode), config.max_heldout_questions, "heldout")
-    eval_questions = _subset(select_mode(eval_questions, config.mode), config.max_eval_questions, "eval")
-    for name, part in (("train", train_questions), ("held-out", heldout_questions), ("evaluation", eval_questions)):
+    Articles are split three ways (test, dev, train; no article in two), the mode's questions kept, the
+    seeded subsets drawn, and in ``answerable`` mode the training windows without the answer dropped (SQuAD
+    1.1's training windows: every label is a span; dev and test keep every window, since decoding looks at
+    all of them)."""
+    train_questions, test_questions = load_questions(data, train_path, test_path, config.test_share)
+    train_questions, dev_questions = split_dev(train_questions, config.dev_share)
+    # the subsets' seed names ("heldout", "eval") are those of the first runs: the same questions are drawn
+    train_questions = _subset(select_mode(train_questions, config.mode), config.max_train, "train")
+    dev_questions = _subset(select_mode(dev_questions, config.mode), config.max_dev, "heldout")
+    test_questions = _subset(select_mode(test_questions, config.mode), config.max_test, "eval")
+    for name, part in (("train", train_questions), ("dev", dev_questions), ("test", test_questions)):
         if not part:
             raise DataError(f"no {name} questions left in --mode {config.mode}")
     windows = {name: encode_windows(tokenizer, part, config.max_length, config.stride)
-               for name, part in (("train", train_questions), ("heldout", heldout_questions), ("eval", eval_questions))}
+               for name, part in (("train", train_questions), ("dev", dev_questions), ("test", test_questions))}
     if config.mode == "answerable":
         windows["train"] = windows["train"].select(windows["train"].start_positions > 0)
     return windows
@@ -241,7 +250,7 @@ def score_logits(windows: QAWindows, starts, ends, mode: str, max_answer_length:
                  null_margin: float = 0.0) -> tuple[dict, pd.DataFrame]:
     """Scores (fractions) of per-window logits and one row per question (``id``, ``has_answer``,
     ``exact``, ``f1``). ``answerable`` mode always gives the best span (SQuAD 1.1); ``squad2`` abstains when
-    the no-answer score beats the best span by more than ``null_margin`` (chosen on held-out articles)."""
+    the no-answer score beats the best span by more than ``null_margin`` (chosen on the dev articles)."""
     predictions = decode_spans(windows, starts, ends, max_answer_length, null_margin)
     answers = predictions.spans if mode == "answerable" else predictions.answers
     per_question = score_predictions(windows.questions, answers)
@@ -254,8 +263,8 @@ def score_logits(windows: QAWindows, starts, ends, mode: str, max_answer_length:
     return metrics, per_question[["id", "has_answer", "exact", "f1"]]
 
 
-def heldout_choice(windows: QAWindows, starts, ends, mode: str, max_answer_length: int) -> tuple[float, float]:
-    """(F1, no-answer margin) on held-out questions: the margin chosen there (``squad2``; 0 otherwise)."""
+def dev_choice(windows: QAWindows, starts, ends, mode: str, max_answer_length: int) -> tuple[float, float]:
+    """(F1, no-answer margin) on the dev questions: the margin chosen there (``squad2``; 0 otherwise)."""
     margin = choose_null_margin(windows, starts, ends, max_answer_length) if mode == "squad2" else 0.0
     return score_logits(windows, starts, ends, mode, max_answer_length, margin)[0]["f1"], margin
 
@@ -267,34 +276,51 @@ def classify_accuracy(readout: ReadoutModel, store: Store, windows: QAWindows) -
     return float(np.mean([predicted[q.id] == bool(q.answers) for q in windows.questions]))
 
 
+def _old_keyword(given: dict, old: str, new: str, value, function: str):
+    """``value`` of keyword ``new``, or of its old name ``old`` in ``given`` (with a :class:`DeprecationWarning`);
+    any other keyword is refused as Python would."""
+    unknown = set(given) - {old}
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {sorted(unknown)[0]!r}")
+    if old not in given:
+        return value
+    if value is not None:
+        raise SettingError(old, given[old], f"the old name of {new}; give only {new}", shown=str(given[old]))
+    warnings.warn(f"{function}({old}=...) is deprecated (it goes in the next release); use {new}=",
+                  DeprecationWarning, stacklevel=3)
+    return given[old]
+
+
 def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReadoutsConfig | None = None, *,
                        data: str | Path | None = None, train_path: str | Path | None = None,
-                       eval_path: str | Path | None = None) -> Result:
+                       test_path: str | Path | None = None, **old) -> Result:
     """The whole experiment into ``out`` (see the module docstring); returns and saves the Result.
 
     Checkpoint 0 is the pretrained encoder, frozen and never fine-tuned (``config.pretrained``); the
-    others are fractions of a fine-tuning epoch. Readouts train with early stopping on held-out training
-    articles (``config.readout.patience``) and, in ``squad2`` mode, every system's no-answer margin is
-    chosen on those held-out articles; the evaluation articles are only scored.
+    others are fractions of a fine-tuning epoch. Readouts train with early stopping on the dev articles
+    (``config.readout.patience``) and, in ``squad2`` mode, every system's no-answer margin is chosen on the
+    dev articles; the test articles are only scored. ``test_path``: the test file beside ``train_path``
+    (its old keyword ``eval_path`` still works, with a :class:`DeprecationWarning`).
 
-    Tables: ``scores`` (one row per checkpoint x evaluated checkpoint x readout x task x seed, the readout's name
+    Tables: ``scores`` (one row per checkpoint x test checkpoint x readout x task x seed, the readout's name
     in ``component``, plus the fine-tuned encoders themselves as component ``fine-tuned``), ``questions``
     (per-question EM/F1 of every span row: what the paired bootstrap resamples), ``curve`` (the encoder's
     scores at each evaluated fraction of the epoch), ``layer_weights`` (learned softmax weights of
-    LP/adapters/stack), ``history`` (per readout epoch: training loss and held-out score), ``finetune_losses``
-    and ``windows`` (window counts).
+    LP/adapters/stack), ``history`` (per readout epoch: training loss and dev score), ``finetune_losses``
+    and ``windows`` (window counts per ``split``: train, dev, test).
     """
+    test_path = _old_keyword(old, "eval_path", "test_path", test_path, "run_squad_readouts")
     config = config or SquadReadoutsConfig()
-    check_file_pair(train_path, eval_path)  # before the model loads
+    check_file_pair(train_path, test_path)  # before the model loads
     encoder = as_encoder(model)
     if config.max_length > encoder.max_length:
         raise UsageError(f"--max-length {config.max_length}: {encoder.name} takes at most {encoder.max_length} tokens")
     started = time.perf_counter()
-    windows = prepare_windows(encoder.tokenizer, config, data, train_path, eval_path)
-    train_windows, heldout_windows, eval_windows = windows["train"], windows["heldout"], windows["eval"]
-    n_train, n_eval = len(train_windows.questions), len(eval_windows.questions)
+    windows = prepare_windows(encoder.tokenizer, config, data, train_path, test_path)
+    train_windows, dev_windows, test_windows = windows["train"], windows["dev"], windows["test"]
+    n_train, n_test = len(train_windows.questions), len(test_windows.questions)
     out = ensure_dir(out)  # only now: every input above is read and checked, so bad input leaves no folder
-    base = {"model": encoder.name, "n_train_questions": n_train, "n_eval_questions": n_eval}
+    base = {"model": encoder.name, "n_train": n_train, "n_test": n_test}
     mode, max_answer = config.mode, config.max_answer_length
     rows, question_rows = [], []
 
@@ -303,22 +329,22 @@ def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReado
 
     tuned = None
     if config.finetune is not None:
-        tuned = finetune_qa(encoder, train_windows, eval_windows if config.finetune.evaluate_at else None,
+        tuned = finetune_qa(encoder, train_windows, test_windows if config.finetune.evaluate_at else None,
                             out / "finetune", config.finetune)
         pad_id = encoder.tokenizer.pad_token_id if encoder.tokenizer.pad_token_id is not None else 0
         for checkpoint in tuned.checkpoints:
             qa_model = load_qa_model(checkpoint.path)
-            heldout_f1, margin = None, 0.0
+            dev_f1, margin = None, 0.0
             if mode == "squad2":  # the threshold; in answerable mode there is none and nothing stops early
-                h_starts, h_ends = qa_logits(qa_model, heldout_windows, pad_id, config.finetune.eval_batch_tokens)
-                heldout_f1, margin = heldout_choice(heldout_windows, h_starts, h_ends, mode, max_answer)
-            e_starts, e_ends = qa_logits(qa_model, eval_windows, pad_id, config.finetune.eval_batch_tokens)
-            metrics, per_question = score_logits(eval_windows, e_starts, e_ends, mode, max_answer, margin)
+                d_starts, d_ends = qa_logits(qa_model, dev_windows, pad_id, config.finetune.eval_batch_tokens)
+                dev_f1, margin = dev_choice(dev_windows, d_starts, d_ends, mode, max_answer)
+            t_starts, t_ends = qa_logits(qa_model, test_windows, pad_id, config.finetune.eval_batch_tokens)
+            metrics, per_question = score_logits(test_windows, t_starts, t_ends, mode, max_answer, margin)
             del qa_model
-            keys = {"checkpoint": checkpoint.fraction, "eval_checkpoint": checkpoint.fraction,
+            keys = {"checkpoint": checkpoint.fraction, "test_checkpoint": checkpoint.fraction,
                     "component": "fine-tuned", "task": "span", "seed": config.finetune.seed}
             rows.append({**base, **keys, "trainable_params": encoder.num_parameters + 2 * encoder.hidden_size + 2,
-                         "param_share": 1.0, **metrics, "heldout_f1": heldout_f1,
+                         "param_share": 1.0, **metrics, "dev_f1": dev_f1,
                          "train_seconds": checkpoint.train_seconds, "io_share": None})
             add_question_rows(per_question, **keys)
 
@@ -333,14 +359,14 @@ def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReado
         source_encoder = as_encoder(source)
         folder = out / "activations" / f"epoch-{fraction:g}"
         stores[fraction] = {part: window_store(source_encoder, windows[part], folder / part, config)
-                            for part in ("train", "heldout", "eval")}
+                            for part in ("train", "dev", "test")}
         del source_encoder
 
     weights, histories = [], []
     classify = config.classify_readouts if mode == "squad2" else ()  # every question is answerable otherwise
     jobs = [(name, "span") for name in config.readouts] + [(name, "classify") for name in classify]
     for fraction, parts in stores.items():
-        train_store, heldout_store = parts["train"], parts["heldout"]
+        train_store, dev_store = parts["train"], parts["dev"]
         n_layers, hidden = len(train_store.layers), train_store.dim
         for name, task in jobs:
             for seed in config.seeds:
@@ -348,37 +374,36 @@ def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReado
                 readout_config = replace(config.readout, seed=seed, device=config.device, progress=config.progress)
                 folder = out / "readouts" / f"epoch-{fraction:g}" / f"{name}-{task}" / f"seed-{seed}"
                 if task == "span":
-                    def validate(trained, store=heldout_store):
-                        return heldout_choice(heldout_windows, *predict_readout(trained, store), mode, max_answer)[0]
+                    def validate(trained, store=dev_store):
+                        return dev_choice(dev_windows, *predict_readout(trained, store), mode, max_answer)[0]
                 else:
-                    def validate(trained, store=heldout_store):
-                        return classify_accuracy(trained, store, heldout_windows)
+                    def validate(trained, store=dev_store):
+                        return classify_accuracy(trained, store, dev_windows)
                 stats = train_readout(readout, train_store, readout_config,
                                       checkpoint=ensure_dir(folder) / "checkpoint.pt", validate=validate)
                 histories += [{"checkpoint": fraction, "component": name, "task": task, "seed": seed, **row}
                               for row in stats.history]
-                margin, heldout_score = 0.0, None
+                margin, dev_score = 0.0, None
                 if task == "span":
-                    heldout_score, margin = heldout_choice(heldout_windows, *predict_readout(readout, heldout_store),
-                                                           mode, max_answer)
-                for eval_fraction, eval_parts in stores.items():
-                    eval_store = eval_parts["eval"]
-                    if eval_fraction == fraction:  # other checkpoints' activations are the seed's 4.4, on purpose
-                        check_store_model(eval_store, train_store.index["model"]["fingerprint"])
-                    if eval_store.n_sentences != len(eval_windows):
-                        raise DataError(f"{eval_store.path}: {eval_store.n_sentences} windows stored, "
-                                        f"{len(eval_windows)} expected")
-                    keys = {"checkpoint": fraction, "eval_checkpoint": eval_fraction, "component": name,
+                    dev_score, margin = dev_choice(dev_windows, *predict_readout(readout, dev_store), mode, max_answer)
+                for test_fraction, test_parts in stores.items():
+                    test_store = test_parts["test"]
+                    if test_fraction == fraction:  # other checkpoints' activations are the seed's 4.4, on purpose
+                        check_store_model(test_store, train_store.index["model"]["fingerprint"])
+                    if test_store.n_sentences != len(test_windows):
+                        raise DataError(f"{test_store.path}: {test_store.n_sentences} windows stored, "
+                                        f"{len(test_windows)} expected")
+                    keys = {"checkpoint": fraction, "test_checkpoint": test_fraction, "component": name,
                             "task": task, "seed": seed}
                     if task == "span":
-                        scores, per_question = score_logits(eval_windows, *predict_readout(readout, eval_store), mode,
+                        scores, per_question = score_logits(test_windows, *predict_readout(readout, test_store), mode,
                                                             max_answer, margin)
                         add_question_rows(per_question, **keys)
                     else:
-                        scores = {"answerable_accuracy": classify_accuracy(readout, eval_store, eval_windows)}
+                        scores = {"answerable_accuracy": classify_accuracy(readout, test_store, test_windows)}
                     rows.append({**base, **keys, "trainable_params": readout.num_parameters,
                                  "param_share": readout.parameter_share(encoder.num_parameters), **scores,
-                                 "heldout_f1": heldout_score, "epochs_run": stats.epochs_run,
+                                 "dev_f1": dev_score, "epochs_run": stats.epochs_run,
                                  "best_epoch": stats.best_epoch, "train_seconds": stats.seconds,
                                  "io_share": stats.io_share})
                 mix = readout.layer_weights()
@@ -394,15 +419,15 @@ def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReado
     curve = pd.DataFrame(tuned.curve if tuned is not None else [])
     finetune_losses = pd.DataFrame(tuned.losses if tuned is not None else [],
                                    columns=["epoch", "step", "loss", "last_50"])
-    window_counts = pd.DataFrame([{"split": part, **windows[part].stats} for part in ("train", "heldout", "eval")])
+    window_counts = pd.DataFrame([{"split": part, **windows[part].stats} for part in ("train", "dev", "test")])
     figures = {}
     if (weights_frame["component"] == "lp").any():
         figures["lp_layer_weights"] = finish_figure(lp_weights_figure(weights_frame), out / "lp_layer_weights.png")
     meta = {"model": encoder.describe(), "config": asdict(config), "seconds": time.perf_counter() - started,
             "steps_per_epoch": tuned.steps_per_epoch if tuned is not None else None,
             "train_articles": sorted({q.title for q in train_windows.questions}),
-            "heldout_articles": sorted({q.title for q in heldout_windows.questions}),
-            "eval_articles": sorted({q.title for q in eval_windows.questions}),
+            "dev_articles": sorted({q.title for q in dev_windows.questions}),
+            "test_articles": sorted({q.title for q in test_windows.questions}),
             "note": "scores on a subset of SQuAD 2.0 dev split by article: not comparable to official SQuAD numbers"}
     result = Result("readouts-squad", tables={"scores": scores, "questions": questions, "curve": curve,
                                            "layer_weights": weights_frame, "history": history,
@@ -413,8 +438,8 @@ def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReado
 
 
 def summary_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Mean over seeds per (checkpoint, eval checkpoint, readout, task), with the seed count."""
-    keys = ["checkpoint", "eval_checkpoint", "component", "task"]
+    """Mean over seeds per (checkpoint, test checkpoint, readout, task), with the seed count."""
+    keys = ["checkpoint", "test_checkpoint", "component", "task"]
     numeric = ["trainable_params", "param_share", "exact", "f1", "has_ans_f1", "no_ans_accuracy", "has_ans_f1_forced",
                "answerable_accuracy", "train_seconds", "io_share"]
     frame = scores.copy()

@@ -19,13 +19,13 @@ def _seconds(value) -> str:
 
 
 def squad_table(summary: pd.DataFrame, title: str) -> Table:
-    """One line per (checkpoint, readout, task) evaluated on its own checkpoint's activations (the seed's
-    cross-checkpoint evaluations stay in the saved table)."""
+    """One line per (checkpoint, readout, task) tested on its own checkpoint's activations (the seed's
+    cross-checkpoint tests stay in the saved table)."""
     table = Table(title=title)
     for column in ("model/readout", "fine-tuned", "trainable params (% of encoder)", "EM", "F1", "HasAns F1",
                    "NoAns acc", "answerable acc", "training time", "I/O share", "seeds"):
         table.add_column(column, justify="left" if column == "model/readout" else "right")
-    own = summary[summary["checkpoint"] == summary["eval_checkpoint"]]
+    own = summary[summary["checkpoint"] == summary["test_checkpoint"]]
     for row in own.to_dict("records"):
         name = row["component"] if row["task"] == "span" else f"{row['component']} (answerable?)"
         table.add_row(name, f"{row['checkpoint']:g} epoch",

@@ -148,7 +148,7 @@ def train_readout(readout: ReadoutModel, store: Store, config: ReadoutTrainConfi
     ``validate(readout) -> float`` (higher is better; e.g. F1 or accuracy on held-out training articles)
     is called after every epoch; with ``config.patience`` training stops after that many epochs without
     a better score, and the readout ends with the weights of its best epoch. With ``config.standardise`` the
-    head's scaler is set from :func:`feature_stats` of ``store`` before the first step."""
+    readout's scaler is set from :func:`feature_stats` of ``store`` before the first step."""
     config = config or ReadoutTrainConfig()
     if config.patience is not None and validate is None:
         raise ModelError("early stopping (patience) needs a validate function: a score on held-out data")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bertology.geometry.contextuality import plot_contextuality, reference_table
+from bertology.geometry.contextuality import plot_contextuality, reference_table, twin_beside
 from bertology.knowledge.mlm_probe import plot_mlm_probe
 from bertology.knowledge.numeracy import numeracy_table
 from bertology.knowledge.section import knowledge_section
@@ -54,16 +54,17 @@ def contextuality_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Adjusted self-similarity, intra-sentence similarity and MEV per layer, the anisotropy baseline, the
     untrained twin and kawine's bert-base-cased anisotropy (three decimals)."""
     table = reference_table(summary)
+    model = table[table["weights"] == "trained"]
     return pd.DataFrame({
-        "layer": table["layer"],
-        "self-similarity adj.": table["self_similarity_adjusted"].map(_fmt),
-        "twin": table["untrained_self_similarity_adjusted"].map(_fmt),
-        "intra-sentence adj.": table["intra_sentence_similarity_adjusted"].map(_fmt),
-        "MEV adj.": table["max_explainable_variance_adjusted"].map(_fmt),
-        "anisotropy": table["anisotropy"].map(_fmt),
-        "twin anisotropy": table["untrained_anisotropy"].map(_fmt),
-        "bert-base-cased anisotropy": table["kawine_anisotropy"].map(_fmt),
-    })
+        "layer": model["layer"],
+        "self-similarity adj.": model["self_similarity_adjusted"].map(_fmt),
+        "twin": twin_beside(table, "self_similarity_adjusted").map(_fmt),
+        "intra-sentence adj.": model["intra_sentence_similarity_adjusted"].map(_fmt),
+        "MEV adj.": model["max_explainable_variance_adjusted"].map(_fmt),
+        "anisotropy": model["anisotropy"].map(_fmt),
+        "twin anisotropy": twin_beside(table, "anisotropy").map(_fmt),
+        "bert-base-cased anisotropy": model["kawine_anisotropy"].map(_fmt),
+    }).reset_index(drop=True)
 
 
 def static_table(summary: pd.DataFrame) -> pd.DataFrame:
