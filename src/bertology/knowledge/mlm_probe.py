@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -40,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertology.data import default_corpus
-from bertology.errors import DataError, SettingError, UsageError
+from bertology.errors import DataError, UsageError
 from bertology.training import Optimisation, Optimiser, train_steps
 from bertology.geometry.stores import cached_store, load_sentences
 from bertology.models.encoders import as_encoder
@@ -417,22 +418,23 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
     epoch and layer).
 
     The settings are ``spec`` (:class:`~bertology.knowledge.spec.MLMProbeSpec`: seeds, layers, untrained, dropout,
-    corrupt, epochs, batch_size, lr, decoder, max_sentences, max_eval_sentences, autocast), or its fields as
-    keywords, checked once; a bad one is refused in one line naming its option (``--epochs 0: ...``), as before
-    the spec.
+    corrupt, epochs, batch_size, lr, decoder, max_sentences, max_test, autocast), or its fields as
+    keywords, checked once; a bad one is one :class:`~bertology.errors.SettingError` naming its setting
+    (``epochs 0: ...``; the command line names the option).
     """
-    try:
-        spec = spec_of(MLMProbeSpec, spec, settings, "MLM probe")
-    except SettingError as error:
-        raise error.as_option() from None
+    if "max_eval_sentences" in settings:  # the old name (the glossary's subset sizes: max_test is the test split)
+        warnings.warn("mlm_probe(max_eval_sentences=...) is deprecated; use max_test=", DeprecationWarning,
+                      stacklevel=2)
+        settings["max_test"] = settings.pop("max_eval_sentences")
+    spec = spec_of(MLMProbeSpec, spec, settings, "MLM probe")
     seeds, layers, untrained, dropout, corrupt = spec.seeds, spec.layers, spec.untrained, spec.dropout, spec.corrupt
     epochs, batch_size, lr, decoder, autocast = spec.epochs, spec.batch_size, spec.lr, spec.decoder, spec.autocast
-    max_sentences, max_eval_sentences = spec.max_sentences, spec.max_eval_sentences
+    max_sentences, max_test = spec.max_sentences, spec.max_test
     if data is None and eval_data is None:
         data, eval_data = default_corpus("ewt-train"), default_corpus("ewt-dev")
     train_sentences, train_path = load_sentences(data, max_sentences)
     if eval_data is not None:
-        eval_sentences, eval_path = load_sentences(eval_data, max_eval_sentences)
+        eval_sentences, eval_path = load_sentences(eval_data, max_test)
         held = None
     else:
         held = heldout_split(len(train_sentences))
