@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from typer.testing import CliRunner
 
 from bertology.data import read_corpus
-from bertology.errors import DataError, SettingError, UsageError
+from bertology.errors import DataError, SettingError
 from bertology.geometry.stores import cached_store
 from bertology.knowledge.mlm_probe import (
     LayerwiseMLMHead, TokenRows, evaluate_heads, head_seeds, heldout_split, input_dropout, mlm_probe,
@@ -59,7 +59,7 @@ def test_input_dropout_drops_the_word_embeddings_only_inside_the_block(tiny):
         assert torch.equal(lookup(ids), clean)
     with input_dropout(tiny, 0.0, seed=4):
         assert torch.equal(lookup(ids), clean)
-    with pytest.raises(UsageError, match="--dropout"):
+    with pytest.raises(SettingError, match="^dropout 1.0"):
         with input_dropout(tiny, 1.0, seed=0):
             pass
 
@@ -224,7 +224,7 @@ def test_target_dropout_corrupts_only_the_predicted_token_and_all_corrupts_every
     assert len(seen) == 1
     assert (seen[0][1] != lookup(ids)).any(-1)[mask.bool()].all()  # [CLS] and [SEP] too (padding's row is 0)
 
-    with pytest.raises(UsageError, match="--corrupt"):
+    with pytest.raises(SettingError, match="^corrupt 'context'"):
         with input_dropout(tiny, 0.9, seed=0, corrupt="context"):
             pass
 

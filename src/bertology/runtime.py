@@ -9,7 +9,7 @@ import random
 import re
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError, UsageError
 
 if TYPE_CHECKING:  # torch is imported when a device is resolved, so the command line starts without it
     import torch
@@ -35,16 +35,16 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     try:
         resolved = torch.device(name)
     except (RuntimeError, ValueError):
-        raise UsageError(f"--device {device!r}: unknown device; expected {DEVICE_HELP}") from None
+        raise SettingError("device", device, f"unknown device; expected {DEVICE_HELP}") from None
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
-            raise UsageError(f"--device {device!r}: this machine has no CUDA device; use cpu or auto")
+            raise SettingError("device", device, "this machine has no CUDA device; use cpu or auto")
         if resolved.index is not None and resolved.index >= torch.cuda.device_count():
-            raise UsageError(f"--device {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+            raise SettingError("device", device, f"only {torch.cuda.device_count()} CUDA device(s) here")
     elif resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise UsageError(f"--device {device!r}: MPS is not available on this machine")
+        raise SettingError("device", device, "MPS is not available on this machine")
     elif resolved.type not in ("cpu", "cuda", "mps"):
-        raise UsageError(f"--device {device!r}: unsupported device type; expected {DEVICE_HELP}")
+        raise SettingError("device", device, f"unsupported device type; expected {DEVICE_HELP}")
     return resolved
 
 
@@ -61,9 +61,9 @@ def _check_device_name(device: str) -> None:
         return
     match = re.fullmatch(r"([a-z_]+)(?::\d+)?", name)
     if match is None or match.group(1) not in _TORCH_DEVICE_TYPES:
-        raise UsageError(f"--device {device!r}: unknown device; expected {DEVICE_HELP}")
+        raise SettingError("device", device, f"unknown device; expected {DEVICE_HELP}")
     if match.group(1) not in ("cpu", "cuda", "mps"):
-        raise UsageError(f"--device {device!r}: unsupported device type; expected {DEVICE_HELP}")
+        raise SettingError("device", device, f"unsupported device type; expected {DEVICE_HELP}")
 
 
 def derive_seed(seed: int, *purpose: object) -> int:

@@ -23,7 +23,7 @@ from bertology.cli.options import (check_positive, data_option, default_out, dev
 if TYPE_CHECKING:  # pandas is imported when a command runs
     import pandas as pd
 
-app = typer.Typer(help="Attention analysis: Clark et al.'s head statistics, heads as parsers, Kovaleva pattern types, viewer.",
+app = options.CommandApp(help="Attention analysis: Clark et al.'s head statistics, heads as parsers, Kovaleva pattern types, viewer.",
                   no_args_is_help=True)
 console = Console()
 

@@ -26,8 +26,9 @@ from bertology.cli.options import (address_option, check_positive, check_scale, 
 if TYPE_CHECKING:  # pandas is imported when a command runs
     import pandas as pd
 
-app = typer.Typer(help="Ablate heads and layers, rank heads by importance, prune (Michel et al. 2019).",
-                  no_args_is_help=True)
+app = options.CommandApp(help="Ablate heads and layers, rank heads by importance, prune (Michel et al. 2019).",
+                         settings={"allow_mismatch": "--allow-task-mismatch"},
+                         no_args_is_help=True)
 console = Console()
 
 CheckpointOpt = model_option(...)

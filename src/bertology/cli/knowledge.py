@@ -11,7 +11,7 @@ from rich.table import Table
 
 import bertology.cli.options as options
 
-app = typer.Typer(help="What the model knows: static similarity, numeracy, the MLM probe, LAMA, minimal pairs.",
+app = options.CommandApp(help="What the model knows: static similarity, numeracy, the MLM probe, LAMA, minimal pairs.",
                   no_args_is_help=True)
 console = Console()
 
@@ -108,14 +108,10 @@ def numeracy_command(
     """Wallace et al. (2019)'s decoding probe: can each layer's vector of a number (written in digits) give its
     value back, beside the untrained twin and the training mean, and are numbers WordPiece splits decoded worse
     than whole ones (the split gap, within each hundred)?"""
-    from bertology.errors import SettingError
     from bertology.knowledge.numeracy import NumeracySpec
 
     options.check_cache_dir(cache_dir)
-    try:
-        spec = NumeracySpec(top=top, folds=folds, seed=seed, untrained=untrained)
-    except SettingError as error:
-        raise error.as_option() from None
+    spec = NumeracySpec(top=top, folds=folds, seed=seed, untrained=untrained)  # a SettingError names its option
     out = out or options.default_out("knowledge/numeracy", Path(model).name, f"0-{top}")
     from bertology.files import staged_dir
     from bertology.knowledge.numeracy import numeracy, numeracy_table

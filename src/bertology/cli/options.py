@@ -3,10 +3,17 @@
 Each ``*_option`` returns a typer ``Option`` with the same flag names, default and help on every command;
 each ``check_*``/``parse_*`` turns a raw value into what the API takes or raises
 :class:`~bertology.errors.UsageError` naming the option, which the CLI prints as one line (exit 1).
+
+The library never speaks in flags: it raises :class:`~bertology.errors.SettingError` naming the setting (a
+keyword, a spec's field) and writes a keyword in a hint as ``name=`` (``give more text (data=)``). Every
+command of :class:`CommandApp` says the same with the command's option instead (``--data``), in one place
+(:func:`speaking_options`); ``bertology.cli.main`` does it for what escapes a command (``as_option()``).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from pathlib import Path
 from typing import Optional
@@ -14,7 +21,7 @@ from typing import Optional
 import typer
 
 from bertology.data.paths import resolve_corpus
-from bertology.errors import UsageError
+from bertology.errors import BertologyError, SettingError, UsageError
 from bertology.models.sources import resolve_model_source
 from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
 from bertology.runtime import DEVICE_HELP, check_seed, resolve_device, seed_list
@@ -81,6 +88,74 @@ def old_option(name: str):
 
 
 # ----------------------------------------------------------------------------------------------------
+# Library settings -> this command's options.
+
+#: A keyword in a library hint: ``name=`` with no value after it (``seeds=(0, 1)`` is an example, not a hint).
+KEYWORD_HINT = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=(?![\w(\[{'\"=])")
+
+
+def option_names(function) -> dict[str, str]:
+    """A command's keyword -> its long option (``max_dev`` -> ``--max-dev``), hidden old spellings left out."""
+    names = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        info = parameter.default
+        if not isinstance(info, typer.models.OptionInfo) or info.hidden:
+            continue
+        longs = [decl.split("/")[0] for decl in info.param_decls or () if decl.startswith("--")]
+        names[name] = longs[0] if longs else "--" + name.replace("_", "-")
+    return names
+
+
+def as_options(error: BertologyError, names: dict[str, str]) -> BertologyError:
+    """``error`` naming the command's options: a :class:`SettingError` becomes the same complaint about the
+    option (:meth:`SettingError.as_option`), and a hint's ``name=`` becomes the option where the command has one."""
+    if isinstance(error, SettingError):
+        error = error.as_option(names)
+    text = KEYWORD_HINT.sub(lambda found: names.get(found.group(1), found.group(0)), str(error))
+    if text != str(error):
+        error.args = (text, *error.args[1:])
+    return error
+
+
+def speaking_options(function, settings: dict[str, str] | None = None):
+    """``function`` (a command), with the library's errors shown naming its options (:func:`as_options`);
+    ``settings``: library settings named otherwise than the command's keywords (``allow_mismatch`` ->
+    ``--allow-task-mismatch``)."""
+    names = {**(settings or {}), **option_names(function)}
+
+    @functools.wraps(function)
+    def command(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except BertologyError as error:
+            translated = as_options(error, names)
+            if translated is error:
+                raise
+            raise translated from None
+
+    return command
+
+
+class CommandApp(typer.Typer):
+    """A typer app whose every command speaks in its options (:func:`speaking_options`): the one place where a
+    library :class:`SettingError` becomes the option a user typed. Every command group of ``bertology`` is one
+    (tests/test_architecture.py). ``settings``: library settings its commands name otherwise, for all of them."""
+
+    def __init__(self, *args, settings: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.settings = dict(settings or {})
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+
+        def decorator(function):
+            register(speaking_options(function, self.settings))
+            return function
+
+        return decorator
+
+
+# ----------------------------------------------------------------------------------------------------
 # Shared options: same flags, defaults and help everywhere.
 
 
@@ -89,7 +164,10 @@ def check_model_source(value):
     a list of them)."""
     for one in value if isinstance(value, (list, tuple)) else [value]:
         if one is not None:
-            resolve_model_source(one)
+            try:
+                resolve_model_source(one)
+            except SettingError as error:  # checked while the options are read: before speaking_options
+                raise error.as_option() from None
     return value
 
 

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertology.data import default_corpus
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError
 from bertology.training import Optimisation, Optimiser, train_steps
 from bertology.geometry.stores import cached_store, load_sentences
 from bertology.models.encoders import as_encoder
@@ -75,9 +75,9 @@ def input_dropout(encoder: Encoder, rate: float, seed: int, corrupt: str = "targ
     call of the lookup is dropped out as well.
     """
     if not 0.0 <= rate < 1.0:
-        raise UsageError(f"--dropout {rate}: expected a rate in [0, 1)")
+        raise SettingError("dropout", rate, "expected a rate in [0, 1)", shown=str(rate))
     if corrupt not in CORRUPT:
-        raise UsageError(f"--corrupt {corrupt!r}: expected one of {', '.join(CORRUPT)}")
+        raise SettingError("corrupt", corrupt, f"expected one of {', '.join(CORRUPT)}")
     if rate == 0.0:
         yield
         return
@@ -307,7 +307,7 @@ def train_heads(rows: TokenRows, layers: Sequence[int], vocab_size: int, optimis
     device = torch.device(optimisation.device)
     layers = list(layers)
     if rows.n_targets == 0:
-        raise DataError("no training tokens; give more text (--data, --max-sentences)")
+        raise DataError("no training tokens; give more text (data=, max_sentences=)")
     head = LayerwiseMLMHead(rows.store.dim, vocab_size, head_seeds(seed, layers), tied_embeddings).to(device)
     with torch.no_grad():
         head.decoder_bias.copy_(unigram_log_prior(rows.targets, vocab_size)[None, :].expand_as(head.decoder_bias))
@@ -377,7 +377,7 @@ def evaluate_heads(head: LayerwiseMLMHead, rows: TokenRows, layers: Sequence[int
             count += len(y)
     head.train()
     if count == 0:
-        raise DataError("no held-out tokens; give more text or --eval-data")
+        raise DataError("no held-out tokens; give more text or eval_data=")
     cross_entropy = nll / count
     return pd.DataFrame({"layer": list(layers), "tokens": count, "top1": top1 / count, "top10": top10 / count,
                          "cross_entropy": cross_entropy, "perplexity": np.exp(cross_entropy)})
@@ -441,7 +441,7 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
         eval_sentences, eval_path = None, train_path
         if held.sum() == 0 or (~held).sum() == 0:
             raise DataError(f"{train_path}: {len(train_sentences)} sentence(s) cannot be split into training "
-                            "and held-out text (every fifth sentence is held out); give more text or --eval-data")
+                            "and held-out text (every fifth sentence is held out); give more text or eval_data=")
     run_device = resolve_device(device)
     encoder = as_encoder(model, device=str(run_device))
     chosen = parse_layers(layers, encoder.num_layers) or list(range(encoder.num_layers + 1))
