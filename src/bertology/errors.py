@@ -43,8 +43,10 @@ class SettingError(UsageError):
         super().__init__(f"{head}: {expected}")
 
     def as_option(self, options: Mapping[str, str] | None = None) -> UsageError:
-        """The same complaint naming the command-line option (``train_fraction`` -> ``--train-fraction``)."""
-        option = (options or {}).get(self.setting, "--" + self.setting.replace("_", "-"))
+        """The same complaint naming the command-line option (``train_fraction`` -> ``--train-fraction``); a
+        setting that is no keyword (``$BERTOLOGY_CACHE``, an option a command passed as it is) stays as it is."""
+        default = "--" + self.setting.replace("_", "-") if self.setting.isidentifier() else self.setting
+        option = (options or {}).get(self.setting, default)
         return UsageError(str(self).replace(self.setting, option, 1))
 
 

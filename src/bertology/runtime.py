@@ -9,7 +9,7 @@ import random
 import re
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from bertology.errors import DataError, SettingError, UsageError
+from bertology.errors import DataError, SettingError
 
 if TYPE_CHECKING:  # torch is imported when a device is resolved, so the command line starts without it
     import torch
@@ -77,20 +77,21 @@ def derive_seed(seed: int, *purpose: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") & 0x7FFFFFFF
 
 
-def seed_list(count: int, first: int = 0, option: str = "--seeds") -> tuple[int, ...]:
+def seed_list(count: int, first: int = 0, option: str = "seeds") -> tuple[int, ...]:
     """``count`` seeds from ``first``: ``--seeds 3 --seed 0`` -> (0, 1, 2), the one meaning everywhere."""
     if isinstance(count, bool) or int(count) != count or count < 1:
-        raise UsageError(f"{option} {count}: expected a count of seeds, at least 1 (3 or more for a spread)")
-    check_seed(first, "--seed")
+        raise SettingError(option, count, "expected a count of seeds, at least 1 (3 or more for a spread)",
+                           shown=str(count))
+    check_seed(first, "seed")
     return tuple(range(int(first), int(first) + int(count)))
 
 
-def check_seed(seed: int | None, option: str = "--seed") -> int | None:
+def check_seed(seed: int | None, option: str = "seed") -> int | None:
     """One seed (``--seed``, ``--untrained-seed``...): a non-negative integer, or None when not given."""
     if seed is None:
         return None
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise UsageError(f"{option} {seed}: expected a non-negative integer")
+        raise SettingError(option, seed, "expected a non-negative integer", shown=str(seed))
     return int(seed)
 
 

@@ -23,9 +23,11 @@ import typer
 from bertology.data.paths import resolve_corpus
 from bertology.errors import BertologyError, SettingError, UsageError
 from bertology.models.sources import resolve_model_source
-from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
-from bertology.runtime import DEVICE_HELP, check_seed, resolve_device, seed_list
-from bertology.settings import check_cache_dir, check_count, check_positive
+from bertology import numbering, runtime
+from bertology import settings as library_settings
+from bertology.numbering import HEAD_FORMAT_HELP
+from bertology.runtime import DEVICE_HELP, resolve_device
+from bertology.settings import check_count, check_positive
 
 __all__ = [
     "check_cache_dir", "check_count", "check_exists", "check_positive", "check_seed", "default_out", "parse_heads",
@@ -42,6 +44,28 @@ def default_out(command: str, *parts: object) -> Path:
     """``results/probe/minilm-senteval``: one folder per command and input, so runs do not overwrite."""
     slug = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", str(p)).strip("_") for p in parts if p not in (None, ""))
     return RESULTS_ROOT / command / (slug or "default")
+
+
+# The library's checks, naming the option by default (a command outside CommandApp too).
+def parse_layers(spec, num_layers=None, *, transformer_only: bool = False, option: str = "--layers"):
+    return numbering.parse_layers(spec, num_layers, transformer_only=transformer_only, option=option)
+
+
+def parse_heads(spec, num_layers=None, num_heads=None, *, option: str = "--heads"):
+    return numbering.parse_heads(spec, num_layers, num_heads, option=option)
+
+
+def check_seed(seed, option: str = "--seed"):
+    return runtime.check_seed(seed, option)
+
+
+def seed_list(count, first: int = 0, option: str = "--seeds") -> tuple[int, ...]:
+    check_seed(first)
+    return runtime.seed_list(count, first, option)
+
+
+def check_cache_dir(path, option: str = "--cache-dir"):
+    return library_settings.check_cache_dir(path, option)
 
 
 def check_exists(path: Optional[Path], option: str, corpus: bool = False) -> Optional[Path]:
@@ -131,7 +155,7 @@ def speaking_options(function, settings: dict[str, str] | None = None):
             translated = as_options(error, names)
             if translated is error:
                 raise
-            raise translated from None
+            raise translated from error  # --debug shows where the library raised it
 
     return command
 
