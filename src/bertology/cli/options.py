@@ -163,7 +163,7 @@ def speaking_options(function, settings: dict[str, str] | None = None):
 class CommandApp(typer.Typer):
     """A typer app whose every command speaks in its options (:func:`speaking_options`): the one place where a
     library :class:`SettingError` becomes the option a user typed. Every command group of ``bertology`` is one
-    (tests/test_architecture.py). ``settings``: library settings its commands name otherwise, for all of them."""
+    (tests/test_cli_settings.py). ``settings``: library settings its commands name otherwise, for all of them."""
 
     def __init__(self, *args, settings: dict[str, str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
