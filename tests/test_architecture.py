@@ -864,3 +864,75 @@ def test_the_length_check_finds_a_long_module_without_a_reason(tmp_path):
     short.write_text('"""A module."""\n' + "x = 1\n" * 10)
     found = _long_modules({"plain": plain, "reasoned": reasoned, "short": short})
     assert found == [f"plain: {MAX_LINES + 2} lines"]
+
+
+# -- the library speaks in settings, the command line in options ---------------------------------------------
+#: A command-line flag in a string: ``--max-words``, not ``x--y`` nor ``---``.
+_FLAG = re.compile(r"(?<![\w-])--[a-z]")
+#: Library messages that must still hold a flag, each with why: (module, a fragment of the string) -> reason.
+_FLAGS_IN_MESSAGES_ALLOWED = {
+    ("bertology.models.sources", "pip install --no-deps "): "pip's own flag, in the command the message prints",
+    ("bertology.scale.cluster", "`ray start --head` starts one"): "Ray's own command, quoted",
+    ("bertology.scale.cluster", "with `ray start "): "Ray's own command, quoted (the string goes on '--head`')",
+}
+#: Packages renamed in their own pass of issue 34 (bertology.cli.readouts and bertology.readouts belong to it):
+#: their messages still name flags until it lands.
+_FLAGS_IN_MESSAGES_LATER = ("bertology.readouts",)
+
+
+def _is_message_call(node: ast.Call) -> bool:
+    """``warnings.warn(...)``, ``warn(...)``, ``SomeError(...)``, ``SomeWarning(...)``: a message is made."""
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+    return name == "warn" or name.endswith(("Error", "Warning"))
+
+
+def _flags_in_messages(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, string)`` for each string literal (f-string parts included) holding a ``--flag`` inside a
+    ``raise`` or inside the arguments of an error, a warning or ``warn``."""
+    found: dict[tuple[int, int], str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            parts = [node.exc]
+        elif isinstance(node, ast.Call) and _is_message_call(node):
+            parts = [*node.args, *(keyword.value for keyword in node.keywords)]
+        else:
+            continue
+        for part in parts:
+            for inner in ast.walk(part):
+                if isinstance(inner, ast.Constant) and isinstance(inner.value, str) and _FLAG.search(inner.value):
+                    found[(inner.lineno, inner.col_offset)] = inner.value
+    return [(line, text) for (line, _), text in sorted(found.items())]
+
+
+def test_library_messages_name_settings_not_command_line_flags():
+    """A library error names the setting (``SettingError(setting, value, expected)``, a hint's ``name=``); the
+    CLI names the option (``bertology.cli.options.speaking_options``). Modules under bertology.cli are the CLI."""
+    offenders, used = [], set()
+    for name, path in sorted(_modules().items()):
+        if _is_cli(name) or name.startswith(_FLAGS_IN_MESSAGES_LATER):
+            continue
+        for line, text in _flags_in_messages(ast.parse(path.read_text(encoding="utf-8"))):
+            allowed = [key for key in _FLAGS_IN_MESSAGES_ALLOWED if key[0] == name and key[1] in text]
+            used.update(allowed)
+            if not allowed:
+                offenders.append(f"{path.relative_to(SRC)}:{line}: {text!r}")
+    assert not offenders, ("a library message names a command-line flag: raise SettingError(setting, value, "
+                           "expected) or write the keyword as `name=`:\n" + "\n".join(offenders))
+    stale = sorted(set(_FLAGS_IN_MESSAGES_ALLOWED) - used)
+    assert not stale, f"no longer in a message; remove from _FLAGS_IN_MESSAGES_ALLOWED: {stale}"
+
+
+def test_the_flag_finder_finds_planted_flags():
+    planted = ast.parse(
+        "import warnings\n"
+        "def check(words, out):\n"
+        "    if words > 512:\n"
+        "        raise UsageError(f'--max-words {words}: too long')\n"
+        "    if out.is_file():\n"
+        "        raise OutputError(f'{out}: a file; '\n"
+        "                          'choose another --out')\n"
+        "    warnings.warn('slow; pass --device cuda', BertologyWarning)\n"
+        "    error = DataError('use --data')\n"
+        "    print('--not-a-message')\n"
+        "    raise DataError(f'{out}: fine, no flag -- here, nor x--y')\n")
+    assert [line for line, _ in _flags_in_messages(planted)] == [4, 6, 8, 9]  # 6: the message of lines 6-7

@@ -37,7 +37,7 @@ def test_parse_command_writes_tables_and_figures(tiny_model_dir, treebank, tmp_p
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "parse", "--model", str(tiny_model_dir), "--treebank", str(treebank), "--out", str(out),
-        "--max-sentences", "12", "--seeds", "2", "--seed", "5", "--epochs", "2", "--min-count", "3", "--compare-clark",
+        "--max-eval", "12", "--seeds", "2", "--seed", "5", "--epochs", "2", "--min-count", "3", "--compare-clark",
     ])
     assert result.exit_code == 0, result.output
     assert "Clark" in result.output and "attention-only probe" in result.output and "L8H10" in result.output
@@ -74,7 +74,7 @@ def test_parse_layers_option_restricts_the_heads(tiny_model_dir, treebank, tmp_p
     out = tmp_path / "out"
     result = CliRunner().invoke(app, [
         "parse", "--model", str(tiny_model_dir), "--treebank", str(treebank), "--out", str(out), "--layers", "L2",
-        "--max-sentences", "6", "--seeds", "0", "--min-count", "3", "--no-statistics", "--no-progress",
+        "--max-eval", "6", "--seeds", "0", "--min-count", "3", "--no-statistics", "--no-progress",
     ])
     assert result.exit_code == 0, result.output
     saved = Result.load(out)
@@ -86,7 +86,7 @@ def test_parse_layers_option_restricts_the_heads(tiny_model_dir, treebank, tmp_p
 
 def test_bad_options_give_one_line(tiny_model_dir, treebank, tmp_path):
     for args, message in ((["--layers", "0"], "--layers"), (["--layers", "3"], "--layers"),
-                          (["--max-sentences", "0"], "--max-sentences"), (["--seeds", "-1"], "--seeds")):
+                          (["--max-eval", "0"], "--max-eval"), (["--seeds", "-1"], "--seeds")):
         result = CliRunner().invoke(app, ["parse", "--model", str(tiny_model_dir), "--treebank", str(treebank),
                                           "--out", str(tmp_path / "x"), *args])
         assert isinstance(result.exception, UsageError), (args, result.output)

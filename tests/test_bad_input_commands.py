@@ -352,7 +352,7 @@ def test_finetune_max_length_names_its_minimum(tiny_dir, tmp_path, monkeypatch, 
     from bertology.errors import UsageError
     from bertology.finetune.train import FinetuneConfig
 
-    with pytest.raises(UsageError, match="--max-length 4: must be at least 8"):
+    with pytest.raises(UsageError, match="^max_length 4: must be at least 8"):  # the library names the field
         FinetuneConfig(max_length=4)
 
 

@@ -69,7 +69,7 @@ def test_mlm_probe_spec_refuses_bad_settings_and_the_option_is_named_as_before()
     _refused(lambda: MLMProbeSpec(lr=0), "lr")
     _refused(lambda: MLMProbeSpec(corrupt="none"), "corrupt")
     _refused(lambda: MLMProbeSpec(seeds=()), "seeds")
-    _refused(lambda: MLMProbeSpec(max_eval_sentences=0), "max_eval_sentences")
+    _refused(lambda: MLMProbeSpec(max_test=0), "max_test")
 
 
 def test_lama_and_knowledge_section_specs_refuse_bad_settings():
@@ -91,7 +91,7 @@ def test_attention_parse_spec_refuses_bad_settings():
     from bertology.attention.spec import AttentionParseSpec
 
     _refused(lambda: AttentionParseSpec(probe_epochs=0), "probe_epochs")
-    _refused(lambda: AttentionParseSpec(max_sentences=0), "max_sentences")
+    _refused(lambda: AttentionParseSpec(max_eval=0), "max_eval")
     _refused(lambda: AttentionParseSpec(min_count=-1), "min_count")
     assert AttentionParseSpec(probe_seeds=[]).probe_seeds == ()  # no seeds: no probe
 

@@ -35,9 +35,9 @@ def test_every_training_config_embeds_one_optimisation_and_keeps_the_flat_spelli
     head = ReadoutTrainConfig()
     head.lr = 0.5
     assert head.optimisation.lr == 0.5
-    with pytest.raises(UsageError, match="--lr -1"):
+    with pytest.raises(UsageError, match="^lr -1"):
         FinetuneConfig(lr=-1)
-    with pytest.raises(UsageError, match="--batch-size 0"):
+    with pytest.raises(UsageError, match="^batch_size 0"):
         QAFinetuneConfig(batch_size=0)
 
 

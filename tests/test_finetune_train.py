@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from typer.testing import CliRunner
 
 from bertology.data.glue import GlueExample
-from bertology.errors import DataError, ModelError
+from bertology.errors import DataError, ModelError, UsageError
 from bertology.finetune import (FinetuneConfig, collect_results, encode_examples, evaluate, finetune, load_finetuned,
                                 variants_table)
 from bertology.models import Encoder
@@ -158,9 +158,9 @@ def test_bad_inputs(tokenizer, toy_glue, tmp_path):
         finetune(encoder, "mnli", config(toy_glue), tmp_path)
     with pytest.raises(ModelError, match="cannot drop 3 layers of a model with 2"):
         finetune(encoder, "sst2", config(toy_glue, variant="drop-last:3"), tmp_path)
-    with pytest.raises(DataError, match="no seeds"):
+    with pytest.raises(UsageError, match="^seeds \\(\\): no seeds"):  # a setting, not input data
         FinetuneConfig(seeds=())
-    with pytest.raises(DataError, match="non-negative"):
+    with pytest.raises(UsageError, match="^seeds \\(-1,\\): expected non-negative"):
         FinetuneConfig(seeds=(-1,))
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bertology.errors import DataError, OutputError, UsageError
+from bertology.errors import DataError, OutputError, SettingError, UsageError
 from bertology.files import atomic_path, ensure_dir, write_json, write_table
 from bertology.numbering import head_label, heads_text, parse_heads, parse_layers
 from bertology.progress import LogProgress, progress_bar
@@ -38,7 +38,7 @@ def test_whole_layer_expands_with_the_model_and_stays_open_without():
 
 @pytest.mark.parametrize("spec", ["", " , ", "3-5", "L0H1", "L7H0", "L1H12", "L-1H0", "LxH1"])
 def test_bad_heads_are_one_clear_error(spec):
-    with pytest.raises(UsageError, match="--heads"):
+    with pytest.raises(SettingError, match="^heads"):  # the keyword; the command line says --heads
         parse_heads(spec, 6, 12)
 
 
@@ -53,7 +53,7 @@ def test_layers_accept_what_tables_print():
 
 @pytest.mark.parametrize("spec", ["-1", "3-1", "", "x", "7", "1,,2"])
 def test_bad_layers_are_one_clear_error(spec):
-    with pytest.raises(UsageError, match="--layers"):
+    with pytest.raises(SettingError, match="^layers"):
         parse_layers(spec, 6)
 
 
@@ -143,7 +143,7 @@ def test_progress_disabled_prints_nothing():
 def test_devices():
     assert resolve_device("cpu").type == "cpu"
     assert resolve_device(None).type in ("cpu", "cuda")
-    with pytest.raises(UsageError, match="--device 'gpu7'"):
+    with pytest.raises(UsageError, match="^device 'gpu7'"):  # the library names the keyword; the CLI --device
         resolve_device("gpu7")
     if not torch.cuda.is_available():
         with pytest.raises(UsageError, match="no CUDA"):
@@ -184,9 +184,9 @@ def test_seeded_block_draws_from_the_seed_and_restores_the_callers_generators():
 def test_seed_list_is_a_count():
     assert seed_list(3) == (0, 1, 2)
     assert seed_list(2, first=5) == (5, 6)
-    with pytest.raises(UsageError, match="--seeds"):
+    with pytest.raises(SettingError, match="^seeds 0"):
         seed_list(0)
-    with pytest.raises(UsageError, match="--seed -1"):
+    with pytest.raises(SettingError, match="^seed -1"):
         seed_list(1, first=-1)
 
 

@@ -233,7 +233,7 @@ def test_command_rejects_bad_values_in_one_line(tiny_folder, toy_corpus, tmp_pat
         max_pairs_value(-1)
     from bertology.geometry import contextuality
 
-    with pytest.raises(UsageError, match="--layers"):
+    with pytest.raises(UsageError, match="^layers '7'"):
         contextuality(str(tiny_folder), toy_corpus, layers="7", untrained=False, device="cpu",
                       cache_dir=tmp_path)
 

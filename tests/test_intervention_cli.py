@@ -99,7 +99,7 @@ def test_ablate_heads_and_layers(checkpoint, evaluation_spy, tmp_path):
     changes, and the tables written say what was masked."""
     from bertology.results import Result
 
-    output = invoke("heads", "--model", checkpoint, "--heads", "L2,L1H2", "--max-examples", 40,
+    output = invoke("heads", "--model", checkpoint, "--heads", "L2,L1H2", "--max-dev", 40,
                     "--out", tmp_path / "heads")
     assert "rte dev (40 examples), 5 heads masked (L1H2,L2H0,L2H1,L2H2,L2H3)" in output and "accuracy" in output
     before, after = evaluation_spy
@@ -116,7 +116,7 @@ def test_ablate_heads_and_layers(checkpoint, evaluation_spy, tmp_path):
     assert saved.meta["task"] == "rte" and saved.meta["n_examples"] == 40
 
     evaluation_spy.clear()
-    output = invoke("layers", "--model", checkpoint, "--layers", "2", "--max-examples", 40, "--out", tmp_path / "layers")
+    output = invoke("layers", "--model", checkpoint, "--layers", "2", "--max-dev", 40, "--out", tmp_path / "layers")
     assert "layer 2 skipped" in output
     before, after = evaluation_spy
     # `--layers 2` removes the layer whose output is hidden_states[2], the one `probe --layers 2` reads
@@ -130,13 +130,13 @@ def test_bad_heads_and_layers_are_one_line_user_errors(checkpoint):
     from bertology.errors import BertologyError
     from bertology.cli.intervention import app
 
-    model = ["--model", str(checkpoint), "--max-examples", "8"]
+    model = ["--model", str(checkpoint), "--max-dev", "8"]
     cases = [(["heads", "--heads", "L5H0", *model], "layer 5 has no heads"),
              (["heads", "--heads", "", *model], "no heads given"),  # used to ablate nothing and report +0.0
              (["heads", "--heads", "3-5", *model], "is not a head"),  # the old 0-based LAYER-HEAD form
              (["layers", "--layers", "0", *model], "layer 0 is the embeddings"),
              (["layers", "--layers", "3", *model], "layer 3 is out of range"),
-             (["heads", "--heads", "L1H0", "--model", str(checkpoint), "--max-examples", "0"], "--max-examples 0")]
+             (["heads", "--heads", "L1H0", "--model", str(checkpoint), "--max-dev", "0"], "--max-dev 0")]
     for args, message in cases:
         result = runner.invoke(app, args)
         assert result.exit_code != 0 and isinstance(result.exception, BertologyError), (args, result.output)
@@ -145,7 +145,7 @@ def test_bad_heads_and_layers_are_one_line_user_errors(checkpoint):
 
 def test_results_go_to_the_default_folder(checkpoint, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    invoke("heads", "--model", checkpoint, "--heads", "L1H0", "--max-examples", 8)
+    invoke("heads", "--model", checkpoint, "--heads", "L1H0", "--max-dev", 8)
     written = list((tmp_path / "results" / "ablate" / "heads").glob("*/scores.parquet"))
     assert len(written) == 1 and "rte" in written[0].parent.name and "L1H0" in written[0].parent.name
 
@@ -154,22 +154,22 @@ def test_table_importance_prune_and_flagged(checkpoint, tmp_path):
     from bertology.finetune import load_finetuned
     from bertology.results import Result
 
-    invoke("table", "--model", checkpoint, "--model", checkpoint, "--max-examples", 24, "--out", tmp_path / "table")
+    invoke("table", "--model", checkpoint, "--model", checkpoint, "--max-dev", 24, "--out", tmp_path / "table")
     table = Result.load(tmp_path / "table")
     raw = table["ablation"]
     assert len(raw) == 2 * 2 * 4 and set(raw.columns) >= {"seed", "layer", "head", "head_label", "delta"}
     assert sorted(set(raw["layer"])) == [1, 2]
     assert len(table["summary"]) == 8 and (tmp_path / "table" / "summary.csv").is_file()
 
-    invoke("importance", "--model", checkpoint, "--out", tmp_path / "imp", "--importance-examples", 16,
-           "--seeds", 1, "--max-examples", 24, "--no-recompute")
+    invoke("importance", "--model", checkpoint, "--out", tmp_path / "imp", "--max-train", 16,
+           "--seeds", 1, "--max-dev", 24, "--no-recompute")
     importance = Result.load(tmp_path / "imp")
     assert set(importance["curve"]["order"]) == {"importance", "random"}
     assert set(importance["curve"]["seed"].dropna()) == {0}
     assert (tmp_path / "imp" / "pruning_curve.png").is_file() and len(importance["importance"]) == 8
 
     output = invoke("prune", "--model", checkpoint, "--fraction", 0.5, "--out", tmp_path / "pruned",
-                    "--importance-examples", 16, "--max-examples", 24)
+                    "--max-train", 16, "--max-dev", 24)
     assert "pruned 4 of 8 heads" in output
     from bertology.intervention import count_parameters, model_layout
 
@@ -182,10 +182,10 @@ def test_table_importance_prune_and_flagged(checkpoint, tmp_path):
     assert count_parameters(original) - count_parameters(pruned) == 4 * (3 * (32 * 8 + 8) + 32 * 8)
     assert Result.load(tmp_path / "pruned" / "prune")["pruned"]["head_label"].tolist() == sorted(meta["pruned_heads"])
     # the pruned checkpoint is a checkpoint like any other
-    invoke("heads", "--model", tmp_path / "pruned", "--heads", meta["pruned_heads"][0], "--max-examples", 16,
+    invoke("heads", "--model", tmp_path / "pruned", "--heads", meta["pruned_heads"][0], "--max-dev", 16,
            "--out", tmp_path / "pruned-heads")
 
-    output = invoke("flagged", "--model", checkpoint, "--heads", "L1H1,L2H3", "--draws", 3, "--max-examples", 24,
+    output = invoke("flagged", "--model", checkpoint, "--heads", "L1H1,L2H3", "--draws", 3, "--max-dev", 24,
                     "--out", tmp_path / "flagged")
     assert "flagged heads: L1H1,L2H3" in output
     assert Result.load(tmp_path / "flagged")["runs"]["condition"].tolist() == ["none", "flagged"] + ["random"] * 3
@@ -193,7 +193,7 @@ def test_table_importance_prune_and_flagged(checkpoint, tmp_path):
     attention_table = tmp_path / "best_heads.csv"
     pd.DataFrame({"relation": ["det", "amod"], "layer": [2, 1], "head": [0, 3],
                   "head_label": ["L2H0", "L1H3"]}).to_csv(attention_table, index=False)
-    invoke("flagged", "--model", checkpoint, "--table", attention_table, "--draws", 2, "--max-examples", 24,
+    invoke("flagged", "--model", checkpoint, "--table", attention_table, "--draws", 2, "--max-dev", 24,
            "--out", tmp_path / "flagged-table")
     masked = Result.load(tmp_path / "flagged-table")["masked"]
     assert masked[masked["condition"] == "flagged"]["head_label"].tolist() == ["L1H3", "L2H0"]

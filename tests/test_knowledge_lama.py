@@ -116,7 +116,7 @@ def test_bad_lama_data_is_one_clear_line(tmp_path):
         read_relation_templates(relations)
     no_template = tmp_path / "facts.jsonl"
     no_template.write_text('{"sub_label": "paris", "obj_label": "france"}\n', encoding="utf-8")
-    with pytest.raises(DataError, match="--template"):
+    with pytest.raises(DataError, match="template="):
         read_facts(no_template, "custom", "x", None)
 
 

@@ -247,8 +247,8 @@ def test_ray_refuses_workers_the_cluster_has_no_room_for(ray_session, tiny_bert,
     from bertology.errors import UsageError
     from bertology.scale import extract_ray
 
-    for asked, expected in (({"gpus_per_worker": 1}, r"--gpus-per-worker 1: .* 2 CPUs and 0 GPUs.*--gpus-per-worker 0"),
-                            ({"cpus_per_worker": 3}, r"--cpus-per-worker 3: .* has 2 CPUs .*at most 2")):
+    for asked, expected in (({"gpus_per_worker": 1}, r"^gpus_per_worker 1: .* 2 CPUs and 0 GPUs.*gpus_per_worker= 0"),
+                            ({"cpus_per_worker": 3}, r"^cpus_per_worker 3: .* has 2 CPUs .*at most 2")):
         started = time.perf_counter()
         with pytest.raises(UsageError, match=expected):
             extract_ray(tiny_bert, sentences(4), tmp_path / "store", progress=False, **asked)
@@ -271,9 +271,9 @@ def test_unreachable_address_fails_within_seconds(tiny_bert, tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     started = time.perf_counter()
-    with pytest.raises(UsageError, match=rf"--address 127.0.0.1:{port}: no Ray cluster answers at .*:{port}"):
+    with pytest.raises(UsageError, match=rf"^address 127.0.0.1:{port}: no Ray cluster answers at .*:{port}"):
         check_reachable(f"127.0.0.1:{port}")
-    with pytest.raises(UsageError, match="--address 'nonsense': expected auto or HOST:PORT"):
+    with pytest.raises(UsageError, match="^address 'nonsense': expected auto or HOST:PORT"):
         check_reachable("nonsense")  # no port
     assert time.perf_counter() - started < 10
 

@@ -238,7 +238,7 @@ def test_pooled_split_mixes_every_file_and_grows_test(tmp_path, treebank):
     assert report.totals().set_index("task").loc["bigram_shift", "test"] > 3 * plain.totals().set_index("task").loc[
         "bigram_shift", "test"]
     # One folder holds one way of splitting; asking for the other is refused before anything is written.
-    with pytest.raises(DataError, match="choose another --out"):
+    with pytest.raises(DataError, match="choose another output folder"):
         build_tasks(treebank, tmp_path / "p", tasks=["SentLen"], length_range=LENGTHS)
     assert not (tmp_path / "p" / "sentence_length.txt").exists()
     with pytest.raises(DataError, match="split 'random'"):

@@ -10,7 +10,8 @@ class BertologyError(Exception):
 
 
 class DataError(BertologyError, ValueError):
-    """Bad input data; the message names the file, the line and what was expected."""
+    """Bad input data; the message names the file, the line and what was expected (a setting that would help
+    is named as its keyword, ``name=``, which the CLI shows as the option)."""
 
 
 class MissingData(DataError):
@@ -34,12 +35,18 @@ class SettingError(UsageError):
     refuses it in one line (exit 1) whichever layer raised it."""
 
     def __init__(self, setting: str, value, expected: str, shown: str | None = None):
+        """``shown``: the value as the message shows it (default its ``repr``; ``""``: only the setting's name).
+        A hint in ``expected`` names a keyword as ``name=`` (``leave layers= out``), which the CLI shows as the
+        command's option."""
         self.setting, self.value, self.expected = setting, value, expected
-        super().__init__(f"{setting} {value!r}: {expected}" if shown is None else f"{setting} {shown}: {expected}")
+        head = f"{setting} {value!r}" if shown is None else f"{setting} {shown}".rstrip()
+        super().__init__(f"{head}: {expected}")
 
     def as_option(self, options: Mapping[str, str] | None = None) -> UsageError:
-        """The same complaint naming the command-line option (``train_fraction`` -> ``--train-fraction``)."""
-        option = (options or {}).get(self.setting, "--" + self.setting.replace("_", "-"))
+        """The same complaint naming the command-line option (``train_fraction`` -> ``--train-fraction``); a
+        setting that is no keyword (``$BERTOLOGY_CACHE``, an option a command passed as it is) stays as it is."""
+        default = "--" + self.setting.replace("_", "-") if self.setting.isidentifier() else self.setting
+        option = (options or {}).get(self.setting, default)
         return UsageError(str(self).replace(self.setting, option, 1))
 
 

@@ -53,7 +53,7 @@ def ensure_dir(path: str | os.PathLike) -> Path:
     """Create the output folder ``path`` (and its parents), or say in one line why it cannot be."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise OutputError(f"cannot write into {path}: it is a file, not a folder; choose another --out")
+        raise OutputError(f"cannot write into {path}: it is a file, not a folder; choose another output folder")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -198,7 +198,7 @@ def staged_dir(path: str | os.PathLike) -> contextlib.AbstractContextManager[Pat
     appears whole or not at all, also in a folder that already holds other files."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise OutputError(f"cannot write into {path}: it is a file, not a folder; choose another --out")
+        raise OutputError(f"cannot write into {path}: it is a file, not a folder; choose another output folder")
 
     def move_files(tmp: Path, target: Path) -> None:
         if target.is_dir():

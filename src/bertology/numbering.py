@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping, Sequence
 
-from bertology.errors import UsageError
+from bertology.errors import SettingError
 
 #: A parsed head list: ``(layer, head)``; ``head is None`` stands for every head of that layer.
 HeadPair = tuple[int, "int | None"]
@@ -46,7 +46,7 @@ def parse_layers(
     num_layers: int | None = None,
     *,
     transformer_only: bool = False,
-    option: str = "--layers",
+    option: str = "layers",
 ) -> list[int] | None:
     """Layers in the one numbering: ``None``/``"all"`` (every layer: returns None), ``"0,3,6"``, ``"1-4"``,
     ``"L3"``, ``"last"``, an int or a list of ints. Sorted, unique.
@@ -70,10 +70,10 @@ def parse_layers(
     for item in items:
         if isinstance(item, str):
             if not item:
-                raise UsageError(f"{option} {spec!r}: empty item; {expected}")
+                raise SettingError(option, spec, f"empty item; {expected}")
             if item.lower() == "last":
                 if num_layers is None:
-                    raise UsageError(f"{option} {spec!r}: 'last' needs the model's depth")
+                    raise SettingError(option, spec, "'last' needs the model's depth")
                 layers.append(num_layers)
                 continue
             single, ranged = _LAYER_RE.match(item), _RANGE_RE.match(item)
@@ -82,25 +82,25 @@ def parse_layers(
             elif ranged:
                 lo, hi = int(ranged.group(1)), int(ranged.group(2))
                 if lo > hi:
-                    raise UsageError(f"{option} {spec!r}: range {item!r} runs backwards; write {hi}-{lo}")
+                    raise SettingError(option, spec, f"range {item!r} runs backwards; write {hi}-{lo}")
                 layers.extend(range(lo, hi + 1))
             else:
-                raise UsageError(f"{option} {spec!r}: {item!r} is not a layer; {expected}")
+                raise SettingError(option, spec, f"{item!r} is not a layer; {expected}")
         else:
             try:
                 value = int(item)
             except (TypeError, ValueError):
-                raise UsageError(f"{option}: {item!r} is not a layer; {expected}") from None
+                raise SettingError(option, None, f"{item!r} is not a layer; {expected}", shown="") from None
             if isinstance(item, bool) or value != item or value < 0:
-                raise UsageError(f"{option}: {item!r} is not a layer; {expected}")
+                raise SettingError(option, None, f"{item!r} is not a layer; {expected}", shown="")
             layers.append(value)
     if not layers:
-        raise UsageError(f"{option} {spec!r}: no layers given; {expected}")
+        raise SettingError(option, spec, f"no layers given; {expected}")
     for layer in layers:
         if layer < low or (num_layers is not None and layer > num_layers):
             what = "layer 0 is the embeddings, which have no heads and no block" if layer == 0 and transformer_only \
                 else f"layer {layer} is out of range"
-            raise UsageError(f"{option} {spec!r}: {what}; {expected}")
+            raise SettingError(option, spec, f"{what}; {expected}")
     return sorted(set(layers))
 
 
@@ -109,7 +109,7 @@ def parse_heads(
     num_layers: int | None = None,
     num_heads: int | None = None,
     *,
-    option: str = "--heads",
+    option: str = "heads",
 ) -> list[tuple[int, int]] | list[HeadPair]:
     """Heads in the one numbering, sorted and unique.
 
@@ -122,11 +122,11 @@ def parse_heads(
     if isinstance(spec, str):
         items = [part.strip() for part in spec.split(",")]
         if not any(items):
-            raise UsageError(f"{option} {spec!r}: no heads given; expected {HEAD_FORMAT_HELP}")
+            raise SettingError(option, spec, f"no heads given; expected {HEAD_FORMAT_HELP}")
         for item in items:
             match = _HEAD_RE.match(item)
             if not item or not match:
-                raise UsageError(f"{option} {spec!r}: {item!r} is not a head; expected {HEAD_FORMAT_HELP}")
+                raise SettingError(option, spec, f"{item!r} is not a head; expected {HEAD_FORMAT_HELP}")
             head = match.group(2)
             pairs.append((int(match.group(1)), None if head in (None, "*") else int(head)))
     elif isinstance(spec, Mapping):
@@ -137,19 +137,19 @@ def parse_heads(
             try:
                 layer, head = item
             except (TypeError, ValueError):
-                raise UsageError(f"{option}: {item!r} is not a (layer, head) pair") from None
+                raise SettingError(option, None, f"{item!r} is not a (layer, head) pair", shown="") from None
             pairs.append((_as_int(layer, option), None if head is None else _as_int(head, option)))
     if not pairs:
-        raise UsageError(f"{option}: no heads given; expected {HEAD_FORMAT_HELP}")
+        raise SettingError(option, None, f"no heads given; expected {HEAD_FORMAT_HELP}", shown="")
     out: set[HeadPair] = set()
     for layer, head in pairs:
         if layer < 1 or (num_layers is not None and layer > num_layers):
             top = num_layers if num_layers is not None else "L"
-            raise UsageError(f"{option}: layer {layer} has no heads; heads live in layers 1-{top} "
-                             f"(0 is the embeddings); expected {HEAD_FORMAT_HELP}")
+            raise SettingError(option, None, f"layer {layer} has no heads; heads live in layers 1-{top} "
+                             f"(0 is the embeddings); expected {HEAD_FORMAT_HELP}", shown="")
         if head is not None and (head < 0 or (num_heads is not None and head >= num_heads)):
-            raise UsageError(f"{option}: head {head_label(layer, head)} is out of range; this model has heads "
-                             f"0-{(num_heads or 0) - 1} in each layer")
+            raise SettingError(option, None, f"head {head_label(layer, head)} is out of range; this model has heads "
+                             f"0-{(num_heads or 0) - 1} in each layer", shown="")
         if head is None and num_heads is not None:
             out.update((layer, h) for h in range(num_heads))
         else:
@@ -159,13 +159,13 @@ def parse_heads(
 
 def _as_int(value, option: str) -> int:
     if isinstance(value, bool):
-        raise UsageError(f"{option}: {value!r} is not an integer")
+        raise SettingError(option, None, f"{value!r} is not an integer", shown="")
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise UsageError(f"{option}: {value!r} is not an integer") from None
+        raise SettingError(option, None, f"{value!r} is not an integer", shown="") from None
     if number != value and not isinstance(value, str):
-        raise UsageError(f"{option}: {value!r} is not an integer")
+        raise SettingError(option, None, f"{value!r} is not an integer", shown="")
     return number
 
 

@@ -9,7 +9,7 @@ import random
 import re
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError
 
 if TYPE_CHECKING:  # torch is imported when a device is resolved, so the command line starts without it
     import torch
@@ -35,16 +35,16 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     try:
         resolved = torch.device(name)
     except (RuntimeError, ValueError):
-        raise UsageError(f"--device {device!r}: unknown device; expected {DEVICE_HELP}") from None
+        raise SettingError("device", device, f"unknown device; expected {DEVICE_HELP}") from None
     if resolved.type == "cuda":
         if not torch.cuda.is_available():
-            raise UsageError(f"--device {device!r}: this machine has no CUDA device; use cpu or auto")
+            raise SettingError("device", device, "this machine has no CUDA device; use cpu or auto")
         if resolved.index is not None and resolved.index >= torch.cuda.device_count():
-            raise UsageError(f"--device {device!r}: only {torch.cuda.device_count()} CUDA device(s) here")
+            raise SettingError("device", device, f"only {torch.cuda.device_count()} CUDA device(s) here")
     elif resolved.type == "mps" and not torch.backends.mps.is_available():
-        raise UsageError(f"--device {device!r}: MPS is not available on this machine")
+        raise SettingError("device", device, "MPS is not available on this machine")
     elif resolved.type not in ("cpu", "cuda", "mps"):
-        raise UsageError(f"--device {device!r}: unsupported device type; expected {DEVICE_HELP}")
+        raise SettingError("device", device, f"unsupported device type; expected {DEVICE_HELP}")
     return resolved
 
 
@@ -61,9 +61,9 @@ def _check_device_name(device: str) -> None:
         return
     match = re.fullmatch(r"([a-z_]+)(?::\d+)?", name)
     if match is None or match.group(1) not in _TORCH_DEVICE_TYPES:
-        raise UsageError(f"--device {device!r}: unknown device; expected {DEVICE_HELP}")
+        raise SettingError("device", device, f"unknown device; expected {DEVICE_HELP}")
     if match.group(1) not in ("cpu", "cuda", "mps"):
-        raise UsageError(f"--device {device!r}: unsupported device type; expected {DEVICE_HELP}")
+        raise SettingError("device", device, f"unsupported device type; expected {DEVICE_HELP}")
 
 
 def derive_seed(seed: int, *purpose: object) -> int:
@@ -77,20 +77,21 @@ def derive_seed(seed: int, *purpose: object) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little") & 0x7FFFFFFF
 
 
-def seed_list(count: int, first: int = 0, option: str = "--seeds") -> tuple[int, ...]:
+def seed_list(count: int, first: int = 0, option: str = "seeds") -> tuple[int, ...]:
     """``count`` seeds from ``first``: ``--seeds 3 --seed 0`` -> (0, 1, 2), the one meaning everywhere."""
     if isinstance(count, bool) or int(count) != count or count < 1:
-        raise UsageError(f"{option} {count}: expected a count of seeds, at least 1 (3 or more for a spread)")
-    check_seed(first, "--seed")
+        raise SettingError(option, count, "expected a count of seeds, at least 1 (3 or more for a spread)",
+                           shown=str(count))
+    check_seed(first, "seed")
     return tuple(range(int(first), int(first) + int(count)))
 
 
-def check_seed(seed: int | None, option: str = "--seed") -> int | None:
+def check_seed(seed: int | None, option: str = "seed") -> int | None:
     """One seed (``--seed``, ``--untrained-seed``...): a non-negative integer, or None when not given."""
     if seed is None:
         return None
     if isinstance(seed, bool) or int(seed) != seed or seed < 0:
-        raise UsageError(f"{option} {seed}: expected a non-negative integer")
+        raise SettingError(option, seed, "expected a non-negative integer", shown=str(seed))
     return int(seed)
 
 

@@ -37,7 +37,7 @@ def check_count(value: Optional[int], option: str) -> Optional[int]:
     return value
 
 
-def check_cache_dir(path: str | Path | None, option: str = "--cache-dir") -> Path | None:
+def check_cache_dir(path: str | Path | None, option: str = "cache_dir") -> Path | None:
     """A cache folder (created when missing): refused in one line naming ``option`` when it, or a folder
     above it, is a file. Say ``$BERTOLOGY_CACHE`` for a folder that came from the environment."""
     if path is None:
@@ -47,8 +47,8 @@ def check_cache_dir(path: str | Path | None, option: str = "--cache-dir") -> Pat
         if part.exists():
             if not part.is_dir():
                 where = "it is a file" if part == path else f"{part} is a file"
-                raise UsageError(f"{option} {path}: {where}, not a folder; give a folder for the cache (created "
-                                 "when missing)")
+                raise SettingError(option, path, f"{where}, not a folder; give a folder for the cache (created "
+                                   "when missing)", shown=str(path))
             break
     return path
 
@@ -57,7 +57,7 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """``cache_dir``, else ``$BERTOLOGY_CACHE``, else ``~/.cache/bertology``; a file there is refused in one
     line naming where it came from."""
     if cache_dir is not None:
-        return check_cache_dir(cache_dir, "--cache-dir")
+        return check_cache_dir(cache_dir, "cache_dir")
     if os.environ.get("BERTOLOGY_CACHE"):
         return check_cache_dir(os.environ["BERTOLOGY_CACHE"], "$BERTOLOGY_CACHE")
     return check_cache_dir(Path.home() / ".cache" / "bertology", "the cache folder")

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from bertology.errors import UsageError
+from bertology.errors import SettingError, UsageError
 from bertology.progress import progress_bar
 
 #: ``auto``: bf16 autocast on CUDA where the GPU has it, float32 elsewhere; ``bf16``: bf16 autocast on any
@@ -59,11 +59,11 @@ class Optimisation:
     fused: bool = False
 
     def __post_init__(self):
-        # one setting per message, named as the option that sets it
+        # one setting per message, named as the field (the CLI names its option)
         if not self.lr > 0:
-            raise UsageError(f"--lr {self.lr}: must be a positive learning rate")
+            raise SettingError("lr", self.lr, "must be a positive learning rate", shown=str(self.lr))
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:
-            raise UsageError(f"--batch-size {self.batch_size}: must be at least 1")
+            raise SettingError("batch_size", self.batch_size, "must be at least 1", shown=str(self.batch_size))
         if not 0 <= self.warmup_ratio < 1:
             raise UsageError(f"warmup_ratio {self.warmup_ratio}: expected a fraction of the steps in [0, 1)")
         if self.weight_decay < 0:
@@ -71,7 +71,7 @@ class Optimisation:
         if self.max_grad_norm is not None and not self.max_grad_norm > 0:
             raise UsageError(f"max_grad_norm {self.max_grad_norm}: expected a positive norm, or None for no clipping")
         if self.max_steps is not None and self.max_steps < 1:
-            raise UsageError(f"--max-steps {self.max_steps}: must be at least 1")
+            raise SettingError("max_steps", self.max_steps, "must be at least 1", shown=str(self.max_steps))
         if self.precision not in PRECISIONS:
             raise UsageError(f"precision {self.precision!r}: expected one of {', '.join(PRECISIONS)}")
 

@@ -39,8 +39,8 @@ def main() -> None:
     args = parser.parse_args()
     load_before = os.getloadavg()
     started = time.perf_counter()
-    result = run_attention_analysis(args.model, max_sentences=args.max_sentences,
-                                    max_train_sentences=args.max_train_sentences,
+    result = run_attention_analysis(args.model, max_eval=args.max_sentences,
+                                    max_train=args.max_train_sentences,
                                     probe_seeds=tuple(range(args.seeds)), untrained=True, progress=False)
     seconds = time.perf_counter() - started
     if args.out:

@@ -104,7 +104,7 @@ def main() -> None:
         for size in sizes:
             for name, model in models.items():
                 started = time.perf_counter()
-                result = run_attention_analysis(model, max_sentences=size, max_train_sentences=50, probe_seeds=(0,),
+                result = run_attention_analysis(model, max_eval=size, max_train=50, probe_seeds=(0,),
                                                 probe_epochs=1, statistics=False, untrained=False,
                                                 min_count=min(100, max(10, size // 20)), progress=False)
                 runs[f"{name}-{size}"] = {"relations": relations(result["best_heads"]),

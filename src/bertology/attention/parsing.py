@@ -76,9 +76,9 @@ def run_attention_analysis(
     or an :class:`~bertology.models.Encoder`, used as it is (its attention implementation is left as it
     was). ``treebank`` is a UD folder (default: the packaged UD English EWT). Heads and offsets
     are selected on dev and also scored on test (held out); the attention-only probe is trained on train
-    (capped at ``max_train_sentences``; dev when the folder has no train file) and scored on test, once
+    (capped at ``max_train`` sentences; dev when the folder has no train file) and scored on test, once
     per seed in ``probe_seeds``, beside the best single head and the best offset (both selected on the
-    training split). ``max_sentences`` caps dev and test. ``layers`` (transformer layers, default all)
+    training split). ``max_eval`` caps dev and test (each, in sentences). ``layers`` (transformer layers, default all)
     limits the heads looked at. ``untrained=True`` repeats everything on the untrained twin (``untrained_seed``).
 
     Returns a :class:`~bertology.results.Result` named ``attention_parse`` with tables (each with a
@@ -99,15 +99,19 @@ def run_attention_analysis(
 
     The settings are ``spec`` (:class:`~bertology.attention.spec.AttentionParseSpec`: the sizes, the probe's seeds
     and epochs, statistics, untrained, min_count, layers, untrained_seed), or its fields as keywords, checked once
-    (``control``/``control_seed``, the twin's former names, still work with a deprecation warning).
+    (``control``/``control_seed``, the twin's former names, and ``max_sentences``/``max_train_sentences``, the
+    sizes' former names, still work with a deprecation warning).
     """
-    for old, new in (("control", "untrained"), ("control_seed", "untrained_seed")):
-        if old in settings:  # the twin's former names (control means control tasks everywhere else)
+    for old, new in (("control", "untrained"), ("control_seed", "untrained_seed"), ("max_sentences", "max_eval"),
+                     ("max_train_sentences", "max_train")):
+        # the twin's former names (control means control tasks everywhere else); the sizes' former names
+        # (max_sentences is the corpus read before it is split, everywhere else)
+        if old in settings:
             warnings.warn(f"run_attention_analysis({old}=...) is deprecated; use {new}=", DeprecationWarning,
                           stacklevel=2)
             settings[new] = settings.pop(old)
     spec = spec_of(AttentionParseSpec, spec, settings, "attention analysis")
-    max_sentences, max_train_sentences, layers = spec.max_sentences, spec.max_train_sentences, spec.layers
+    max_eval, max_train, layers = spec.max_eval, spec.max_train, spec.layers
     probe_seeds, probe_epochs, min_count = spec.probe_seeds, spec.probe_epochs, spec.min_count
     statistics, untrained, untrained_seed = spec.statistics, spec.untrained, spec.untrained_seed
     encoder = as_encoder(model, device=resolve_device(device))
@@ -115,12 +119,12 @@ def run_attention_analysis(
                          required=("dev", "test"))
     data = {split: read_conllu(path) for split, path in splits.items()}
     for split in ("dev", "test"):
-        if max_sentences is not None:
-            data[split] = data[split][:max_sentences]
+        if max_eval is not None:
+            data[split] = data[split][:max_eval]
     train_split = "train" if "train" in data else "dev"
     train = data[train_split]
-    if train_split == "train" and max_train_sentences is not None:
-        train = train[:max_train_sentences]
+    if train_split == "train" and max_train is not None:
+        train = train[:max_train]
     extract_layers = None if layers is None else sorted({int(layer) for layer in layers})
     encoders = [encoder] + ([encoder.untrained(untrained_seed)] if untrained else [])
 

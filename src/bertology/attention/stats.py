@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from bertology.data import Sentence
-from bertology.errors import DataError
+from bertology.errors import DataError, SettingError
 from bertology.extraction import MAX_ATTENTION_WORDS, extract
 from bertology.numbering import head_label
 from bertology.progress import track
@@ -274,13 +274,14 @@ def encoder_head_statistics(
         where = (f"{source + ':' if source else 'line '}{first.source_line}" if first.source_line
                  else f"sentence {first.id!r}")
         raise DataError(f"{where}: a sentence of {len(first):,} words ({len(longer)} over {limit:,} words); attention "
-                        f"stats keeps word-level maps of at most {limit:,} words a sentence by default: pass "
-                        f"--max-words {limit} to skip the longer ones, or --max-words {longest} to keep them (4 x "
+                        f"stats keeps word-level maps of at most {limit:,} words a sentence by default: give "
+                        f"max_words= {limit} to skip the longer ones, or max_words= {longest} to keep them (4 x "
                         f"{encoder.num_heads} heads x layers x (words+2)^2 bytes of maps each)")
     if longer:
         sentences = [sentence for sentence in sentences if len(sentence) <= limit]
         if not sentences:
-            raise DataError(f"--max-words {limit}: every sentence has more words; nothing left to analyse")
+            raise SettingError("max_words", limit, "every sentence has more words; nothing left to analyse",
+                               shown=str(limit))
     with tempfile.TemporaryDirectory(dir=work_dir, prefix="bertology-attention-") as tmp:
         store = extract(encoder, sentences, Path(tmp) / "statistics.store", attentions=True,
                         layers=None if layers is None else sorted({int(layer) for layer in layers}),

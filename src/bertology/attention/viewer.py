@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from bertology.data import sentences_from_strings
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError, UsageError
 from bertology.extraction import encode_sentences, word_groups, word_level_attention
 from bertology.extraction.alignment import SentenceTooLong
 from bertology.files import write_text
@@ -143,9 +143,10 @@ def _too_long(encoder, words: Sequence[str]) -> UsageError:
     word_ids = batch.word_ids(0)
     capacity = encoder.max_length - tokenizer.num_special_tokens_to_add()
     fits = word_ids[capacity] if capacity < len(word_ids) and word_ids[capacity] is not None else len(words)
-    return UsageError(f"--text: {len(word_ids):,} subword tokens in {len(words):,} words; the viewer shows one input of "
-                      f"at most {encoder.max_length} tokens ({capacity} of text; {encoder.name}'s limit) and has no "
-                      f"sliding window: shorten the text to its first {fits:,} words or fewer, or view it in parts")
+    return SettingError("text", None, f"{len(word_ids):,} subword tokens in {len(words):,} words; the viewer shows one "
+                        f"input of at most {encoder.max_length} tokens ({capacity} of text; {encoder.name}'s limit) "
+                        f"and has no sliding window: shorten the text to its first {fits:,} words or fewer, or view "
+                        "it in parts", shown="")
 
 
 def view_attention(encoder, text: str, level: str = "word", title: str | None = None,

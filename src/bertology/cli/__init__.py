@@ -35,13 +35,13 @@ from rich.table import Table  # noqa: E402
 
 from bertology import __version__  # noqa: E402
 from bertology.cli import options  # noqa: E402
-from bertology.errors import BertologyError  # noqa: E402
+from bertology.errors import BertologyError, SettingError  # noqa: E402
 from bertology.cli.options import (  # noqa: E402
     check_positive, data_option, default_out, device_option, layers_option, max_sentences_option, model_option,
     out_option, parse_layers, progress_option, resolve_device,
 )
 
-app = typer.Typer(
+app = options.CommandApp(
     name="bertology",
     help="The BERTology literature, runnable: extract, probe, analyse attention, intervene, report.",
     no_args_is_help=True,
@@ -402,6 +402,8 @@ def main() -> None:
     except BertologyError as error:
         if _debugging():
             raise
+        if isinstance(error, SettingError):  # raised outside a command's speaking_options: its default option name
+            error = error.as_option()
         console.print(f"[bold red]error:[/] {_escaped(str(error))}", highlight=False, soft_wrap=True)
         sys.exit(1)
     except (KeyboardInterrupt, SystemExit) as error:

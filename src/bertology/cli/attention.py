@@ -23,7 +23,7 @@ from bertology.cli.options import (check_positive, data_option, default_out, dev
 if TYPE_CHECKING:  # pandas is imported when a command runs
     import pandas as pd
 
-app = typer.Typer(help="Attention analysis: Clark et al.'s head statistics, heads as parsers, Kovaleva pattern types, viewer.",
+app = options.CommandApp(help="Attention analysis: Clark et al.'s head statistics, heads as parsers, Kovaleva pattern types, viewer.",
                   no_args_is_help=True)
 console = Console()
 
@@ -113,8 +113,12 @@ def parse_command(
         None, "--treebank", help="UD folder with *-ud-{train,dev,test}.conllu[.gz] (default: the packaged UD English EWT)."),
     old_treebank: Optional[Path] = options.old_option("-t"),
     out: Optional[Path] = out_option("attention-parse"),
-    max_sentences: Optional[int] = max_sentences_option("Cap dev and test at N sentences."),
-    max_train_sentences: int = typer.Option(2000, "--max-train-sentences", help="Cap the probe's training set."),
+    max_eval: Optional[int] = typer.Option(None, "--max-eval", help="Use only the first N sentences of dev and of "
+                                           "test (default all)."),
+    max_train: Optional[int] = typer.Option(None, "--max-train", show_default=False,
+                                            help="Use only the first N train sentences, the probe's (default 2000)."),
+    old_max_sentences: Optional[int] = options.old_option("--max-sentences"),
+    old_max_train: Optional[int] = options.old_option("--max-train-sentences"),
     seeds: int = seeds_option(3, "Attention-only probe runs (seeds SEED..SEED+N-1); 0 skips the probe."),
     seed: int = seed_option(),
     epochs: int = typer.Option(20, "--epochs", help="Probe training epochs."),
@@ -137,17 +141,20 @@ def parse_command(
     # --control was the twin here; elsewhere it means control tasks (probe --control)
     untrained = bool(options.renamed(untrained or None, old_control, "--untrained", "--control"))
     treebank = options.check_exists(options.renamed(treebank, old_treebank, "--treebank", "-t"), "--treebank")
-    max_sentences = check_positive(max_sentences, "--max-sentences")
-    max_train_sentences = check_positive(max_train_sentences, "--max-train-sentences")
+    # the subset sizes' old spellings: --max-sentences is the corpus read before it is split everywhere else
+    max_eval = check_positive(options.renamed(max_eval, old_max_sentences, "--max-eval", "--max-sentences"),
+                              "--max-eval")
+    max_train = check_positive(options.renamed(max_train, old_max_train, "--max-train", "--max-train-sentences"),
+                               "--max-train")
     epochs = check_positive(epochs, "--epochs")
     min_count = check_positive(min_count, "--min-count", allow_none=False)
     probe_seeds = seed_list(seeds, seed) if seeds != 0 else ()
     encoder = _load(model, device)
     chosen = parse_layers(layers, encoder.num_layers, transformer_only=True)
     out = out or default_out("attention-parse", model)
-    spec = AttentionParseSpec(max_sentences=max_sentences, max_train_sentences=max_train_sentences,
-                              probe_seeds=probe_seeds, probe_epochs=epochs, statistics=statistics, untrained=untrained,
-                              untrained_seed=seed, min_count=min_count, layers=chosen)
+    sizes = {"max_eval": max_eval, **({"max_train": max_train} if max_train is not None else {})}  # else the spec's
+    spec = AttentionParseSpec(**sizes, probe_seeds=probe_seeds, probe_epochs=epochs, statistics=statistics,
+                              untrained=untrained, untrained_seed=seed, min_count=min_count, layers=chosen)
     result = run_attention_analysis(encoder, treebank, spec, progress=progress)
     result.save(out)
     figures = write_parse_figures(result, out / "figures")

@@ -12,10 +12,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bertology.cli.options import (check_positive, data_option, default_out, device_option, max_sentences_option,
+from bertology.cli.options import (CommandApp, check_positive, data_option, default_out, device_option, max_sentences_option,
                                out_option, progress_option, resolve_device, seed_option)
 
-app = typer.Typer(help="Compare a model with its fine-tuned version.", no_args_is_help=True)
+app = CommandApp(help="Compare a model with its fine-tuned version.", no_args_is_help=True)
 
 
 @app.command("compare")

@@ -14,11 +14,11 @@ import typer
 from rich.console import Console
 
 from bertology.errors import DataError
-from bertology.cli.options import (address_option, check_positive, check_scale, cpus_per_worker_option, default_out,
+from bertology.cli.options import (CommandApp, address_option, check_positive, check_scale, cpus_per_worker_option, default_out,
                                device_option, engine_option, gpus_per_worker_option, model_option, out_option,
                                progress_option, resolve_device, seed_list, seed_option, seeds_option, workers_option)
 
-app = typer.Typer(help="GLUE fine-tuning with the Convexity report's variants.", no_args_is_help=True)
+app = CommandApp(help="GLUE fine-tuning with the Convexity report's variants.", no_args_is_help=True)
 
 
 def _split(values: list[str] | None) -> list[str]:

@@ -9,7 +9,7 @@ import typer
 
 import bertology.cli.options as options
 
-app = typer.Typer(help="Geometry of the representations: contextuality and anisotropy per layer.",
+app = options.CommandApp(help="Geometry of the representations: contextuality and anisotropy per layer.",
                   no_args_is_help=True)
 
 
@@ -61,14 +61,11 @@ def contextuality_command(
     options.check_cache_dir(cache_dir)
     options.check_exists(data, "--data", corpus=True)
     options.resolve_device(device)
-    from bertology.errors import SettingError
     from bertology.geometry.spec import ContextualitySpec
 
-    try:
-        spec = ContextualitySpec(seeds=chosen_seeds, layers=layers, untrained=untrained, min_count=min_count,
-                                 max_pairs=max_pairs_value(max_pairs), samples=samples, max_sentences=max_sentences)
-    except SettingError as error:
-        raise error.as_option() from None
+    # a bad setting is a SettingError naming the field: options.speaking_options names the option
+    spec = ContextualitySpec(seeds=chosen_seeds, layers=layers, untrained=untrained, min_count=min_count,
+                             max_pairs=max_pairs_value(max_pairs), samples=samples, max_sentences=max_sentences)
     from bertology.geometry.contextuality import contextuality, plot_contextuality, reference_table, twin_beside
     from bertology.results import number
 

@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+import bertology.cli.options as options
 from bertology.errors import DataError
 from bertology.cli.options import (address_option, check_positive, check_scale, cpus_per_worker_option, default_out,
                                device_option, engine_option, gpus_per_worker_option, heads_option, layers_option,
@@ -25,31 +26,46 @@ from bertology.cli.options import (address_option, check_positive, check_scale, 
 if TYPE_CHECKING:  # pandas is imported when a command runs
     import pandas as pd
 
-app = typer.Typer(help="Ablate heads and layers, rank heads by importance, prune (Michel et al. 2019).",
-                  no_args_is_help=True)
+app = options.CommandApp(help="Ablate heads and layers, rank heads by importance, prune (Michel et al. 2019).",
+                         settings={"allow_mismatch": "--allow-task-mismatch"},
+                         no_args_is_help=True)
 console = Console()
 
 CheckpointOpt = model_option(...)
 TaskOpt = typer.Option(None, "--task", "-t", help="GLUE task (default: the checkpoint's)")
 AllowMismatchOpt = typer.Option(False, "--allow-task-mismatch",
                                 help="score on a --task other than the checkpoint's (same number of labels only)")
-MaxOpt = typer.Option(None, "--max-examples", help="score on a seeded subset of this many dev examples")
+MaxDevOpt = typer.Option(None, "--max-dev", help="score on a seeded subset of this many dev examples")
+OldMaxDevOpt = options.old_option("--max-examples")  # the glossary's subset sizes: --max-<split>
 DataOpt = typer.Option(None, "--data-dir", help="GLUE root (default: $BERTOLOGY_DATA/glue, else Hugging Face datasets nyu-mll/glue)")
-ImportanceExamplesOpt = typer.Option(2000, "--importance-examples", help="train examples for head importance")
+MaxTrainOpt = typer.Option(None, "--max-train", show_default=False,
+                           help="train examples for head importance (default 2000; never the dev split)")
+OldMaxTrainOpt = options.old_option("--importance-examples")
+IMPORTANCE_EXAMPLES = 2000
 
 
-def _setup(model: Path, task: Optional[str], max_examples: Optional[int], data_dir: Optional[Path], device: str,
+def _max_dev(max_dev: Optional[int], old_max_dev: Optional[int]) -> Optional[int]:
+    """``--max-dev`` (or its old spelling ``--max-examples``, with a note), checked."""
+    return check_positive(options.renamed(max_dev, old_max_dev, "--max-dev", "--max-examples"), "--max-dev")
+
+
+def _importance_examples(max_train: Optional[int], old_max_train: Optional[int]) -> int:
+    """``--max-train`` (or its old spelling ``--importance-examples``, with a note), checked; default 2000."""
+    max_train = options.renamed(max_train, old_max_train, "--max-train", "--importance-examples")
+    return check_positive(max_train, "--max-train") or IMPORTANCE_EXAMPLES
+
+
+def _setup(model: Path, task: Optional[str], max_dev: Optional[int], data_dir: Optional[Path], device: str,
            allow_task_mismatch: bool = False):
     """The checkpoint (on ``device``), its evaluator and a name for default output folders."""
     from bertology.finetune.evaluation import TaskEvaluator, checkpoint_name, checkpoint_task
     from bertology.finetune.model import load_finetuned, read_checkpoint_meta
 
-    check_positive(max_examples, "--max-examples")
     if Path(model).is_dir():  # --task against finetune.json before the model loads
         checkpoint_task(model, read_checkpoint_meta(model), task, allow_task_mismatch)
     loaded, tokenizer, meta = load_finetuned(model, device=resolve_device(device))
     evaluator = TaskEvaluator(checkpoint_task(model, meta, task, allow_task_mismatch), tokenizer,
-                              max_examples=max_examples, data_dir=str(data_dir) if data_dir else None)
+                              max_examples=max_dev, data_dir=str(data_dir) if data_dir else None)
     return loaded, tokenizer, meta, evaluator, checkpoint_name(model, meta)
 
 
@@ -72,14 +88,16 @@ def heads_command(
     task: Optional[str] = TaskOpt,
     allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
-    max_examples: Optional[int] = MaxOpt,
+    max_dev: Optional[int] = MaxDevOpt,
+    old_max_dev: Optional[int] = OldMaxDevOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
 ):
     """The task metric before and after masking the given heads (e.g. --heads L4H5,L3H0 or L4)."""
+    max_dev = _max_dev(max_dev, old_max_dev)
     from bertology.intervention.ablation import ablate_heads
 
-    loaded, _, _, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
+    loaded, _, _, evaluator, name = _setup(model, task, max_dev, data_dir, device, allow_task_mismatch)
     result = ablate_heads(loaded, heads, evaluator)
     result.meta.update(_meta(model, evaluator, heads=heads))
     out = result.save(out if out is not None else default_out("ablate/heads", name, heads))
@@ -96,16 +114,18 @@ def layers_command(
     task: Optional[str] = TaskOpt,
     allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
-    max_examples: Optional[int] = MaxOpt,
+    max_dev: Optional[int] = MaxDevOpt,
+    old_max_dev: Optional[int] = OldMaxDevOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
 ):
     """The task metric before and after skipping whole layers."""
+    max_dev = _max_dev(max_dev, old_max_dev)
     if layers is None:
         raise DataError("--layers: which layers to skip? e.g. --layers 2 or --layers 1-3")
     from bertology.intervention.ablation import ablate_layers
 
-    loaded, _, _, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
+    loaded, _, _, evaluator, name = _setup(model, task, max_dev, data_dir, device, allow_task_mismatch)
     result = ablate_layers(loaded, layers, evaluator)
     result.meta.update(_meta(model, evaluator, layers=layers))
     dropped = result["layers"]["layer"].tolist()
@@ -121,7 +141,8 @@ def table_command(
     task: Optional[str] = TaskOpt,
     allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
-    max_examples: Optional[int] = MaxOpt,
+    max_dev: Optional[int] = MaxDevOpt,
+    old_max_dev: Optional[int] = OldMaxDevOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
     engine: str = engine_option(),
@@ -135,6 +156,7 @@ def table_command(
 
     With --engine ray each checkpoint x layer is one Ray task (checkpoints and GLUE data on paths every
     node sees); the table is the local one."""
+    max_dev = _max_dev(max_dev, old_max_dev)
     from bertology.errors import UsageError
     from bertology.finetune.evaluation import checkpoint_task
     from bertology.finetune.model import read_checkpoint_meta
@@ -158,7 +180,7 @@ def table_command(
         if engine == "ray" and evaluator is not None:  # the workers load the checkpoints; the driver one
             meta = read_checkpoint_meta(path)
         else:
-            loaded, _, meta, path_evaluator, path_name = _setup(path, task, max_examples, data_dir, device,
+            loaded, _, meta, path_evaluator, path_name = _setup(path, task, max_dev, data_dir, device,
                                                                 allow_task_mismatch)
             evaluator, name = evaluator or path_evaluator, name or path_name
             models.append(loaded)
@@ -170,7 +192,7 @@ def table_command(
         from bertology.scale.sweeps import single_head_ablation_ray
 
         result = single_head_ablation_ray(model, seeds, model_layout(models[0]).num_layers, task=task,
-                                          max_examples=max_examples, data_dir=data_dir, address=address,
+                                          max_examples=max_dev, data_dir=data_dir, address=address,
                                           workers=workers, cpus_per_worker=cpus_per_worker,
                                           gpus_per_worker=gpus_per_worker, allow_task_mismatch=allow_task_mismatch)
     else:
@@ -195,22 +217,25 @@ def importance_command(
     task: Optional[str] = TaskOpt,
     allow_task_mismatch: bool = AllowMismatchOpt,
     out: Optional[Path] = out_option("ablate"),
-    importance_examples: int = ImportanceExamplesOpt,
+    max_train: Optional[int] = MaxTrainOpt,
+    old_max_train: Optional[int] = OldMaxTrainOpt,
     seeds: int = seeds_option(3, "How many random pruning orders (seeds from --seed)."),
     seed: int = seed_option(),
     recompute: bool = typer.Option(True, "--recompute/--no-recompute", help="recompute importance after each step"),
-    max_examples: Optional[int] = MaxOpt,
+    max_dev: Optional[int] = MaxDevOpt,
+    old_max_dev: Optional[int] = OldMaxDevOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
     progress: bool = progress_option(),
 ):
     """Head importance (expected sensitivity) and the pruning curve, importance vs random order."""
+    max_dev = _max_dev(max_dev, old_max_dev)
+    importance_examples = _importance_examples(max_train, old_max_train)
     random_seeds = seed_list(seeds, seed)
-    check_positive(importance_examples, "--importance-examples")
     from bertology.finetune.evaluation import importance_batches
     from bertology.intervention.importance import head_importance, plot_pruning_curve, pruning_curve
 
-    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
+    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_dev, data_dir, device, allow_task_mismatch)
     batches = importance_batches(evaluator.task, tokenizer, importance_examples,
                                  data_dir=str(data_dir) if data_dir else None)
     scores = head_importance(loaded, batches, progress=progress)
@@ -235,23 +260,26 @@ def prune_command(
                                                       "its tables go to OUT/prune"),
     task: Optional[str] = TaskOpt,
     allow_task_mismatch: bool = AllowMismatchOpt,
-    importance_examples: int = ImportanceExamplesOpt,
-    max_examples: Optional[int] = MaxOpt,
+    max_train: Optional[int] = MaxTrainOpt,
+    old_max_train: Optional[int] = OldMaxTrainOpt,
+    max_dev: Optional[int] = MaxDevOpt,
+    old_max_dev: Optional[int] = OldMaxDevOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
     progress: bool = progress_option(),
 ):
     """Prune the least important heads for real (smaller weights) and save the checkpoint."""
+    max_dev = _max_dev(max_dev, old_max_dev)
+    importance_examples = _importance_examples(max_train, old_max_train)
     if not 0.0 <= fraction <= 1.0:
         raise DataError(f"--fraction {fraction}: expected a value between 0 and 1")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DataError(f"--out {out}: exists and is not empty; choose a new output folder")
-    check_positive(importance_examples, "--importance-examples")
     from bertology.finetune.evaluation import importance_batches
     from bertology.finetune.model import save_checkpoint
     from bertology.intervention.ablation import prune_by_importance
 
-    loaded, tokenizer, meta, evaluator, _ = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
+    loaded, tokenizer, meta, evaluator, _ = _setup(model, task, max_dev, data_dir, device, allow_task_mismatch)
     batches = importance_batches(evaluator.task, tokenizer, importance_examples,
                                  data_dir=str(data_dir) if data_dir else None)
     result = prune_by_importance(loaded, evaluator, batches, fraction, progress=progress)
@@ -284,15 +312,18 @@ def flagged_command(
     heads: Optional[str] = heads_option(None, help="or the flagged heads directly, as tables print them: L4H5,L3H0"),
     draws: int = typer.Option(10, "--draws", help="random draws of as many heads"),
     seed: int = seed_option(),
-    max_sentences: int = max_sentences_option("UD EWT dev sentences when computing the table", default=300),
+    max_sentences: int = max_sentences_option("Use only the first N sentences of each UD EWT split when computing the "
+                                                    "table", default=300),
     min_count: int = typer.Option(100, "--min-count", help="relations with fewer words are not flagged"),
     out: Optional[Path] = out_option("ablate"),
-    max_examples: Optional[int] = MaxOpt,
+    max_dev: Optional[int] = MaxDevOpt,
+    old_max_dev: Optional[int] = OldMaxDevOpt,
     data_dir: Optional[Path] = DataOpt,
     device: str = device_option(),
     progress: bool = progress_option(),
 ):
     """Are the heads the attention analysis flags used? Mask them vs as many random heads."""
+    max_dev = _max_dev(max_dev, old_max_dev)
     check_positive(draws, "--draws")
     check_positive(min_count, "--min-count", allow_none=False)
     check_positive(max_sentences, "--max-sentences")
@@ -303,7 +334,7 @@ def flagged_command(
     from bertology.intervention.importance import flagged_heads, flagged_vs_random
     from bertology.models import Encoder
 
-    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_examples, data_dir, device, allow_task_mismatch)
+    loaded, tokenizer, meta, evaluator, name = _setup(model, task, max_dev, data_dir, device, allow_task_mismatch)
     best_heads = None
     if heads is not None:
         chosen = heads

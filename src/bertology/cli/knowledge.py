@@ -11,7 +11,7 @@ from rich.table import Table
 
 import bertology.cli.options as options
 
-app = typer.Typer(help="What the model knows: static similarity, numeracy, the MLM probe, LAMA, minimal pairs.",
+app = options.CommandApp(help="What the model knows: static similarity, numeracy, the MLM probe, LAMA, minimal pairs.",
                   no_args_is_help=True)
 console = Console()
 
@@ -108,14 +108,10 @@ def numeracy_command(
     """Wallace et al. (2019)'s decoding probe: can each layer's vector of a number (written in digits) give its
     value back, beside the untrained twin and the training mean, and are numbers WordPiece splits decoded worse
     than whole ones (the split gap, within each hundred)?"""
-    from bertology.errors import SettingError
     from bertology.knowledge.numeracy import NumeracySpec
 
     options.check_cache_dir(cache_dir)
-    try:
-        spec = NumeracySpec(top=top, folds=folds, seed=seed, untrained=untrained)
-    except SettingError as error:
-        raise error.as_option() from None
+    spec = NumeracySpec(top=top, folds=folds, seed=seed, untrained=untrained)  # a SettingError names its option
     out = out or options.default_out("knowledge/numeracy", Path(model).name, f"0-{top}")
     from bertology.files import staged_dir
     from bertology.knowledge.numeracy import numeracy, numeracy_table
@@ -148,9 +144,11 @@ def mlm_probe_command(
     seed: int = options.seed_option(),
     layers: Optional[str] = options.layers_option(),
     device: str = options.device_option(),
-    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N training sentences."),
-    max_eval_sentences: Optional[int] = typer.Option(None, "--max-eval-sentences",
-                                                     help="Use only the first N held-out sentences."),
+    max_sentences: Optional[int] = options.max_sentences_option(help="Use only the first N sentences of --data (before "
+                                                                     "every fifth is held out, without --eval-data)."),
+    max_test: Optional[int] = typer.Option(None, "--max-test", help="Use only the first N sentences of --eval-data, "
+                                           "the held-out text the heads are tested on."),
+    old_max_test: Optional[int] = options.old_option("--max-eval-sentences"),
     dropout: float = typer.Option(0.9, "--dropout", help="Dropout rate on the frozen model's word-embedding "
                                   "lookup (the report's 'highly dropouted embeddings'); 0 = clean input."),
     corrupt: str = typer.Option("target", "--corrupt", help="target: drop out only the predicted token's "
@@ -180,16 +178,17 @@ def mlm_probe_command(
     preset = QUICK if quick else {}
     seeds = seeds if seeds is not None else preset.get("seeds", DEFAULTS["seeds"])
     epochs = epochs if epochs is not None else preset.get("epochs", DEFAULTS["epochs"])
+    max_test = options.renamed(max_test, old_max_test, "--max-test", "--max-eval-sentences")  # the glossary's split
     if quick:
         max_sentences = max_sentences if max_sentences is not None else preset["max_sentences"]
-        max_eval_sentences = max_eval_sentences if max_eval_sentences is not None else preset["max_eval_sentences"]
-    options.check_positive(max_eval_sentences, "--max-eval-sentences")
+        max_test = max_test if max_test is not None else preset["max_test"]
+    options.check_positive(max_test, "--max-test")
     options.check_cache_dir(cache_dir)
     chosen_seeds = seed_list(seeds, seed)
     try:
         spec = MLMProbeSpec(seeds=chosen_seeds, layers=layers, untrained=untrained, dropout=dropout, corrupt=corrupt,
                             epochs=epochs, batch_size=batch_size, lr=lr, decoder=decoder, max_sentences=max_sentences,
-                            max_eval_sentences=max_eval_sentences, autocast=bf16)
+                            max_test=max_test, autocast=bf16)
     except SettingError as error:
         raise error.as_option({"autocast": "--bf16"}) from None
     from bertology.knowledge.mlm_probe import mlm_probe, plot_mlm_probe

@@ -46,7 +46,6 @@ def languages_command(
     """Language identity, language centroids, parallel sentence retrieval (raw and centred) and zero-shot
     transfer of English probes, per layer, model vs untrained twin; the tokenizer per language. Writes the
     tables, meta.json and the figures into OUT (docs/languages.md)."""
-    from bertology.errors import SettingError
     from bertology.runtime import seed_list
 
     # `-t` was --treebanks here and --task elsewhere: it means --task(s) only, once this spelling goes
@@ -57,12 +56,11 @@ def languages_command(
         options.check_exists(path, "--treebanks")
     options.check_exists(english, "--english")
     options.parse_layers(layers)  # the spelling, naming --layers
-    try:  # every setting checked here, once, before anything heavy loads; 0 = all for the sizes
-        spec = LanguagesSpec(seeds=seed_list(seeds, seed), layers=layers, tasks=tasks, max_sentences=max_sentences,
-                             max_train=max_train or None, max_dev=max_dev or None, train_fraction=train_fraction,
-                             untrained=untrained, senteval=senteval)
-    except SettingError as error:
-        raise error.as_option() from None
+    # every setting checked here, once, before anything heavy loads (its SettingError shown naming the option by
+    # options.speaking_options); 0 = all for the sizes
+    spec = LanguagesSpec(seeds=seed_list(seeds, seed), layers=layers, tasks=tasks, max_sentences=max_sentences,
+                         max_train=max_train or None, max_dev=max_dev or None, train_fraction=train_fraction,
+                         untrained=untrained, senteval=senteval)
     options.check_cache_dir(cache_dir)
     from bertology.languages.treebanks import read_treebanks
 

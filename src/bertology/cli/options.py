@@ -3,10 +3,17 @@
 Each ``*_option`` returns a typer ``Option`` with the same flag names, default and help on every command;
 each ``check_*``/``parse_*`` turns a raw value into what the API takes or raises
 :class:`~bertology.errors.UsageError` naming the option, which the CLI prints as one line (exit 1).
+
+The library never speaks in flags: it raises :class:`~bertology.errors.SettingError` naming the setting (a
+keyword, a spec's field) and writes a keyword in a hint as ``name=`` (``give more text (data=)``). Every
+command of :class:`CommandApp` says the same with the command's option instead (``--data``), in one place
+(:func:`speaking_options`); ``bertology.cli.main`` does it for what escapes a command (``as_option()``).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from pathlib import Path
 from typing import Optional
@@ -14,11 +21,13 @@ from typing import Optional
 import typer
 
 from bertology.data.paths import resolve_corpus
-from bertology.errors import UsageError
+from bertology.errors import BertologyError, SettingError, UsageError
 from bertology.models.sources import resolve_model_source
-from bertology.numbering import HEAD_FORMAT_HELP, parse_heads, parse_layers
-from bertology.runtime import DEVICE_HELP, check_seed, resolve_device, seed_list
-from bertology.settings import check_cache_dir, check_count, check_positive
+from bertology import numbering, runtime
+from bertology import settings as library_settings
+from bertology.numbering import HEAD_FORMAT_HELP
+from bertology.runtime import DEVICE_HELP, resolve_device
+from bertology.settings import check_count, check_positive
 
 __all__ = [
     "check_cache_dir", "check_count", "check_exists", "check_positive", "check_seed", "default_out", "parse_heads",
@@ -35,6 +44,28 @@ def default_out(command: str, *parts: object) -> Path:
     """``results/probe/minilm-senteval``: one folder per command and input, so runs do not overwrite."""
     slug = "-".join(re.sub(r"[^A-Za-z0-9._]+", "_", str(p)).strip("_") for p in parts if p not in (None, ""))
     return RESULTS_ROOT / command / (slug or "default")
+
+
+# The library's checks, naming the option by default (a command outside CommandApp too).
+def parse_layers(spec, num_layers=None, *, transformer_only: bool = False, option: str = "--layers"):
+    return numbering.parse_layers(spec, num_layers, transformer_only=transformer_only, option=option)
+
+
+def parse_heads(spec, num_layers=None, num_heads=None, *, option: str = "--heads"):
+    return numbering.parse_heads(spec, num_layers, num_heads, option=option)
+
+
+def check_seed(seed, option: str = "--seed"):
+    return runtime.check_seed(seed, option)
+
+
+def seed_list(count, first: int = 0, option: str = "--seeds") -> tuple[int, ...]:
+    check_seed(first)
+    return runtime.seed_list(count, first, option)
+
+
+def check_cache_dir(path, option: str = "--cache-dir"):
+    return library_settings.check_cache_dir(path, option)
 
 
 def check_exists(path: Optional[Path], option: str, corpus: bool = False) -> Optional[Path]:
@@ -81,6 +112,74 @@ def old_option(name: str):
 
 
 # ----------------------------------------------------------------------------------------------------
+# Library settings -> this command's options.
+
+#: A keyword in a library hint: ``name=`` with no value after it (``seeds=(0, 1)`` is an example, not a hint).
+KEYWORD_HINT = re.compile(r"(?<![\w.-])([a-z][a-z0-9_]*)=(?![\w(\[{'\"=])")
+
+
+def option_names(function) -> dict[str, str]:
+    """A command's keyword -> its long option (``max_dev`` -> ``--max-dev``), hidden old spellings left out."""
+    names = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        info = parameter.default
+        if not isinstance(info, typer.models.OptionInfo) or info.hidden:
+            continue
+        longs = [decl.split("/")[0] for decl in info.param_decls or () if decl.startswith("--")]
+        names[name] = longs[0] if longs else "--" + name.replace("_", "-")
+    return names
+
+
+def as_options(error: BertologyError, names: dict[str, str]) -> BertologyError:
+    """``error`` naming the command's options: a :class:`SettingError` becomes the same complaint about the
+    option (:meth:`SettingError.as_option`), and a hint's ``name=`` becomes the option where the command has one."""
+    if isinstance(error, SettingError):
+        error = error.as_option(names)
+    text = KEYWORD_HINT.sub(lambda found: names.get(found.group(1), found.group(0)), str(error))
+    if text != str(error):
+        error.args = (text, *error.args[1:])
+    return error
+
+
+def speaking_options(function, settings: dict[str, str] | None = None):
+    """``function`` (a command), with the library's errors shown naming its options (:func:`as_options`);
+    ``settings``: library settings named otherwise than the command's keywords (``allow_mismatch`` ->
+    ``--allow-task-mismatch``)."""
+    names = {**(settings or {}), **option_names(function)}
+
+    @functools.wraps(function)
+    def command(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except BertologyError as error:
+            translated = as_options(error, names)
+            if translated is error:
+                raise
+            raise translated from error  # --debug shows where the library raised it
+
+    return command
+
+
+class CommandApp(typer.Typer):
+    """A typer app whose every command speaks in its options (:func:`speaking_options`): the one place where a
+    library :class:`SettingError` becomes the option a user typed. Every command group of ``bertology`` is one
+    (tests/test_cli_settings.py). ``settings``: library settings its commands name otherwise, for all of them."""
+
+    def __init__(self, *args, settings: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.settings = dict(settings or {})
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+
+        def decorator(function):
+            register(speaking_options(function, self.settings))
+            return function
+
+        return decorator
+
+
+# ----------------------------------------------------------------------------------------------------
 # Shared options: same flags, defaults and help everywhere.
 
 
@@ -89,7 +188,10 @@ def check_model_source(value):
     a list of them)."""
     for one in value if isinstance(value, (list, tuple)) else [value]:
         if one is not None:
-            resolve_model_source(one)
+            try:
+                resolve_model_source(one)
+            except SettingError as error:  # checked while the options are read: before speaking_options
+                raise error.as_option() from None
     return value
 
 

@@ -9,7 +9,7 @@ import typer
 
 import bertology.cli.options as options
 
-app = typer.Typer(help="Layer-wise classification probes with honest baselines.", no_args_is_help=True)
+app = options.CommandApp(help="Layer-wise classification probes with honest baselines.", no_args_is_help=True)
 
 
 @app.command("probe")

@@ -14,7 +14,7 @@ from bertology.errors import UsageError
 from bertology.cli.options import check_exists, default_out, out_option, progress_option, seed_list, seed_option
 from bertology.tasks.catalog import SPLIT_CHOICES, TASKS, resolve_task_name
 
-app = typer.Typer(help="SentEval probing tasks (Conneau et al., 2018): build from a treebank, list.",
+app = options.CommandApp(help="SentEval probing tasks (Conneau et al., 2018): build from a treebank, list.",
                   no_args_is_help=True)
 
 

@@ -28,7 +28,7 @@ from torch.ao.quantization import (DeQuantStub, QuantStub, convert, get_default_
                                    prepare, quantize_dynamic)
 
 from bertology.compression.names import Method
-from bertology.errors import ModelError, UsageError
+from bertology.errors import ModelError, SettingError, UsageError
 from bertology.files import atomic_dir
 from bertology.models import Encoder
 from bertology.models.checkpoints import (QUANTIZATION_KEY, StaticInt8Linear, checkpoint_state, is_int8_module,
@@ -132,7 +132,8 @@ def int8_static(encoder: Encoder, method: Method, calibration: Sequence[dict], e
     batches: ``input_ids``, ``attention_mask``)."""
     names = check_quantizable(encoder.model)
     if not calibration:
-        raise UsageError("int8-static: no calibration batches; give --calibration sentences")
+        raise SettingError("calibration", calibration, "int8-static needs calibration batches; give calibration= "
+                           "sentences", shown="(none)")
     engine = quantization_engine(engine)
     model = _copy(encoder)
     qconfig = get_default_qconfig(engine)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bertology.errors import UsageError
+from bertology.errors import SettingError
 
 #: name -> (what its value is, or None for no value; one line of help)
 METHODS: dict[str, tuple[str | None, str]] = {
@@ -61,39 +61,40 @@ class Method:
         return f"{self.name}-{self.value:g}"
 
 
-def parse_method(text: str, option: str = "--methods") -> Method:
+def parse_method(text: str, option: str = "methods") -> Method:
     """One method from ``NAME`` or ``NAME:VALUE``; a :class:`UsageError` naming the option otherwise."""
     name, _, value_text = text.strip().partition(":")
     name = name.strip().lower()
     if name not in METHODS:
-        raise UsageError(f"{option}: unknown method {name!r}; expected one of {', '.join(METHODS)}")
+        raise SettingError(option, None, f"unknown method {name!r}; expected one of {', '.join(METHODS)}", shown="")
     kind = METHODS[name][0]
     if kind is None:
         if value_text:
-            raise UsageError(f"{option}: method {name!r} takes no value (got {text.strip()!r})")
+            raise SettingError(option, None, f"method {name!r} takes no value (got {text.strip()!r})", shown="")
         return Method(name)
     if not value_text:
-        raise UsageError(f"{option}: method {name!r} needs a {kind}: {name}:VALUE")
+        raise SettingError(option, None, f"method {name!r} needs a {kind}: {name}:VALUE", shown="")
     try:
         value = float(value_text)
     except ValueError:
-        raise UsageError(f"{option}: {text.strip()!r}: {value_text!r} is not a number") from None
+        raise SettingError(option, None, f"{text.strip()!r}: {value_text!r} is not a number", shown="") from None
     if kind == "sparsity" and not 0.0 <= value < 1.0:
-        raise UsageError(f"{option}: {text.strip()!r}: sparsity {value:g} is outside [0, 1)")
+        raise SettingError(option, None, f"{text.strip()!r}: sparsity {value:g} is outside [0, 1)", shown="")
     if kind == "fraction" and not 0.0 < value < 1.0:
-        raise UsageError(f"{option}: {text.strip()!r}: fraction of heads {value:g} is outside (0, 1)")
+        raise SettingError(option, None, f"{text.strip()!r}: fraction of heads {value:g} is outside (0, 1)", shown="")
     if kind == "layers":
         if value != int(value) or value < 1:
-            raise UsageError(f"{option}: {text.strip()!r}: expected a whole number of layers, at least 1")
+            raise SettingError(option, None, f"{text.strip()!r}: expected a whole number of layers, at least 1",
+                               shown="")
         return Method(name, int(value))
     return Method(name, value)
 
 
-def parse_methods(text: str | None, option: str = "--methods") -> list[Method]:
+def parse_methods(text: str | None, option: str = "methods") -> list[Method]:
     """Comma-separated methods (``default``: :data:`DEFAULT_METHODS`); duplicates kept once, order kept."""
     if text is None or text.strip().lower() == "default":
         text = DEFAULT_METHODS
     methods = [parse_method(part, option) for part in text.split(",") if part.strip()]
     if not methods:
-        raise UsageError(f"{option}: no methods given; expected e.g. int8-dynamic,fp16,drop-top:2")
+        raise SettingError(option, None, "no methods given; expected e.g. int8-dynamic,fp16,drop-top:2", shown="")
     return list(dict.fromkeys(methods))

@@ -18,7 +18,7 @@ import torch
 from tokenizers import models, normalizers, pre_tokenizers
 
 from bertology.data.sentence import Sentence
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError
 
 
 @dataclass
@@ -325,8 +325,8 @@ def check_pool(tokenizer, pool: str, name: str = "the model") -> None:
     """Refuse ``cls`` pooling for a tokenizer without a [CLS] token (a decoder such as GPT-2): position 0
     would be the first word's first subword, not a sentence summary. Call before computing anything."""
     if pool == "cls" and getattr(tokenizer, "cls_token", None) is None:
-        raise UsageError(f"--pool cls: {name} has no [CLS] token (its tokenizer defines none; a decoder such as "
-                         f"GPT-2), so there is no sentence vector to take; use {NO_CLS_POOLS}")
+        raise SettingError("pool", pool, f"{name} has no [CLS] token (its tokenizer defines none; a decoder such as "
+                           f"GPT-2), so there is no sentence vector to take; use {NO_CLS_POOLS}", shown="cls")
 
 
 def pool_rows(encoded: EncodedSentence, pool: str) -> np.ndarray:

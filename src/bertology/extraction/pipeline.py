@@ -99,8 +99,7 @@ def _check_attention_sizes(encoder: Encoder, sentences: Sequence[Sentence], n_la
                 f"{_sentence_where(sentence, input_path)}: a sentence of {n:,} words; its word-level attention "
                 f"maps would take {size / 1e9:.2f} GB ({encoder.num_heads} heads x {n_layers} layers x "
                 f"{n + 2}x{n + 2} float32). The limit is {limit:,} words per sentence with attentions: raise "
-                "it with --max-attention-words (max_attention_words=), split the sentence, or leave out "
-                "--attentions"
+                "it with max_attention_words=, split the sentence, or leave out attentions="
             )
 
 

@@ -18,7 +18,7 @@ from scipy import stats
 
 from bertology.data.glue import glue_task
 from bertology.finetune.examples import read_examples
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError
 from bertology.finetune.batching import EncodedExamples, collate, encode_examples, evaluation_batches
 from bertology.finetune.train import evaluate
 from bertology.runtime import seeded_subset
@@ -72,14 +72,14 @@ def importance_batches(task: str, tokenizer, n_examples: int = 2000, batch_size:
 def checkpoint_task(path: str | Path, meta: dict, task: str | None = None, allow_mismatch: bool = False) -> str:
     """The GLUE task to score a checkpoint on: the one it was fine-tuned on (``finetune.json``), or ``task``.
 
-    A ``task`` other than the recorded one is refused (:class:`UsageError` naming ``--task``) unless
+    A ``task`` other than the recorded one is refused (:class:`~bertology.errors.SettingError` naming ``task``) unless
     ``allow_mismatch`` is set and the label spaces agree; a classifier is never scored on a regression task
     (or the reverse), nor on a task with another number of labels, whatever ``allow_mismatch`` says.
     """
     recorded = meta.get("task")
     if not task:
         if not recorded:
-            raise DataError(f"{path}: the checkpoint does not record its task; pass --task")
+            raise DataError(f"{path}: the checkpoint does not record its task; give task=")
         return glue_task(recorded).name
     wanted = glue_task(task)
     labels = meta.get("num_labels")
@@ -87,14 +87,14 @@ def checkpoint_task(path: str | Path, meta: dict, task: str | None = None, allow
     if labels is not None and labels != wanted.num_labels:
         made = "a regression (one score)" if labels == 1 else f"a {labels}-class classifier"
         wants = "a regression (one score)" if wanted.is_regression else f"{wanted.num_labels} classes"
-        raise UsageError(f"--task {task}: {path} is {made}" + (f", fine-tuned on {recorded}" if recorded else "")
-                         + f"; {wanted.name} is {wants}, so it cannot be scored on it"
-                         + (f"; leave --task out to score it on {recorded}" if recorded else ""))
+        raise SettingError("task", task, f"{path} is {made}" + (f", fine-tuned on {recorded}" if recorded else "")
+                           + f"; {wanted.name} is {wants}, so it cannot be scored on it"
+                           + (f"; leave task= out to score it on {recorded}" if recorded else ""), shown=str(task))
     if recorded and glue_task(recorded).name != wanted.name and not allow_mismatch:
-        raise UsageError(f"--task {task}: {path} was fine-tuned on {glue_task(recorded).name}, not {wanted.name}; "
-                         f"leave --task out to score it on {glue_task(recorded).name}, or add --allow-task-mismatch "
-                         f"to score it on {wanted.name} anyway (both have {wanted.num_labels} labels, but label ids "
-                         "mean different things)")
+        raise SettingError("task", task, f"{path} was fine-tuned on {glue_task(recorded).name}, not {wanted.name}; "
+                           f"leave task= out to score it on {glue_task(recorded).name}, or give allow_mismatch= to "
+                           f"score it on {wanted.name} anyway (both have {wanted.num_labels} labels, but label ids "
+                           "mean different things)", shown=str(task))
     return wanted.name
 
 

@@ -24,7 +24,7 @@ import torch
 
 from bertology.data.glue import GlueExample, glue_task
 from bertology.finetune.examples import read_examples
-from bertology.errors import DataError, ModelError, UsageError
+from bertology.errors import DataError, ModelError, SettingError
 from bertology.files import atomic_path, exclusive
 from bertology.finetune.batching import EncodedExamples, collate, encode_examples, evaluation_batches
 from bertology.training import Optimisation, Optimiser, embeds_optimisation, train_steps, training_batches
@@ -65,17 +65,19 @@ class FinetuneConfig:
     def __post_init__(self):
         self.seeds = tuple(int(s) for s in self.seeds)
         if self.checkpoint_every < 0:
-            raise UsageError(f"--checkpoint-every {self.checkpoint_every}: must be 0 (never) or a number of steps")
+            raise SettingError("checkpoint_every", self.checkpoint_every, "must be 0 (never) or a number of steps",
+                               shown=str(self.checkpoint_every))
         if not self.seeds:
-            raise DataError("no seeds given; expected at least one (e.g. seeds=(0, 1, 2), or --seeds 3 --seed 0)")
+            raise SettingError("seeds", self.seeds, "no seeds given; expected at least one, e.g. (0, 1, 2)",
+                               shown="()")
         if any(seed < 0 for seed in self.seeds):
-            raise DataError(f"seeds {self.seeds}: expected non-negative integers")
-        # one setting per message, named as the option that sets it
-        for option, value, low, expected in (("--epochs", self.epochs, 0, "a positive number"),
-                                             ("--max-length", self.max_length, 7,
-                                              "at least 8 (tokens: the special ones and some text)")):
+            raise SettingError("seeds", self.seeds, "expected non-negative integers", shown=str(self.seeds))
+        # one setting per message, named as the field (the CLI names its option)
+        for setting, value, low, expected in (("epochs", self.epochs, 0, "a positive number"),
+                                              ("max_length", self.max_length, 7,
+                                               "at least 8 (tokens: the special ones and some text)")):
             if value <= low:
-                raise UsageError(f"{option} {value}: must be {expected}")
+                raise SettingError(setting, value, f"must be {expected}", shown=str(value))
         if self.max_train is not None and self.max_train < 1:
             raise DataError(f"max_train={self.max_train}; expected at least 1")
         self.variant = parse_variant(self.variant).name
@@ -355,7 +357,7 @@ def check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, co
         raise ModelError(
             f"{seed_dir}: this checkpoint was fine-tuned from {meta.get('base_model')!r} (fingerprint "
             f"{meta.get('base_fingerprint')}), not from {encoder.name!r} (fingerprint {encoder.fingerprint}); "
-            "use another --out folder or delete the checkpoint"
+            "use another output folder (out=) or delete the checkpoint"
         )
     if meta.get("task") != task or int(meta.get("seed", -1)) != seed:
         raise ModelError(f"{seed_dir}: checkpoint is for task {meta.get('task')!r} seed {meta.get('seed')}, "
@@ -366,7 +368,7 @@ def check_reusable(seed_dir: Path, meta: dict, encoder, task: str, seed: int, co
     if differences:
         listed = ", ".join(f"{k}: saved {a!r}, asked {b!r}" for k, (a, b) in differences.items())
         raise ModelError(f"{seed_dir}: a finished checkpoint with other settings is there ({listed}); "
-                         "use another --out folder or delete it")
+                         "use another output folder (out=) or delete it")
 
 
 def finished_checkpoints(out_dir: str | Path) -> list[Path]:

@@ -140,7 +140,7 @@ def plan_sample(sentence_words: Sequence[Sequence[str]], seed: int = 0, min_coun
     types = sorted(w for w, rows in occurrences.items() if len(rows) >= min_count)
     if not types:
         raise DataError(f"no word type occurs {min_count} times in the {len(sentence_words)} sentences; "
-                        "give more text (--max-sentences, --data) or lower --min-count")
+                        "give more text (max_sentences=, data=) or lower min_count=")
     rng = np.random.default_rng(derive_seed(seed, "contextuality"))
     type_rows = [np.asarray(occurrences[w], dtype=np.int64) for w in types]
     exact = np.ones(len(types), dtype=bool)

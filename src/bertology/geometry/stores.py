@@ -20,7 +20,7 @@ from bertology.extraction.shared import shared_store
 from bertology.models.encoders import Encoder, as_encoder
 from bertology.numbering import parse_layers
 from bertology.runtime import resolve_device
-from bertology.settings import cache_root, check_positive
+from bertology.settings import cache_root, check_whole
 from bertology.store.store import Store
 from bertology.store.view import StoreView
 
@@ -34,7 +34,7 @@ def load_sentences(data: str | os.PathLike | None = None, max_sentences: int | N
         sentences = list(sentences)
         return (sentences[:max_sentences] if max_sentences else sentences), None
     path = Path(data) if data is not None else default_corpus("ewt-dev")
-    check_positive(max_sentences, "--max-sentences")
+    check_whole(max_sentences, "max_sentences", allow_none=True)
     sentences = read_corpus(path)
     if max_sentences is not None:
         sentences = sentences[:max_sentences]

@@ -117,6 +117,6 @@ def attention_best_heads(encoder, max_sentences: int = 300, min_count: int = 100
     model used before (sdpa, eager...) is restored, so the caller's model is left as it was.
     """
     with encoder.eager_attention():
-        results = run_attention_analysis(encoder, max_sentences=max_sentences, max_train_sentences=max_sentences,
+        results = run_attention_analysis(encoder, max_eval=max_sentences, max_train=max_sentences,
                                          statistics=False, min_count=min_count, probe_seeds=(), progress=progress)
     return results["best_heads"]

@@ -32,7 +32,7 @@ import torch
 
 from bertology.data import external_folder, missing_data
 from bertology.data.corpus import open_text
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError
 from bertology.knowledge.mlm import masked_lm
 from bertology.knowledge.spec import LamaSpec
 from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
@@ -144,7 +144,7 @@ def read_facts(path: str | os.PathLike, corpus: str, name: str, template: str | 
             if not isinstance(sentences, list) or not sentences or not isinstance(sentences[0], str):
                 raise DataError(f"{path}:{line}: no field 'masked_sentences' (a list of sentences with [MASK]); "
                                 "a relation without a template needs its own cloze sentences, or give "
-                                "--template \"[X] ... [Y] .\" for sub_label/obj_label records")
+                                "template= \"[X] ... [Y] .\" for sub_label/obj_label records")
             if sentences[0].count("[MASK]") != 1:
                 raise DataError(f"{path}:{line}: masked sentence {sentences[0]!r} has "
                                 f"{sentences[0].count('[MASK]')} [MASK]; expected exactly one")
@@ -165,7 +165,7 @@ def corpus_names(spec: str | Sequence[str] | None) -> list[str]:
     for item in items:
         key = item.lower().replace(" ", "")
         if key not in _CORPUS_KEYS:
-            raise UsageError(f"--corpora {item!r}: unknown corpus; expected some of {', '.join(CORPORA)}")
+            raise SettingError("corpora", item, f"unknown corpus; expected some of {', '.join(CORPORA)}")
         out.append(_CORPUS_KEYS[key])
     return out
 
@@ -207,8 +207,8 @@ def _check_relation_names(folder: Path, corpora: list[str], wanted: set[str], te
             "Google-RE": [name for name in GOOGLE_RE_TEMPLATES if _find(folder / "Google_RE", f"{name}_test")],
             "SQuAD": ["squad"] if _find(folder / "Squad", "test") else []}
     listing = "; ".join(f"{corpus}: {', '.join(held[corpus]) or 'none'}" for corpus in corpora)
-    raise UsageError(f"--relations {','.join(unknown)}: no such relation in {folder} for corpora "
-                     f"{', '.join(corpora)}; it holds {listing}")
+    raise SettingError("relations", unknown, f"no such relation in {folder} for corpora {', '.join(corpora)}; it "
+                       f"holds {listing}", shown=",".join(unknown))
 
 
 def _relation_order(name: str):
@@ -337,8 +337,9 @@ def mask_scores(model: Encoder, sentences: Sequence[str], candidates: torch.Tens
     lens, for heads the model exposes as ``cls`` or ``lm_head``). ``batch_size`` sentences a pass, in order."""
     tokenizer = model.tokenizer
     if layers is not None and model.head_module is None:
-        raise UsageError(f"--layers: per-layer LAMA applies the model's MLM head to each layer, and this "
-                         f"{type(model.model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
+        raise SettingError("layers", layers, f"per-layer LAMA applies the model's MLM head to each layer, and this "
+                           f"{type(model.model).__name__} exposes no 'cls' or 'lm_head' module; leave layers= out",
+                           shown="")
     encoded = tokenizer(list(sentences), truncation=True)
     ids, types = encoded["input_ids"], encoded.get("token_type_ids")
     out: dict = {}
@@ -462,10 +463,11 @@ def lama(model: str | os.PathLike = "minilm", data: str | os.PathLike | None = N
     run_device = resolve_device(device)
     single = data is not None and Path(data).is_file()
     if single and relations:
-        raise UsageError(f"--relations {','.join(relations)}: applies to a LAMA folder; --data {data} is one "
-                         "relation's file")
+        raise SettingError("relations", relations, f"applies to a LAMA folder; data= {data} is one relation's "
+                           "file", shown=",".join(relations))
     if not single and template is not None:
-        raise UsageError("--template applies to a single relation file given with --data, not to a LAMA folder")
+        raise SettingError("template", template, "applies to a single relation file given as data=, not to a "
+                           "LAMA folder", shown="")
     if not single and relations:
         check_lama_relations(data, corpora, relations)  # the names, before the model loads
     network = masked_lm(model, loaded, run_device)

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bertology.data import default_corpus
-from bertology.errors import DataError, SettingError, UsageError
+from bertology.errors import DataError, SettingError
 from bertology.training import Optimisation, Optimiser, train_steps
 from bertology.geometry.stores import cached_store, load_sentences
 from bertology.models.encoders import as_encoder
@@ -77,9 +77,9 @@ def input_dropout(encoder: Encoder, rate: float, seed: int, corrupt: str = "targ
     call of the lookup is dropped out as well.
     """
     if not 0.0 <= rate < 1.0:
-        raise UsageError(f"--dropout {rate}: expected a rate in [0, 1)")
+        raise SettingError("dropout", rate, "expected a rate in [0, 1)", shown=str(rate))
     if corrupt not in CORRUPT:
-        raise UsageError(f"--corrupt {corrupt!r}: expected one of {', '.join(CORRUPT)}")
+        raise SettingError("corrupt", corrupt, f"expected one of {', '.join(CORRUPT)}")
     if rate == 0.0:
         yield
         return
@@ -311,7 +311,7 @@ def train_predictors(rows: TokenRows, layers: Sequence[int], vocab_size: int,
     device = torch.device(optimisation.device)
     layers = list(layers)
     if rows.n_targets == 0:
-        raise DataError("no training tokens; give more text (--data, --max-sentences)")
+        raise DataError("no training tokens; give more text (data=, max_sentences=)")
     predictor = LayerwiseMLMPredictor(rows.store.dim, vocab_size, predictor_seeds(seed, layers),
                                       tied_embeddings).to(device)
     with torch.no_grad():
@@ -383,7 +383,7 @@ def evaluate_predictors(predictor: LayerwiseMLMPredictor, rows: TokenRows, layer
             count += len(y)
     predictor.train()
     if count == 0:
-        raise DataError("no held-out tokens; give more text or --eval-data")
+        raise DataError("no held-out tokens; give more text or eval_data=")
     cross_entropy = nll / count
     return pd.DataFrame({"layer": list(layers), "tokens": count, "top1": top1 / count, "top10": top10 / count,
                          "cross_entropy": cross_entropy, "perplexity": np.exp(cross_entropy)})
@@ -424,29 +424,30 @@ def mlm_probe(model: str | os.PathLike | Encoder = "minilm", data: str | os.Path
     epoch and layer).
 
     The settings are ``spec`` (:class:`~bertology.knowledge.spec.MLMProbeSpec`: seeds, layers, untrained, dropout,
-    corrupt, epochs, batch_size, lr, decoder, max_sentences, max_eval_sentences, autocast), or its fields as
-    keywords, checked once; a bad one is refused in one line naming its option (``--epochs 0: ...``), as before
-    the spec.
+    corrupt, epochs, batch_size, lr, decoder, max_sentences, max_test, autocast), or its fields as
+    keywords, checked once; a bad one is one :class:`~bertology.errors.SettingError` naming its setting
+    (``epochs 0: ...``; the command line names the option).
     """
-    try:
-        spec = spec_of(MLMProbeSpec, spec, settings, "MLM probe")
-    except SettingError as error:
-        raise error.as_option() from None
+    if "max_eval_sentences" in settings:  # the old name (the glossary's subset sizes: max_test is the test split)
+        warnings.warn("mlm_probe(max_eval_sentences=...) is deprecated; use max_test=", DeprecationWarning,
+                      stacklevel=2)
+        settings["max_test"] = settings.pop("max_eval_sentences")
+    spec = spec_of(MLMProbeSpec, spec, settings, "MLM probe")
     seeds, layers, untrained, dropout, corrupt = spec.seeds, spec.layers, spec.untrained, spec.dropout, spec.corrupt
     epochs, batch_size, lr, decoder, autocast = spec.epochs, spec.batch_size, spec.lr, spec.decoder, spec.autocast
-    max_sentences, max_eval_sentences = spec.max_sentences, spec.max_eval_sentences
+    max_sentences, max_test = spec.max_sentences, spec.max_test
     if data is None and eval_data is None:
         data, eval_data = default_corpus("ewt-train"), default_corpus("ewt-dev")
     train_sentences, train_path = load_sentences(data, max_sentences)
     if eval_data is not None:
-        eval_sentences, eval_path = load_sentences(eval_data, max_eval_sentences)
+        eval_sentences, eval_path = load_sentences(eval_data, max_test)
         held = None
     else:
         held = heldout_split(len(train_sentences))
         eval_sentences, eval_path = None, train_path
         if held.sum() == 0 or (~held).sum() == 0:
             raise DataError(f"{train_path}: {len(train_sentences)} sentence(s) cannot be split into training "
-                            "and held-out text (every fifth sentence is held out); give more text or --eval-data")
+                            "and held-out text (every fifth sentence is held out); give more text or eval_data=")
     run_device = resolve_device(device)
     encoder = as_encoder(model, device=str(run_device))
     chosen = parse_layers(layers, encoder.num_layers) or list(range(encoder.num_layers + 1))

@@ -8,7 +8,7 @@ from bertology.settings import check_seeds
 
 #: Publishable defaults and the ``--quick`` ones.
 DEFAULTS = {"epochs": 2, "batch_size": 128, "lr": 2e-3, "dropout": 0.9, "seeds": 3}
-QUICK = {"epochs": 1, "max_sentences": 400, "max_eval_sentences": 100, "seeds": 1}
+QUICK = {"epochs": 1, "max_sentences": 400, "max_test": 100, "seeds": 1}
 #: ``tied``: the decoder is the model's own frozen input-embedding matrix plus a trained bias per layer
 #: (BERT's arrangement); ``untied``: a trained ``dim x vocab`` decoder per layer.
 DECODERS = ("tied", "untied")

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from bertology.data.paths import EXTERNAL, external_folder, load_hub_split
-from bertology.errors import DataError, UsageError
+from bertology.errors import DataError, SettingError
 from bertology.knowledge.lama import model_vs_twin_bars, read_jsonl, require
 from bertology.knowledge.mlm import masked_lm
 from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
@@ -126,8 +126,9 @@ def pseudo_log_likelihoods(model: Encoder, sentences: Sequence[str], *, whole_wo
     mask_id, pad_id = tokenizer.mask_token_id, pad_id_of(tokenizer)
     head = model.head_module
     if layers is not None and head is None:
-        raise UsageError(f"--layers: per-layer scores apply the model's MLM head to each layer, and this "
-                         f"{type(model.model).__name__} exposes no 'cls' or 'lm_head' module; leave --layers out")
+        raise SettingError("layers", layers, f"per-layer scores apply the model's MLM head to each layer, and this "
+                           f"{type(model.model).__name__} exposes no 'cls' or 'lm_head' module; leave layers= out",
+                           shown="")
     plans = [masked_copies(tokenizer, s, whole_word, model.max_length) for s in sentences]
     keys = list(layers) if layers is not None else [None]
     totals = {key: np.zeros(len(plans)) for key in keys}

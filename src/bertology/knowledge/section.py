@@ -89,7 +89,7 @@ def knowledge_section(model="minilm", out: str | os.PathLike = "knowledge-sectio
     if mlm_probe_sentences:
         started = time.perf_counter()
         probe = MLMProbeSpec(seeds=tuple(seeds), epochs=spec.mlm_probe_epochs, batch_size=64,
-                             max_sentences=mlm_probe_sentences, max_eval_sentences=max(20, mlm_probe_sentences // 4))
+                             max_sentences=mlm_probe_sentences, max_test=max(20, mlm_probe_sentences // 4))
         result = mlm_probe(encoder, data, None, probe, device=device, cache_dir=cache_dir, progress=progress)
         section.results["mlm_probe"] = result
         result.save(out / "mlm-probe")

@@ -24,7 +24,9 @@ class MLMProbeSpec:
     untrained twin's seed (``untrained``). ``layers``: ``None`` (all), a list or a spelling such as ``"0,3,6"``.
     ``dropout``: the input dropout rate, in [0, 1); ``corrupt``: ``target`` (the predicted token only) or ``all``.
     ``epochs``, ``batch_size``, ``lr``: the heads' training; ``decoder``: ``tied`` or ``untied``. The first
-    ``max_sentences`` of the training text and ``max_eval_sentences`` of the held-out text (``None``: all).
+    ``max_sentences`` of the training text (read before every fifth sentence is held out, when there is no held-out
+    text) and the first ``max_test`` of the held-out text (``None``: all; ``max_eval_sentences``, its old name,
+    still works in :func:`~bertology.knowledge.mlm_probe.mlm_probe` with a deprecation warning).
     ``autocast``: bfloat16 autocast.
     """
 
@@ -38,7 +40,7 @@ class MLMProbeSpec:
     lr: float = DEFAULTS["lr"]
     decoder: str = "tied"
     max_sentences: int | None = None
-    max_eval_sentences: int | None = None
+    max_test: int | None = None
     autocast: bool = False
 
     def __post_init__(self) -> None:
@@ -47,7 +49,7 @@ class MLMProbeSpec:
         object.__setattr__(self, "seeds", seeds)
         check_layer_spelling(self.layers)
         check_whole(self.max_sentences, "max_sentences", allow_none=True)
-        check_whole(self.max_eval_sentences, "max_eval_sentences", allow_none=True)
+        check_whole(self.max_test, "max_test", allow_none=True)
 
 
 @dataclass(frozen=True)

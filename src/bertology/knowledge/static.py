@@ -90,7 +90,7 @@ def plan_static(token_ids: np.ndarray, tokens: Sequence[str], seed: int = 0, min
                        for k in range(len(unique))], dtype=bool)
     if keep.sum() < 2:
         raise DataError(f"fewer than two token types occur {min_count} times; give more text "
-                        "(--data, --max-sentences) or lower --min-count")
+                        "(data=, max_sentences=) or lower min_count=")
     new_index = np.full(len(unique), -1, dtype=np.int64)
     new_index[keep] = np.arange(int(keep.sum()))
     type_of_token = new_index[inverse]

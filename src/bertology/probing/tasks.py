@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from bertology.errors import DataError
+from bertology.errors import DataError, SettingError
 from bertology.probing.names import LEVELS
 from bertology.tasks.catalog import TASK_NAMES, resolve_task_name
 
@@ -197,5 +197,5 @@ def resolve_tasks(tasks: str | Iterable[str]) -> list[str]:
                 ) from None
         out += [t for t in expanded if t not in out]
     if not out:
-        raise DataError("no tasks given; expected e.g. --tasks senteval or --tasks upos,xpos,deprel")
+        raise SettingError("tasks", tasks, "no tasks given; expected e.g. senteval or upos,xpos,deprel", shown="")
     return out

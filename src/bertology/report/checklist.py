@@ -14,7 +14,7 @@ import pandas as pd
 
 from bertology import __version__
 from bertology.claims.evaluate import compare_claims
-from bertology.errors import UsageError
+from bertology.errors import SettingError
 from bertology.files import write_table, write_text
 from bertology.models import Encoder
 from bertology.report.claims import NOTE, SECTION_ID, STYLE, TITLE, checklist_html, evidence_link, verdict_html
@@ -67,8 +67,9 @@ def run_claims(models: Sequence[str | Encoder], out: str | Path = "reports", *, 
     for model in models:
         if str(model) == "untrained":
             if first is None:
-                raise UsageError("--compare untrained: name the model first (--compare MODEL untrained); the "
-                                 "untrained twin is that model re-initialised")
+                raise SettingError("models", [str(m) for m in models], "'untrained' is the untrained twin of the "
+                                   "model before it (that model re-initialised); name that model first, e.g. "
+                                   "['minilm', 'untrained']")
             encoder, name = report_handle(model, first.untrained(0), device)
         else:
             encoder, name = report_handle(model, model if isinstance(model, Encoder) else None, device)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bertology.errors import UsageError
+from bertology.errors import SettingError
 
 #: Section id -> its title, in reading order; each id is the name of its builder in
 #: :mod:`bertology.report.sections` (the builders and the boxes that stand in for them use these titles).
@@ -26,6 +26,6 @@ def check_sections(sections: Sequence[str] | None, valid: Sequence[str] = SECTIO
     chosen = [s.strip() for s in sections if s.strip()]
     unknown = [s for s in chosen if s not in valid]
     if unknown or not chosen:
-        raise UsageError(f"--sections {','.join(sections)}: unknown section {', '.join(unknown) or '(none given)'}; "
-                         f"expected one or more of {', '.join(valid)}")
+        raise SettingError("sections", sections, f"unknown section {', '.join(unknown) or '(none given)'}; expected "
+                           f"one or more of {', '.join(valid)}", shown=",".join(sections))
     return chosen

@@ -96,7 +96,7 @@ def attention(context: ReportContext) -> Section:
 
     def compute() -> dict[str, pd.DataFrame]:
         result = run_attention_analysis(
-            context.encoder, treebank=context.treebank_dir, max_sentences=limit, max_train_sentences=limit,
+            context.encoder, treebank=context.treebank_dir, max_eval=limit, max_train=limit,
             probe_seeds=context.seeds, probe_epochs=context.attention_probe_epochs, statistics=True,
             untrained=False, min_count=min(100, max(10, limit // 20)), progress=context.progress)
         texts = [" ".join(s.words) for s in context.dev[: context.pattern_sentences]]

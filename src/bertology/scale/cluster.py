@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bertology.errors import BertologyError, UsageError
+from bertology.errors import BertologyError, SettingError
 
 ENGINES = ("local", "ray")
 INSTALL_HINT = "pip install 'bertology[ray]'"
@@ -19,7 +19,7 @@ CONNECT_TIMEOUT_S = 5.0
 
 def check_engine(engine: str) -> str:
     if engine not in ENGINES:
-        raise UsageError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        raise SettingError("engine", engine, f"expected one of {', '.join(ENGINES)}")
     return engine
 
 
@@ -29,8 +29,8 @@ def require_ray():
         import ray
         import ray.data  # the extraction engine needs Ray Data too
     except ImportError as error:
-        raise UsageError(f"--engine ray needs Ray, which is not installed ({error.name or error}); "
-                         f"install the extra: {INSTALL_HINT}") from None
+        raise SettingError("engine", "ray", f"needs Ray, which is not installed ({error.name or error}); install "
+                           f"the extra: {INSTALL_HINT}", shown="ray") from None
     return ray
 
 
@@ -74,15 +74,15 @@ def _bootstrap(address: str) -> tuple[str, int] | None:
     try:
         target = canonicalize_bootstrap_address(address)
     except ConnectionError as error:  # "auto" and no cluster runs here
-        raise UsageError(f"--address {address}: {' '.join(str(error).split())} (`ray start --head` starts one; "
-                         "without --address a local instance is started)") from None
+        raise SettingError("address", address, f"{' '.join(str(error).split())} (`ray start --head` starts one; "
+                           "without address= a local instance is started)", shown=address) from None
     except ValueError:
-        raise UsageError(f"--address {address!r}: expected auto or HOST:PORT (e.g. 10.0.0.5:6379)") from None
+        raise SettingError("address", address, "expected auto or HOST:PORT (e.g. 10.0.0.5:6379)") from None
     if target is None:
         return None
     host, sep, port = target.rpartition(":")
     if not sep or not port.isdigit():
-        raise UsageError(f"--address {address!r}: expected auto or HOST:PORT (e.g. 10.0.0.5:6379)")
+        raise SettingError("address", address, "expected auto or HOST:PORT (e.g. 10.0.0.5:6379)")
     return host.strip("[]"), int(port)
 
 
@@ -99,9 +99,9 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
     except OSError as error:
         reason = (f"no answer in {timeout:g} s" if isinstance(error, TimeoutError)
                   else (error.strerror or str(error)).lower())
-        raise UsageError(f"--address {address}: no Ray cluster answers at {host}:{port} ({reason}); check the address "
-                         f"(`ray status` on the head node prints it), start one there with `ray start --head`, or "
-                         "leave --address out to start a local instance") from None
+        raise SettingError("address", address, f"no Ray cluster answers at {host}:{port} ({reason}); check the "
+                           f"address (`ray status` on the head node prints it), start one there with `ray start "
+                           "--head`, or leave address= out to start a local instance", shown=address) from None
 
 
 def check_resources(cpus_per_worker: float, gpus_per_worker: float) -> dict:
@@ -111,13 +111,14 @@ def check_resources(cpus_per_worker: float, gpus_per_worker: float) -> dict:
     cpus, gpus = resources.get("CPU", 0.0), resources.get("GPU", 0.0)
     has = f"the Ray cluster has {cpus:g} CPU{'s' if cpus != 1 else ''} and {gpus:g} GPU{'s' if gpus != 1 else ''}"
     if gpus_per_worker > gpus:
-        hint = ("use --gpus-per-worker 0 to run the workers on CPUs" if not gpus
+        hint = ("use gpus_per_worker= 0 to run the workers on CPUs" if not gpus
                 else f"ask for at most {gpus:g} (fractions share one)")
-        raise UsageError(f"--gpus-per-worker {gpus_per_worker:g}: each worker asks for {gpus_per_worker:g} GPU(s) but "
-                         f"{has} (an autoscaling cluster: start its GPU nodes first); {hint}")
+        raise SettingError("gpus_per_worker", gpus_per_worker, f"each worker asks for {gpus_per_worker:g} GPU(s) but "
+                           f"{has} (an autoscaling cluster: start its GPU nodes first); {hint}",
+                           shown=f"{gpus_per_worker:g}")
     if cpus_per_worker > cpus:
-        raise UsageError(f"--cpus-per-worker {cpus_per_worker:g}: each worker asks for {cpus_per_worker:g} CPUs but "
-                         f"{has}; ask for at most {cpus:g}")
+        raise SettingError("cpus_per_worker", cpus_per_worker, f"each worker asks for {cpus_per_worker:g} CPUs but "
+                           f"{has}; ask for at most {cpus:g}", shown=f"{cpus_per_worker:g}")
     return resources
 
 

@@ -394,7 +394,8 @@ class Store:
 
     def _require_attentions(self) -> None:
         if not self.has_attentions:
-            raise StoreError(f"{self.path}: extracted without attentions; re-extract with --attentions")
+            raise StoreError(f"{self.path}: extracted without attentions; re-extract it with attention maps "
+                             "(attentions=)")
 
     # -- verification ----------------------------------------------------------------------------
     def verify(self) -> list[str]:

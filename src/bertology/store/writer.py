@@ -99,10 +99,10 @@ def check_output(out: str | os.PathLike) -> None:
     if existing is None:
         return
     if not existing.is_dir():
-        raise OutputError(f"cannot write into {out}: {existing} is a file, not a folder; choose another --out")
+        raise OutputError(f"cannot write into {out}: {existing} is a file, not a folder; choose another output folder (out=)")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise OutputError(f"cannot write into {out}: permission denied in {existing} (read-only folder?); "
-                          "choose another --out")
+                          "choose another output folder (out=)")
 
 
 def shard_metadata() -> dict[str, str]:
@@ -147,14 +147,15 @@ class StoreWriter:
             return None
         if not index_path.is_file():
             if any(out.iterdir()) and not overwrite:
-                raise StoreError(f"{out}: exists and is not a bertology store; choose another --out")
+                raise StoreError(f"{out}: exists and is not a bertology store; choose another output "
+                                 "folder (out=)")
             return None
         try:
             index = json.loads(index_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             if not overwrite:
-                raise StoreError(f"{index_path}: unreadable index ({error}); pass --overwrite or choose another "
-                                 "--out") from None
+                raise StoreError(f"{index_path}: unreadable index ({error}); allow overwriting "
+                                 "(overwrite=) or choose another output folder (out=)") from None
             shutil.rmtree(out)
             return None
         problems = []
@@ -177,7 +178,8 @@ class StoreWriter:
             if overwrite:
                 shutil.rmtree(out)
                 return None
-            raise StoreError(f"{out}: {refused}: " + "; ".join(problems) + ". Choose another --out, or pass --overwrite")
+            raise StoreError(f"{out}: {refused}: " + "; ".join(problems) + ". Choose another output folder (out=), "
+                             "or allow overwriting (overwrite=)")
         return index
 
     @property
@@ -315,7 +317,7 @@ class StoreWriter:
         """``error`` (no space left, a folder made read-only) with what is kept and how to resume."""
         done = sum(bool(shard.get("sha256")) for shard in self.index["shards"])
         return OutputError(f"{error}; {done} of {len(self.index['shards'])} shards of {self.out} are whole and kept: "
-                           "make room (or choose another --out) and run the same command again to resume")
+                           "make room (or choose another output folder, out=) and run the same command again to resume")
 
     def _write_index(self) -> None:
         # Compact: with an indent ``json`` falls back to its pure-Python encoder, which took 7% of an EWT dev

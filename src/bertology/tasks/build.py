@@ -236,7 +236,8 @@ def _read_manifest(out_dir: Path) -> dict:
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: not a valid JSON manifest ({exc}); delete it or choose another --out") from None
+        raise DataError(f"{path}: not a valid JSON manifest ({exc}); delete it or choose another output "
+                        "folder") from None
     if not isinstance(manifest, dict) or manifest.get("format") not in (MANIFEST_FORMAT, MANIFEST_FORMAT_TR_VA_TE):
         raise DataError(f"{path}: not a bertology task manifest (expected format {MANIFEST_FORMAT!r})")
     if manifest["format"] == MANIFEST_FORMAT_TR_VA_TE:
@@ -281,7 +282,7 @@ def build_tasks(
     if manifest["tasks"] and {t.get("split_source") for t in manifest["tasks"].values()} != {split_source}:
         # Tasks split another way would mix two splits in one folder.
         raise DataError(f"{out_dir}: holds tasks split as {sorted({t.get('split_source') for t in manifest['tasks'].values()})}, "
-                        f"not {split_source!r}; choose another --out")
+                        f"not {split_source!r}; choose another output folder")
     ctx, input_stats = _prepare(by_split, (lo, hi), seed, POOLED_SPLIT if split == "pooled" else None)
 
     report = BuildReport(out_dir=out_dir, split_source=split_source)
