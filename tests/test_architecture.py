@@ -875,9 +875,6 @@ _FLAGS_IN_MESSAGES_ALLOWED = {
     ("bertology.scale.cluster", "`ray start --head` starts one"): "Ray's own command, quoted",
     ("bertology.scale.cluster", "with `ray start "): "Ray's own command, quoted (the string goes on '--head`')",
 }
-#: Packages renamed in their own pass of issue 34 (bertology.cli.readouts and bertology.readouts belong to it):
-#: their messages still name flags until it lands.
-_FLAGS_IN_MESSAGES_LATER = ("bertology.readouts",)
 
 
 def _is_message_call(node: ast.Call) -> bool:
@@ -909,7 +906,7 @@ def test_library_messages_name_settings_not_command_line_flags():
     CLI names the option (``bertology.cli.options.speaking_options``). Modules under bertology.cli are the CLI."""
     offenders, used = [], set()
     for name, path in sorted(_modules().items()):
-        if _is_cli(name) or name.startswith(_FLAGS_IN_MESSAGES_LATER):
+        if _is_cli(name):
             continue
         for line, text in _flags_in_messages(ast.parse(path.read_text(encoding="utf-8"))):
             allowed = [key for key in _FLAGS_IN_MESSAGES_ALLOWED if key[0] == name and key[1] in text]

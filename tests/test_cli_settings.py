@@ -86,9 +86,7 @@ def test_every_command_group_speaks_in_options():
     from bertology.cli import app
 
     groups = [("bertology", app)] + [(group.name, group.typer_instance) for group in app.registered_groups]
-    # readouts/heads: bertology.cli.readouts is renamed in its own pass of issue 34 (its messages too)
-    plain = [name for name, group in groups if not isinstance(group, options.CommandApp)
-             and name not in ("readouts", "heads")]
+    plain = [name for name, group in groups if not isinstance(group, options.CommandApp)]
     assert not plain, f"typer apps that do not translate library settings: {plain}; use options.CommandApp"
     assert len(groups) >= 8
 

@@ -126,9 +126,9 @@ OLD_SUBSET_SPELLINGS = {
     **{("ablate", command, "--max-examples"): "--max-dev"
        for command in ("heads", "layers", "table", "importance", "prune", "flagged")},
     **{("ablate", command, "--importance-examples"): "--max-train" for command in ("importance", "prune")},
+    ("readouts", "squad", "--max-train-questions"): "--max-train",
+    ("readouts", "squad", "--max-eval-questions"): "--max-test",
 }
-#: The readouts' old spellings are renamed in ``bertology.cli.readouts`` (its own pass): left out here, hidden or not.
-READOUTS_OLD = {"--max-train-questions", "--max-eval-questions"}
 
 
 def subset_size_breaks(app: typer.Typer) -> list[str]:
@@ -138,10 +138,9 @@ def subset_size_breaks(app: typer.Typer) -> list[str]:
         where = " ".join(path)
         for parameter in command.params:
             for option in (o for o in parameter.opts if o.startswith("--max-")):
-                if path[0] in ("readouts", "heads") and option in READOUTS_OLD:
-                    continue
                 if parameter.hidden:
-                    if (*path, option) not in OLD_SUBSET_SPELLINGS:
+                    # `bertology heads` is the readouts' old group name: the same commands
+                    if (*(("readouts", *path[1:]) if path[0] == "heads" else path), option) not in OLD_SUBSET_SPELLINGS:
                         breaks.append(f"{where}: {option} (hidden, but no old spelling listed)")
                 elif option in SPLIT_SIZES:
                     help_text = (parameter.help or "").lower()

@@ -223,7 +223,7 @@ def test_run_squad_readouts_takes_its_test_file_by_the_old_keyword_with_a_warnin
 
     missing = tmp_path / "missing.json"
     with pytest.warns(DeprecationWarning, match=r"run_squad_readouts\(eval_path=...\) is deprecated"):
-        with pytest.raises(UsageError, match="--test-file without --train-file"):  # it reached test_path
+        with pytest.raises(UsageError, match="test_path= without train_path="):  # it reached test_path
             run_squad_readouts("minilm", tmp_path / "out", eval_path=missing)
     with pytest.raises(SettingError, match="eval_path .*: the old name of test_path"):
         run_squad_readouts("minilm", tmp_path / "out", test_path=missing, eval_path=missing)

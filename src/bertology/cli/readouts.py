@@ -29,10 +29,13 @@ from bertology.readouts.spec import GLUE_PRESETS, SQUAD_PRESETS, GlueReadoutsSpe
 #: The specs' defaults, which the options show (the sizes --quick shrinks are None there: their presets).
 SQUAD, GLUE = SquadReadoutsSpec(), GlueReadoutsSpec()
 
-app = typer.Typer(help="Frozen-feature readouts (BERT Vision): LP, AP, adapters, CNNs on all-layer activations.",
-                  no_args_is_help=True)
+#: The library's SQuAD file keywords, named by the options that give them.
+FILE_OPTIONS = {"train_path": "--train-file", "test_path": "--test-file"}
+app = options.CommandApp(help="Frozen-feature readouts (BERT Vision): LP, AP, adapters, CNNs on all-layer activations.",
+                         no_args_is_help=True, settings=FILE_OPTIONS)
 #: The old spelling, ``bertology heads squad|glue``: the same commands, hidden from help (see module doc).
-deprecated_app = typer.Typer(help="Deprecated spelling of `bertology readouts`.", no_args_is_help=True)
+deprecated_app = options.CommandApp(help="Deprecated spelling of `bertology readouts`.", no_args_is_help=True,
+                                    settings=FILE_OPTIONS)
 
 
 @deprecated_app.callback()
@@ -49,16 +52,6 @@ def _preset(presets: dict, name: str, unit: str = "") -> str:
     default, quick = (",".join(v) if isinstance(v, tuple) else "all" if v is None else f"{v}{unit}"
                       for v in presets[name])
     return f"default {default}, {quick} with --quick"
-
-
-def _spec(kind, **settings):
-    """The experiment's spec, checked; a bad setting is one line naming its option."""
-    from bertology.errors import SettingError
-
-    try:
-        return kind(**settings)
-    except SettingError as error:
-        raise error.as_option() from None
 
 
 def _say_quick(spec) -> None:
@@ -177,7 +170,7 @@ def squad_command(
     dev_share = options.renamed(dev_share, heldout_share, "--dev-share", "--heldout-share")
     max_train = options.renamed(max_train, max_train_questions, "--max-train", "--max-train-questions")
     max_test = options.renamed(max_test, max_eval_questions, "--max-test", "--max-eval-questions")
-    spec = _spec(SquadReadoutsSpec, readouts=readouts, classify_readouts=classify_readouts, checkpoints=checkpoints,
+    spec = SquadReadoutsSpec(readouts=readouts, classify_readouts=classify_readouts, checkpoints=checkpoints,
                  readout_checkpoints=readout_checkpoints, mode=mode,
                  test_share=SQUAD.test_share if test_share is None else test_share,
                  dev_share=SQUAD.dev_share if dev_share is None else dev_share,
@@ -273,7 +266,7 @@ def glue_command(
         runner = glue_readouts_runner(address=address, workers=workers, cpus_per_worker=cpus_per_worker,
                                       gpus_per_worker=gpus_per_worker)
     task_spec = glue_task(task)
-    spec = _spec(GlueReadoutsSpec, readouts=readouts, pool=pool, seeds=seed_list(seeds, seed), max_train=max_train,
+    spec = GlueReadoutsSpec(readouts=readouts, pool=pool, seeds=seed_list(seeds, seed), max_train=max_train,
                  max_dev=max_dev, epochs=epochs, patience=patience,
                  early_stopping_share=GLUE.early_stopping_share if early_stopping_share is None else early_stopping_share,
                  standardise=standardise, references=references, lr=lr, batch_size=batch_size, quick=quick)

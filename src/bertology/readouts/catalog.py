@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bertology.errors import UsageError
+from bertology.errors import SettingError, UsageError
 from bertology.runtime import seeded
 from bertology.readouts.adapter import LayerAdapters
 from bertology.readouts.cnn import LayerCNN
@@ -98,7 +98,7 @@ def build_body(name: str, num_layers: int, hidden: int) -> nn.Module:
         return PoolAdapterConv(num_layers, hidden, adapter_size=386)
     kind, size, skip = _ADAPTER.match(name).groups()
     if int(size) < 1:
-        raise UsageError(f"--readouts {name!r}: adapter size must be at least 1")
+        raise SettingError("readouts", name, "adapter size must be at least 1")
     return LayerAdapters(num_layers, hidden, size=int(size), shared=kind == "shared", skip=bool(skip))
 
 

@@ -193,7 +193,7 @@ def finetune_qa(encoder, train: QAWindows, evaluation: QAWindows | None, out: st
             meta = json.loads((folder / QA_META).read_text(encoding="utf-8"))
             if meta.get("key") != key:
                 raise ModelError(f"{folder}: a SQuAD checkpoint of another base model, data or recipe is there; "
-                                 "use another --out folder or delete it")
+                                 "use another out= folder or delete it")
             done[fraction] = QACheckpoint(fraction, meta["step"], folder, meta["metrics"], meta["train_seconds"])
     curve_path = out / "curve.json" if out is not None else None
     curve = json.loads(curve_path.read_text(encoding="utf-8")) if curve_path is not None and curve_path.is_file() else []

@@ -25,7 +25,7 @@ import torch
 from sklearn.linear_model import LogisticRegressionCV, RidgeCV
 
 from bertology.data.glue import glue_task, read_glue
-from bertology.errors import DataError, SettingError, UsageError
+from bertology.errors import DataError, SettingError
 from bertology.extraction.alignment import check_pool
 from bertology.files import atomic_path, ensure_dir, write_json
 from bertology.finetune.batching import encode_examples
@@ -133,18 +133,20 @@ def finetune_rows(finetune_dir: str | Path, encoder: Encoder, task: str) -> list
     """Rows for every `bertology finetune` checkpoint of ``encoder`` on ``task`` under ``finetune_dir``."""
     results = collect_results(finetune_dir)
     if results.empty:
-        raise UsageError(f"--finetune-dir {finetune_dir}: no finished fine-tuning checkpoints (finetune.json with "
-                         "metrics) in it; expected the --out folder of `bertology finetune`")
+        raise SettingError("finetune_dir", finetune_dir, "no finished fine-tuning checkpoints (finetune.json with "
+                           "metrics) in it; expected the output folder of `bertology finetune`", shown=str(finetune_dir))
     runs = results.drop_duplicates("checkpoint")
     of_task = runs[runs["task"] == task]
     if of_task.empty:
         held = ", ".join(f"{name} ({count} run{'s' if count > 1 else ''})"
                          for name, count in runs["task"].value_counts(sort=False).sort_index().items())
-        raise UsageError(f"--finetune-dir {finetune_dir}: no {task} fine-tuning runs; it holds {held}")
+        raise SettingError("finetune_dir", finetune_dir, f"no {task} fine-tuning runs; it holds {held}",
+                           shown=str(finetune_dir))
     if not (of_task["base_fingerprint"] == encoder.fingerprint).any():
         others = ", ".join(sorted({f"{m} ({f})" for m, f in zip(of_task["model"], of_task["base_fingerprint"])}))
-        raise UsageError(f"--finetune-dir {finetune_dir}: its {task} runs were fine-tuned from {others}, not from "
-                         f"{encoder.name} ({encoder.fingerprint}); their rows would not belong in this table")
+        raise SettingError("finetune_dir", finetune_dir, f"its {task} runs were fine-tuned from {others}, not from "
+                           f"{encoder.name} ({encoder.fingerprint}); their rows would not belong in this table",
+                           shown=str(finetune_dir))
     chosen = results[(results["task"] == task) & (results["base_fingerprint"] == encoder.fingerprint)]
     rows = []
     for record in chosen.to_dict("records"):

@@ -138,9 +138,9 @@ def _subset(questions: list[SquadQuestion], limit: int | None, purpose: str) -> 
 def check_file_pair(train_path: str | Path | None, test_path: str | Path | None) -> None:
     """A train file needs a test file and the reverse (:class:`UsageError` naming the options)."""
     if (train_path is None) != (test_path is None):
-        given, missing = ("--train-file", "--test-file") if test_path is None else ("--test-file", "--train-file")
+        given, missing = ("train_path=", "test_path=") if test_path is None else ("test_path=", "train_path=")
         raise UsageError(f"{given} without {missing}: give both a train and a test SQuAD file, or neither "
-                         "(then --data is split by article)")
+                         "(then data= is split by article)")
 
 
 def load_questions(data: str | Path | None = None, train_path: str | Path | None = None,
@@ -164,7 +164,7 @@ def split_dev(train: list[SquadQuestion], dev_share: float) -> tuple[list[SquadQ
     titles = {q.title for q in train}
     if len(titles) < 2:
         raise DataError(f"{len(titles)} training article(s): a dev split of articles for early stopping needs at "
-                        "least 2; give more articles or a smaller --test-share")
+                        "least 2; give more articles or a smaller test_share=")
     return split_by_article(train, dev_share)
 
 
@@ -191,7 +191,7 @@ def prepare_windows(tokenizer, config: "SquadReadoutsConfig", data: str | Path |
     test_questions = _subset(select_mode(test_questions, config.mode), config.max_test, "eval")
     for name, part in (("train", train_questions), ("dev", dev_questions), ("test", test_questions)):
         if not part:
-            raise DataError(f"no {name} questions left in --mode {config.mode}")
+            raise DataError(f"no {name} questions left with mode= {config.mode}")
     windows = {name: encode_windows(tokenizer, part, config.max_length, config.stride)
                for name, part in (("train", train_questions), ("dev", dev_questions), ("test", test_questions))}
     if config.mode == "answerable":
@@ -314,7 +314,7 @@ def run_squad_readouts(model: str | Encoder, out: str | Path, config: SquadReado
     check_file_pair(train_path, test_path)  # before the model loads
     encoder = as_encoder(model)
     if config.max_length > encoder.max_length:
-        raise UsageError(f"--max-length {config.max_length}: {encoder.name} takes at most {encoder.max_length} tokens")
+        raise SettingError("max_length", config.max_length, f"{encoder.name} takes at most {encoder.max_length} tokens")
     started = time.perf_counter()
     windows = prepare_windows(encoder.tokenizer, config, data, train_path, test_path)
     train_windows, dev_windows, test_windows = windows["train"], windows["dev"], windows["test"]

@@ -191,7 +191,7 @@ def train_readout(readout: ReadoutModel, store: Store, config: ReadoutTrainConfi
                            if saved.get("key", {}).get(k) != v}
             listed = "; ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in differences.items())
             raise ModelError(f"{checkpoint}: a readout checkpoint of other settings or activations ({listed}); "
-                             "use another --out folder or delete it")
+                             "use another out= folder or delete it")
         readout.load_state_dict(saved["head_state"])
         optimiser.load_state_dict(saved)
         step, seconds, waited, losses = saved["step"], saved["seconds"], saved["wait_seconds"], saved["losses"]
