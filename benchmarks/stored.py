@@ -69,9 +69,16 @@ def machine() -> dict[str, Any]:
 
 
 def commit() -> str:
-    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.strip()
+    """The checkout's commit (``+changes`` when tracked files differ); on a machine that got a copy of the tree
+    without its git folder (a lent GPU), ``BENCHMARK_COMMIT`` as the sender set it."""
+    try:
+        found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+    except FileNotFoundError:  # no git on this machine
+        found, dirty = None, ""
+    if found is None or found.returncode != 0 or not found.stdout.strip():
+        return os.environ.get("BENCHMARK_COMMIT", "unknown (no git checkout)")
     return found.stdout.strip() + ("+changes" if dirty else "")
 
 

@@ -101,8 +101,9 @@ def correctness(sentences, tmp: Path) -> dict:
     return found
 
 
-def neurox_seconds(encoder, sentences, tmp: Path) -> float | None:
-    """NeuroX over the same sentences and model (saved to a folder, preloaded), or None when not installed."""
+def neurox_seconds(encoder, sentences, tmp: Path, device: str) -> float | None:
+    """NeuroX over the same sentences and model (saved to a folder, preloaded on ``device``), or None when not
+    installed."""
     try:
         from benchmarks.perf.bench_scale import neurox_seconds as run_neurox
     except ImportError:
@@ -115,10 +116,10 @@ def neurox_seconds(encoder, sentences, tmp: Path) -> float | None:
     encoder.model.save_pretrained(folder)
     encoder.tokenizer.save_pretrained(folder)
     with contextlib.redirect_stderr(io.StringIO()):
-        return run_neurox(str(folder), sentences, tmp)
+        return run_neurox(str(folder), sentences, tmp, device=device)
 
 
-def throughput(encoder, sentences, rounds: int, tmp: Path) -> dict:
+def throughput(encoder, sentences, rounds: int, tmp: Path, device: str) -> dict:
     """Tokens/s of naive, NeuroX, ours fp32 and bf16, and the bare forward (fp32, bf16) over our batches."""
     batches = {precision: our_batches(encoder, sentences, ExtractionSpec(autocast=autocast))
                for precision, autocast in (("fp32", None), ("bf16", "bfloat16"))}
@@ -140,7 +141,7 @@ def throughput(encoder, sentences, rounds: int, tmp: Path) -> dict:
         for name, step in (steps if round_ % 2 == 0 else steps[::-1]):
             add(name, step())
         print(f"round {round_}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()), flush=True)
-    nx = neurox_seconds(encoder, sentences, tmp)
+    nx = neurox_seconds(encoder, sentences, tmp, device)
     result = {"tokens": tokens, "batches_fp32": len(batches["fp32"]), "seconds": runs,
               "neurox": "not installed: pip install --no-deps neurox==1.0.9 h5py" if nx is None else nx}
     for name, values in runs.items():
@@ -160,21 +161,34 @@ def report_seconds(device: str, smoke: bool, minilm_dir: str | None, tmp: Path) 
         encoder, options = tiny_encoder("bert"), {"max_sentences": 10, "seeds": (0,),
                                                   "sections": ["tokenization", "probing"]}
     else:
-        try:
-            encoder = load_encoder("minilm", device=device)
-            what = "MiniLM"
-        except Exception as error:  # noqa: BLE001 - the weights may not have travelled: say so, use the twin
-            if not minilm_dir:
-                return {"skipped": f"MiniLM did not load ({type(error).__name__}: {error}); pass --minilm-dir"}
-            encoder, what = load_encoder(minilm_dir, untrained_seed=0, device=device), "MiniLM's random twin"
+        encoder, what = minilm(minilm_dir, device)
+        if encoder is None:
+            return {"skipped": what}
         options = {}
     encoder.model.to(device)
     started = time.perf_counter()
-    outcome = run_report(encoder=encoder, out=tmp / "report", device=device, progress=False, **options)
+    outcome = run_report(encoder=encoder, out=tmp / "report", device=device, progress=not smoke, **options)
     seconds = time.perf_counter() - started
-    print(f"report: {seconds:.0f} s, failed {sorted(outcome.failed)}, skipped {sorted(outcome.skipped)}")
+    print(f"report: {seconds:.0f} s, failed {sorted(outcome.failed)}, skipped {sorted(outcome.skipped)}; "
+          + ", ".join(f"{k} {v:.0f} s" for k, v in outcome.timings.items()))
     return {"seconds": seconds, "model": "tiny (smoke)" if smoke else what, "failed": outcome.failed,
-            "skipped": outcome.skipped}
+            "skipped": outcome.skipped, "section_seconds": outcome.timings}
+
+
+def minilm(folder: str | None, device: str):
+    """MiniLM as installed, else from ``folder`` (its config, tokenizer and, where they travelled, its weights:
+    a machine whose transfer limit is below MiniLM's 87 MiB gets them rounded to fp16, run here in fp32), else its
+    random twin from the folder's config. Returns ``(encoder, what)``, or ``(None, why)``."""
+    try:
+        return load_encoder("minilm", device=device), "MiniLM"
+    except Exception as error:  # noqa: BLE001 - the package may not have travelled: say so, use the folder
+        if not folder:
+            return None, f"MiniLM did not load ({type(error).__name__}: {error}); pass --minilm-dir"
+    if any(Path(folder).glob("*.safetensors")):
+        encoder = load_encoder(folder)
+        encoder.model.float().to(device)
+        return encoder, "MiniLM (weights carried as fp16, run in fp32)"
+    return load_encoder(folder, untrained_seed=0, device=device), "MiniLM's random twin"
 
 
 def published(result: dict, heading: str) -> dict[str, dict]:
@@ -215,22 +229,47 @@ def main() -> None:
         print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
     load_before = os.getloadavg()
     sentences = read_conllu(default_corpus("ewt-dev"))[: (args.sentences or (60 if args.smoke else None))]
-    tokenizer = load_encoder("minilm").tokenizer
+    tokenizer = tokenizer_of_minilm(args.minilm_dir)
     result: dict = {"device": args.device, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                     "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        if args.device == "cuda":
-            result["correctness"] = correctness(sentences[:64], tmp)
-            check_modernbert(sentences[:64], tmp)
+        if args.device == "cuda":  # a disagreement is recorded and fails the run at its end, after the timings
+            try:
+                result["correctness"] = correctness(sentences[:64], tmp)
+                check_modernbert(sentences[:64], tmp)
+            except Exception as error:  # noqa: BLE001 - recorded, re-raised below
+                result["correctness_failed"] = f"{type(error).__name__}: {error}"
+                print(f"CORRECTNESS FAILED: {result['correctness_failed']}", flush=True)
         shape = dict(hidden=64, layers=2, heads=2) if args.smoke else dict(hidden=768, layers=12, heads=12)
         encoder = proxy_encoder(tokenizer, **shape)
         encoder.model.to(args.device)
         result["model"] = {"shape": shape, "name": encoder.name}
-        result["throughput"] = throughput(encoder, sentences, 1 if args.smoke else args.rounds, tmp)
+        result["throughput"] = throughput(encoder, sentences, 1 if args.smoke else args.rounds, tmp, args.device)
+        del encoder
+        store(args, result, load_before)  # stored before the report too: a run stopped there keeps its throughput
         if not args.no_report:
             result["report"] = report_seconds(args.device, args.smoke, args.minilm_dir, tmp)
+            store(args, result, load_before)
+    if "correctness_failed" in result:
+        raise SystemExit(f"the GPU disagrees with the CPU: {result['correctness_failed']}")
+
+
+def tokenizer_of_minilm(folder: str | None):
+    """MiniLM's tokenizer (bert-base's uncased vocabulary), from the installed package or ``folder``."""
+    try:
+        return load_encoder("minilm").tokenizer
+    except Exception:  # noqa: BLE001 - not installed on this machine: the folder carried beside the tree
+        if not folder:
+            raise
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(folder)
+
+
+def store(args, result: dict, load_before) -> None:
     result["load_average_before"], result["load_average_after"] = load_before, os.getloadavg()
+    shape = result["model"]["shape"]
     device = result["gpu"] or f"CPU ({result['cpu_capability']})"
     tables = published(result, f"EWT dev, {shape['layers']} x {shape['hidden']} random BERT, {device}")
     for key, stored in tables.items():

@@ -56,11 +56,12 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
-def neurox_seconds(model_dir: str, sentences, tmp: Path) -> float:
-    """NeuroX 1.0.9 over ``sentences`` (one per line, words joined by spaces), model preloaded."""
+def neurox_seconds(model_dir: str, sentences, tmp: Path, device: str = "cpu") -> float:
+    """NeuroX 1.0.9 over ``sentences`` (one per line, words joined by spaces), model preloaded on ``device``
+    (NeuroX's own ``device`` argument: one sentence per forward pass there)."""
     from neurox.data.extraction import transformers_extractor as nx
 
-    model, tokenizer = nx.get_model_and_tokenizer(model_dir)
+    model, tokenizer = nx.get_model_and_tokenizer(model_dir, device=device)
     model.eval()
     original = nx.get_model_and_tokenizer
     nx.get_model_and_tokenizer = lambda *args, **kwargs: (model, tokenizer)
@@ -69,7 +70,8 @@ def neurox_seconds(model_dir: str, sentences, tmp: Path) -> float:
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             _, seconds = timed(lambda: nx.extract_representations(model_dir, str(corpus), str(tmp / "neurox.hdf5"),
-                                                                  aggregation="average", output_type="hdf5"))
+                                                                  aggregation="average", output_type="hdf5",
+                                                                  device=device))
     finally:
         nx.get_model_and_tokenizer = original
     return seconds

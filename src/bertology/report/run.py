@@ -47,6 +47,8 @@ class ReportOutcome:
     #: the checklist ("The Primer, checked"): one row per claim (bertology.claims), and the tables it read
     claims: pd.DataFrame | None = None
     results: dict = field(default_factory=dict)
+    #: seconds each section took, in reading order (also in the page's header)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -212,7 +214,7 @@ def run_report(
                   render_cache=context.cache.root / "figures")
     path = write_text(context.out_dir / "index.html", page)
     return ReportOutcome(path, failed=dict(context.failed), skipped=dict(context.skipped), claims=context.claims,
-                         results=context.results)
+                         results=context.results, timings=dict(context.timings))
 
 
 def build_report(model: str = "minilm", out: str | Path = "reports", **options) -> Path:
