@@ -131,3 +131,18 @@ def test_a_builder_that_returns_bad_examples_is_named(treebank, built, message):
     sentences = load_ud_pools(treebank)["train"]
     with pytest.raises(DataError, match=f"task 'mine'.*{message}"):
         as_examples(built, "token", sentences, "mine", "train")
+
+
+def test_sentence_means_in_blocks_equal_one_float64_copy_bit_for_bit(monkeypatch):
+    """Summing whole sentences a block of rows at a time gives the very numbers of one float64 copy of every row,
+    across block edges and for a sentence longer than a block."""
+    from bertology.probing import datasets as module
+
+    rng = np.random.default_rng(0)
+    lengths = np.concatenate([rng.integers(1, 30, 300), [70], rng.integers(1, 30, 50)])
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    vectors = rng.normal(size=(offsets[-1], 16)).astype(np.float32)
+    expected = (np.add.reduceat(vectors.astype(np.float64), offsets[:-1], axis=0) / lengths[:, None]).astype(np.float32)
+    for block in (1, 7, 64, 10**6):
+        monkeypatch.setattr(module, "MEAN_BLOCK_ROWS", block)
+        assert np.array_equal(module.sentence_mean_vectors(vectors, offsets), expected), block

@@ -119,10 +119,31 @@ def features(level: str, word_vectors: np.ndarray, offsets: np.ndarray, refs: np
     return ((cumulative[stop] - cumulative[start]) / (stop - start)[:, None]).astype(np.float32)
 
 
+#: Rows of word vectors summed at once by :func:`sentence_mean_vectors`: their float64 copy stays in the cache.
+MEAN_BLOCK_ROWS = 16384
+
+
 def sentence_mean_vectors(word_vectors: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The mean word vector of every sentence, ``[n_sentences, dim]`` float32."""
-    sums = np.add.reduceat(word_vectors.astype(np.float64, copy=False), offsets[:-1], axis=0)
-    return (sums / np.diff(offsets)[:, None]).astype(np.float32)
+    """The mean word vector of every sentence, ``[n_sentences, dim]`` float32 (summed in float64).
+
+    Whole sentences about ``MEAN_BLOCK_ROWS`` words at a time: each sentence's sum is the same as from one
+    float64 copy of every row, without making that copy (twice as fast on a treebank's layer)."""
+    offsets = np.asarray(offsets)
+    counts = np.diff(offsets)
+    n = len(counts)
+    if n and not counts.all():  # an empty sentence has no mean: as before, numpy's reduceat decides
+        sums = np.add.reduceat(word_vectors.astype(np.float64, copy=False), offsets[:-1], axis=0)
+        return (sums / counts[:, None]).astype(np.float32)
+    out = np.empty((n, word_vectors.shape[1]), dtype=np.float32)
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(offsets, offsets[start] + MEAN_BLOCK_ROWS, side="right")) - 1
+        stop = min(n, max(stop, start + 1))
+        block = word_vectors[offsets[start]:offsets[stop]].astype(np.float64)
+        sums = np.add.reduceat(block, offsets[start:stop] - offsets[start], axis=0)
+        out[start:stop] = (sums / counts[start:stop, None]).astype(np.float32)
+        start = stop
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
