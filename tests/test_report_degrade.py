@@ -86,6 +86,9 @@ def test_a_section_that_cannot_run_is_a_box_and_the_others_still_run(tiny_bert, 
     assert outcome.failed == {"probing": "MemoryError: CPU out of memory (test)"}
     assert list(outcome.skipped) == ["knowledge"] and "GLUE sst2 train not found" in outcome.skipped["knowledge"]
     assert not outcome.ok
+    # every section that was tried is timed, the failed and skipped ones too, in reading order
+    assert list(outcome.timings) == ["tokenization", "probing", "knowledge"]
+    assert all(seconds >= 0 for seconds in outcome.timings.values())
     html = outcome.path.read_text(encoding="utf-8")
     assert "Corpus-level tokenization statistics" in html, "the section before still ran"
     assert "This section did not run (failed).</strong> MemoryError: CPU out of memory (test)" in html
