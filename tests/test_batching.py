@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bertology.errors import UsageError
-from bertology.models.batching import pad_batch, pad_id_of, token_budget_batches
+from bertology.models.batching import GPU_PADDING_FLOOR, pad_batch, pad_id_of, padding_floor, token_budget_batches
 
 
 def _lengths(n=200, seed=0):
@@ -47,6 +47,18 @@ def test_max_padding_closes_wasteful_batches_once_they_are_big_enough():
     assert [len(b) for b in tight] == [8, 8]
     small = token_budget_batches(lengths, 10_000, max_padding=0.1, min_batch=9)
     assert len(small[0]) > 8  # below min_batch rows a batch is never closed for padding
+
+
+def test_below_the_padding_floor_a_batch_is_not_closed_for_its_padding():
+    # Length-sorted, every new length adds a tenth or more of padding: cut at each step on a CPU (no floor);
+    # with a floor of 200 padded tokens the batch fills to it first, then closes at the next wasteful step.
+    lengths = [10] * 8 + [12] * 8 + [14] * 8 + [16] * 8
+    assert [len(b) for b in token_budget_batches(lengths, 10_000, min_tokens=0)] == [8, 8, 8, 8]
+    floored = token_budget_batches(lengths, 10_000, min_tokens=200)
+    assert [len(b) for b in floored] == [16, 16]
+    assert all(len(b) * max(lengths[i] for i in b) <= 10_000 for b in floored)  # the budget still holds
+    assert padding_floor("cpu", 65_536) == 0  # a CPU's time follows its padded tokens: no floor
+    assert padding_floor("cuda", 65_536) == 65_536 // GPU_PADDING_FLOOR > 0
 
 
 def test_rows_count_against_the_budget_in_the_given_order():

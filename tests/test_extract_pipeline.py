@@ -248,6 +248,21 @@ def test_the_budget_follows_the_device(tmp_path, tiny_bert):
     assert store.index["stats"]["batch_tokens"] == store.index["stats"]["batch_tokens_used"] == 64
 
 
+def test_a_default_shard_holds_the_rows_it_is_asked_for(tmp_path, tiny_bert, monkeypatch):
+    from bertology.extraction.spec import SHARD_MAX_BYTES
+    from bertology.store.names import SHARD_TARGET_BYTES
+
+    spec = ExtractionSpec()
+    assert spec.shard_bytes is None and spec.shard_target(0, 768) == SHARD_TARGET_BYTES
+    assert spec.shard_target(2 * 16_384, 13 * 768 * 2) == 2 * 16_384 * 13 * 768 * 2 > SHARD_TARGET_BYTES  # bert-base
+    assert spec.shard_target(10**9, 10**6) == SHARD_MAX_BYTES
+    assert ExtractionSpec(shard_bytes=4096).shard_target(10**6, 10**3) == 4096  # as given
+    # Extraction asks for none on a CPU: a small target cuts the corpus into many shards, as it always did.
+    monkeypatch.setattr("bertology.extraction.spec.SHARD_TARGET_BYTES", 2000)
+    store = extract(tiny_bert, [f"word{i} and more words here" for i in range(60)], tmp_path / "s", progress=False)
+    assert len(store.index["shards"]) > 3
+
+
 def test_pad_batch_fills_rows_at_once():
     batch = pad_batch([[5, 6, 7], [8], []], 0, token_type_ids=[[0, 1, 1], [1], []])
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]

@@ -39,9 +39,11 @@ from bertology.extraction.alignment import (
     EncodedSentence, Segment, WordPieces, check_pool, encode_sentences, pool_rows, warn_unknown, word_groups,
     word_level_attention,
 )
-from bertology.extraction.spec import MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, ExtractionSpec
+from bertology.extraction.spec import MAX_ATTENTION_WORDS, MAX_UNKNOWN_FRACTION, SHARD_BATCHES, ExtractionSpec
 from bertology.files import exclusive
-from bertology.models.batching import TokenBudget, device_token_budget, pad_batch, pad_id_of, token_budget_batches
+from bertology.models.batching import (
+    TokenBudget, device_token_budget, pad_batch, pad_id_of, padding_floor, token_budget_batches,
+)
 from bertology.models.encoders import Encoder
 from bertology.progress import progress_bar
 from bertology.store.store import DTYPES, SENTENCE_POOLS, Store, file_sha256
@@ -244,9 +246,12 @@ def plan_extraction(
     store_bytes = torch.tensor([], dtype=DTYPES[spec.dtype]).element_size()
     groups = words + 2
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
+    bytes_per_row = store_bytes * encoder.hidden_size * len(layers)
     # The first shard is the first sentences (already encoded): the model starts on it while the rest is tokenized.
-    shard_bounds = plan_shards(row_counts, store_bytes * encoder.hidden_size * len(layers), spec.shard_bytes,
-                               attention_bytes, ramp=FIRST_SENTENCES)
+    # On a GPU a shard holds a few full batches: its batches are cut within it (ExtractionSpec.shard_target).
+    fill = SHARD_BATCHES * _batch_budget(encoder, spec, bool(attention_layers))[0] if encoder.device.type == "cuda" else 0
+    shard_bounds = plan_shards(row_counts, bytes_per_row, spec.shard_target(fill, bytes_per_row), attention_bytes,
+                               ramp=FIRST_SENTENCES)
     records, input_record = [], {}
     if not writer.resuming or writer.sentences_lost:
         records = [{"id": s.id, "words": list(s.words)} for s in sentences]
@@ -468,9 +473,8 @@ class ShardComputer:
         self.pad_id = pad_id_of(encoder.tokenizer)
         self.device = encoder.device
         self.pin = self.device.type == "cuda"
-        tokens, max_batch = device_token_budget(self.device, _bytes_per_token(encoder, bool(self.attention_layers)))
-        self.budget = TokenBudget(spec.batch_tokens or tokens, what=f"extract {encoder.name}")
-        self.max_batch = spec.max_batch if spec.max_batch is not None else max_batch
+        tokens, self.max_batch = _batch_budget(encoder, spec, bool(self.attention_layers))
+        self.budget = TokenBudget(tokens, what=f"extract {encoder.name}")
         max_rows = max(1, max_rows)
         shape, dtype = (len(self.layers), max_rows, encoder.hidden_size), DTYPES[spec.dtype]
         # The shard's rows in the store's dtype, filled batch by batch where the model runs; on a GPU copied
@@ -488,7 +492,8 @@ class ShardComputer:
         encoded = self.encoded
         segments = [segment for i in sentences for segment in encoded[i].segments]
         lengths = [len(segment.input_ids) for segment in segments]
-        for chosen in token_budget_batches(lengths, self.budget.tokens, self.max_batch):
+        for chosen in token_budget_batches(lengths, self.budget.tokens, self.max_batch,
+                                           min_tokens=padding_floor(self.device, self.budget.tokens)):
             yield _Batch.make([segments[j] for j in chosen.tolist()], encoded, first_rows, self.spec.pool,
                               self.pad_id, self.pin)
 
@@ -587,6 +592,13 @@ class ShardComputer:
         if ready is not None:
             ready()
         return tensors, counts
+
+
+def _batch_budget(encoder: Encoder, spec: ExtractionSpec, attentions: bool) -> tuple[int, int | None]:
+    """``(batch_tokens, max_batch)`` of a run (``attentions``: attention maps are kept): the spec's, or the
+    device's (:func:`~bertology.models.batching.device_token_budget`)."""
+    tokens, max_batch = device_token_budget(encoder.device, _bytes_per_token(encoder, attentions))
+    return spec.batch_tokens or tokens, spec.max_batch if spec.max_batch is not None else max_batch
 
 
 def _bytes_per_token(encoder: Encoder, attentions: bool) -> int:

@@ -22,6 +22,11 @@ MAX_ATTENTION_WORDS = 512
 #: (a model folder without its tokenizer files loads a 5-token vocabulary and turns every word into [UNK]).
 MAX_UNKNOWN_FRACTION = 0.5
 LONG_POLICIES = ("window", "error")
+#: On a GPU a default shard holds at least this many full batches of the budget in force
+#: (:meth:`ExtractionSpec.shard_target`), and weighs at most :data:`SHARD_MAX_BYTES` for it (a shard is held
+#: twice in host memory, and once on the device, while it is computed and written).
+SHARD_BATCHES = 2
+SHARD_MAX_BYTES = 1 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +47,9 @@ class ExtractionSpec:
     * ``batch_tokens`` / ``max_batch``: a batch's padded size and rows at most (:mod:`bertology.models.batching`);
       ``None`` (default): the device's (4,096 tokens and 128 rows on a CPU; on a GPU a share of its free
       memory, :func:`~bertology.models.batching.device_token_budget`). Out of device memory, the budget halves.
-    * ``shard_bytes``: what a shard weighs, roughly. ``max_unknown_fraction``: refuse a tokenizer that maps
+    * ``shard_bytes``: what a shard weighs, roughly; ``None`` (default): the store's 48 MiB, and on a GPU
+      at least :data:`SHARD_BATCHES` full batches of its budget (:meth:`shard_target`: a shard caps the batches
+      cut from it). ``max_unknown_fraction``: refuse a tokenizer that maps
       more than this share of the words wholly to its unknown token (``None`` accepts any).
     """
 
@@ -54,7 +61,7 @@ class ExtractionSpec:
     long_policy: str = "window"
     batch_tokens: int | None = None  # None: the device's (models.batching.device_token_budget)
     max_batch: int | None = None
-    shard_bytes: int | None = None  # None: the store's target, SHARD_TARGET_BYTES
+    shard_bytes: int | None = None  # None: the device's (shard_target)
     max_attention_words: int | None = MAX_ATTENTION_WORDS
     max_unknown_fraction: float | None = MAX_UNKNOWN_FRACTION
 
@@ -82,8 +89,8 @@ class ExtractionSpec:
         parse_layers(layers, option="layers")  # the spelling now; the range once the model's depth is known
         # attention maps stay float32 (see the class docstring)
         autocast = "bfloat16" if self.autocast and not self.attentions else None
-        for name, value in (("layers", layers), ("autocast", autocast), ("shard_bytes", int(shard_bytes)),
-                            ("attentions", bool(self.attentions))):
+        for name, value in (("layers", layers), ("autocast", autocast), ("attentions", bool(self.attentions)),
+                            ("shard_bytes", None if self.shard_bytes is None else int(self.shard_bytes))):
             object.__setattr__(self, name, value)
 
     @classmethod
@@ -108,6 +115,17 @@ class ExtractionSpec:
     def attention_layer_list(self, layers: Sequence[int]) -> list[int]:
         """The layers whose attention maps are stored (1..L among ``layers``; none without attentions)."""
         return [layer for layer in layers if layer >= 1] if self.attentions else []
+
+    def shard_target(self, rows: int, bytes_per_row: int) -> int:
+        """What a shard weighs: ``shard_bytes`` as given, or by default the store's target
+        (:data:`~bertology.store.names.SHARD_TARGET_BYTES`), raised to hold ``rows`` rows of ``bytes_per_row``
+        where that is more, up to :data:`SHARD_MAX_BYTES`. Extraction asks, on a GPU, for
+        :data:`SHARD_BATCHES` full batches of its token budget (one row per token at most): its batches are cut
+        within a shard, and a bert-base store's 48 MiB shard held about 3,400 tokens, where a GPU's budget is
+        8k-64k (issue 31)."""
+        if self.shard_bytes is not None:
+            return self.shard_bytes
+        return max(SHARD_TARGET_BYTES, min(SHARD_MAX_BYTES, int(rows) * int(bytes_per_row)))
 
     def key(self, layers: Sequence[int]) -> dict:
         """The settings a store's index records (and compares on reuse), with the resolved ``layers``."""
