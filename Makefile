@@ -41,7 +41,7 @@ demo: install
 	$(BERTOLOGY) demo
 
 test: install browser
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 --dist loadfile
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -n 2 -m "not integration and not browser"

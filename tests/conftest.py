@@ -27,6 +27,19 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+#: The test files that take longest, run first. Under ``--dist loadfile`` a file runs whole on one worker; the
+#: README's command-line tour alone runs for minutes (every line as written), and started last (xdist by default
+#: queues the files with the most tests first) it held the run open on one core for its last third. ``make test``
+#: passes ``--no-loadscope-reorder`` so that xdist keeps this order; the other files follow in collection order.
+SLOWEST_FIRST = ("test_readme.py", "test_faults_kill.py", "test_scale_ray.py", "test_report.py",
+                 "test_probing_integration.py", "test_extract_shared.py", "test_spine_extract.py",
+                 "test_claims_report.py", "test_faults_race.py", "test_probing_labels.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: position for position, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests keep their order
+
 
 @pytest.fixture(scope="session")
 def shared_data():
