@@ -9,7 +9,7 @@ is not one. Parses pytest's summary line (passed, failed,
 skipped, its seconds) and stores the wall time of the install and of the whole command, the CPU capability torch
 reports under that setting and the load average, as ``benchmarks/results/<--name>.json``:
 
-    .venv/bin/python -m benchmarks.acceptance.make_test --dir /work/suite-clone [--capability avx2]
+    .venv/bin/python -m benchmarks.acceptance.make_test --dir /work/suite-clone [--capability avx2] [--revision REV]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.stored import ROOT, save_run, table
+from benchmarks.stored import ROOT, commit, save_run, table
 
 #: What keeps each library off AVX-512 (``--capability avx2``).
 AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
@@ -43,12 +43,21 @@ def main() -> None:
     parser.add_argument("--dir", required=True, help="emptied, then holds the clone (beside ../shared)")
     parser.add_argument("--capability", default=None, help="ATEN_CPU_CAPABILITY for the run (e.g. avx2)")
     parser.add_argument("--name", default=None, help="stored run (default make_test_clean_clone_<capability>_cpu)")
+    parser.add_argument("--revision", default=None,
+                        help="test this commit of the repository instead of HEAD (a before/after comparison); the "
+                             "stored run names it as its commit, and the benchmark's own commit beside it")
     args = parser.parse_args()
     clone = Path(args.dir).resolve()
     if not (clone.parent / "shared" / "data").is_dir():
         sys.exit(f"{clone}: put the clone beside ../shared (CI's layout); {clone.parent / 'shared'} is missing")
     shutil.rmtree(clone, ignore_errors=True)
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    tested = {}
+    if args.revision:
+        subprocess.run(["git", "-C", str(clone), "checkout", "-q", args.revision], check=True)
+        short = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,
+                               text=True, check=True).stdout.strip()
+        tested = {"commit": short, "benchmark_commit": commit()}
     env = {**os.environ, "LC_ALL": "C"}
     env.pop("VIRTUAL_ENV", None)
     env.pop("BERTOLOGY_DATA", None)
@@ -77,7 +86,7 @@ def main() -> None:
         "capability_setting": args.capability, "environment": limits, "load_average_before": before, "load_average_after": os.getloadavg(),
         "launch": "setsid bash -c 'make test </dev/null & wait $!' with LC_ALL=C, from a fresh clone beside ../shared",
         "tail": log[-3000:],
-    }, tables={"suite": suite_table(found, pytest_seconds, wall, capability, run.returncode)})
+    }, tables={"suite": suite_table(found, pytest_seconds, wall, capability, run.returncode)}, **tested)
     sys.exit(run.returncode)
 
 
