@@ -263,6 +263,24 @@ def test_a_default_shard_holds_the_rows_it_is_asked_for(tmp_path, tiny_bert, mon
     assert len(store.index["shards"]) > 3
 
 
+def test_a_gpu_plan_has_shards_of_two_full_batches(tmp_path, tiny_bert, monkeypatch):
+    # Planning only (nothing runs on the device): the encoder said to be on CUDA with a 65,536-token budget, as
+    # device_token_budget gives on a large GPU; the store's target made tiny so that the CPU plan cuts many shards.
+    from bertology.extraction import pipeline
+
+    monkeypatch.setattr("bertology.extraction.spec.SHARD_TARGET_BYTES", 2000)
+    sentences = [f"word{i} and more words here" for i in range(300)]
+    cpu = pipeline.plan_extraction(tiny_bert, sentences, tmp_path / "cpu")
+    monkeypatch.setattr(type(tiny_bert), "device", property(lambda self: torch.device("cuda")))
+    monkeypatch.setattr(pipeline, "device_token_budget", lambda device, bytes_per_token: (65_536, None))
+    gpu = pipeline.plan_extraction(tiny_bert, sentences, tmp_path / "gpu")
+    assert len(cpu.index["shards"]) > 10
+    # Two batches of 65,536 rows outweigh the corpus: only the ramp cuts it (128 sentences first, then halves).
+    assert len(gpu.index["shards"]) < len(cpu.index["shards"])
+    assert max(s["stop"] - s["start"] for s in gpu.index["shards"]) > 10 * max(s["stop"] - s["start"]
+                                                                            for s in cpu.index["shards"])
+
+
 def test_pad_batch_fills_rows_at_once():
     batch = pad_batch([[5, 6, 7], [8], []], 0, token_type_ids=[[0, 1, 1], [1], []])
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
