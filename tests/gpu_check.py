@@ -142,7 +142,12 @@ def throughput(encoder, sentences, rounds: int, tmp: Path, device: str) -> dict:
             add(name, step())
         print(f"round {round_}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in runs.items()), flush=True)
     nx = neurox_seconds(encoder, sentences, tmp, device)
-    result = {"tokens": tokens, "batches_fp32": len(batches["fp32"]), "seconds": runs,
+    # How the batches filled the device's budget (session 18: on a GPU the padding floor and shards of two full
+    # batches; before, the 10% padding rule kept EWT dev's batches near 360 tokens whatever the budget).
+    padded = sorted(int(ids.numel()) for ids, _ in batches["fp32"])
+    result = {"tokens": tokens, "batches_fp32": len(batches["fp32"]), "padded_tokens_fp32": sum(padded),
+              "batch_padded_tokens_fp32": {"median": padded[len(padded) // 2], "largest": padded[-1]},
+              "seconds": runs,
               "neurox": "not installed: pip install --no-deps neurox==1.0.9 h5py" if nx is None else nx}
     for name, values in runs.items():
         result[f"{name}_tokens_per_s"] = tokens / min(values)
