@@ -54,7 +54,10 @@ def main() -> None:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     tested = {}
     if args.revision:
-        subprocess.run(["git", "-C", str(clone), "checkout", "-q", args.revision], check=True)
+        checkout = subprocess.run(["git", "-C", str(clone), "checkout", "-q", args.revision], capture_output=True,
+                                  text=True)
+        if checkout.returncode != 0:
+            sys.exit(f"--revision {args.revision!r}: not a commit of this repository ({checkout.stderr.strip()})")
         short = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,
                                text=True, check=True).stdout.strip()
         tested = {"commit": short, "benchmark_commit": commit()}

@@ -31,6 +31,8 @@ BASELINE = "the early-stopped probe the exact one replaced, on the same features
 
 def recorded_fit(X: dict, y: dict) -> tuple[float, list[dict]]:
     """The exact probe's fit: its seconds and one record per L-BFGS call of the solver."""
+    import torch
+
     from bertology.probing import solver
 
     calls: list[dict] = []
@@ -39,7 +41,7 @@ def recorded_fit(X: dict, y: dict) -> tuple[float, list[dict]]:
     def recording(X, onehot, l2, W, b, **settings):
         start = time.perf_counter()
         result = original(X, onehot, l2, W, b, **settings)
-        calls.append({"precision": "float64 polish" if X.dtype == solver.torch.float64 else "float32",
+        calls.append({"precision": "float64 polish" if X.dtype == torch.float64 else "float32",
                       "l2": sorted({float(f"{value:.3g}") for value in l2.tolist()}), "layers": int(X.shape[0]),
                       "iterations": int(result[2]), "seconds": time.perf_counter() - start,
                       "gradient_max": float(result[3].max())})

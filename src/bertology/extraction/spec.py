@@ -121,8 +121,8 @@ class ExtractionSpec:
         (:data:`~bertology.store.names.SHARD_TARGET_BYTES`), raised to hold ``rows`` rows of ``bytes_per_row``
         where that is more, up to :data:`SHARD_MAX_BYTES`. Extraction asks, on a GPU, for
         :data:`SHARD_BATCHES` full batches of its token budget (one row per token at most): its batches are cut
-        within a shard, and a bert-base store's 48 MiB shard held about 3,400 tokens, where a GPU's budget is
-        8k-64k (issue 31)."""
+        within a shard, and a 48 MiB shard of a bert-base store holds 2,520 words, where a GPU's budget is 8k-64k
+        tokens (issue 31)."""
         if self.shard_bytes is not None:
             return self.shard_bytes
         return max(SHARD_TARGET_BYTES, min(SHARD_MAX_BYTES, int(rows) * int(bytes_per_row)))
