@@ -248,8 +248,10 @@ def plan_extraction(
     attention_bytes = 4 * encoder.num_heads * len(attention_layers) * groups * groups
     bytes_per_row = store_bytes * encoder.hidden_size * len(layers)
     # The first shard is the first sentences (already encoded): the model starts on it while the rest is tokenized.
-    # On a GPU a shard holds a few full batches: its batches are cut within it (ExtractionSpec.shard_target).
-    fill = SHARD_BATCHES * _batch_budget(encoder, spec, bool(attention_layers))[0] if encoder.device.type == "cuda" else 0
+    # Where batches fill the budget (a GPU: padding_floor), a shard holds a few full ones: its batches are cut
+    # within it (ExtractionSpec.shard_target).
+    tokens = _batch_budget(encoder, spec, bool(attention_layers))[0]
+    fill = SHARD_BATCHES * tokens if padding_floor(encoder.device, tokens) else 0
     shard_bounds = plan_shards(row_counts, bytes_per_row, spec.shard_target(fill, bytes_per_row), attention_bytes,
                                ramp=FIRST_SENTENCES)
     records, input_record = [], {}

@@ -8,8 +8,9 @@ size = rows x longest input) rather than a fixed count keeps memory flat from sh
 Padding is on the right, with ``attention_mask`` 1 on real tokens and 0 on padding, every tensor ``long``.
 
 The budget follows the device (:func:`device_token_budget`: today's 4,096 tokens on a CPU, a share of the free
-memory on a GPU; on a GPU a batch fills a quarter of it before padding closes it, :func:`padding_floor`), and a loop that runs its batches through :class:`TokenBudget` survives a GPU running out of
-memory: the budget halves, the batch is cut again under it and retried, with one warning line.
+memory on a GPU; on a GPU a batch fills a quarter of it before padding closes it, :func:`padding_floor`), and
+a loop that runs its batches through :class:`TokenBudget` survives a GPU running out of memory: the budget
+halves, the batch is cut again under it and retried, with one warning line.
 """
 
 from __future__ import annotations
