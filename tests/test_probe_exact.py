@@ -332,3 +332,42 @@ def test_the_preconditioner_in_its_eigenbases_inverts_the_kronecker_curvature():
     back_W, back_b = factors.unrotate(qW, qb)
     torch.testing.assert_close(back_W, gW)
     torch.testing.assert_close(back_b, gb)
+
+
+def test_a_group_of_fits_on_the_same_features_gives_each_fit_its_own_optimum():
+    """fit_group solves a probe's point fit, its bootstrap resamples (one lacking a class) and a control task
+    (other labels, other classes, its own dev labels) side by side; each must be the probe that fitting it
+    alone gives: the same classes, L2 choices and, to the solver's tolerance, the same probabilities."""
+    from bertology.probing.experiment import _train_index
+    from bertology.probing.probes import fit_group
+
+    X, y = _problem(n=600, d=10, classes=4, layers=3, seed=3)
+    X = X + np.arange(10, dtype=np.float32) * 2.0  # off-centre features: each resample standardises its own way
+    X, y, X_dev, y_dev = X[:, :400], y[:400], X[:, 400:], y[400:]
+    rng = np.random.default_rng(0)
+    control, control_dev = rng.choice(["a", "b", "c"], size=400), rng.choice(["a", "b", "c", "d"], size=200)
+    without_class_3 = np.sort(rng.choice(np.flatnonzero(y != 3), size=400))
+    problems = [(y, np.arange(400), None), (y, _train_index(1, "t", 400, 1.0), None), (y, without_class_3, None),
+                (control, _train_index(1, "t", 400, 1.0), control_dev)]
+    probes = [LayerwiseProbe(device="cpu", seed=k, l2=(1e-2, 1e-3, 1e-4)) for k in range(len(problems))]
+    grouped = fit_group(probes, X, problems, X_dev, y_dev)
+    for probe, together, (labels, index, own_dev) in zip(probes, grouped, problems):
+        alone = LayerwiseProbe(**probe.get_params()).fit(X[:, index], labels[index], X_dev,
+                                                         y_dev if own_dev is None else own_dev)
+        assert together.classes_.tolist() == alone.classes_.tolist()
+        np.testing.assert_array_equal(together.best_l2_, alone.best_l2_)
+        np.testing.assert_allclose(together.predict_proba(X_dev), alone.predict_proba(X_dev), atol=1e-5)
+        np.testing.assert_array_equal(together.predict(X_dev), alone.predict(X_dev))
+        # The same walk of the grid (each value's dev loss is the float32 solve's: only the chosen one is polished).
+        np.testing.assert_array_equal(np.isfinite(together.dev_losses_), np.isfinite(alone.dev_losses_))
+    assert 3 not in grouped[2].classes_.tolist()
+
+
+def test_a_group_needs_one_probe_per_fit_alike_but_for_the_seed():
+    from bertology.probing.probes import fit_group
+
+    X, y = _problem(n=50, layers=1)
+    with pytest.raises(SettingError, match="one probe per problem"):
+        fit_group([LayerwiseProbe()], X, [(y, np.arange(50), None)] * 2, X, y)
+    with pytest.raises(SettingError, match="alike but for their seed"):
+        fit_group([LayerwiseProbe(), LayerwiseProbe(l2=0.1)], X, [(y, np.arange(50), None)] * 2, X, y)

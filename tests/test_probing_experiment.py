@@ -437,3 +437,31 @@ def test_cli_prints_intervals_sizes_absent_tasks_and_the_control_types(tiny_mode
     sizes = pd.read_parquet(out / "datasets.parquet").set_index("task")
     assert sizes.loc["coordination_inversion", "status"] == "absent"
     assert sizes.loc["upos", "n_dev"] == 150
+
+
+def test_fits_solved_together_give_the_numbers_of_fits_solved_one_by_one(tiny_model, small_treebank, results,
+                                                                          monkeypatch):
+    """The experiment solves a task's fits on the same features together (point fit, bootstrap seeds, control
+    tasks; the twin's apart); every accuracy, interval and L2 choice must be what fitting each alone gives."""
+    from bertology.probing import experiment
+
+    grouped, cache = results
+    spec = ProbingSpec(tasks=("upos", "deprel"), treebank=small_treebank, seeds=(0, 1), max_train=400, max_eval=200,
+                       l2=(1e-3, 1e-2))
+    calls = []
+
+    def one_by_one(kind, probe_kwargs, X, jobs, layers, model, task):
+        calls.append(len(jobs))
+        return [experiment.fit_and_score(kind, probe_kwargs, seed, X, y, index, layers, model, task, baseline, False)
+                for seed, y, index, baseline in jobs]
+
+    monkeypatch.setattr(experiment, "fit_and_score_group", one_by_one)
+    alone = run_probing(str(tiny_model), spec, cache_dir=cache, progress=False)
+    # per task: the encoder's group (3 fits x task and control), then each seed's twin (its own: the point fit
+    # and seed 0's fit on twin 0, seed 1's on twin 1)
+    assert calls == [6, 2, 1, 6, 2, 1]
+    key = ["task", "baseline", "seed", "layer", "metric", "split"]
+    left = grouped["results"].sort_values(key, na_position="first").reset_index(drop=True)
+    right = alone["results"].sort_values(key, na_position="first").reset_index(drop=True)
+    pd.testing.assert_frame_equal(left, right)
+    pd.testing.assert_frame_equal(grouped["summary"], alone["summary"])

@@ -53,6 +53,7 @@ from bertology.probing.probes import (
     DEFAULT_L2,
     LayerwiseProbe,
     ScalarMixProbe,
+    fit_group,
 )
 from bertology.probing.tasks import (  # resolve_tasks: public here too
     resolve_tasks,  # noqa: F401
@@ -110,24 +111,50 @@ class Scores:
 def fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
                   scalar_mix: bool) -> Scores:
     """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test."""
-    scores = Scores()
     Xtr, ytr = X["train"][:, train_index], y["train"][train_index]
     probe = LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
+    scores = score_fit(probe, kind, seed, X, y, layers, model, task, baseline)
+    return scores.add(mix_scores(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline)) \
+        if scalar_mix else scores
+
+
+def mix_scores(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline) -> Scores:
+    """The scalar mix's fit on train[train_index] (Tenney et al.'s weighted sum of layers): its dev and test
+    accuracy and its layer weights."""
+    scores = Scores()
+    mix = ScalarMixProbe(kind=kind, seed=seed, **probe_kwargs).fit(X["train"][:, train_index], y["train"][train_index],
+                                                                   X["dev"], y["dev"])
+    for split in ("dev", "test"):
+        hits = _correct(mix.predict(X[split])[None], y[split])
+        scores.rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
+                             component=SCALAR_MIX)
+        scores.hits[(kind, SCALAR_MIX, baseline, split)] = {seed: hits}
+    scores.rows += _rows(model, task, kind, layers, seed, "mix_weight", mix.layer_weights_, baseline, "dev",
+                         component=SCALAR_MIX)
+    return scores
+
+
+def score_fit(probe: LayerwiseProbe, kind, seed, X, y, layers, model, task, baseline) -> Scores:
+    """A fitted probe's dev and test accuracy of every layer (rows and hits) and the L2 each layer chose."""
+    scores = Scores()
     for split in ("dev", "test"):
         hits = _correct(probe.predict(X[split]), y[split])
         scores.rows += _rows(model, task, kind, layers, seed, "accuracy", hits.mean(axis=1), baseline, split)
         scores.hits[(kind, None, baseline, split)] = {seed: hits}
     scores.rows += _rows(model, task, kind, layers, seed, "l2", probe.best_l2_, baseline, "dev")
-    if scalar_mix:
-        mix = ScalarMixProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
-        for split in ("dev", "test"):
-            hits = _correct(mix.predict(X[split])[None], y[split])
-            scores.rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
-                                 component=SCALAR_MIX)
-            scores.hits[(kind, SCALAR_MIX, baseline, split)] = {seed: hits}
-        scores.rows += _rows(model, task, kind, layers, seed, "mix_weight", mix.layer_weights_, baseline, "dev",
-                             component=SCALAR_MIX)
     return scores
+
+
+def fit_and_score_group(kind, probe_kwargs, X, jobs: Sequence[tuple], layers, model, task) -> list[Scores]:
+    """:func:`fit_and_score` (without the scalar mix: :func:`mix_scores`) of several fits on the same features
+    ``X``, solved side by side (:func:`~bertology.probing.probes.fit_group`): ``jobs`` are ``(seed, y,
+    train_index, baseline)``, ``y`` each fit's labels (the task's or its control task's); one :class:`Scores`
+    per job, in order."""
+    probes = [LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs) for seed, _, _, _ in jobs]
+    problems = [(y["train"], index, y["dev"]) for _, y, index, _ in jobs]
+    fitted = fit_group(probes, X["train"], problems, X["dev"])
+    return [score_fit(probe, kind, seed, X, y, layers, model, task, baseline)
+            for probe, (seed, y, _, baseline) in zip(fitted, jobs)]
 
 
 def mdl_scores(X, y, layers, model, task, baseline, seed, timestamps, l2, device, probe: str = "linear") -> Scores:
@@ -325,60 +352,104 @@ def baselines(plan: ProbingPlan, model: str, layer_ids: Sequence[int], seeds: Se
 
 def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dict, twins: Twins | None,
                  layer_ids: Sequence[int], types: str, device, progress: bool) -> list[tuple[str, Scores]]:
-    """``(task, scores)`` of every fit, in the order they ran (seed by seed, task by task): each layer's probe
-    on the encoder (baseline ``none``, with the scalar mix when asked), on control labels (``control``, with
-    the selectivity rows) and on the untrained twin (``untrained``)."""
+    """``(task, scores)`` of every fit, in the order seed by seed, task by task: each layer's probe on the encoder
+    (baseline ``none``, with the scalar mix when asked), on control labels (``control``, with the selectivity
+    rows) and on the untrained twin (``untrained``).
+
+    The exact linear probe fits a task's fits on the same features together (:func:`fit_and_score_group`: the
+    point fit, every seed's resample and their control tasks on the encoder's features, and the same fits on the
+    twin's), each to its own optimum (the scalar mix, when asked, alone); other probes fit one at a time."""
     probe_kwargs = {"l2": DEFAULT_L2 if spec.l2 is None else spec.l2, "hidden": spec.hidden, "device": device,
                     **spec.probe_options}
     classify = plan.classify
-    out: list[tuple[str, Scores]] = []
     n_fits = (len(spec.seeds) + with_point(spec.train_sampling)) * sum(
         1 + int(spec.wants_control(d.level)) + int(twins is not None) for d in classify)
-    twin_features, twin_of_features = None, None
+    grouped = LayerwiseProbe(kind=spec.probe, **probe_kwargs)._exact()
+    twin_seed = (lambda seed: seed) if spec.twin_per_seed else (lambda seed: spec.seeds[0])
+    fits = {(d.name, seed): training_fits(seed, spec.seeds, d.name, _labels(d)["train"], spec.train_fraction,
+                                          spec.train_sampling) for d in classify for seed in spec.seeds}
+    controls = {(d.name, seed): d.control_labels(seed, types, spec.sentence_control)
+                for d in classify for seed in spec.seeds if spec.wants_control(d.level)}
+    done: dict[tuple, Scores] = {}  # (task, seed, fit number, baseline) -> scores
+    out: list[tuple[str, Scores]] = []
     with progress_bar(progress, transient=True) as bar:
         job = bar.add_task("probing", total=n_fits)
+        if grouped and classify:
+            twin_features: dict = {}
+            for dataset in classify:
+                name, y = dataset.name, _labels(dataset)
+                groups: dict = {}  # features -> [(key, seed, y, index, baseline)]
+                for seed in dict.fromkeys(spec.seeds):  # a repeated seed repeats the same fits
+                    for i, fit in enumerate(fits[name, seed]):
+                        groups.setdefault("encoder", []).append(((name, seed, i, "none"), seed, y, fit.index, "none"))
+                        if (name, seed) in controls:
+                            groups["encoder"].append(((name, seed, i, "control"), seed, controls[name, seed],
+                                                      fit.index, "control"))
+                        if twins is not None:
+                            groups.setdefault(twin_seed(seed), []).append(((name, seed, i, "untrained"), seed, y,
+                                                                           fit.index, "untrained"))
+                for features_of, jobs in groups.items():
+                    if features_of == "encoder":
+                        X = {s: features[name, s] for s in SPLITS}
+                        shown = "encoder" + (" and control task" if any(j[4] == "control" for j in jobs) else "")
+                    else:
+                        if features_of not in twin_features:  # one twin's features at a time
+                            twin_features = {features_of: _features_for(plan.datasets, twins.stores(features_of),
+                                                                        layer_ids)}
+                        X = {s: twin_features[features_of][name, s] for s in SPLITS}
+                        shown = "untrained twin"
+                    bar.update(job, description=f"{name}: {shown}, {len(jobs)} fits together")
+                    scored = fit_and_score_group(spec.probe, probe_kwargs, X, [j[1:] for j in jobs], layer_ids,
+                                                 model, name)
+                    for (key, seed, labels, index, baseline), scores in zip(jobs, scored):
+                        if spec.scalar_mix and baseline != "control":  # the mix is fitted alone
+                            scores.add(mix_scores(spec.probe, probe_kwargs, seed, X, labels, index, layer_ids, model,
+                                                  name, baseline))
+                        done[key] = scores
+                    bar.advance(job, len(jobs))
+        twin_features, twin_of_features = None, None
         for seed in spec.seeds:
-            if twins is not None and classify:
-                twin_seed = seed if spec.twin_per_seed else spec.seeds[0]
-                if twin_of_features != twin_seed:
+            if twins is not None and classify and not grouped:
+                if twin_of_features != twin_seed(seed):
                     # Features of the twin of *this* seed: a repeated seed must not reuse the last twin's.
-                    twin_features = _features_for(plan.datasets, twins.stores(twin_seed), layer_ids)
-                    twin_of_features = twin_seed
+                    twin_features = _features_for(plan.datasets, twins.stores(twin_seed(seed)), layer_ids)
+                    twin_of_features = twin_seed(seed)
             for dataset in classify:
                 name, y = dataset.name, _labels(dataset)
                 X = {s: features[name, s] for s in SPLITS}
-                y_control = dataset.control_labels(seed, types, spec.sentence_control) if spec.wants_control(
-                    dataset.level) else None
-                Xu = {s: twin_features[name, s] for s in SPLITS} if twins is not None else None
-                for fit in training_fits(seed, spec.seeds, name, y["train"], spec.train_fraction, spec.train_sampling):
-                    shown = f"{name} seed {seed}" if fit.seed is not POINT else f"{name} all training examples"
-                    bar.update(job, description=f"{shown}: encoder")
-                    ours = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y, fit.index, layer_ids, model,
-                                                    name, "none", spec.scalar_mix))
-                    out.append((name, ours))
+                y_control = controls.get((name, seed))
+                Xu = {s: twin_features[name, s] for s in SPLITS} if twins is not None and not grouped else None
+
+                def scored(i, fit, labels, features_of, baseline, mix):
+                    if (name, seed, i, baseline) in done:
+                        return done[name, seed, i, baseline]
+                    description = f"{name} seed {seed}" if fit.seed is not POINT else f"{name} all training examples"
+                    bar.update(job, description=f"{description}: {baseline}")
+                    result = fit_and_score(spec.probe, probe_kwargs, seed, features_of, labels, fit.index, layer_ids,
+                                           model, name, baseline, mix)
                     bar.advance(job)
+                    return result
+
+                for i, fit in enumerate(fits[name, seed]):
+                    ours = fit.scores(scored(i, fit, y, X, "none", spec.scalar_mix))
+                    out.append((name, ours))
                     if y_control is not None:
-                        bar.update(job, description=f"{shown}: control task")
-                        control = fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, X, y_control, fit.index,
-                                                           layer_ids, model, name, "control", scalar_mix=False))
+                        control = fit.scores(scored(i, fit, y_control, X, "control", False))
                         control.rows += _selectivity(ours.rows, control.rows)
                         out.append((name, control))
-                        bar.advance(job)
-                    if Xu is not None:
-                        bar.update(job, description=f"{shown}: untrained twin")
-                        out.append((name, fit.scores(fit_and_score(spec.probe, probe_kwargs, seed, Xu, y, fit.index,
-                                                                   layer_ids, model, name, "untrained",
-                                                                   spec.scalar_mix))))
-                        bar.advance(job)
+                    if twins is not None:
+                        out.append((name, fit.scores(scored(i, fit, y, Xu, "untrained", spec.scalar_mix))))
                 if spec.wants_mdl(dataset.level) and seed == spec.seeds[0]:
                     # MDL once, on the first seed (its order of examples): the task, its control, the twin.
                     bar.update(job, description=f"{name}: online codelength")
                     mdl = {"layers": layer_ids, "model": model, "task": name, "seed": seed, "probe": spec.probe,
                            "timestamps": spec.mdl_timestamps, "l2": probe_kwargs["l2"], "device": device}
                     out.append((name, mdl_scores(X, y, baseline="none", **mdl)))
-                    if spec.wants_control(dataset.level):
+                    if y_control is not None:
                         out.append((name, mdl_scores(X, y_control, baseline="control", **mdl)))
                     if twins is not None:
+                        Xu = Xu or {s: _features_for([dataset], twins.stores(twin_seed(seed)), layer_ids)[name, s]
+                                    for s in SPLITS}
                         out.append((name, mdl_scores(Xu, y, baseline="untrained", **mdl)))
     return out
 

@@ -40,27 +40,165 @@ POLISH_GTOL = 1e-9
 POLISH_BYTES = 1 << 30
 
 
-def _softmax_loss(X: torch.Tensor, onehot: torch.Tensor, W: torch.Tensor, b: torch.Tensor, l2: torch.Tensor,
-                  bias_l2: torch.Tensor, grad: bool = True):
-    """Mean cross-entropy + ``l2/2 ||W||^2`` (+ ``bias_l2/2 ||b||^2``) of every problem (float64), and its
-    closed-form gradient: X [B, n, d], onehot [n, C], W [B, d, C], b [B, C], l2 and bias_l2 [B]. Without
-    ``grad``: the loss and the log-probabilities (from which :func:`_softmax_gradient` finishes the job)."""
-    logp = torch.log_softmax(torch.baddbmm(b.unsqueeze(1), X, W), -1)
-    # Summed in float64: near the optimum a step lowers the loss by less than float32 resolves (about 1e-7 of
-    # it), and the line search and the flat-loss stop compare losses.
-    loss = (-(logp * onehot).sum(-1).double().mean(-1) + 0.5 * l2.double() * W.double().pow(2).sum((-2, -1))
-            + 0.5 * bias_l2.double() * b.double().pow(2).sum(-1))
-    if not grad:
-        return loss, logp
-    return (loss, *_softmax_gradient(X, onehot, W, b, l2, bias_l2, logp))
+#: The logit offset of a class that a problem of a group never sees in training (:class:`_Problems`): its
+#: probability is then exactly 0 in float32 and float64, so its weights and bias stay at 0, as if the problem
+#: had been solved without that class (an unpenalised bias would otherwise run off towards minus infinity).
+ABSENT_LOGIT = -1e4
 
 
-def _softmax_gradient(X, onehot, W, b, l2, bias_l2, logp):
-    """The gradient of :func:`_softmax_loss` from its log-probabilities (consumed): ``(grad_W, grad_b, residual)``."""
-    residual = logp.exp_().sub_(onehot).div_(X.shape[1])
-    grad_W = torch.bmm(X.transpose(1, 2), residual).add_(l2[:, None, None] * W)
-    grad_b = residual.sum(1).add_(bias_l2[:, None] * b)
-    return grad_W, grad_b, residual
+class _Layout:
+    """Where a subset of problems sits when the problems of each feature set are computed side by side.
+
+    Problem ``p`` is the ``p % groups``-th problem of feature set ``p // groups``. For problems ``rows`` (sorted),
+    ``sets`` are their feature sets, ``position`` each row's index in ``sets``, ``slot`` its place among its set's
+    rows and ``width`` the most rows of one set: one product of a set's features with its rows' weight matrices
+    side by side (``[dim, width * classes]``) costs much less than as many narrow ones."""
+
+    def __init__(self, rows: torch.Tensor, groups: int, n_sets: int):
+        of = torch.div(rows, groups, rounding_mode="floor")
+        self.sets, counts = torch.unique_consecutive(of, return_counts=True)
+        self.position = torch.repeat_interleave(torch.arange(len(self.sets), device=rows.device), counts)
+        self.slot = torch.arange(len(rows), device=rows.device) - (torch.cumsum(counts, 0) - counts)[self.position]
+        self.width = int(counts.max()) if len(rows) else 0
+        # Every problem of every set, in order: packing is a reshape.
+        self.whole = len(rows) == len(self.sets) * groups and self.width == groups
+        self.all_sets = len(self.sets) == n_sets
+
+    def pack(self, values: torch.Tensor) -> torch.Tensor:
+        """``[rows, a, C]`` -> ``[sets, a, width * C]`` (zeros where a set has fewer rows)."""
+        R, a, C = values.shape
+        S, M = len(self.sets), self.width
+        if M == 1:
+            return values
+        if self.whole:
+            return values.view(S, M, a, C).transpose(1, 2).reshape(S, a, M * C)
+        out = values.new_zeros(S, a, M, C)
+        out[self.position, :, self.slot] = values
+        return out.view(S, a, M * C)
+
+    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
+        """The inverse of :meth:`pack`: ``[sets, a, width * C]`` -> ``[rows, a, C]``."""
+        S, a, MC = packed.shape
+        M = self.width
+        if M == 1:
+            return packed
+        C = MC // M
+        if self.whole:
+            return packed.view(S, a, M, C).transpose(1, 2).reshape(S * M, a, C)
+        return packed.view(S, a, M, C)[self.position, :, self.slot]
+
+
+class _Layouts:
+    """A one-entry cache of :class:`_Layout` and of the feature sets it selects (a copy unless every set is in)."""
+
+    def __init__(self, groups: int):
+        self.groups, self._key, self._value = groups, None, None
+
+    def get(self, rows: torch.Tensor, X: torch.Tensor) -> tuple[_Layout, torch.Tensor]:
+        if self._key is None or self._key[0] is not X or not torch.equal(self._key[1], rows):
+            layout = _Layout(rows, self.groups, X.shape[0])
+            self._key, self._value = (X, rows.clone()), (layout, X if layout.all_sets else X[layout.sets])
+        return self._value
+
+
+class _Problems:
+    """The training data of ``sets x groups`` problems (problem ``p``: feature set ``p // groups``, the
+    ``p % groups``-th problem of it): features ``X`` ``[sets, n, dim]`` shared by a set's problems; per problem
+    of a set, labels ``y`` ``[groups, n]`` and optional example ``weights`` ``[groups, n]`` (each row summing to
+    1; default: the mean over examples); per problem an optional ``penalty`` ``[problems, dim]`` weighting the
+    L2 term of each feature's weights (``l2/2 sum_j penalty_j ||W_j||^2``). ``mask_absent``: a class with no
+    weight in a problem's training data is left out of that problem (:data:`ABSENT_LOGIT`)."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, n_classes: int, weights: torch.Tensor | None = None,
+                 penalty: torch.Tensor | None = None, mask_absent: bool = False):
+        y = y.reshape(1, -1) if y.dim() == 1 else y
+        self.X, self.groups = X, y.shape[0]
+        self.n_sets, self.n, self.dim = X.shape
+        self.size, self.n_classes = self.n_sets * self.groups, n_classes
+        onehot = torch.nn.functional.one_hot(y, n_classes).to(X.dtype)  # [groups, n, C]
+        self.weights = None if weights is None else weights.to(X.dtype)
+        self.targets = onehot if self.weights is None else onehot * self.weights.unsqueeze(-1)
+        self.mask = None
+        if mask_absent:
+            present = self.targets.sum(1) > 0
+            if not bool(present.all()):
+                self.mask = torch.where(present, 0.0, ABSENT_LOGIT).to(X.dtype)
+        self.penalty = None if penalty is None else penalty.to(X.dtype)
+        self.layouts = _Layouts(self.groups)
+
+    def to(self, dtype: torch.dtype, sets: torch.Tensor) -> "_Problems":
+        """The problems of feature sets ``sets`` in ``dtype`` (the float64 polish)."""
+        other = object.__new__(_Problems)
+        other.__dict__.update(self.__dict__)
+        other.X = self.X[sets].to(dtype)
+        other.n_sets, other.size = len(sets), len(sets) * self.groups
+        other.weights = None if self.weights is None else self.weights.to(dtype)
+        other.targets = self.targets.to(dtype)
+        other.mask = None if self.mask is None else self.mask.to(dtype)
+        rows = (sets[:, None] * self.groups + torch.arange(self.groups, device=sets.device)).reshape(-1)
+        other.penalty = None if self.penalty is None else self.penalty[rows].to(dtype)
+        other.layouts = _Layouts(self.groups)
+        return other
+
+    def scaled_l2(self, l2: torch.Tensor) -> torch.Tensor:
+        """The L2 strength a preconditioner takes for each problem (the penalty weights' mean)."""
+        return l2 if self.penalty is None else l2 * self.penalty.mean(-1)
+
+    def _kinds(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.remainder(rows, self.groups)
+
+    def logits(self, W: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, X: torch.Tensor | None = None):
+        """Logits ``[rows, n, C]`` of problems ``rows`` (sorted) with weights ``W`` ``[rows, dim, C]``, ``b``
+        ``[rows, C]``, on the training features or on ``X`` (other examples of the same feature sets)."""
+        bias = b if self.mask is None else b + self.mask[self._kinds(rows)]
+        if X is not None:
+            return grouped_logits(X, W, bias, rows, self.groups)
+        layout, Xs = self.layouts.get(rows, self.X)
+        return layout.unpack(torch.baddbmm(layout.pack(bias.unsqueeze(1)), Xs, layout.pack(W)))
+
+    def loss(self, W, b, rows, l2, bias_l2, grad: bool = True):
+        """Loss of every problem ``rows`` (float64; the weighted or mean cross-entropy + ``l2/2 ||W||^2``, penalty
+        weighted, + ``bias_l2/2 ||b||^2``), and with ``grad`` its closed-form gradient and the class
+        probabilities: ``(loss, grad_W, grad_b, p)``; without: ``(loss, logp)``."""
+        logp = torch.log_softmax(self.logits(W, b, rows), -1)
+        targets = self.targets[0] if self.groups == 1 else self.targets[self._kinds(rows)]
+        # Summed in float64: near the optimum a step lowers the loss by less than float32 resolves (about 1e-7 of
+        # it), and the line search and the flat-loss stop compare losses.
+        data = -(logp * targets).sum(-1).double()
+        data = data.mean(-1) if self.weights is None else data.sum(-1)
+        squares = W.pow(2) if self.penalty is None else W.pow(2) * self.penalty[rows].unsqueeze(-1)
+        loss = data + 0.5 * l2.double() * squares.double().sum((-2, -1)) + 0.5 * bias_l2.double() * b.double().pow(2).sum(-1)
+        if not grad:
+            return loss, logp
+        return (loss, *self.gradient(W, b, rows, l2, bias_l2, logp))
+
+    def gradient(self, W, b, rows, l2, bias_l2, logp):
+        """The gradient of :meth:`loss` from its log-probabilities (consumed): ``(grad_W, grad_b, p)``."""
+        p = logp.exp_()
+        if self.groups == 1:
+            targets, weights = self.targets[0], None if self.weights is None else self.weights[0]
+        else:
+            kinds = self._kinds(rows)
+            targets, weights = self.targets[kinds], None if self.weights is None else self.weights[kinds]
+        if weights is None:
+            residual = (p - targets).div_(self.n)
+        else:
+            residual = (p * weights.unsqueeze(-1)).sub_(targets)
+        layout, Xs = self.layouts.get(rows, self.X)
+        grad_W = layout.unpack(torch.bmm(Xs.transpose(1, 2), layout.pack(residual)))
+        shrink = W if self.penalty is None else W * self.penalty[rows].unsqueeze(-1)
+        grad_W = grad_W.add_(l2[:, None, None] * shrink)
+        grad_b = residual.sum(1).add_(bias_l2[:, None] * b)
+        return grad_W, grad_b, p
+
+
+def grouped_logits(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, groups: int) -> torch.Tensor:
+    """Logits ``[rows, n, C]`` of problems ``rows`` (sorted; problem ``p``: feature set ``p // groups`` of ``X``
+    ``[sets, n, dim]``) with weights ``W`` ``[rows, dim, C]`` and biases ``b`` ``[rows, C]``, one product per
+    feature set (:class:`_Layout`)."""
+    layout = _Layout(rows, groups, X.shape[0])
+    Xs = X if layout.all_sets else X[layout.sets]
+    return layout.unpack(torch.baddbmm(layout.pack(b.unsqueeze(1)), Xs, layout.pack(W)))
 
 
 def _dot(aW, ab, cW, cb) -> torch.Tensor:
@@ -75,103 +213,169 @@ class _KroneckerPreconditioner:
     For two classes this is the exact Hessian, and L-BFGS then takes Newton steps after every refresh. Both
     factors are eigendecomposed: in their eigenbases (:meth:`rotate`) the preconditioner is diagonal
     (:meth:`scale`), and :func:`_lbfgs` works there between refreshes (from the current probabilities, every
-    few iterations)."""
+    few iterations).
 
-    def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor):
-        self.l2, self.bias_l2 = l2, bias_l2
+    The problems of one feature set (``groups`` of them, :class:`_Problems`) share ``S``, weighted by all their
+    examples' curvature (and example weights): one eigendecomposition per set, and their rotations one product
+    per set; ``A`` is each problem's own."""
 
-    def refresh(self, X: torch.Tensor, p: torch.Tensor) -> None:
-        """From the current class probabilities ``p`` ``[B, n, C]``."""
-        n = X.shape[1]
-        curvature = torch.diag_embed(p.mean(1)) - torch.bmm(p.transpose(1, 2), p) / n
-        trace = (p * (1 - p)).sum(-1)  # tr M_i  [B, n]
-        weight = trace / trace.mean(1, keepdim=True).clamp_min(1e-12)
-        covariance = torch.bmm(X.transpose(1, 2), X * weight.unsqueeze(-1)) / n
+    def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor, groups: int = 1):
+        self.l2, self.bias_l2, self.groups = l2, bias_l2, groups
+        self.n_sets = X.shape[0] if X is not None else None
+        self.lam = self.U = self.alpha = self.V = self.bias_scale = None
+        self._bases_of = (None, None)
+
+    def refresh(self, X: torch.Tensor, p: torch.Tensor, rows: torch.Tensor | None = None,
+                weights: torch.Tensor | None = None) -> None:
+        """From the current class probabilities ``p`` ``[rows, n, C]`` of problems ``rows`` (all by default);
+        ``weights``: the example weights ``[groups, n]`` of :class:`_Problems` (default: the mean)."""
+        B, n, d = X.shape
+        P, C = len(self.l2), p.shape[-1]
+        if rows is None:
+            rows = torch.arange(P, device=X.device)
+        if self.lam is None:
+            self.lam = torch.zeros(B, d, dtype=X.dtype, device=X.device)
+            self.U = torch.zeros(B, d, d, dtype=X.dtype, device=X.device)
+            self.alpha = torch.zeros(P, C, dtype=X.dtype, device=X.device)
+            self.V = torch.zeros(P, C, C, dtype=X.dtype, device=X.device)
+        trace = (p * (1 - p)).sum(-1)  # tr M_i  [rows, n]
+        if weights is None:
+            curvature = torch.diag_embed(p.mean(1)) - torch.bmm(p.transpose(1, 2), p) / n
+        else:
+            w = weights[torch.remainder(rows, self.groups)]
+            pw = p * w.unsqueeze(-1)
+            curvature = torch.diag_embed(pw.sum(1)) - torch.bmm(pw.transpose(1, 2), p)
+            trace = trace * w
+        layout = _Layout(rows, self.groups, B)
+        # Each set's examples weighted by the summed curvature of its problems' examples (one problem: tr M_i).
+        per_set = trace if layout.width == 1 else torch.zeros(len(layout.sets), n, dtype=trace.dtype,
+                                                              device=X.device).index_add_(0, layout.position, trace)
+        weight = per_set / per_set.mean(1, keepdim=True).clamp_min(1e-12)
+        Xs = X if layout.all_sets else X[layout.sets]
+        covariance = torch.bmm(Xs.transpose(1, 2), Xs * weight.unsqueeze(-1)) / n
         # float32 is enough for a preconditioner, and the eigendecomposition is a third of a refresh's cost.
         eigenvalues, U = torch.linalg.eigh(covariance)
-        self.lam, self.U = eigenvalues.clamp_min(0).to(X.dtype), U.to(X.dtype)
+        self.lam[layout.sets], self.U[layout.sets] = eigenvalues.clamp_min(0).to(X.dtype), U.to(X.dtype)
         alpha, V = torch.linalg.eigh(curvature.double())
-        self.alpha, self.V = alpha.clamp_min(0).to(X.dtype), V.to(X.dtype)
+        self.alpha[rows], self.V[rows] = alpha.clamp_min(0).to(X.dtype), V.to(X.dtype)
+        self._bases_of = (None, None)
+        self._update_bias_scale()
+
+    def _update_bias_scale(self) -> None:
         # The bias sees unit "feature variance"; the softmax's all-ones direction has no curvature, so it is
         # floored (that direction does not change the probabilities).
-        self.bias_scale = 1.0 / (self.alpha + self.bias_l2[:, None]).clamp_min(1e-3)
+        self.bias_scale = 1.0 / (self.alpha + self.bias_l2[:, None].to(self.alpha.dtype)).clamp_min(1e-3)
 
-    def select(self, rows, l2: torch.Tensor, bias_l2: torch.Tensor, dtype: torch.dtype) -> "_KroneckerPreconditioner":
-        """The factors of the problems ``rows`` (an index or a slice), for other L2 values and in ``dtype``: the
-        curvature of the data term does not depend on L2, so the factors of a neighbouring optimum serve the
-        next value of the path (and the float64 polish) without a refresh."""
-        other = _KroneckerPreconditioner(None, l2, bias_l2)
-        other.lam, other.U = self.lam[rows].to(dtype), self.U[rows].to(dtype)
-        other.alpha, other.V = self.alpha[rows].to(dtype), self.V[rows].to(dtype)
-        other.bias_scale = 1.0 / (other.alpha + bias_l2[:, None].to(dtype)).clamp_min(1e-3)
+    def with_l2(self, l2: torch.Tensor, bias_l2: torch.Tensor) -> "_KroneckerPreconditioner":
+        """The same factors for other L2 values: the curvature of the data term does not depend on L2, so the
+        factors of a neighbouring optimum serve the next value of the path without a refresh."""
+        other = _KroneckerPreconditioner(None, l2, bias_l2, self.groups)
+        other.n_sets = self.n_sets
+        other.lam, other.U, other.alpha, other.V = self.lam, self.U, self.alpha, self.V
+        other._update_bias_scale()
         return other
 
-    def store(self, rows, other: "_KroneckerPreconditioner") -> None:
-        """Write the factors of ``other`` (problems ``rows`` of this one) back into this one."""
-        for name in ("lam", "U", "alpha", "V"):
-            getattr(self, name)[rows] = getattr(other, name).to(getattr(self, name).dtype)
+    def of_sets(self, sets: torch.Tensor, dtype: torch.dtype) -> "_KroneckerPreconditioner":
+        """The factors of the problems of feature sets ``sets``, in ``dtype`` (the float64 polish; set
+        :meth:`with_l2` before use)."""
+        rows = (sets[:, None] * self.groups + torch.arange(self.groups, device=sets.device)).reshape(-1)
+        other = _KroneckerPreconditioner(None, self.l2[rows], self.bias_l2[rows], self.groups)
+        other.n_sets = len(sets)
+        other.lam, other.U = self.lam[sets].to(dtype), self.U[sets].to(dtype)
+        other.alpha, other.V = self.alpha[rows].to(dtype), self.V[rows].to(dtype)
+        other._update_bias_scale()
+        return other
 
-    def _bases(self, rows):
-        return (self.U, self.V) if rows is None else (self.U[rows], self.V[rows])
+    def _set_bases(self, layout: _Layout, rows) -> torch.Tensor:
+        if layout.all_sets:
+            return self.U
+        key = self._bases_of
+        if key[0] is None or not torch.equal(key[0], layout.sets):
+            self._bases_of = (layout.sets.clone(), self.U[layout.sets])
+        return self._bases_of[1]
+
+    def _layout(self, rows, n: int):
+        if rows is None:
+            rows = torch.arange(n, device=self.U.device)
+        return rows, _Layout(rows, self.groups, self.n_sets)
 
     def rotate(self, gW: torch.Tensor, gb: torch.Tensor, rows=None):
         """``(W, b)`` of the problems ``rows`` (all by default) in the factors' eigenbases: ``U^T W V``, ``b V``.
         Both bases are orthonormal, so dot products (all that L-BFGS takes of its vectors) are unchanged."""
-        U, V = self._bases(rows)
-        return torch.bmm(torch.bmm(U.transpose(1, 2), gW), V), torch.bmm(gb.unsqueeze(1), V).squeeze(1)
+        rows, layout = self._layout(rows, len(gW))
+        U, V = self._set_bases(layout, rows), self.V[rows]
+        left = layout.unpack(torch.bmm(U.transpose(1, 2), layout.pack(gW)))
+        return torch.bmm(left, V), torch.bmm(gb.unsqueeze(1), V).squeeze(1)
 
     def unrotate(self, rW: torch.Tensor, rb: torch.Tensor, rows=None):
         """The inverse of :meth:`rotate`."""
-        U, V = self._bases(rows)
-        return (torch.bmm(torch.bmm(U, rW), V.transpose(1, 2)),
+        rows, layout = self._layout(rows, len(rW))
+        U, V = self._set_bases(layout, rows), self.V[rows]
+        right = torch.bmm(rW, V.transpose(1, 2))
+        return (layout.unpack(torch.bmm(U, layout.pack(right))),
                 torch.bmm(rb.unsqueeze(1), V.transpose(1, 2)).squeeze(1))
 
     def scale(self, qW: torch.Tensor, qb: torch.Tensor):
-        """The preconditioner of rotated vectors (:meth:`rotate`): there it is diagonal."""
-        return qW / (self.lam[:, :, None] * self.alpha[:, None, :] + self.l2[:, None, None]), qb * self.bias_scale
+        """The preconditioner of rotated vectors (:meth:`rotate`) of every problem: there it is diagonal."""
+        sets = torch.div(torch.arange(len(self.l2), device=qW.device), self.groups, rounding_mode="floor")
+        lam = self.lam if self.groups == 1 else self.lam[sets]
+        return qW / (lam[:, :, None] * self.alpha[:, None, :] + self.l2[:, None, None]), qb * self.bias_scale
 
 
-def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
-           bias_l2: torch.Tensor, gtol: float, max_iter: int, history: int = 10, refresh_every: int = REFRESH_EVERY,
-           preconditioner: _KroneckerPreconditioner | None = None):
-    """Minimise :func:`_softmax_loss` for every problem of the batch (axis 0) with its own L-BFGS: its own
-    curvature pairs, step sizes (Armijo backtracking with quadratic interpolation) and stopping. A problem
-    stops when its largest gradient entry is at most ``gtol``, or when no step along its direction lowers the
-    loss any more, or three steps in a row lower it by no more than its rounding (the limit of the
-    arithmetic). The preconditioner is refreshed every ``refresh_every`` iterations (40: on UPOS, dependency
-    labels and WC as many iterations as 20, with half the refreshes, each a weighted covariance and its
-    eigendecomposition, the dearest step on wide arc features; never refreshing took more iterations in
-    one-off timings); a
-    ``preconditioner`` given (:meth:`_KroneckerPreconditioner.select`: a neighbouring optimum's) is used from
-    the start instead of a first refresh. Returns ``(W, b, iterations, gradient max, preconditioner)``."""
-    batch = X.shape[0]
-    rounding = 4 * torch.finfo(X.dtype).eps / math.sqrt(X.shape[1])
-    loss, gW, gb, residual = _softmax_loss(X, onehot, W, b, l2, bias_l2)
+def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *, bias_l2: torch.Tensor,
+           gtol: float, max_iter: int, history: int = 10, refresh_every: int = REFRESH_EVERY,
+           preconditioner: _KroneckerPreconditioner | None = None, active: torch.Tensor | None = None):
+    """Minimise :meth:`_Problems.loss` for every problem (axis 0 of ``W`` ``[problems, dim, C]``; ``active``: only
+    these, the others stay as they are and cost nothing) with its own L-BFGS: its own curvature pairs, step sizes
+    (Armijo backtracking with quadratic interpolation) and stopping. A problem stops when its largest gradient
+    entry is at most ``gtol``, or when no step along its direction lowers the loss any more, or three steps in a
+    row lower it by no more than its rounding (the limit of the arithmetic). The problems of a feature set are
+    computed side by side (:class:`_Layout`). The preconditioner is refreshed every ``refresh_every`` iterations
+    (40: on UPOS, dependency labels and WC as many iterations as 20, with half the refreshes, each a weighted
+    covariance and its eigendecomposition, the dearest step on wide arc features; never refreshing took more
+    iterations in one-off timings); a ``preconditioner`` given (a neighbouring optimum's factors) is used from the
+    start instead of a first refresh. Returns ``(W, b, iterations, gradient max, preconditioner)``."""
+    X = data.X
+    P = data.size
+    dtype, device = X.dtype, X.device
+    rounding = 4 * torch.finfo(dtype).eps / math.sqrt(data.n)
+    done = torch.zeros(P, dtype=torch.bool, device=device) if active is None else ~active
+    W, b = W.clone(), b.clone()
+    loss = torch.zeros(P, dtype=torch.float64, device=device)
+    gW, gb = torch.zeros_like(W), torch.zeros_like(b)
+    prob = torch.zeros(P, data.n, data.n_classes, dtype=dtype, device=device)
+    rows = (~done).nonzero().squeeze(1)
+    if len(rows):
+        loss[rows], gW[rows], gb[rows], prob[rows] = data.loss(W[rows], b[rows], rows, l2[rows], bias_l2[rows])
     if preconditioner is None:
-        preconditioner = _KroneckerPreconditioner(X, l2, bias_l2)
-        preconditioner.refresh(X, residual * X.shape[1] + onehot)
+        preconditioner = _KroneckerPreconditioner(X, data.scaled_l2(l2), bias_l2, data.groups)
+        preconditioner.refresh(X, prob[rows] if len(rows) else prob, rows if len(rows) else None, data.weights)
+    else:
+        preconditioner = preconditioner.with_l2(data.scaled_l2(l2), bias_l2)
     # L-BFGS runs in the preconditioner's eigenbases (:meth:`_KroneckerPreconditioner.rotate`), where it is
     # diagonal: its curvature pairs, directions and gradients are kept rotated, and each iteration rotates one
     # gradient and turns one direction back (two products with the [dim, dim] basis, against four when the
     # preconditioner was applied in place: on wide arc features with fewer examples than features, they were
     # half an iteration's time). Rotation keeps dot products, so the iterates are the same.
-    gRW, gRb = preconditioner.rotate(gW, gb)
+    gRW, gRb = torch.zeros_like(gW), torch.zeros_like(gb)
+    if len(rows):
+        gRW[rows], gRb[rows] = preconditioner.rotate(gW[rows], gb[rows], rows)
     pairs: list[tuple] = []
-    gamma = torch.ones(batch, dtype=X.dtype, device=X.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=X.device)
-    flat = torch.zeros(batch, dtype=torch.long, device=X.device)
-    moving, X_moving = None, X
+    gamma = torch.ones(P, dtype=dtype, device=device)
+    flat = torch.zeros(P, dtype=torch.long, device=device)
     iterations = 0
     while iterations < max_iter:
         gmax = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1))
-        active = (gmax > gtol) & ~done
-        if not bool(active.any()):
+        active_now = (gmax > gtol) & ~done
+        if not bool(active_now.any()):
             break
+        rows = active_now.nonzero().squeeze(1)
         if iterations and iterations % refresh_every == 0:
             # A fresh curvature estimate changes the metric: the old pairs no longer describe it.
-            preconditioner.refresh(X, residual * X.shape[1] + onehot)
+            preconditioner.refresh(X, prob[rows], rows, data.weights)
             pairs, gamma = [], torch.ones_like(gamma)
-            gRW, gRb = preconditioner.rotate(gW, gb)
+            gRW, gRb = torch.zeros_like(gW), torch.zeros_like(gb)
+            gRW[rows], gRb[rows] = preconditioner.rotate(gW[rows], gb[rows], rows)
         # two-loop recursion, every problem at once, in the rotated coordinates
         qW, qb, alphas = gRW, gRb, []
         for sW, sb, yW, yb, rho in reversed(pairs):
@@ -186,32 +390,25 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
         dRW, dRb = -rW, -rb
         slope = _dot(gRW, gRb, dRW, dRb)
         uphill = slope >= 0
-        if bool(uphill.any()):  # not a descent direction: the preconditioned gradient is one
+        if bool((uphill & active_now).any()):  # not a descent direction: the preconditioned gradient is one
             pW, pb = preconditioner.scale(gRW, gRb)
             dRW = torch.where(uphill[:, None, None], -pW, dRW)
             dRb = torch.where(uphill[:, None], -pb, dRb)
             slope = _dot(gRW, gRb, dRW, dRb)
         slope = slope.double()
-        # Only the problems still moving are evaluated (a layer that converged costs nothing more), and in the
+        # Only the problems still moving are evaluated (a problem that converged costs nothing more), and in the
         # line search only those whose step is not yet accepted.
-        rows = active.nonzero().squeeze(1)
-        if len(rows) == batch:
-            dW, db = preconditioner.unrotate(dRW, dRb)
-        else:  # the others do not move
-            dW, db = torch.zeros_like(W), torch.zeros_like(b)
-            dW[rows], db[rows] = preconditioner.unrotate(dRW[rows], dRb[rows], rows)
-        if moving is None or not torch.equal(rows, moving):
-            moving, X_moving = rows, (X if len(rows) == batch else X[rows])
-        step = active.double()
+        dW, db = torch.zeros_like(W), torch.zeros_like(b)
+        dW[rows], db[rows] = preconditioner.unrotate(dRW[rows], dRb[rows], rows)
+        step = active_now.double()
         trial = loss.clone()
-        logp = torch.empty(len(rows), *onehot.shape, dtype=X.dtype, device=X.device)
-        pending = torch.arange(len(rows), device=X.device)  # positions in ``rows``
+        logp = torch.empty(len(rows), data.n, data.n_classes, dtype=dtype, device=device)
+        pending = torch.arange(len(rows), device=device)  # positions in ``rows``
         for _ in range(40):
             r = rows[pending]
-            W_try = W[r] + step[r].to(X.dtype)[:, None, None] * dW[r]
-            b_try = b[r] + step[r].to(X.dtype)[:, None] * db[r]
-            X_try = X_moving if len(pending) == len(rows) else X_moving[pending]
-            trial[r], logp[pending] = _softmax_loss(X_try, onehot, W_try, b_try, l2[r], bias_l2[r], grad=False)
+            W_try = W[r] + step[r].to(dtype)[:, None, None] * dW[r]
+            b_try = b[r] + step[r].to(dtype)[:, None] * db[r]
+            trial[r], logp[pending] = data.loss(W_try, b_try, r, l2[r], bias_l2[r], grad=False)
             accepted = trial[r] <= loss[r] + 1e-4 * step[r] * slope[r]
             if bool(accepted.all()):
                 pending = pending[:0]
@@ -222,37 +419,34 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
                                 0.5 * step[rejected])
             step[rejected] = torch.minimum(torch.maximum(guess, 0.1 * step[rejected]), 0.5 * step[rejected])
             pending = pending[~accepted]
-        stalled = torch.zeros_like(active)
+        stalled = torch.zeros_like(active_now)
         if len(pending):  # no step lowered these: they stay where they are
             r = rows[pending]
             stalled[r] = True
             step[r] = 0.0
-            trial[r], logp[pending] = _softmax_loss(X_moving[pending], onehot, W[r], b[r], l2[r], bias_l2[r],
-                                                    grad=False)
-        W_new, b_new = W + step.to(X.dtype)[:, None, None] * dW, b + step.to(X.dtype)[:, None] * db
-        new_loss, new_gW, new_gb, new_residual = trial, gW.clone(), gb.clone(), residual.clone()
-        new_gW[rows], new_gb[rows], new_residual[rows] = _softmax_gradient(
-            X_moving, onehot, W_new[rows], b_new[rows], l2[rows], bias_l2[rows], logp)
-        residual = new_residual
+            trial[r], logp[pending] = data.loss(W[r], b[r], r, l2[r], bias_l2[r], grad=False)
+        W_new, b_new = W + step.to(dtype)[:, None, None] * dW, b + step.to(dtype)[:, None] * db
+        new_loss, new_gW, new_gb = trial, gW.clone(), gb.clone()
+        new_gW[rows], new_gb[rows], prob[rows] = data.gradient(W_new[rows], b_new[rows], rows, l2[rows],
+                                                               bias_l2[rows], logp)
         new_gRW, new_gRb = gRW.clone(), gRb.clone()
-        new_gRW[rows], new_gRb[rows] = preconditioner.rotate(new_gW[rows], new_gb[rows],
-                                                             None if len(rows) == batch else rows)
-        moved = step.to(X.dtype)
+        new_gRW[rows], new_gRb[rows] = preconditioner.rotate(new_gW[rows], new_gb[rows], rows)
+        moved = step.to(dtype)
         sW, sb, yW, yb = moved[:, None, None] * dRW, moved[:, None] * dRb, new_gRW - gRW, new_gRb - gRb
         sy = _dot(sW, sb, yW, yb)
-        keep = active & (sy > 1e-10 * _dot(sW, sb, sW, sb).sqrt() * _dot(yW, yb, yW, yb).sqrt())
+        keep = active_now & (sy > 1e-10 * _dot(sW, sb, sW, sb).sqrt() * _dot(yW, yb, yW, yb).sqrt())
         if bool(keep.any()):
             hyW, hyb = preconditioner.scale(yW, yb)
             gamma = torch.where(keep, sy / _dot(yW, yb, hyW, hyb).clamp_min(1e-30), gamma)
             rho = torch.where(keep, 1.0 / sy.clamp_min(1e-30), torch.zeros_like(sy))
-            mask = keep.to(X.dtype)
+            mask = keep.to(dtype)
             pairs.append((sW * mask[:, None, None], sb * mask[:, None], yW, yb, rho))
             pairs = pairs[-history:]
         # At the arithmetic's limit (float32 features: a gradient floor near 1e-6 on some layers) steps stop
         # lowering the loss by more than its rounding (float32 log-probabilities summed in float64: about
         # eps32 / sqrt(n) of it); three such steps in a row end that problem.
         flat = torch.where(loss - new_loss <= rounding * loss.abs(), flat + 1, 0)
-        done = done | stalled | (active & (flat >= 3))
+        done = done | stalled | (active_now & (flat >= 3))
         W, b, loss, gW, gb, gRW, gRb = W_new, b_new, new_loss, new_gW, new_gb, new_gRW, new_gRb
         iterations += 1
     gmax = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1))
@@ -261,7 +455,9 @@ def _lbfgs(X: torch.Tensor, onehot: torch.Tensor, l2: torch.Tensor, W: torch.Ten
 
 def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: Sequence[float], *,
                     gtol: float = GTOL, max_iter: int = EXACT_MAX_ITER, continuation: bool = True,
-                    bias_l2: bool = False, score: Callable | None = None, polish: bool = False):
+                    bias_l2: bool = False, score: Callable | None = None, polish: bool = False,
+                    weights: torch.Tensor | None = None, penalty: torch.Tensor | None = None,
+                    mask_absent: bool = False):
     """The exact L2-regularised multinomial logistic regression of every layer, for every L2 value.
 
     ``X`` ``[n_layers, n, dim]`` (standardised features, on any device), ``y`` ``[n]`` class indices in
@@ -271,97 +467,104 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     :func:`_lbfgs`); with ``continuation`` each value starts from the previous value's optimum, which is the
     same optimum reached faster.
 
-    ``score(W, b, layers)`` (``W`` ``[k, dim, C]`` of the layers ``layers``; returns ``[k]``, higher is better:
-    the probe's: minus the dev cross-entropy) walks the grid as a regularisation path: a layer goes on to the next, weaker value only
-    while each value it solved scored strictly better than the one before, so the weak end of the grid, where
-    the solver needs the most steps, is solved only for layers whose dev score still rises. The values a
-    layer did not reach score ``-inf`` and hold its last optimum. Each value after the first starts from the
-    preconditioner of the value before (no first refresh: the data term's curvature is the same).
+    Several problems on the same features (a probe's bootstrap resamples and its control task: one *group*)
+    are solved side by side, each its own L-BFGS, with one product per layer for all of them: ``y`` ``[groups,
+    n]``, each problem's example ``weights`` ``[groups, n]`` (a resample's counts over its size; default: the
+    mean), per-feature ``penalty`` weights ``[n_layers * groups, dim]`` (a resample standardised its own way is
+    this problem after a change of variables: :func:`bertology.probing.probes.fit_group`) and ``mask_absent``
+    (a class without weight in a problem is left out of it). Problem ``p`` is layer ``p // groups``'s
+    ``p % groups``-th; without groups, problem = layer.
 
-    ``polish`` (with ``score``): each layer's best-scoring value (the first of ties: the strongest) is then
+    ``score(W, b, problems)`` (``W`` ``[k, dim, C]`` of the problems ``problems``; returns ``[k]``, higher is
+    better: the probe's: minus the dev cross-entropy) walks the grid as a regularisation path: a problem goes on
+    to the next, weaker value only while each value it solved scored strictly better than the one before, so
+    the weak end of the grid, where the solver needs the most steps, is solved only for problems whose dev score
+    still rises. The values a problem did not reach score ``-inf`` and hold its last optimum. Each value after
+    the first starts from the preconditioner of the value before (no first refresh: the data term's curvature
+    is the same).
+
+    ``polish`` (with ``score``): each problem's best-scoring value (the first of ties: the strongest) is then
     solved again in float64 (:func:`polish_multinomial`, from its float32 optimum and preconditioner);
-    ``"unconverged"``: only for the layers whose float32 solve of that value stopped on ``max_iter`` before
+    ``"unconverged"``: only for the problems whose float32 solve of that value stopped on ``max_iter`` before
     reaching ``gtol``.
 
-    Returns ``W`` ``[n_layers, n_l2, dim, C]``, ``b`` ``[n_layers, n_l2, C]``, the total number of iterations
-    and the scores ``[n_layers, n_l2]`` (``None`` without ``score``)."""
-    L, _, d = X.shape
-    onehot = torch.nn.functional.one_hot(y, n_classes).to(X.dtype)
-    W = torch.zeros(L, d, n_classes, dtype=X.dtype, device=X.device)
-    b = torch.zeros(L, n_classes, dtype=X.dtype, device=X.device)
-    weights, biases, total = [], [], 0
-    scores = torch.full((L, len(l2_grid)), -math.inf, dtype=torch.float64, device=X.device)
-    # Whether each layer's float32 solve of each value reached ``gtol`` (not stopped by ``max_iter``).
-    converged = torch.zeros((L, len(l2_grid)), dtype=torch.bool, device=X.device)
-    walking = torch.arange(L, device=X.device)  # the layers still on the path
-    factors = None  # every layer's latest preconditioner
+    Returns ``W`` ``[problems, n_l2, dim, C]``, ``b`` ``[problems, n_l2, C]``, the total number of iterations
+    and the scores ``[problems, n_l2]`` (``None`` without ``score``)."""
+    data = _Problems(X, y, n_classes, weights, penalty, mask_absent)
+    P, d, device = data.size, data.dim, X.device
+    W = torch.zeros(P, d, n_classes, dtype=X.dtype, device=device)
+    b = torch.zeros(P, n_classes, dtype=X.dtype, device=device)
+    kept_W, kept_b, total = [], [], 0
+    scores = torch.full((P, len(l2_grid)), -math.inf, dtype=torch.float64, device=device)
+    # Whether each problem's float32 solve of each value reached ``gtol`` (not stopped by ``max_iter``).
+    converged = torch.zeros((P, len(l2_grid)), dtype=torch.bool, device=device)
+    walking = torch.ones(P, dtype=torch.bool, device=device)  # the problems still on the path
+    factors = None  # every problem's latest preconditioner
     for g, value in enumerate(l2_grid):
-        W, b = W.clone(), b.clone()
-        if len(walking):
-            rows = walking if len(walking) < L else slice(None)
-            Xw = X[rows]
-            l2 = torch.full((len(walking),), float(value), dtype=X.dtype, device=X.device)
-            penalty = l2 if bias_l2 else torch.zeros_like(l2)
-            start_W, start_b = (W[rows], b[rows]) if continuation else (torch.zeros_like(W[rows]),
-                                                                         torch.zeros_like(b[rows]))
-            given = None if factors is None else factors.select(rows, l2, penalty, X.dtype)
-            W[rows], b[rows], iterations, gmax, used = _lbfgs(Xw, onehot, l2, start_W, start_b, gtol=gtol,
-                                                              max_iter=max_iter, bias_l2=penalty,
-                                                              preconditioner=given)
-            converged[walking, g] = gmax.to(converged.device) <= gtol
-            if factors is None:
-                factors = used
-            else:
-                factors.store(rows, used)
+        if bool(walking.any()):
+            rows = walking.nonzero().squeeze(1)
+            l2 = torch.full((P,), float(value), dtype=X.dtype, device=device)
+            penalty_b = l2 if bias_l2 else torch.zeros_like(l2)
+            start_W, start_b = W, b
+            if not continuation:
+                start_W, start_b = W.clone(), b.clone()
+                start_W[rows], start_b[rows] = 0.0, 0.0
+            W, b, iterations, gmax, factors = _lbfgs(data, l2, start_W, start_b, gtol=gtol, max_iter=max_iter,
+                                                     bias_l2=penalty_b, preconditioner=factors, active=walking)
+            converged[rows, g] = gmax[rows] <= gtol
             total += iterations
             if score is not None:
-                scores[walking, g] = score(W[rows], b[rows], walking).double()
+                scores[rows, g] = score(W[rows], b[rows], rows).double()
                 if g:
-                    walking = walking[scores[walking, g] > scores[walking, :g].amax(1)]
-        weights.append(W)
-        biases.append(b)
-    W_all, b_all = torch.stack(weights, 1), torch.stack(biases, 1)
+                    walking[rows] = scores[rows, g] > scores[rows, :g].amax(1)
+        kept_W.append(W)
+        kept_b.append(b)
+    W_all, b_all = torch.stack(kept_W, 1), torch.stack(kept_b, 1)
     if polish and score is not None and factors is not None:
         best = scores.argmax(1)  # the first max: the strongest value among ties
-        layers = torch.arange(L, device=X.device)
-        if polish == "unconverged":  # only the layers whose float32 solve stopped short of gtol
-            layers = layers[~converged[layers, best]]
-            best = best[layers]
-        if len(layers):
-            l2 = torch.tensor([float(v) for v in l2_grid], dtype=torch.float64, device=X.device)[best]
-            chosen = factors if len(layers) == L else factors.select(layers, factors.l2[layers],
-                                                                     factors.bias_l2[layers], factors.lam.dtype)
-            W_all[layers, best], b_all[layers, best], iterations = polish_multinomial(
-                X[layers] if len(layers) < L else X, y, n_classes, l2, W_all[layers, best], b_all[layers, best],
-                max_iter=max_iter, factors=chosen, bias_l2=bias_l2)
+        chosen = torch.ones(P, dtype=torch.bool, device=device)
+        if polish == "unconverged":  # only the problems whose float32 solve stopped short of gtol
+            chosen = ~converged[torch.arange(P, device=device), best]
+        if bool(chosen.any()):
+            l2 = torch.tensor([float(v) for v in l2_grid], dtype=torch.float64, device=device)[best]
+            problems = torch.arange(P, device=device)
+            W_best, b_best, iterations = polish_multinomial(
+                data, l2, W_all[problems, best], b_all[problems, best], factors=factors, bias_l2=bias_l2,
+                max_iter=max_iter, active=chosen)
+            W_all[problems, best], b_all[problems, best] = W_best, b_best
             total += iterations
     return W_all, b_all, total, (scores if score is not None else None)
 
 
-def polish_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2: torch.Tensor, W: torch.Tensor,
-                       b: torch.Tensor, *, gtol: float = POLISH_GTOL, max_iter: int = EXACT_MAX_ITER,
-                       budget: int = POLISH_BYTES, factors: _KroneckerPreconditioner | None = None,
-                       bias_l2: bool = False):
-    """Solve every layer's problem again in float64 from ``W`` ``[L, dim, C]``, ``b`` ``[L, C]`` (a float32
-    optimum of :func:`fit_multinomial`) at its own ``l2`` ``[L]``, to a largest gradient entry of ``gtol``;
-    a few layers at a time (a float64 copy of at most ``budget`` bytes). With ``factors`` (the preconditioner
-    of the float32 solve, one per layer) no refresh is made: near the optimum the curvature no longer changes,
-    and a refresh (a weighted covariance and its eigendecomposition) costs as much as a dozen iterations on
-    the 1,152-wide arc features. Returns ``W`` and ``b`` in the input's dtype and the number of iterations
-    (the largest chunk's)."""
-    L, n, d = X.shape
-    onehot = torch.nn.functional.one_hot(y, n_classes).to(torch.float64)
-    step = max(1, budget // max(1, n * d * 8))
+def polish_multinomial(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
+                       gtol: float = POLISH_GTOL, max_iter: int = EXACT_MAX_ITER, budget: int = POLISH_BYTES,
+                       factors: _KroneckerPreconditioner | None = None, bias_l2: bool = False,
+                       active: torch.Tensor | None = None):
+    """Solve the ``active`` problems (all by default) of ``data`` again in float64 from ``W`` ``[problems, dim,
+    C]``, ``b`` ``[problems, C]`` (float32 optima of :func:`fit_multinomial`), each at its own ``l2``
+    ``[problems]``, to a largest gradient entry of ``gtol``; a few feature sets at a time (a float64 copy of at
+    most ``budget`` bytes). With ``factors`` (the preconditioner of the float32 solve) no refresh is made: near
+    the optimum the curvature no longer changes, and a refresh (a weighted covariance and its
+    eigendecomposition) costs as much as a dozen iterations on the 1,152-wide arc features. Returns ``W`` and
+    ``b`` in the input's dtype and the number of iterations (the largest chunk's)."""
+    G, device = data.groups, W.device
+    P = data.size
+    active = torch.ones(P, dtype=torch.bool, device=device) if active is None else active
+    # Only the feature sets with a problem to polish are copied.
+    sets = torch.unique(torch.div(active.nonzero().squeeze(1), G, rounding_mode="floor"))
+    step = max(1, budget // max(1, data.n * data.dim * 8))
     W_out, b_out, iterations = W.clone(), b.clone(), 0
-    for start in range(0, L, step):
-        part = slice(start, min(L, start + step))
-        lam = l2[part].to(torch.float64)
+    for start in range(0, len(sets), step):
+        part = sets[start:start + step]
+        rows = (part[:, None] * G + torch.arange(G, device=device)).reshape(-1)
+        chunk = data.to(torch.float64, part)
+        lam = l2[rows].to(torch.float64)
         penalty = lam if bias_l2 else torch.zeros_like(lam)
-        given = None if factors is None else factors.select(part, lam, penalty, torch.float64)
-        W_part, b_part, used, _, _ = _lbfgs(X[part].to(torch.float64), onehot, lam, W[part].to(torch.float64),
-                                            b[part].to(torch.float64), bias_l2=penalty, gtol=gtol,
-                                            max_iter=max_iter, preconditioner=given,
-                                            refresh_every=max_iter + 1 if given is not None else REFRESH_EVERY)
-        W_out[part], b_out[part] = W_part.to(W.dtype), b_part.to(b.dtype)
+        given = None if factors is None else factors.of_sets(part, torch.float64)
+        W_part, b_part, used, _, _ = _lbfgs(chunk, lam, W[rows].to(torch.float64), b[rows].to(torch.float64),
+                                            bias_l2=penalty, gtol=gtol, max_iter=max_iter, preconditioner=given,
+                                            refresh_every=max_iter + 1 if given is not None else REFRESH_EVERY,
+                                            active=active[rows])
+        W_out[rows], b_out[rows] = W_part.to(W.dtype), b_part.to(b.dtype)
         iterations = max(iterations, used)
     return W_out, b_out, iterations
