@@ -33,12 +33,13 @@ from bertology.probing.experiment import (
     _selectivity,
     _tables,
     fit_and_score,
+    fit_and_score_group,
     mdl_scores,
     training_fits,
     used_train,
     with_point,
 )
-from bertology.probing.probes import DEFAULT_L2, as_layer_tensor
+from bertology.probing.probes import DEFAULT_L2, LayerwiseProbe, as_layer_tensor
 from bertology.probing.spec import ProbeLabelsSpec
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -211,30 +212,53 @@ def probe_labels(
     rows += _baseline_rows(model, task, "majority", "majority", layer_ids, seeds,
                            {s: [label] * len(y[s]) for s in ("dev", "test")}, y, correct)
     with_control = control and control_keys is not None
+    y_controls = {}
+    if with_control:
+        keys = {s: [control_keys[i] for i in index[s]] for s in SPLITS}
+        for seed in seeds:
+            assigner = ControlTask(y["train"], seed=seed)
+            y_controls[seed] = {s: assigner.labels(keys[s]) for s in SPLITS}
+    Xu = {s: twin[:, index[s]] for s in SPLITS} if twin is not None else None
+    fits = {seed: training_fits(seed, seeds, task, y["train"], train_fraction, train_sampling) for seed in seeds}
+    done: dict[tuple, Scores] = {}  # (seed, fit number, baseline) -> scores
     with progress_bar(progress, transient=True) as bar:
         job = bar.add_task(f"probing {task}", total=(len(seeds) + with_point(train_sampling))
                            * (1 + with_control + (twin is not None)))
-        for seed in seeds:
-            if with_control:
-                keys = {s: [control_keys[i] for i in index[s]] for s in SPLITS}
-                assigner = ControlTask(y["train"], seed=seed)
-                y_control = {s: assigner.labels(keys[s]) for s in SPLITS}
-            Xu = {s: twin[:, index[s]] for s in SPLITS} if twin is not None else None
-            for fit in training_fits(seed, seeds, task, y["train"], train_fraction, train_sampling):
-                task_scores = fit.scores(fit_and_score(probe, probe_kwargs, seed, Xs, y, fit.index, layer_ids, model,
-                                                       task, "none", scalar_mix=False))
-                fitted = [task_scores]
+        if LayerwiseProbe(kind=probe, **probe_kwargs)._exact():
+            # The fits on the same features solved together (fit_and_score_group): each its own optimum.
+            encoder, untrained = [], []
+            for seed in dict.fromkeys(seeds):
+                for i, fit in enumerate(fits[seed]):
+                    encoder.append(((seed, i, "none"), seed, y, fit.index, "none"))
+                    if with_control:
+                        encoder.append(((seed, i, "control"), seed, y_controls[seed], fit.index, "control"))
+                    if Xu is not None:
+                        untrained.append(((seed, i, "untrained"), seed, y, fit.index, "untrained"))
+            for features_of, jobs in ((Xs, encoder), (Xu, untrained)):
+                if jobs:
+                    scored = fit_and_score_group(probe, probe_kwargs, features_of, [j[1:] for j in jobs], layer_ids,
+                                                 model, task)
+                    done.update((j[0], scores) for j, scores in zip(jobs, scored))
+                    bar.advance(job, len(jobs))
+
+        def scored(seed, i, fit, labels, features_of, baseline):
+            if (seed, i, baseline) not in done:
+                done[seed, i, baseline] = fit_and_score(probe, probe_kwargs, seed, features_of, labels, fit.index,
+                                                        layer_ids, model, task, baseline, scalar_mix=False)
                 bar.advance(job)
+            return done[seed, i, baseline]
+
+        for seed in seeds:
+            y_control = y_controls.get(seed)
+            for i, fit in enumerate(fits[seed]):
+                task_scores = fit.scores(scored(seed, i, fit, y, Xs, "none"))
+                fitted = [task_scores]
                 if with_control:
-                    control_scores = fit.scores(fit_and_score(probe, probe_kwargs, seed, Xs, y_control, fit.index,
-                                                              layer_ids, model, task, "control", scalar_mix=False))
+                    control_scores = fit.scores(scored(seed, i, fit, y_control, Xs, "control"))
                     control_scores.rows += _selectivity(task_scores.rows, control_scores.rows)
                     fitted.append(control_scores)
-                    bar.advance(job)
                 if Xu is not None:
-                    fitted.append(fit.scores(fit_and_score(probe, probe_kwargs, seed, Xu, y, fit.index, layer_ids,
-                                                           model, task, "untrained", scalar_mix=False)))
-                    bar.advance(job)
+                    fitted.append(fit.scores(scored(seed, i, fit, y, Xu, "untrained")))
                 for scores in fitted:
                     rows += scores.rows
                     Scores(hits=correct).add(Scores(hits=scores.hits))

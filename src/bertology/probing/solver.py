@@ -63,6 +63,15 @@ class _Layout:
         # Every problem of every set, in order: packing is a reshape.
         self.whole = len(rows) == len(self.sets) * groups and self.width == groups
         self.all_sets = len(self.sets) == n_sets
+        self.targets = None  # (labels, weights) in this layout, made by _Problems on first use
+
+    def take(self, values: torch.Tensor) -> torch.Tensor:
+        """``[sets, width, ...]`` -> ``[rows, ...]``: each row's slot."""
+        if self.width == 1:
+            return values[:, 0]
+        if self.whole:
+            return values.reshape(-1, *values.shape[2:])
+        return values[self.position, self.slot]
 
     def pack(self, values: torch.Tensor) -> torch.Tensor:
         """``[rows, a, C]`` -> ``[sets, a, width * C]`` (zeros where a set has fewer rows)."""
@@ -107,20 +116,23 @@ class _Problems:
     of a set, labels ``y`` ``[groups, n]`` and optional example ``weights`` ``[groups, n]`` (each row summing to
     1; default: the mean over examples); per problem an optional ``penalty`` ``[problems, dim]`` weighting the
     L2 term of each feature's weights (``l2/2 sum_j penalty_j ||W_j||^2``). ``mask_absent``: a class with no
-    weight in a problem's training data is left out of that problem (:data:`ABSENT_LOGIT`)."""
+    weight in a problem's training data is left out of that problem (:data:`ABSENT_LOGIT`).
+
+    The loss and its gradient are computed in the packed layout of :class:`_Layout` (``[sets, n, width,
+    classes]``): the log-probabilities, the picked labels and the residual never leave it, so that solving
+    problems together adds no pass over ``n x classes`` values per problem."""
 
     def __init__(self, X: torch.Tensor, y: torch.Tensor, n_classes: int, weights: torch.Tensor | None = None,
                  penalty: torch.Tensor | None = None, mask_absent: bool = False):
         y = y.reshape(1, -1) if y.dim() == 1 else y
-        self.X, self.groups = X, y.shape[0]
+        self.X, self.groups, self.labels = X, y.shape[0], y
         self.n_sets, self.n, self.dim = X.shape
         self.size, self.n_classes = self.n_sets * self.groups, n_classes
-        onehot = torch.nn.functional.one_hot(y, n_classes).to(X.dtype)  # [groups, n, C]
         self.weights = None if weights is None else weights.to(X.dtype)
-        self.targets = onehot if self.weights is None else onehot * self.weights.unsqueeze(-1)
         self.mask = None
         if mask_absent:
-            present = self.targets.sum(1) > 0
+            mass = torch.ones_like(y, dtype=X.dtype) if self.weights is None else self.weights
+            present = torch.zeros(self.groups, n_classes, dtype=X.dtype, device=X.device).scatter_add_(1, y, mass) > 0
             if not bool(present.all()):
                 self.mask = torch.where(present, 0.0, ABSENT_LOGIT).to(X.dtype)
         self.penalty = None if penalty is None else penalty.to(X.dtype)
@@ -133,7 +145,6 @@ class _Problems:
         other.X = self.X[sets].to(dtype)
         other.n_sets, other.size = len(sets), len(sets) * self.groups
         other.weights = None if self.weights is None else self.weights.to(dtype)
-        other.targets = self.targets.to(dtype)
         other.mask = None if self.mask is None else self.mask.to(dtype)
         rows = (sets[:, None] * self.groups + torch.arange(self.groups, device=sets.device)).reshape(-1)
         other.penalty = None if self.penalty is None else self.penalty[rows].to(dtype)
@@ -147,49 +158,64 @@ class _Problems:
     def _kinds(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.remainder(rows, self.groups)
 
-    def logits(self, W: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, X: torch.Tensor | None = None):
-        """Logits ``[rows, n, C]`` of problems ``rows`` (sorted) with weights ``W`` ``[rows, dim, C]``, ``b``
-        ``[rows, C]``, on the training features or on ``X`` (other examples of the same feature sets)."""
-        bias = b if self.mask is None else b + self.mask[self._kinds(rows)]
-        if X is not None:
-            return grouped_logits(X, W, bias, rows, self.groups)
-        layout, Xs = self.layouts.get(rows, self.X)
-        return layout.unpack(torch.baddbmm(layout.pack(bias.unsqueeze(1)), Xs, layout.pack(W)))
+    def _targets(self, layout: _Layout, rows: torch.Tensor):
+        """The labels ``[sets, n, width]`` and example weights (the same shape; None: the mean) of ``rows`` in
+        ``layout`` (a padding slot takes kind 0's: its results are never read)."""
+        if layout.targets is None:
+            S, M = len(layout.sets), max(1, layout.width)
+            if self.groups == 1:
+                labels = self.labels[0].view(1, self.n, 1).expand(S, self.n, M)
+                weights = None if self.weights is None else self.weights[0].view(1, self.n, 1).expand(S, self.n, M)
+            else:
+                kinds = torch.zeros(S, M, dtype=torch.long, device=rows.device)
+                kinds[layout.position, layout.slot] = self._kinds(rows)
+                labels = self.labels[kinds].transpose(1, 2)
+                weights = None if self.weights is None else self.weights[kinds].transpose(1, 2)
+            layout.targets = (labels, weights)
+        return layout.targets
 
-    def loss(self, W, b, rows, l2, bias_l2, grad: bool = True):
+    def loss(self, W, b, rows, l2, bias_l2, grad: bool = True, keep_prob: bool = False):
         """Loss of every problem ``rows`` (float64; the weighted or mean cross-entropy + ``l2/2 ||W||^2``, penalty
-        weighted, + ``bias_l2/2 ||b||^2``), and with ``grad`` its closed-form gradient and the class
-        probabilities: ``(loss, grad_W, grad_b, p)``; without: ``(loss, logp)``."""
-        logp = torch.log_softmax(self.logits(W, b, rows), -1)
-        targets = self.targets[0] if self.groups == 1 else self.targets[self._kinds(rows)]
+        weighted, + ``bias_l2/2 ||b||^2``), and with ``grad`` its closed-form gradient (:meth:`gradient`):
+        ``(loss, grad_W, grad_b, p)``; without: ``(loss, packed)``, the log-probabilities for :meth:`gradient`."""
+        layout, Xs = self.layouts.get(rows, self.X)
+        bias = b if self.mask is None else b + self.mask[self._kinds(rows)]
+        S, M = len(layout.sets), max(1, layout.width)
+        logits = torch.baddbmm(layout.pack(bias.unsqueeze(1)), Xs, layout.pack(W))
+        logp = torch.log_softmax(logits.view(S, self.n, M, self.n_classes), -1)
+        labels, weights = self._targets(layout, rows)
+        picked = logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # [S, n, M]
         # Summed in float64: near the optimum a step lowers the loss by less than float32 resolves (about 1e-7 of
         # it), and the line search and the flat-loss stop compare losses.
-        data = -(logp * targets).sum(-1).double()
-        data = data.mean(-1) if self.weights is None else data.sum(-1)
+        data = -(picked.double().mean(1) if weights is None else (picked * weights).double().sum(1))  # [S, M]
         squares = W.pow(2) if self.penalty is None else W.pow(2) * self.penalty[rows].unsqueeze(-1)
-        loss = data + 0.5 * l2.double() * squares.double().sum((-2, -1)) + 0.5 * bias_l2.double() * b.double().pow(2).sum(-1)
+        loss = (layout.take(data) + 0.5 * l2.double() * squares.double().sum((-2, -1))
+                + 0.5 * bias_l2.double() * b.double().pow(2).sum(-1))
         if not grad:
-            return loss, logp
-        return (loss, *self.gradient(W, b, rows, l2, bias_l2, logp))
+            return loss, (logp, layout)
+        return (loss, *self.gradient(W, b, rows, l2, bias_l2, (logp, layout), keep_prob))
 
-    def gradient(self, W, b, rows, l2, bias_l2, logp):
-        """The gradient of :meth:`loss` from its log-probabilities (consumed): ``(grad_W, grad_b, p)``."""
-        p = logp.exp_()
-        if self.groups == 1:
-            targets, weights = self.targets[0], None if self.weights is None else self.weights[0]
-        else:
-            kinds = self._kinds(rows)
-            targets, weights = self.targets[kinds], None if self.weights is None else self.weights[kinds]
+    def gradient(self, W, b, rows, l2, bias_l2, packed, keep_prob: bool = False):
+        """The gradient of :meth:`loss` from its packed log-probabilities (consumed): ``(grad_W, grad_b, p)``,
+        ``p`` the class probabilities ``[rows, n, C]`` with ``keep_prob`` (the preconditioner's refresh), else
+        None."""
+        logp, layout = packed
+        S, M, C = len(layout.sets), max(1, layout.width), self.n_classes
+        labels, weights = self._targets(layout, rows)
+        p = logp.exp_()  # [S, n, M, C]
+        prob = layout.take(p.transpose(1, 2)).clone() if keep_prob else None  # before the residual overwrites p
+        index = labels.unsqueeze(-1)
         if weights is None:
-            residual = (p - targets).div_(self.n)
+            residual = p.scatter_add_(-1, index, torch.full(index.shape, -1.0, dtype=p.dtype, device=p.device))
+            residual = residual.div_(self.n)
         else:
-            residual = (p * weights.unsqueeze(-1)).sub_(targets)
-        layout, Xs = self.layouts.get(rows, self.X)
-        grad_W = layout.unpack(torch.bmm(Xs.transpose(1, 2), layout.pack(residual)))
+            residual = p.mul_(weights.unsqueeze(-1)).scatter_add_(-1, index, -weights.unsqueeze(-1))
+        _, Xs = self.layouts.get(rows, self.X)
+        grad_W = layout.unpack(torch.bmm(Xs.transpose(1, 2), residual.view(S, self.n, M * C)))
         shrink = W if self.penalty is None else W * self.penalty[rows].unsqueeze(-1)
         grad_W = grad_W.add_(l2[:, None, None] * shrink)
-        grad_b = residual.sum(1).add_(bias_l2[:, None] * b)
-        return grad_W, grad_b, p
+        grad_b = layout.take(residual.sum(1)).add_(bias_l2[:, None] * b)
+        return grad_W, grad_b, prob
 
 
 def grouped_logits(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, groups: int) -> torch.Tensor:
@@ -343,13 +369,20 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
     W, b = W.clone(), b.clone()
     loss = torch.zeros(P, dtype=torch.float64, device=device)
     gW, gb = torch.zeros_like(W), torch.zeros_like(b)
-    prob = torch.zeros(P, data.n, data.n_classes, dtype=dtype, device=device)
+    # Class probabilities of the problems, kept only from the evaluations that a refresh of the preconditioner
+    # will read (the first, and every ``refresh_every``-th).
+    prob = None
     rows = (~done).nonzero().squeeze(1)
     if len(rows):
-        loss[rows], gW[rows], gb[rows], prob[rows] = data.loss(W[rows], b[rows], rows, l2[rows], bias_l2[rows])
+        loss[rows], gW[rows], gb[rows], p = data.loss(W[rows], b[rows], rows, l2[rows], bias_l2[rows],
+                                                      keep_prob=preconditioner is None)
+        if p is not None:
+            prob = torch.zeros(P, data.n, data.n_classes, dtype=dtype, device=device)
+            prob[rows] = p
     if preconditioner is None:
         preconditioner = _KroneckerPreconditioner(X, data.scaled_l2(l2), bias_l2, data.groups)
-        preconditioner.refresh(X, prob[rows] if len(rows) else prob, rows if len(rows) else None, data.weights)
+        if len(rows):
+            preconditioner.refresh(X, prob[rows], rows, data.weights)
     else:
         preconditioner = preconditioner.with_l2(data.scaled_l2(l2), bias_l2)
     # L-BFGS runs in the preconditioner's eigenbases (:meth:`_KroneckerPreconditioner.rotate`), where it is
@@ -402,13 +435,15 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
         dW[rows], db[rows] = preconditioner.unrotate(dRW[rows], dRb[rows], rows)
         step = active_now.double()
         trial = loss.clone()
-        logp = torch.empty(len(rows), data.n, data.n_classes, dtype=dtype, device=device)
         pending = torch.arange(len(rows), device=device)  # positions in ``rows``
-        for _ in range(40):
+        first = None  # the first trial's log-probabilities (every row): the gradient's, when every step is taken
+        for attempt in range(40):
             r = rows[pending]
             W_try = W[r] + step[r].to(dtype)[:, None, None] * dW[r]
             b_try = b[r] + step[r].to(dtype)[:, None] * db[r]
-            trial[r], logp[pending] = data.loss(W_try, b_try, r, l2[r], bias_l2[r], grad=False)
+            trial[r], packed = data.loss(W_try, b_try, r, l2[r], bias_l2[r], grad=False)
+            if attempt == 0:
+                first = packed
             accepted = trial[r] <= loss[r] + 1e-4 * step[r] * slope[r]
             if bool(accepted.all()):
                 pending = pending[:0]
@@ -424,11 +459,17 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
             r = rows[pending]
             stalled[r] = True
             step[r] = 0.0
-            trial[r], logp[pending] = data.loss(W[r], b[r], r, l2[r], bias_l2[r], grad=False)
+            trial[r] = loss[r]
         W_new, b_new = W + step.to(dtype)[:, None, None] * dW, b + step.to(dtype)[:, None] * db
         new_loss, new_gW, new_gb = trial, gW.clone(), gb.clone()
-        new_gW[rows], new_gb[rows], prob[rows] = data.gradient(W_new[rows], b_new[rows], rows, l2[rows],
-                                                               bias_l2[rows], logp)
+        if attempt or len(pending):  # some steps were cut back: the gradient needs every row's probabilities again
+            _, first = data.loss(W_new[rows], b_new[rows], rows, l2[rows], bias_l2[rows], grad=False)
+        refresh_next = (iterations + 1) % refresh_every == 0
+        new_gW[rows], new_gb[rows], p = data.gradient(W_new[rows], b_new[rows], rows, l2[rows], bias_l2[rows],
+                                                      first, keep_prob=refresh_next)
+        if p is not None:
+            prob = torch.zeros(P, data.n, data.n_classes, dtype=dtype, device=device) if prob is None else prob
+            prob[rows] = p
         new_gRW, new_gRb = gRW.clone(), gRb.clone()
         new_gRW[rows], new_gRb[rows] = preconditioner.rotate(new_gW[rows], new_gb[rows], rows)
         moved = step.to(dtype)
