@@ -442,9 +442,9 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
             W_try = W[r] + step[r].to(dtype)[:, None, None] * dW[r]
             b_try = b[r] + step[r].to(dtype)[:, None] * db[r]
             trial[r], packed = data.loss(W_try, b_try, r, l2[r], bias_l2[r], grad=False)
-            if attempt == 0:
-                first = packed
             accepted = trial[r] <= loss[r] + 1e-4 * step[r] * slope[r]
+            if attempt == 0:
+                first, cut = packed, pending[~accepted]  # cut: the rows whose first step was not taken
             if bool(accepted.all()):
                 pending = pending[:0]
                 break
@@ -462,8 +462,12 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
             trial[r] = loss[r]
         W_new, b_new = W + step.to(dtype)[:, None, None] * dW, b + step.to(dtype)[:, None] * db
         new_loss, new_gW, new_gb = trial, gW.clone(), gb.clone()
-        if attempt or len(pending):  # some steps were cut back: the gradient needs every row's probabilities again
-            _, first = data.loss(W_new[rows], b_new[rows], rows, l2[rows], bias_l2[rows], grad=False)
+        if len(cut):  # their probabilities at the step finally taken, into the first trial's
+            r = rows[cut]
+            _, (logp_cut, layout_cut) = data.loss(W_new[r], b_new[r], r, l2[r], bias_l2[r], grad=False)
+            logp_first, layout_first = first
+            logp_first[layout_first.position[cut], :, layout_first.slot[cut]] = layout_cut.take(
+                logp_cut.transpose(1, 2))
         refresh_next = (iterations + 1) % refresh_every == 0
         new_gW[rows], new_gb[rows], p = data.gradient(W_new[rows], b_new[rows], rows, l2[rows], bias_l2[rows],
                                                       first, keep_prob=refresh_next)
