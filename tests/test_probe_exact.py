@@ -339,7 +339,7 @@ def test_a_group_of_fits_on_the_same_features_gives_each_fit_its_own_optimum():
     (other labels, other classes, its own dev labels) side by side; each must be the probe that fitting it
     alone gives: the same classes, L2 choices and, to the solver's tolerance, the same probabilities."""
     from bertology.probing.experiment import _train_index
-    from bertology.probing.probes import fit_group
+    from bertology.probing.fits import fit_group
 
     X, y = _problem(n=600, d=10, classes=4, layers=3, seed=3)
     X = X + np.arange(10, dtype=np.float32) * 2.0  # off-centre features: each resample standardises its own way
@@ -364,7 +364,7 @@ def test_a_group_of_fits_on_the_same_features_gives_each_fit_its_own_optimum():
 
 
 def test_a_group_needs_one_probe_per_fit_alike_but_for_the_seed():
-    from bertology.probing.probes import fit_group
+    from bertology.probing.fits import fit_group
 
     X, y = _problem(n=50, layers=1)
     with pytest.raises(SettingError, match="one probe per problem"):

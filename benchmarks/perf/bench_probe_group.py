@@ -3,7 +3,7 @@
 The probing experiment fits each task many times on the same features: the point fit on every training example,
 one fit per bootstrap seed (each on its own resample), and the same fits of the control task (Hewitt and Liang's
 labels, one draw per seed): with the report's three seeds, eight fits on the encoder's features (and four on the
-untrained twin's). Solved together (:func:`bertology.probing.probes.fit_group`), each layer's features meet all
+untrained twin's). Solved together (:func:`bertology.probing.fits.fit_group`), each layer's features meet all
 eight weight matrices in one product. For each task, on MiniLM's features of UD English EWT (training sets
 capped as the report caps them, ``REPORT_MAX_TRAIN``; every dev and test example), this times the report's
 encoder fits one by one (``fit_and_score`` per fit: the baseline, what the experiment did before) and together

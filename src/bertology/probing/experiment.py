@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +52,15 @@ from bertology.probing.datasets import (
 from bertology.probing.probes import (
     DEFAULT_L2,
     LayerwiseProbe,
-    ScalarMixProbe,
-    fit_group,
+)
+from bertology.probing.fits import (  # noqa: F401 (Scores, fit_and_score, score_fit: public here too)
+    Scores,
+    _correct,
+    _rows,
+    fit_and_score,
+    fit_and_score_group,
+    mix_scores,
+    score_fit,
 )
 from bertology.probing.tasks import (  # resolve_tasks: public here too
     resolve_tasks,  # noqa: F401
@@ -80,82 +87,6 @@ from bertology.probing.inputs import (
 )
 
 COLUMNS = ["model", "task", "probe", "component", "layer", "seed", "metric", "value", "baseline", "split"]
-
-def _rows(model, task, probe, layers, seed, metric, values, baseline, split, component=None) -> list[dict]:
-    return [{"model": model, "task": task, "probe": probe, "component": component, "layer": layer, "seed": seed,
-             "metric": metric, "value": float(v), "baseline": baseline, "split": split}
-            for layer, v in zip(layers, values)]
-
-
-def _correct(predictions: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Booleans: which predictions equal the gold labels (labels unseen in training never do)."""
-    return np.asarray(np.asarray(predictions, dtype=object) == np.asarray(y, dtype=object)[None], dtype=bool)
-
-
-@dataclass
-class Scores:
-    """What fitting or scoring gives: tidy ``rows`` (:data:`COLUMNS`) and ``hits``, which dev/test examples
-    each layer got right, for the intervals: ``hits[(probe, component, baseline, split)][seed] = bool [n_layers, n]``."""
-
-    rows: list[dict] = field(default_factory=list)
-    hits: dict[tuple, dict[int, np.ndarray]] = field(default_factory=dict)
-
-    def add(self, other: "Scores") -> "Scores":
-        """``other`` appended (rows after these; hits merged key by key, in the order first seen)."""
-        self.rows += other.rows
-        for key, by_seed in other.hits.items():
-            self.hits.setdefault(key, {}).update(by_seed)
-        return self
-
-
-def fit_and_score(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline,
-                  scalar_mix: bool) -> Scores:
-    """Fit every layer's probe (and optionally the scalar mix) on train[train_index]; score dev and test."""
-    Xtr, ytr = X["train"][:, train_index], y["train"][train_index]
-    probe = LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs).fit(Xtr, ytr, X["dev"], y["dev"])
-    scores = score_fit(probe, kind, seed, X, y, layers, model, task, baseline)
-    return scores.add(mix_scores(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline)) \
-        if scalar_mix else scores
-
-
-def mix_scores(kind, probe_kwargs, seed, X, y, train_index, layers, model, task, baseline) -> Scores:
-    """The scalar mix's fit on train[train_index] (Tenney et al.'s weighted sum of layers): its dev and test
-    accuracy and its layer weights."""
-    scores = Scores()
-    mix = ScalarMixProbe(kind=kind, seed=seed, **probe_kwargs).fit(X["train"][:, train_index], y["train"][train_index],
-                                                                   X["dev"], y["dev"])
-    for split in ("dev", "test"):
-        hits = _correct(mix.predict(X[split])[None], y[split])
-        scores.rows += _rows(model, task, kind, [pd.NA], seed, "accuracy", hits.mean(axis=1), baseline, split,
-                             component=SCALAR_MIX)
-        scores.hits[(kind, SCALAR_MIX, baseline, split)] = {seed: hits}
-    scores.rows += _rows(model, task, kind, layers, seed, "mix_weight", mix.layer_weights_, baseline, "dev",
-                         component=SCALAR_MIX)
-    return scores
-
-
-def score_fit(probe: LayerwiseProbe, kind, seed, X, y, layers, model, task, baseline) -> Scores:
-    """A fitted probe's dev and test accuracy of every layer (rows and hits) and the L2 each layer chose."""
-    scores = Scores()
-    for split in ("dev", "test"):
-        hits = _correct(probe.predict(X[split]), y[split])
-        scores.rows += _rows(model, task, kind, layers, seed, "accuracy", hits.mean(axis=1), baseline, split)
-        scores.hits[(kind, None, baseline, split)] = {seed: hits}
-    scores.rows += _rows(model, task, kind, layers, seed, "l2", probe.best_l2_, baseline, "dev")
-    return scores
-
-
-def fit_and_score_group(kind, probe_kwargs, X, jobs: Sequence[tuple], layers, model, task) -> list[Scores]:
-    """:func:`fit_and_score` (without the scalar mix: :func:`mix_scores`) of several fits on the same features
-    ``X``, solved side by side (:func:`~bertology.probing.probes.fit_group`): ``jobs`` are ``(seed, y,
-    train_index, baseline)``, ``y`` each fit's labels (the task's or its control task's); one :class:`Scores`
-    per job, in order."""
-    probes = [LayerwiseProbe(kind=kind, seed=seed, **probe_kwargs) for seed, _, _, _ in jobs]
-    problems = [(y["train"], index, y["dev"]) for _, y, index, _ in jobs]
-    fitted = fit_group(probes, X["train"], problems, X["dev"])
-    return [score_fit(probe, kind, seed, X, y, layers, model, task, baseline)
-            for probe, (seed, y, _, baseline) in zip(fitted, jobs)]
-
 
 def mdl_scores(X, y, layers, model, task, baseline, seed, timestamps, l2, device, probe: str = "linear") -> Scores:
     """The online codelength of every layer (:func:`bertology.probing.mdl.online_codelength`) as rows of the

@@ -15,6 +15,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from bertology.probing.problems import ABSENT_LOGIT, Group, _Layout, _Problems, grouped_logits  # noqa: F401
+
 #: The exact linear probe's iteration cap per L2 value. Two-class problems converge in a few Newton-like steps; on
 #: many classes the last digits of the gradient come slowly and move no prediction: UPOS on MiniLM (17 classes,
 #: 4,000 words) capped at 50 iterations scores within 0.003 points of every layer's converged accuracy, at a
@@ -38,193 +40,6 @@ POLISH_GTOL = 1e-9
 #: The float64 copy of the training features that the polish makes is built a few layers at a time, at most
 #: this many bytes at once.
 POLISH_BYTES = 1 << 30
-
-
-#: The logit offset of a class that a problem of a group never sees in training (:class:`_Problems`): its
-#: probability is then exactly 0 in float32 and float64, so its weights and bias stay at 0, as if the problem
-#: had been solved without that class (an unpenalised bias would otherwise run off towards minus infinity).
-ABSENT_LOGIT = -1e4
-
-
-class _Layout:
-    """Where a subset of problems sits when the problems of each feature set are computed side by side.
-
-    Problem ``p`` is the ``p % groups``-th problem of feature set ``p // groups``. For problems ``rows`` (sorted),
-    ``sets`` are their feature sets, ``position`` each row's index in ``sets``, ``slot`` its place among its set's
-    rows and ``width`` the most rows of one set: one product of a set's features with its rows' weight matrices
-    side by side (``[dim, width * classes]``) costs much less than as many narrow ones."""
-
-    def __init__(self, rows: torch.Tensor, groups: int, n_sets: int):
-        of = torch.div(rows, groups, rounding_mode="floor")
-        self.sets, counts = torch.unique_consecutive(of, return_counts=True)
-        self.position = torch.repeat_interleave(torch.arange(len(self.sets), device=rows.device), counts)
-        self.slot = torch.arange(len(rows), device=rows.device) - (torch.cumsum(counts, 0) - counts)[self.position]
-        self.width = int(counts.max()) if len(rows) else 0
-        # Every problem of every set, in order: packing is a reshape.
-        self.whole = len(rows) == len(self.sets) * groups and self.width == groups
-        self.all_sets = len(self.sets) == n_sets
-        self.targets = None  # (labels, weights) in this layout, made by _Problems on first use
-
-    def take(self, values: torch.Tensor) -> torch.Tensor:
-        """``[sets, width, ...]`` -> ``[rows, ...]``: each row's slot."""
-        if self.width == 1:
-            return values[:, 0]
-        if self.whole:
-            return values.reshape(-1, *values.shape[2:])
-        return values[self.position, self.slot]
-
-    def pack(self, values: torch.Tensor) -> torch.Tensor:
-        """``[rows, a, C]`` -> ``[sets, a, width * C]`` (zeros where a set has fewer rows)."""
-        R, a, C = values.shape
-        S, M = len(self.sets), self.width
-        if M == 1:
-            return values
-        if self.whole:
-            return values.view(S, M, a, C).transpose(1, 2).reshape(S, a, M * C)
-        out = values.new_zeros(S, a, M, C)
-        out[self.position, :, self.slot] = values
-        return out.view(S, a, M * C)
-
-    def unpack(self, packed: torch.Tensor) -> torch.Tensor:
-        """The inverse of :meth:`pack`: ``[sets, a, width * C]`` -> ``[rows, a, C]``."""
-        S, a, MC = packed.shape
-        M = self.width
-        if M == 1:
-            return packed
-        C = MC // M
-        if self.whole:
-            return packed.view(S, a, M, C).transpose(1, 2).reshape(S * M, a, C)
-        return packed.view(S, a, M, C)[self.position, :, self.slot]
-
-
-class _Layouts:
-    """A one-entry cache of :class:`_Layout` and of the feature sets it selects (a copy unless every set is in)."""
-
-    def __init__(self, groups: int):
-        self.groups, self._key, self._value = groups, None, None
-
-    def get(self, rows: torch.Tensor, X: torch.Tensor) -> tuple[_Layout, torch.Tensor]:
-        if self._key is None or self._key[0] is not X or not torch.equal(self._key[1], rows):
-            layout = _Layout(rows, self.groups, X.shape[0])
-            self._key, self._value = (X, rows.clone()), (layout, X if layout.all_sets else X[layout.sets])
-        return self._value
-
-
-class _Problems:
-    """The training data of ``sets x groups`` problems (problem ``p``: feature set ``p // groups``, the
-    ``p % groups``-th problem of it): features ``X`` ``[sets, n, dim]`` shared by a set's problems; per problem
-    of a set, labels ``y`` ``[groups, n]`` and optional example ``weights`` ``[groups, n]`` (each row summing to
-    1; default: the mean over examples); per problem an optional ``penalty`` ``[problems, dim]`` weighting the
-    L2 term of each feature's weights (``l2/2 sum_j penalty_j ||W_j||^2``). ``mask_absent``: a class with no
-    weight in a problem's training data is left out of that problem (:data:`ABSENT_LOGIT`).
-
-    The loss and its gradient are computed in the packed layout of :class:`_Layout` (``[sets, n, width,
-    classes]``): the log-probabilities, the picked labels and the residual never leave it, so that solving
-    problems together adds no pass over ``n x classes`` values per problem."""
-
-    def __init__(self, X: torch.Tensor, y: torch.Tensor, n_classes: int, weights: torch.Tensor | None = None,
-                 penalty: torch.Tensor | None = None, mask_absent: bool = False):
-        y = y.reshape(1, -1) if y.dim() == 1 else y
-        self.X, self.groups, self.labels = X, y.shape[0], y
-        self.n_sets, self.n, self.dim = X.shape
-        self.size, self.n_classes = self.n_sets * self.groups, n_classes
-        self.weights = None if weights is None else weights.to(X.dtype)
-        self.mask = None
-        if mask_absent:
-            mass = torch.ones_like(y, dtype=X.dtype) if self.weights is None else self.weights
-            present = torch.zeros(self.groups, n_classes, dtype=X.dtype, device=X.device).scatter_add_(1, y, mass) > 0
-            if not bool(present.all()):
-                self.mask = torch.where(present, 0.0, ABSENT_LOGIT).to(X.dtype)
-        self.penalty = None if penalty is None else penalty.to(X.dtype)
-        self.layouts = _Layouts(self.groups)
-
-    def to(self, dtype: torch.dtype, sets: torch.Tensor) -> "_Problems":
-        """The problems of feature sets ``sets`` in ``dtype`` (the float64 polish)."""
-        other = object.__new__(_Problems)
-        other.__dict__.update(self.__dict__)
-        other.X = self.X[sets].to(dtype)
-        other.n_sets, other.size = len(sets), len(sets) * self.groups
-        other.weights = None if self.weights is None else self.weights.to(dtype)
-        other.mask = None if self.mask is None else self.mask.to(dtype)
-        rows = (sets[:, None] * self.groups + torch.arange(self.groups, device=sets.device)).reshape(-1)
-        other.penalty = None if self.penalty is None else self.penalty[rows].to(dtype)
-        other.layouts = _Layouts(self.groups)
-        return other
-
-    def scaled_l2(self, l2: torch.Tensor) -> torch.Tensor:
-        """The L2 strength a preconditioner takes for each problem (the penalty weights' mean)."""
-        return l2 if self.penalty is None else l2 * self.penalty.mean(-1)
-
-    def _kinds(self, rows: torch.Tensor) -> torch.Tensor:
-        return torch.remainder(rows, self.groups)
-
-    def _targets(self, layout: _Layout, rows: torch.Tensor):
-        """The labels ``[sets, n, width]`` and example weights (the same shape; None: the mean) of ``rows`` in
-        ``layout`` (a padding slot takes kind 0's: its results are never read)."""
-        if layout.targets is None:
-            S, M = len(layout.sets), max(1, layout.width)
-            if self.groups == 1:
-                labels = self.labels[0].view(1, self.n, 1).expand(S, self.n, M)
-                weights = None if self.weights is None else self.weights[0].view(1, self.n, 1).expand(S, self.n, M)
-            else:
-                kinds = torch.zeros(S, M, dtype=torch.long, device=rows.device)
-                kinds[layout.position, layout.slot] = self._kinds(rows)
-                labels = self.labels[kinds].transpose(1, 2)
-                weights = None if self.weights is None else self.weights[kinds].transpose(1, 2)
-            layout.targets = (labels, weights)
-        return layout.targets
-
-    def loss(self, W, b, rows, l2, bias_l2, grad: bool = True, keep_prob: bool = False):
-        """Loss of every problem ``rows`` (float64; the weighted or mean cross-entropy + ``l2/2 ||W||^2``, penalty
-        weighted, + ``bias_l2/2 ||b||^2``), and with ``grad`` its closed-form gradient (:meth:`gradient`):
-        ``(loss, grad_W, grad_b, p)``; without: ``(loss, packed)``, the log-probabilities for :meth:`gradient`."""
-        layout, Xs = self.layouts.get(rows, self.X)
-        bias = b if self.mask is None else b + self.mask[self._kinds(rows)]
-        S, M = len(layout.sets), max(1, layout.width)
-        logits = torch.baddbmm(layout.pack(bias.unsqueeze(1)), Xs, layout.pack(W))
-        logp = torch.log_softmax(logits.view(S, self.n, M, self.n_classes), -1)
-        labels, weights = self._targets(layout, rows)
-        picked = logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # [S, n, M]
-        # Summed in float64: near the optimum a step lowers the loss by less than float32 resolves (about 1e-7 of
-        # it), and the line search and the flat-loss stop compare losses.
-        data = -(picked.double().mean(1) if weights is None else (picked * weights).double().sum(1))  # [S, M]
-        squares = W.pow(2) if self.penalty is None else W.pow(2) * self.penalty[rows].unsqueeze(-1)
-        loss = (layout.take(data) + 0.5 * l2.double() * squares.double().sum((-2, -1))
-                + 0.5 * bias_l2.double() * b.double().pow(2).sum(-1))
-        if not grad:
-            return loss, (logp, layout)
-        return (loss, *self.gradient(W, b, rows, l2, bias_l2, (logp, layout), keep_prob))
-
-    def gradient(self, W, b, rows, l2, bias_l2, packed, keep_prob: bool = False):
-        """The gradient of :meth:`loss` from its packed log-probabilities (consumed): ``(grad_W, grad_b, p)``,
-        ``p`` the class probabilities ``[rows, n, C]`` with ``keep_prob`` (the preconditioner's refresh), else
-        None."""
-        logp, layout = packed
-        S, M, C = len(layout.sets), max(1, layout.width), self.n_classes
-        labels, weights = self._targets(layout, rows)
-        p = logp.exp_()  # [S, n, M, C]
-        prob = layout.take(p.transpose(1, 2)).clone() if keep_prob else None  # before the residual overwrites p
-        index = labels.unsqueeze(-1)
-        if weights is None:
-            residual = p.scatter_add_(-1, index, torch.full(index.shape, -1.0, dtype=p.dtype, device=p.device))
-            residual = residual.div_(self.n)
-        else:
-            residual = p.mul_(weights.unsqueeze(-1)).scatter_add_(-1, index, -weights.unsqueeze(-1))
-        _, Xs = self.layouts.get(rows, self.X)
-        grad_W = layout.unpack(torch.bmm(Xs.transpose(1, 2), residual.view(S, self.n, M * C)))
-        shrink = W if self.penalty is None else W * self.penalty[rows].unsqueeze(-1)
-        grad_W = grad_W.add_(l2[:, None, None] * shrink)
-        grad_b = layout.take(residual.sum(1)).add_(bias_l2[:, None] * b)
-        return grad_W, grad_b, prob
-
-
-def grouped_logits(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, groups: int) -> torch.Tensor:
-    """Logits ``[rows, n, C]`` of problems ``rows`` (sorted; problem ``p``: feature set ``p // groups`` of ``X``
-    ``[sets, n, dim]``) with weights ``W`` ``[rows, dim, C]`` and biases ``b`` ``[rows, C]``, one product per
-    feature set (:class:`_Layout`)."""
-    layout = _Layout(rows, groups, X.shape[0])
-    Xs = X if layout.all_sets else X[layout.sets]
-    return layout.unpack(torch.baddbmm(layout.pack(b.unsqueeze(1)), Xs, layout.pack(W)))
 
 
 def _dot(aW, ab, cW, cb) -> torch.Tensor:
@@ -501,8 +316,7 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
 def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: Sequence[float], *,
                     gtol: float = GTOL, max_iter: int = EXACT_MAX_ITER, continuation: bool = True,
                     bias_l2: bool = False, score: Callable | None = None, polish: bool = False,
-                    weights: torch.Tensor | None = None, penalty: torch.Tensor | None = None,
-                    mask_absent: bool = False):
+                    group: Group | None = None):
     """The exact L2-regularised multinomial logistic regression of every layer, for every L2 value.
 
     ``X`` ``[n_layers, n, dim]`` (standardised features, on any device), ``y`` ``[n]`` class indices in
@@ -514,11 +328,9 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
 
     Several problems on the same features (a probe's bootstrap resamples and its control task: one *group*)
     are solved side by side, each its own L-BFGS, with one product per layer for all of them: ``y`` ``[groups,
-    n]``, each problem's example ``weights`` ``[groups, n]`` (a resample's counts over its size; default: the
-    mean), per-feature ``penalty`` weights ``[n_layers * groups, dim]`` (a resample standardised its own way is
-    this problem after a change of variables: :func:`bertology.probing.probes.fit_group`) and ``mask_absent``
-    (a class without weight in a problem is left out of it). Problem ``p`` is layer ``p // groups``'s
-    ``p % groups``-th; without groups, problem = layer.
+    n]`` and ``group`` (:class:`~bertology.probing.problems.Group`: example weights, per-feature penalty
+    weights, absent classes). Problem ``p`` is layer ``p // groups``'s ``p % groups``-th; without groups,
+    problem = layer.
 
     ``score(W, b, problems)`` (``W`` ``[k, dim, C]`` of the problems ``problems``; returns ``[k]``, higher is
     better: the probe's: minus the dev cross-entropy) walks the grid as a regularisation path: a problem goes on
@@ -535,7 +347,8 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
 
     Returns ``W`` ``[problems, n_l2, dim, C]``, ``b`` ``[problems, n_l2, C]``, the total number of iterations
     and the scores ``[problems, n_l2]`` (``None`` without ``score``)."""
-    data = _Problems(X, y, n_classes, weights, penalty, mask_absent)
+    group = group or Group()
+    data = _Problems(X, y, n_classes, group.weights, group.penalty, group.mask_absent)
     P, d, device = data.size, data.dim, X.device
     W = torch.zeros(P, d, n_classes, dtype=X.dtype, device=device)
     b = torch.zeros(P, n_classes, dtype=X.dtype, device=device)
