@@ -4,7 +4,8 @@ A *group* (:func:`bertology.probing.solver.fit_multinomial` with labels ``[group
 same features: a probe's point fit, its bootstrap resamples and its control task. Problem ``p`` is feature set
 (layer) ``p // groups``'s fit ``p % groups``; :class:`_Problems` holds their labels, example weights, per-feature
 penalty weights and absent classes, and computes their loss and gradient with one product of each layer's
-features with all its problems' weight matrices side by side (:class:`_Layout`).
+features with all its problems' weight matrices side by side (:class:`_Layout`), turned round on the features
+stored transposed (:func:`_products`).
 """
 
 from __future__ import annotations
@@ -85,16 +86,31 @@ class _Layout:
 
 
 class _Layouts:
-    """A one-entry cache of :class:`_Layout` and of the feature sets it selects (a copy unless every set is in)."""
+    """A one-entry cache of :class:`_Layout` (the problems still running change only when one stops)."""
 
     def __init__(self, groups: int):
         self.groups, self._key, self._value = groups, None, None
 
-    def get(self, rows: torch.Tensor, X: torch.Tensor) -> tuple[_Layout, torch.Tensor]:
-        if self._key is None or self._key[0] is not X or not torch.equal(self._key[1], rows):
-            layout = _Layout(rows, self.groups, X.shape[0])
-            self._key, self._value = (X, rows.clone()), (layout, X if layout.all_sets else X[layout.sets])
+    def get(self, rows: torch.Tensor, n_sets: int) -> _Layout:
+        if self._key is None or not torch.equal(self._key, rows):
+            self._key, self._value = rows.clone(), _Layout(rows, self.groups, n_sets)
         return self._value
+
+
+def _products(layout: _Layout, XT: torch.Tensor, left: torch.Tensor, features_first: bool = False) -> torch.Tensor:
+    """``left @ XT[s]`` (``left`` ``[sets, a, dim]``: the logits turned round, ``W^T X^T``) or, with
+    ``features_first``, ``left @ XT[s]^T`` (``left`` ``[sets, a, n]``: the gradient turned round, ``R^T X``) for
+    each of the layout's sets ``s`` of the transposed features ``XT`` ``[sets, dim, n]``: one batched product when
+    every set is in, else one product per set on views (no copy of a subset of the features).
+
+    Why turned round: with the features ``[n, dim]`` as they lie, torch's CPU batched product of a narrow weight
+    matrix (the classes of a few problems) streams them far below the machine's speed; ``W^T X^T`` and ``R^T X`` on
+    the features stored ``[dim, n]`` give the same numbers up to rounding 1.3-4x faster for one fit, and no slower
+    for the widest groups (``benchmarks/perf/bench_probe_layout.py``)."""
+    if layout.all_sets:
+        return torch.bmm(left, XT.transpose(1, 2) if features_first else XT)
+    parts = [left[i] @ (XT[s].T if features_first else XT[s]) for i, s in enumerate(layout.sets.tolist())]
+    return torch.stack(parts)
 
 
 class _Problems:
@@ -112,7 +128,10 @@ class _Problems:
     def __init__(self, X: torch.Tensor, y: torch.Tensor, n_classes: int, weights: torch.Tensor | None = None,
                  penalty: torch.Tensor | None = None, mask_absent: bool = False):
         y = y.reshape(1, -1) if y.dim() == 1 else y
-        self.X, self.groups, self.labels = X, y.shape[0], y
+        # The features are kept transposed, [sets, dim, n] contiguous (the products turned round: _products);
+        # X is a view of them as [sets, n, dim].
+        self.XT = X.transpose(1, 2).contiguous()
+        self.X, self.groups, self.labels = self.XT.transpose(1, 2), y.shape[0], y
         self.n_sets, self.n, self.dim = X.shape
         self.size, self.n_classes = self.n_sets * self.groups, n_classes
         self.weights = None if weights is None else weights.to(X.dtype)
@@ -129,7 +148,8 @@ class _Problems:
         """The problems of feature sets ``sets`` in ``dtype`` (the float64 polish)."""
         other = object.__new__(_Problems)
         other.__dict__.update(self.__dict__)
-        other.X = self.X[sets].to(dtype)
+        other.XT = self.XT[sets].to(dtype)
+        other.X = other.XT.transpose(1, 2)
         other.n_sets, other.size = len(sets), len(sets) * self.groups
         other.weights = None if self.weights is None else self.weights.to(dtype)
         other.mask = None if self.mask is None else self.mask.to(dtype)
@@ -165,10 +185,11 @@ class _Problems:
         """Loss of every problem ``rows`` (float64; the weighted or mean cross-entropy + ``l2/2 ||W||^2``, penalty
         weighted, + ``bias_l2/2 ||b||^2``), and with ``grad`` its closed-form gradient (:meth:`gradient`):
         ``(loss, grad_W, grad_b, p)``; without: ``(loss, packed)``, the log-probabilities for :meth:`gradient`."""
-        layout, Xs = self.layouts.get(rows, self.X)
+        layout = self.layouts.get(rows, self.n_sets)
         bias = b if self.mask is None else b + self.mask[self._kinds(rows)]
         S, M = len(layout.sets), max(1, layout.width)
-        logits = torch.baddbmm(layout.pack(bias.unsqueeze(1)), Xs, layout.pack(W))
+        logits = _products(layout, self.XT, layout.pack(W).transpose(1, 2))  # [S, M * C, n]
+        logits = logits.add_(layout.pack(bias.unsqueeze(1)).transpose(1, 2)).transpose(1, 2).contiguous()
         logp = torch.log_softmax(logits.view(S, self.n, M, self.n_classes), -1)
         labels, weights = self._targets(layout, rows)
         picked = logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # [S, n, M]
@@ -197,8 +218,8 @@ class _Problems:
             residual = residual.div_(self.n)
         else:
             residual = p.mul_(weights.unsqueeze(-1)).scatter_add_(-1, index, -weights.unsqueeze(-1))
-        _, Xs = self.layouts.get(rows, self.X)
-        grad_W = layout.unpack(torch.bmm(Xs.transpose(1, 2), residual.view(S, self.n, M * C)))
+        product = _products(layout, self.XT, residual.view(S, self.n, M * C).transpose(1, 2), features_first=True)
+        grad_W = layout.unpack(product.transpose(1, 2).contiguous())
         shrink = W if self.penalty is None else W * self.penalty[rows].unsqueeze(-1)
         grad_W = grad_W.add_(l2[:, None, None] * shrink)
         grad_b = layout.take(residual.sum(1)).add_(bias_l2[:, None] * b)
