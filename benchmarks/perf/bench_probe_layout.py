@@ -10,7 +10,8 @@ machine's speed; turned round on a transposed copy of the features (``W^T X^T`` 
 training set capped as the report caps it; every layer of MiniLM, seven), in float32 (the solve) and float64 (the
 polish), on one thread (as ``bench_probe_exact``) and on torch's default threads (as the report), each the best of
 ``--repeats`` runs, in the same process, and checks that the two give the same numbers (the largest relative
-difference). Random features: the products' speed does not depend on the values. Stored as
+difference). The solver turns round every float64 product and every float32 product up to
+``problems.NARROW`` columns wide. Random features: the products' speed does not depend on the values. Stored as
 ``benchmarks/results/<--name>.json``:
 
     .venv/bin/python -m benchmarks.perf.bench_probe_layout --name probe_layout_cpu
@@ -42,6 +43,7 @@ SHAPES = [
     ("UPOS, the encoder's eight fits", 4000, 384, 17, 8),
     ("XPOS, one fit", 4000, 384, 47, 1),
     ("XPOS, the twin's four fits", 4000, 384, 47, 4),
+    ("XPOS, the encoder's eight fits", 4000, 384, 47, 8),
     ("dependency labels (arcs), one fit", 4000, 1152, 31, 1),
     ("dependency labels, the twin's four fits", 4000, 1152, 31, 4),
     ("dependency labels, the encoder's eight fits", 4000, 1152, 31, 8),
@@ -69,7 +71,7 @@ def measure(n: int, dim: int, width: int, dtype: torch.dtype, repeats: int, laye
     def as_they_lie():
         return torch.baddbmm(bias, X, W), torch.bmm(X.transpose(1, 2), R)
 
-    def turned():  # as problems._Problems computes a narrow product
+    def turned():  # as problems._Problems computes a product it turns round
         logits = torch.bmm(W.transpose(1, 2), XT).add_(bias.transpose(1, 2)).transpose(1, 2).contiguous()
         gradient = torch.bmm(R.transpose(1, 2), XT.transpose(1, 2)).transpose(1, 2).contiguous()
         return logits, gradient

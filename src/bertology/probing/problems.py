@@ -5,7 +5,7 @@ same features: a probe's point fit, its bootstrap resamples and its control task
 (layer) ``p // groups``'s fit ``p % groups``; :class:`_Problems` holds their labels, example weights, per-feature
 penalty weights and absent classes, and computes their loss and gradient with one product of each layer's
 features with all its problems' weight matrices side by side (:class:`_Layout`), turned round on the features
-stored transposed (:func:`_products`).
+stored transposed where that is faster (:func:`_products`).
 """
 
 from __future__ import annotations
@@ -85,16 +85,35 @@ class _Layout:
         return packed.view(S, a, M, C)[self.position, :, self.slot]
 
 
+#: The widest product (a layer's problems side by side times the classes) that float32 turns round
+#: (:func:`_products`); float64 (the polish) always does. Beyond it, turned round is no faster in float32 and
+#: at XPOS's eight fits (376 columns) 10-15% slower (``benchmarks/perf/bench_probe_layout.py``).
+NARROW = 128
+
+
 class _Layouts:
-    """A one-entry cache of :class:`_Layout` (the problems still running change only when one stops)."""
+    """A one-entry cache of :class:`_Layout` (the problems still running change only when one stops) and of the
+    feature sets it selects, as they lie (a copy unless every set is in, made when first asked for)."""
 
     def __init__(self, groups: int):
-        self.groups, self._key, self._value = groups, None, None
+        self.groups, self._key, self._value = groups, None, None  # _value: [layout, its features or None]
 
     def get(self, rows: torch.Tensor, n_sets: int) -> _Layout:
         if self._key is None or not torch.equal(self._key, rows):
-            self._key, self._value = rows.clone(), _Layout(rows, self.groups, n_sets)
-        return self._value
+            self._key, self._value = rows.clone(), [_Layout(rows, self.groups, n_sets), None]
+        return self._value[0]
+
+    def features(self, rows: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """The feature sets of :meth:`get` ``(rows)`` of ``X``: ``X`` itself, or a copy of the sets it selects."""
+        layout = self.get(rows, X.shape[0])
+        if self._value[1] is None:
+            self._value[1] = X if layout.all_sets else X[layout.sets]
+        return self._value[1]
+
+
+def _turned(XT: torch.Tensor, width: int) -> bool:
+    """Whether a product ``width`` columns wide runs turned round (:data:`NARROW`)."""
+    return XT.dtype == torch.float64 or width <= NARROW
 
 
 def _products(layout: _Layout, XT: torch.Tensor, left: torch.Tensor, features_first: bool = False) -> torch.Tensor:
@@ -105,8 +124,8 @@ def _products(layout: _Layout, XT: torch.Tensor, left: torch.Tensor, features_fi
 
     Why turned round: with the features ``[n, dim]`` as they lie, torch's CPU batched product of a narrow weight
     matrix (the classes of a few problems) streams them far below the machine's speed; ``W^T X^T`` and ``R^T X`` on
-    the features stored ``[dim, n]`` give the same numbers up to rounding 1.3-4x faster for one fit, and no slower
-    for the widest groups (``benchmarks/perf/bench_probe_layout.py``)."""
+    the features stored ``[dim, n]`` give the same numbers up to rounding 1.3-4x faster for one fit in float32 and
+    1.1-2x in float64 (``benchmarks/perf/bench_probe_layout.py``; :data:`NARROW` for the widest groups)."""
     if layout.all_sets:
         return torch.bmm(left, XT.transpose(1, 2) if features_first else XT)
     parts = [left[i] @ (XT[s].T if features_first else XT[s]) for i, s in enumerate(layout.sets.tolist())]
@@ -128,10 +147,9 @@ class _Problems:
     def __init__(self, X: torch.Tensor, y: torch.Tensor, n_classes: int, weights: torch.Tensor | None = None,
                  penalty: torch.Tensor | None = None, mask_absent: bool = False):
         y = y.reshape(1, -1) if y.dim() == 1 else y
-        # The features are kept transposed, [sets, dim, n] contiguous (the products turned round: _products);
-        # X is a view of them as [sets, n, dim].
+        # The features as they lie and transposed, [sets, dim, n] contiguous (the products turned round: _products).
         self.XT = X.transpose(1, 2).contiguous()
-        self.X, self.groups, self.labels = self.XT.transpose(1, 2), y.shape[0], y
+        self.X, self.groups, self.labels = X, y.shape[0], y
         self.n_sets, self.n, self.dim = X.shape
         self.size, self.n_classes = self.n_sets * self.groups, n_classes
         self.weights = None if weights is None else weights.to(X.dtype)
@@ -149,7 +167,7 @@ class _Problems:
         other = object.__new__(_Problems)
         other.__dict__.update(self.__dict__)
         other.XT = self.XT[sets].to(dtype)
-        other.X = other.XT.transpose(1, 2)
+        other.X = other.XT.transpose(1, 2)  # a view: float64 always turns round (_turned)
         other.n_sets, other.size = len(sets), len(sets) * self.groups
         other.weights = None if self.weights is None else self.weights.to(dtype)
         other.mask = None if self.mask is None else self.mask.to(dtype)
@@ -188,8 +206,11 @@ class _Problems:
         layout = self.layouts.get(rows, self.n_sets)
         bias = b if self.mask is None else b + self.mask[self._kinds(rows)]
         S, M = len(layout.sets), max(1, layout.width)
-        logits = _products(layout, self.XT, layout.pack(W).transpose(1, 2))  # [S, M * C, n]
-        logits = logits.add_(layout.pack(bias.unsqueeze(1)).transpose(1, 2)).transpose(1, 2).contiguous()
+        if _turned(self.XT, M * self.n_classes):
+            logits = _products(layout, self.XT, layout.pack(W).transpose(1, 2))  # [S, M * C, n]
+            logits = logits.add_(layout.pack(bias.unsqueeze(1)).transpose(1, 2)).transpose(1, 2).contiguous()
+        else:
+            logits = torch.baddbmm(layout.pack(bias.unsqueeze(1)), self.layouts.features(rows, self.X), layout.pack(W))
         logp = torch.log_softmax(logits.view(S, self.n, M, self.n_classes), -1)
         labels, weights = self._targets(layout, rows)
         picked = logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # [S, n, M]
@@ -218,8 +239,12 @@ class _Problems:
             residual = residual.div_(self.n)
         else:
             residual = p.mul_(weights.unsqueeze(-1)).scatter_add_(-1, index, -weights.unsqueeze(-1))
-        product = _products(layout, self.XT, residual.view(S, self.n, M * C).transpose(1, 2), features_first=True)
-        grad_W = layout.unpack(product.transpose(1, 2).contiguous())
+        if _turned(self.XT, M * C):
+            product = _products(layout, self.XT, residual.view(S, self.n, M * C).transpose(1, 2), features_first=True)
+            grad_W = layout.unpack(product.transpose(1, 2).contiguous())
+        else:
+            Xs = self.layouts.features(rows, self.X)
+            grad_W = layout.unpack(torch.bmm(Xs.transpose(1, 2), residual.view(S, self.n, M * C)))
         shrink = W if self.penalty is None else W * self.penalty[rows].unsqueeze(-1)
         grad_W = grad_W.add_(l2[:, None, None] * shrink)
         grad_b = layout.take(residual.sum(1)).add_(bias_l2[:, None] * b)
