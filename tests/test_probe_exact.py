@@ -337,7 +337,12 @@ def test_the_preconditioner_in_its_eigenbases_inverts_the_kronecker_curvature():
 def test_a_group_of_fits_on_the_same_features_gives_each_fit_its_own_optimum():
     """fit_group solves a probe's point fit, its bootstrap resamples (one lacking a class) and a control task
     (other labels, other classes, its own dev labels) side by side; each must be the probe that fitting it
-    alone gives: the same classes, L2 choices and, to the solver's tolerance, the same probabilities."""
+    alone gives: the same classes, L2 choices and, to the solver's tolerance, the same probabilities.
+
+    The L2 value is chosen on the dev cross-entropy of float32 solves; where two values' dev cross-entropies lie
+    within 1e-3 of each other (relative) in both fits, rounding decides the choice (the group's preconditioner and
+    products round differently from a fit alone's: BENCHMARKS.md, "A task's fits solved together"), so such a
+    layer may choose differently, at most one layer per fit; every other layer must agree."""
     from bertology.probing.experiment import _train_index
     from bertology.probing.fits import fit_group
 
@@ -355,9 +360,15 @@ def test_a_group_of_fits_on_the_same_features_gives_each_fit_its_own_optimum():
         alone = LayerwiseProbe(**probe.get_params()).fit(X[:, index], labels[index], X_dev,
                                                          y_dev if own_dev is None else own_dev)
         assert together.classes_.tolist() == alone.classes_.tolist()
-        np.testing.assert_array_equal(together.best_l2_, alone.best_l2_)
-        np.testing.assert_allclose(together.predict_proba(X_dev), alone.predict_proba(X_dev), atol=1e-5)
-        np.testing.assert_array_equal(together.predict(X_dev), alone.predict(X_dev))
+        same = together.best_l2_ == alone.best_l2_
+        assert same.sum() >= len(same) - 1, (together.best_l2_, alone.best_l2_)
+        for layer in np.flatnonzero(~same):
+            chosen = [together.best_index_[layer], alone.best_index_[layer]]
+            for fit in (together, alone):
+                a, b = fit.dev_losses_[layer, chosen]
+                assert abs(a - b) <= 1e-3 * min(a, b), (layer, fit.dev_losses_[layer])
+        np.testing.assert_allclose(together.predict_proba(X_dev)[same], alone.predict_proba(X_dev)[same], atol=1e-5)
+        np.testing.assert_array_equal(together.predict(X_dev)[same], alone.predict(X_dev)[same])
         # The same walk of the grid (each value's dev loss is the float32 solve's: only the chosen one is polished).
         np.testing.assert_array_equal(np.isfinite(together.dev_losses_), np.isfinite(alone.dev_losses_))
     assert 3 not in grouped[2].classes_.tolist()

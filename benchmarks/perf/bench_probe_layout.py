@@ -10,8 +10,7 @@ machine's speed; turned round on a transposed copy of the features (``W^T X^T`` 
 training set capped as the report caps it; every layer of MiniLM, seven), in float32 (the solve) and float64 (the
 polish), on one thread (as ``bench_probe_exact``) and on torch's default threads (as the report), each the best of
 ``--repeats`` runs, in the same process, and checks that the two give the same numbers (the largest relative
-difference). The solver turns round every float64 product and every float32 product up to
-``problems.NARROW`` columns wide. Random features: the products' speed does not depend on the values. Stored as
+difference). The solver turns round the products up to ``problems.NARROW`` columns wide (by dtype). Random features: the products' speed does not depend on the values. Stored as
 ``benchmarks/results/<--name>.json``:
 
     .venv/bin/python -m benchmarks.perf.bench_probe_layout --name probe_layout_cpu

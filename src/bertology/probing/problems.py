@@ -85,10 +85,10 @@ class _Layout:
         return packed.view(S, a, M, C)[self.position, :, self.slot]
 
 
-#: The widest product (a layer's problems side by side times the classes) that float32 turns round
-#: (:func:`_products`); float64 (the polish) always does. Beyond it, turned round is no faster in float32 and
-#: at XPOS's eight fits (376 columns) 10-15% slower (``benchmarks/perf/bench_probe_layout.py``).
-NARROW = 128
+#: The widest product (a layer's problems side by side times the classes) turned round (:func:`_products`), by
+#: dtype: beyond it turned round is no faster, and at XPOS's eight fits (376 columns) 5-17% slower
+#: (``benchmarks/perf/bench_probe_layout.py``).
+NARROW = {torch.float32: 128, torch.float64: 256}
 
 
 class _Layouts:
@@ -113,7 +113,7 @@ class _Layouts:
 
 def _turned(XT: torch.Tensor, width: int) -> bool:
     """Whether a product ``width`` columns wide runs turned round (:data:`NARROW`)."""
-    return XT.dtype == torch.float64 or width <= NARROW
+    return width <= NARROW.get(XT.dtype, 0)
 
 
 def _products(layout: _Layout, XT: torch.Tensor, left: torch.Tensor, features_first: bool = False) -> torch.Tensor:
@@ -167,7 +167,7 @@ class _Problems:
         other = object.__new__(_Problems)
         other.__dict__.update(self.__dict__)
         other.XT = self.XT[sets].to(dtype)
-        other.X = other.XT.transpose(1, 2)  # a view: float64 always turns round (_turned)
+        other.X = other.XT.transpose(1, 2)  # a view (read only by a product not turned round, and the refresh)
         other.n_sets, other.size = len(sets), len(sets) * self.groups
         other.weights = None if self.weights is None else self.weights.to(dtype)
         other.mask = None if self.mask is None else self.mask.to(dtype)
