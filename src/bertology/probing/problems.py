@@ -125,7 +125,7 @@ def _products(layout: _Layout, XT: torch.Tensor, left: torch.Tensor, features_fi
     Why turned round: with the features ``[n, dim]`` as they lie, torch's CPU batched product of a narrow weight
     matrix (the classes of a few problems) streams them far below the machine's speed; ``W^T X^T`` and ``R^T X`` on
     the features stored ``[dim, n]`` give the same numbers up to rounding 1.3-4x faster for one fit in float32 and
-    1.1-2x in float64 (``benchmarks/perf/bench_probe_layout.py``; :data:`NARROW` for the widest groups)."""
+    1.1-1.8x in float64 (``benchmarks/perf/bench_probe_layout.py``; :data:`NARROW` for the widest groups)."""
     if layout.all_sets:
         return torch.bmm(left, XT.transpose(1, 2) if features_first else XT)
     parts = [left[i] @ (XT[s].T if features_first else XT[s]) for i, s in enumerate(layout.sets.tolist())]
