@@ -382,3 +382,40 @@ def test_a_group_needs_one_probe_per_fit_alike_but_for_the_seed():
         fit_group([LayerwiseProbe()], X, [(y, np.arange(50), None)] * 2, X, y)
     with pytest.raises(SettingError, match="alike but for their seed"):
         fit_group([LayerwiseProbe(), LayerwiseProbe(l2=0.1)], X, [(y, np.arange(50), None)] * 2, X, y)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_products_turned_round_or_as_the_features_lie_give_the_loss_and_its_gradient(dtype, monkeypatch):
+    """The solver computes each evaluation's two products turned round on the transposed features up to
+    ``problems.NARROW`` columns and as the features lie beyond; both ways, for every layer or only some (a
+    product per running layer), must give the loss and the closed-form gradient that autograd gives."""
+    from bertology.probing import problems as module
+
+    gen = torch.Generator().manual_seed(0)
+    sets, n, dim, classes, groups = 3, 50, 7, 5, 2
+    X = torch.randn(sets, n, dim, generator=gen, dtype=dtype)
+    y = torch.randint(0, classes, (groups, n), generator=gen)
+    weights = torch.rand(groups, n, generator=gen, dtype=dtype)
+    weights = weights / weights.sum(1, keepdim=True)
+    data = module._Problems(X, y, classes, weights=weights)
+    for rows in (torch.arange(sets * groups), torch.tensor([0, 1, 4])):  # every layer; layers 0 and 2 only
+        W = torch.randn(len(rows), dim, classes, generator=gen, dtype=dtype, requires_grad=True)
+        b = torch.randn(len(rows), classes, generator=gen, dtype=dtype, requires_grad=True)
+        l2 = torch.full((len(rows),), 0.1, dtype=dtype)
+        bias_l2 = torch.zeros(len(rows), dtype=dtype)
+        # the loss by hand: each problem's weighted cross-entropy on its layer's features, plus the L2 term
+        expected = []
+        for k, p in enumerate(rows.tolist()):
+            logp = torch.log_softmax(X[p // groups] @ W[k] + b[k], -1)
+            picked = logp.gather(-1, y[p % groups].unsqueeze(-1)).squeeze(-1)
+            expected.append(-(picked * weights[p % groups]).sum() + 0.05 * W[k].pow(2).sum())
+        expected = torch.stack(expected)
+        want_W, want_b = torch.autograd.grad(expected.sum(), (W, b))
+        for narrow in (10**6, 0):  # every product turned round; none
+            monkeypatch.setattr(module, "NARROW", {torch.float32: narrow, torch.float64: narrow})
+            data.layouts = module._Layouts(groups)
+            loss, grad_W, grad_b, _ = data.loss(W.detach(), b.detach(), rows, l2, bias_l2)
+            tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {}
+            torch.testing.assert_close(loss, expected.detach().double(), **tolerance)
+            torch.testing.assert_close(grad_W, want_W, **tolerance)
+            torch.testing.assert_close(grad_b, want_b, **tolerance)
