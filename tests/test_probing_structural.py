@@ -270,6 +270,28 @@ def test_probe_recovers_the_planted_layer_only(planted, kind, metric, floor):
     assert probe.dev_loss_[1] < 0.1 < min(probe.dev_loss_[0], probe.dev_loss_[2])
 
 
+@pytest.mark.parametrize("kind", ["distance", "depth"])
+def test_dev_loss_is_the_papers_l1_loss_over_every_dev_sentence(planted, kind):
+    # The dev batches are made once, of sentences of similar length, several per split here: each sentence's
+    # loss must still be taken against its own gold tree (pairwise differences, by hand in numpy).
+    (Xtr, tr), (Xdv, dv) = planted["train"], planted["dev"]
+    probe = StructuralProbe(kind=kind, rank=8, epochs=1, lr=1e-2, batch_size=20, seed=3, device="cpu",
+                            eval_batch_size=7).fit(Xtr, tr, Xdv, dv)
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in dv])])
+    for slot, layer in enumerate(probe.layers_):
+        B = probe.weights_[slot].double().numpy()
+        losses = []
+        for i, s in enumerate(dv):
+            P = Xdv[layer, offsets[i]:offsets[i + 1]].astype(np.float64) @ B
+            n = len(s)
+            if kind == "distance":
+                predicted = ((P[:, None] - P[None]) ** 2).sum(-1)
+                losses.append(np.abs(predicted - tree_distances(s.heads)).sum() / n**2)
+            else:
+                losses.append(np.abs((P**2).sum(-1) - tree_depths(s.heads)).sum() / n)
+        assert probe.dev_loss_[layer] == pytest.approx(np.mean(losses), rel=1e-5)
+
+
 def test_layers_batched_together_train_exactly_like_one_layer_alone(planted):
     (Xtr, tr), (Xdv, dv) = planted["train"], planted["dev"]
     kwargs = dict(kind="distance", rank=8, epochs=3, lr=1e-2, batch_size=20, seed=5, device="cpu")

@@ -44,6 +44,7 @@ from bertology.probing.tree_metrics import (
 from bertology.runtime import derive_seed, resolve_device
 
 
+
 # --------------------------------------------------------------------------------------------------
 # Word vectors
 # --------------------------------------------------------------------------------------------------
@@ -129,6 +130,27 @@ class _Labels:
     lengths: np.ndarray
 
 
+@dataclass
+class _Batch:
+    """Some sentences' words (``rows`` of the word vectors, sentence after sentence), each word's sentence in the
+    batch and position in it, the sentences' lengths and gold targets (``None`` for predictions): depths
+    ``[words]``, or distances and their mask ``[sentences, n_max, n_max]``."""
+
+    rows: torch.Tensor
+    word_batch: torch.Tensor
+    position: torch.Tensor
+    lengths: np.ndarray
+    n: torch.Tensor
+    gold: torch.Tensor | None
+    mask: torch.Tensor | None
+
+
+def _length_batches(lengths: np.ndarray, size: int) -> list[np.ndarray]:
+    """Sentence indices in batches of ``size``, sentences of similar length together (stable order of length)."""
+    order = np.argsort(lengths, kind="stable")
+    return [order[start:start + size] for start in range(0, len(order), size)]
+
+
 def _labels(sentences: Sequence[Sentence], kind: str) -> _Labels:
     return _Labels(kind, [gold_targets(s, kind).astype(np.float32) for s in sentences],
                    np.array([len(s) for s in sentences], dtype=np.int64))
@@ -171,64 +193,61 @@ class StructuralProbe(BaseEstimator):
 
     # -- forward -----------------------------------------------------------------------------------
 
-    def _project(self, vectors: WordVectors, layer_index: torch.Tensor, sentence_ids: np.ndarray,
-                 weights: torch.Tensor):
-        """Project the words of some sentences: returns ``[A, words, rank]`` and each word's (sentence, position)."""
+    def _batch(self, vectors: WordVectors, labels: _Labels | None, sentence_ids: np.ndarray,
+               device: torch.device) -> _Batch:
+        """The word rows of some sentences, each word's (sentence, position), and their gold targets."""
         lengths = np.diff(vectors.offsets)[sentence_ids]
         starts = vectors.offsets[sentence_ids]
         word_rows = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)])
         batch_of_word = np.repeat(np.arange(len(sentence_ids)), lengths)
         position = word_rows - np.repeat(starts, lengths)
-        rows = torch.as_tensor(word_rows, device=weights.device)
-        x = vectors.data[layer_index[:, None], rows[None, :]].to(torch.float32)  # [A, W, dim]
-        return torch.bmm(x, weights), batch_of_word, position, lengths
+        gold = mask = None
+        if labels is not None and self.kind == "depth":
+            gold = torch.as_tensor(np.concatenate([labels.gold[i] for i in sentence_ids]), device=device)
+        elif labels is not None:
+            n_max = int(lengths.max())
+            gold_np = np.zeros((len(sentence_ids), n_max, n_max), dtype=np.float32)
+            mask_np = np.zeros_like(gold_np)
+            for b, i in enumerate(sentence_ids):
+                n = labels.lengths[i]
+                gold_np[b, :n, :n] = labels.gold[i]
+                mask_np[b, :n, :n] = 1.0
+            gold, mask = torch.as_tensor(gold_np, device=device), torch.as_tensor(mask_np, device=device)
+        return _Batch(torch.as_tensor(word_rows, device=device), torch.as_tensor(batch_of_word, device=device),
+                      torch.as_tensor(position, device=device), lengths,
+                      torch.as_tensor(lengths, device=device, dtype=torch.float32), gold, mask)
 
-    def _predict_batch(self, vectors: WordVectors, layer_index: torch.Tensor, sentence_ids: np.ndarray,
-                       weights: torch.Tensor):
-        projected, batch_of_word, position, lengths = self._project(vectors, layer_index, sentence_ids, weights)
-        device = weights.device
+    def _project(self, vectors: WordVectors, layer_index: torch.Tensor, rows: torch.Tensor,
+                 weights: torch.Tensor) -> torch.Tensor:
+        """The words ``rows`` of the layers ``layer_index`` projected by their ``weights``: ``[A, words, rank]``."""
+        x = vectors.data[layer_index[:, None], rows[None, :]].to(torch.float32)  # [A, W, dim]
+        return torch.bmm(x, weights)
+
+    def _predicted(self, projected: torch.Tensor, batch: _Batch):
+        """Predicted depths ``[A, words]`` or squared distances ``[A, sentences, n_max, n_max]`` of a batch
+        from its words' projections ``[A, words, rank]``."""
         if self.kind == "depth":
-            return (projected * projected).sum(-1), batch_of_word, position, lengths  # [A, W]
+            return (projected * projected).sum(-1)
         # Scatter packed words into a padded [A, B, n_max, rank] block only for the pairwise step, so the
         # projection itself never multiplies padding.
-        n_max = int(lengths.max())
-        padded = projected.new_zeros(projected.shape[0], len(sentence_ids), n_max, projected.shape[-1])
-        b = torch.as_tensor(batch_of_word, device=device)
-        p = torch.as_tensor(position, device=device)
-        padded[:, b, p] = projected
+        n_max = int(batch.lengths.max())
+        padded = projected.new_zeros(projected.shape[0], len(batch.lengths), n_max, projected.shape[-1])
+        padded[:, batch.word_batch, batch.position] = projected
         gram = padded @ padded.transpose(-1, -2)
         sq = torch.diagonal(gram, dim1=-2, dim2=-1)
         # ||u - v||^2 via the Gram matrix avoids materialising [A, B, n, n, rank] differences.
-        distances = (sq[..., :, None] + sq[..., None, :] - 2 * gram).clamp_min(0.0)
-        return distances, batch_of_word, position, lengths  # [A, B, n_max, n_max]
+        return (sq[..., :, None] + sq[..., None, :] - 2 * gram).clamp_min(0.0)
 
-    def _gold_batch(self, labels: _Labels, sentence_ids: np.ndarray, device: torch.device):
-        if self.kind == "depth":
-            return torch.as_tensor(np.concatenate([labels.gold[i] for i in sentence_ids]), device=device)
-        n_max = int(labels.lengths[sentence_ids].max())
-        gold = np.zeros((len(sentence_ids), n_max, n_max), dtype=np.float32)
-        mask = np.zeros_like(gold)
-        for b, i in enumerate(sentence_ids):
-            n = labels.lengths[i]
-            gold[b, :n, :n] = labels.gold[i]
-            mask[b, :n, :n] = 1.0
-        return torch.as_tensor(gold, device=device), torch.as_tensor(mask, device=device)
-
-    def _batch_loss(self, vectors: WordVectors, labels: _Labels, layer_index: torch.Tensor,
-                    sentence_ids: np.ndarray, weights: torch.Tensor) -> torch.Tensor:
+    def _loss(self, projected: torch.Tensor, batch: _Batch) -> torch.Tensor:
         """Per-layer loss ``[A]``: L1 per sentence / n (depth) or n^2 (distance), averaged over sentences."""
-        predicted, batch_of_word, _, lengths = self._predict_batch(vectors, layer_index, sentence_ids, weights)
-        device = weights.device
-        n = torch.as_tensor(lengths, device=device, dtype=torch.float32)
+        predicted = self._predicted(projected, batch)
         if self.kind == "depth":
-            gold = self._gold_batch(labels, sentence_ids, device)
-            error = (predicted - gold).abs()  # [A, W]
-            per_sentence = error.new_zeros(error.shape[0], len(sentence_ids))
-            per_sentence.index_add_(1, torch.as_tensor(batch_of_word, device=device), error)
-            return (per_sentence / n).mean(dim=1)
-        gold, mask = self._gold_batch(labels, sentence_ids, device)
-        per_sentence = ((predicted - gold).abs() * mask).sum(dim=(-1, -2))  # [A, B]
-        return (per_sentence / n**2).mean(dim=1)
+            error = (predicted - batch.gold).abs()  # [A, W]
+            per_sentence = error.new_zeros(error.shape[0], len(batch.lengths))
+            per_sentence.index_add_(1, batch.word_batch, error)
+            return (per_sentence / batch.n).mean(dim=1)
+        per_sentence = ((predicted - batch.gold).abs() * batch.mask).sum(dim=(-1, -2))  # [A, B]
+        return (per_sentence / batch.n**2).mean(dim=1)
 
     # -- training ----------------------------------------------------------------------------------
 
@@ -280,6 +299,11 @@ class StructuralProbe(BaseEstimator):
         active = np.ones(n_layers, dtype=bool)
         rng = np.random.default_rng(self.seed)
         history = []
+        # The dev loss is taken after every epoch over the whole dev split (often many times the training
+        # sentences): its batches, gold targets included, are made once, of sentences of similar length (the
+        # pairwise step's padding is the longest sentence's).
+        dev_batches = [self._batch(dev, dev_labels, ids, device)
+                       for ids in _length_batches(np.diff(dev.offsets), self.eval_batch_size)]
 
         for epoch in range(self.epochs):
             live = np.flatnonzero(active)
@@ -289,10 +313,11 @@ class StructuralProbe(BaseEstimator):
                 batch = order[start:start + self.batch_size]
                 optimizer.zero_grad(set_to_none=True)
                 weights = torch.stack([params[l] for l in live])
+                words = self._batch(train, train_labels, batch, device)
                 # Layers are independent, so the summed loss gives each B exactly its own gradient.
-                self._batch_loss(train, train_labels, layer_index, batch, weights).sum().backward()
+                self._loss(self._project(train, layer_index, words.rows, weights), words).sum().backward()
                 optimizer.step()  # stopped layers have no gradient and are skipped by Adam
-            dev_loss = self._mean_loss(dev, dev_labels, layer_index, [params[l] for l in live])
+            dev_loss = self._mean_loss(dev, dev_batches, layer_index, [params[l] for l in live])
             for slot, l in enumerate(live):
                 loss = dev_loss[slot]
                 # ReduceLROnPlateau(mode="min", factor=0.1, patience=0) as in the authors' regimen.py
@@ -321,15 +346,13 @@ class StructuralProbe(BaseEstimator):
         return self
 
     @torch.no_grad()
-    def _mean_loss(self, vectors: WordVectors, labels: _Labels, layer_index: torch.Tensor,
+    def _mean_loss(self, vectors: WordVectors, batches: Sequence[_Batch], layer_index: torch.Tensor,
                    params: list[torch.Tensor]) -> np.ndarray:
         weights = torch.stack([p.detach() for p in params])
         total = torch.zeros(len(params), device=weights.device)
-        n_sentences = len(labels.lengths)
-        for start in range(0, n_sentences, self.eval_batch_size):
-            batch = np.arange(start, min(start + self.eval_batch_size, n_sentences))
-            total += self._batch_loss(vectors, labels, layer_index, batch, weights) * len(batch)
-        return (total / n_sentences).cpu().numpy()
+        for batch in batches:
+            total += self._loss(self._project(vectors, layer_index, batch.rows, weights), batch) * len(batch.lengths)
+        return (total / sum(len(batch.lengths) for batch in batches)).cpu().numpy()
 
     # -- inference ---------------------------------------------------------------------------------
 
@@ -345,12 +368,14 @@ class StructuralProbe(BaseEstimator):
         out: list[np.ndarray] = []
         n_sentences = len(vectors.offsets) - 1
         for start in range(0, n_sentences, self.eval_batch_size):
-            batch = np.arange(start, min(start + self.eval_batch_size, n_sentences))
-            predicted, batch_of_word, _, lengths = self._predict_batch(vectors, layer_index, batch, weights)
-            predicted = predicted.float().cpu().numpy()
+            batch = self._batch(vectors, None, np.arange(start, min(start + self.eval_batch_size, n_sentences)),
+                                weights.device)
+            lengths = batch.lengths
+            projected = self._project(vectors, layer_index, batch.rows, weights)
+            predicted = self._predicted(projected, batch).float().cpu().numpy()
             if self.kind == "depth":
                 bounds = np.concatenate([[0], np.cumsum(lengths)])
-                out.extend(predicted[:, bounds[b]:bounds[b + 1]] for b in range(len(batch)))
+                out.extend(predicted[:, bounds[b]:bounds[b + 1]] for b in range(len(lengths)))
             else:
                 out.extend(predicted[:, b, :n, :n] for b, n in enumerate(lengths))
         return out
