@@ -145,9 +145,10 @@ class _Batch:
     mask: torch.Tensor | None
 
 
-def _length_batches(lengths: np.ndarray, size: int) -> list[np.ndarray]:
-    """Sentence indices in batches of ``size``, sentences of similar length together (stable order of length)."""
-    order = np.argsort(lengths, kind="stable")
+def _eval_batches(lengths: np.ndarray, size: int, kind: str) -> list[np.ndarray]:
+    """Sentence indices in batches of ``size``: for ``kind="distance"`` sentences of similar length together
+    (stable order of length), else in order."""
+    order = np.argsort(lengths, kind="stable") if kind == "distance" else np.arange(len(lengths))
     return [order[start:start + size] for start in range(0, len(order), size)]
 
 
@@ -300,10 +301,11 @@ class StructuralProbe(BaseEstimator):
         rng = np.random.default_rng(self.seed)
         history = []
         # The dev loss is taken after every epoch over the whole dev split (often many times the training
-        # sentences): its batches, gold targets included, are made once, of sentences of similar length (the
-        # pairwise step's padding is the longest sentence's).
+        # sentences): its batches, gold targets included, are made once; the distance probe's of sentences of
+        # similar length (its pairwise step pads each sentence to the batch's longest), the depth probe's of
+        # consecutive sentences (no padding; their word vectors are read in order).
         dev_batches = [self._batch(dev, dev_labels, ids, device)
-                       for ids in _length_batches(np.diff(dev.offsets), self.eval_batch_size)]
+                       for ids in _eval_batches(np.diff(dev.offsets), self.eval_batch_size, self.kind)]
 
         for epoch in range(self.epochs):
             live = np.flatnonzero(active)

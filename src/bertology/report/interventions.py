@@ -96,9 +96,11 @@ def _checkpoint(context: ReportContext, settings: InterventionSettings) -> Path:
     from ``<report>/finetune`` when finished with the same recipe)."""
     if context.finetuned is not None:
         return Path(context.finetuned)
+    # fused AdamW: the same update in one kernel per step (MiniLM on CPU: 8.8 ms a step against 59 ms for the
+    # per-tensor loop, stored by benchmarks/perf/bench_adamw.py); its last digits differ from the per-tensor one's.
     config = FinetuneConfig(seeds=(settings.seed,), epochs=settings.epochs, lr=settings.lr,
                             max_train=settings.train_examples, device=context.device or "auto",
-                            progress=context.progress, eval_each_epoch=False)
+                            progress=context.progress, eval_each_epoch=False, fused=True)
     result = finetune(context.encoder, settings.task, config,
                       out_dir=context.out_dir / "finetune" / context.encoder.fingerprint)
     return Path(result["runs"]["checkpoint"].iloc[0])
