@@ -96,7 +96,7 @@ def _checkpoint(context: ReportContext, settings: InterventionSettings) -> Path:
     from ``<report>/finetune`` when finished with the same recipe)."""
     if context.finetuned is not None:
         return Path(context.finetuned)
-    # fused AdamW: the same update in one kernel per step (MiniLM on CPU: 8.8 ms a step against 59 ms for the
+    # fused AdamW: the same update in one kernel per step (MiniLM on CPU: 8.5 ms a step against 59 ms for the
     # per-tensor loop, stored by benchmarks/perf/bench_adamw.py); its last digits differ from the per-tensor one's.
     config = FinetuneConfig(seeds=(settings.seed,), epochs=settings.epochs, lr=settings.lr,
                             max_train=settings.train_examples, device=context.device or "auto",
