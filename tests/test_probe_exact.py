@@ -419,3 +419,24 @@ def test_the_products_turned_round_or_as_the_features_lie_give_the_loss_and_its_
             torch.testing.assert_close(loss, expected.detach().double(), **tolerance)
             torch.testing.assert_close(grad_W, want_W, **tolerance)
             torch.testing.assert_close(grad_b, want_b, **tolerance)
+
+
+def test_the_polish_runs_past_the_solves_iteration_cap_to_its_tolerance():
+    """The chosen value's polish may take more iterations than the solve's cap (``POLISH_ITER_FACTOR``): a weakly
+    regularised problem stopped by the cap far from its optimum still ends at ``POLISH_GTOL``."""
+    from bertology.probing.problems import _Problems
+    from bertology.probing.solver import POLISH_GTOL
+
+    X, y = _problem(n=300, seed=8, noise=3.0)
+    Z = torch.from_numpy(_standardise(X)).double()  # float64: the output keeps the polish's precision
+    labels = torch.from_numpy(y)
+    score = lambda W, b, rows: torch.zeros(len(rows), dtype=torch.float64)  # noqa: E731 (one value: it is chosen)
+    W, b, _, _ = fit_multinomial(Z, labels, 3, [1e-2], max_iter=5, score=score, polish=True)
+    data = _Problems(Z, labels, 3)
+    l2 = torch.full((Z.shape[0],), 1e-2, dtype=torch.float64)
+    _, gW, gb, _ = data.loss(W[:, 0], b[:, 0], torch.arange(Z.shape[0]), l2, torch.zeros_like(l2))
+    assert float(torch.maximum(gW.abs().amax(), gb.abs().amax())) <= POLISH_GTOL
+    # The solve alone, stopped by its cap of five iterations, is far from there.
+    W5, b5, _, _ = fit_multinomial(Z, labels, 3, [1e-2], max_iter=5)
+    _, gW5, gb5, _ = data.loss(W5[:, 0], b5[:, 0], torch.arange(Z.shape[0]), l2, torch.zeros_like(l2))
+    assert float(torch.maximum(gW5.abs().amax(), gb5.abs().amax())) > 1e3 * POLISH_GTOL
