@@ -14,7 +14,6 @@ Stored as ``benchmarks/results/adamw_minilm_cpu.json``.
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import sys
 import time

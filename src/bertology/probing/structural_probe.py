@@ -44,7 +44,6 @@ from bertology.probing.tree_metrics import (
 from bertology.runtime import derive_seed, resolve_device
 
 
-
 # --------------------------------------------------------------------------------------------------
 # Word vectors
 # --------------------------------------------------------------------------------------------------
