@@ -53,12 +53,8 @@ def our_batches(probe, vectors, labels):
     """The dev batches as :meth:`StructuralProbe.fit` makes them, once per fit."""
     from bertology.probing.structural_probe import _eval_batches
 
-    return [probe._batch(vectors, labels, ids, torch_device(vectors))
+    return [probe._batch(vectors, labels, ids, vectors.data.device)
             for ids in _eval_batches(np.diff(vectors.offsets), probe.eval_batch_size, probe.kind)]
-
-
-def torch_device(vectors):
-    return vectors.data.device
 
 
 def main() -> None:
