@@ -161,3 +161,71 @@ def test_a_spec_and_keywords_give_the_same_store(tiny_bert, tmp_path):
     assert np.array_equal(by_spec.layer(2), by_keywords.layer(2))
     with pytest.raises(UsageError, match="spec: expected an ExtractionSpec"):
         extract(tiny_bert, TEXTS, tmp_path / "c", "0,2", progress=False)
+
+
+@pytest.mark.parametrize("rows", [3, 2048])  # under and over HASH_THREAD_BYTES: hashed inline, hashed on a thread
+def test_a_shards_recorded_sha256_is_its_files_and_a_failed_write_leaves_nothing(tmp_path, monkeypatch, rows):
+    import errno
+    import hashlib
+
+    from safetensors.torch import load_file
+
+    from bertology.errors import OutputError
+    from bertology.store.store import HASH_THREAD_BYTES, write_shard_atomic
+
+    tensors = {f"layer.{i}": torch.randn(rows, 384).to(torch.float16) for i in range(3)}
+    assert (rows * 384 * 2 * 3 > HASH_THREAD_BYTES) == (rows > 3)
+    entry = write_shard_atomic(tmp_path / "shard.safetensors", tensors, {"format_version": "1"})
+    data = (tmp_path / "shard.safetensors").read_bytes()
+    assert entry["sha256"] == hashlib.sha256(data).hexdigest() and entry["bytes"] == len(data)
+    assert all(torch.equal(load_file(tmp_path / "shard.safetensors")[name], tensor) for name, tensor in tensors.items())
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", full)
+    with pytest.raises(OutputError, match="space"):
+        write_shard_atomic(tmp_path / "second.safetensors", tensors, {"format_version": "1"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard.safetensors"]
+
+
+def test_several_writers_refill_a_buffer_only_once_its_shard_is_on_disk(tiny_bert, tmp_path, monkeypatch):
+    """Three writers cycling four buffers (as extraction does on a GPU): the first shards' writes are slowed, so
+    later ones finish first; every shard holds what was put, the index names them all, on_written in order."""
+    import time
+
+    key = {"model": model_record(tiny_bert), "layers": [0], "pool": "cls", "attentions": False, "dtype": "float32",
+           "long_policy": "error", "autocast": None}
+    writer = StoreWriter(tmp_path / "w", key, "hash")
+    n = 9
+    writer.start([{"id": str(i), "words": []} for i in range(n)], np.ones(n), [(i, i + 1) for i in range(n)],
+                 {"path": None})
+    write = writer.write
+
+    def slow_first(k, tensors):
+        time.sleep(0.2 if k % 3 == 0 else 0.0)
+        return write(k, tensors)
+
+    monkeypatch.setattr(writer, "write", slow_first)
+    buffers = [torch.empty(1, tiny_bert.hidden_size) for _ in range(4)]
+    written = []
+    with writer.shards_in_background(on_written=written.append, writers=3) as put:
+        for k in range(n):
+            buffer = buffers[k % 4]
+            buffer.fill_(k)  # refilled: the shard that used it last must be written already
+            put(k, {"layer.0": buffer}, last=k == n - 1)
+    writer.finish({"seconds": 0})
+    assert written == list(range(n)) and writer.todo == []
+    store = Store.open(tmp_path / "w")
+    assert store.verify() == [] and np.array_equal(store.layer(0)[:, 0], np.arange(n))
+
+
+def test_an_extraction_with_several_writers_is_the_same_store(tiny_bert, tmp_path, monkeypatch):
+    import bertology.extraction.pipeline as pipeline
+
+    texts = TEXTS * 8
+    one = extract(tiny_bert, texts, tmp_path / "one", shard_bytes=2000, progress=False)
+    monkeypatch.setattr(pipeline, "CPU_WRITERS", 3)
+    three = extract(tiny_bert, texts, tmp_path / "three", shard_bytes=2000, progress=False)
+    assert len(three.index["shards"]) > 4 and three.verify() == []
+    assert all(np.array_equal(one.layer(layer), three.layer(layer)) for layer in one.layers)

@@ -199,6 +199,10 @@ class ExtractionPlan:
 #: Sentences encoded before anything is written (the unknown-token check reads them), and the first shard: the
 #: model starts on them while the thread that prepares the batches encodes the rest (issue 31).
 FIRST_SENTENCES = 128
+#: Shards written at once on a GPU (:meth:`StoreWriter.shards_in_background`), each on a thread of its own.
+GPU_WRITERS = 2
+#: ... and on a CPU, whose cores the model uses (the shard's hash still runs beside its write: store.write_shard_atomic).
+CPU_WRITERS = 1
 
 
 def plan_extraction(
@@ -457,8 +461,8 @@ class ShardComputer:
     pooling indices, no model; :func:`extract` runs it a part ahead on a background thread), then on the
     compute thread :meth:`begin`, :meth:`run` for each batch and :meth:`finish`. :meth:`compute` does all
     of it for one shard in turn (the Ray engine). Pooling, the word-level attention sums and the cast to the
-    store's dtype happen on the model's device; a shard's rows leave it once, into one of two reused (on a
-    GPU, pinned) host buffers, without blocking: write them before the shard after next is finished.
+    store's dtype happen on the model's device; a shard's rows leave it once, into one of :attr:`writers` + 1
+    reused (on a GPU, pinned) host buffers, without blocking: write them before that many more shards are finished.
 
     Batches follow :func:`bertology.models.batching.token_budget_batches` under :attr:`budget` (a
     :class:`~bertology.models.batching.TokenBudget`: the spec's ``batch_tokens``, or the device's
@@ -480,8 +484,12 @@ class ShardComputer:
         max_rows = max(1, max_rows)
         shape, dtype = (len(self.layers), max_rows, encoder.hidden_size), DTYPES[spec.dtype]
         # The shard's rows in the store's dtype, filled batch by batch where the model runs; on a GPU copied
-        # without blocking into one of two pinned host buffers (on a CPU the two buffers are filled directly).
-        self.results = [torch.empty(shape, dtype=dtype, pin_memory=self.pin) for _ in range(2)]
+        # without blocking into a pinned host buffer (on a CPU the buffers are filled directly). One buffer per
+        # shard being written and one being filled: on a GPU the store's writes, not the model, set the pace
+        # (hashing and writing 500 MB of a bert-base store of EWT dev against 0.1-0.4 s of model), so
+        # GPU_WRITERS shards are written at once there.
+        self.writers = GPU_WRITERS if self.pin else CPU_WRITERS
+        self.results = [torch.empty(shape, dtype=dtype, pin_memory=self.pin) for _ in range(self.writers + 1)]
         self.device_result = torch.empty(shape, dtype=dtype, device=self.device) if self.pin else None
         self.spill: torch.Tensor | None = None  # float32 sums of windowed sentences' rows, made when needed
         self.shards_done = 0
@@ -503,7 +511,7 @@ class ShardComputer:
     def begin(self, start: int, stop: int, rows: int) -> None:
         """Start shard ``start..stop`` of ``rows`` stored rows."""
         self.range, self.rows = range(start, stop), rows
-        self.host_result = self.results[self.shards_done % 2]
+        self.host_result = self.results[self.shards_done % len(self.results)]
         self.result = self.device_result if self.pin else self.host_result
         self.spilled = False
         self.maps: dict[int, _AttentionBuffer] = {}
@@ -727,7 +735,8 @@ def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model
     computer = ShardComputer(encoder, {}, plan.spec, plan.layers, max_rows=plan.largest_shard_rows(todo),
                              model=encoder.compiled() if compile_model else None)
     with (progress_bar(progress) as bar, run_context(encoder, plan.spec.autocast, plan.attention_layers),
-          writer.shards_in_background(on_written=lambda k: bar.advance(task, sizes[k])) as put,
+          writer.shards_in_background(on_written=lambda k: bar.advance(task, sizes[k]),
+                                      writers=computer.writers) as put,
           _Parts(plan, computer, todo) as parts):
         task = bar.add_task(f"extract {encoder.name} (sentences)", total=sum(sizes.values()))
         for k in todo:

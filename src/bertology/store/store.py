@@ -16,13 +16,15 @@ native dependencies, and handles bfloat16.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -56,9 +58,10 @@ def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: d
     left, ...) removes the temporary file and raises one-line :class:`~bertology.errors.OutputError`,
     so no partial shard is left behind. The tensors are streamed into the file as they lie in memory,
     with no whole-file ``bytes`` copy in between (on these machines filling fresh memory costs more than
-    the pooling; BENCHMARKS.md), and hashed on the way. The layout is safetensors' own: an 8-byte
-    little-endian header length, a JSON header padded with spaces to 8 bytes, then the raw tensors in
-    header order; `safe_open` reads it.
+    the pooling; BENCHMARKS.md), and hashed on a second thread while they are written and fsynced (both release
+    the GIL: the shard costs the longer of the two, not their sum; :func:`_digest_beside`). The layout is
+    safetensors' own: an 8-byte little-endian header length, a JSON header padded with spaces to 8 bytes, then
+    the raw tensors in header order; `safe_open` reads it.
     """
     header, offset, buffers = {"__metadata__": dict(metadata)}, 0, []
     for name, tensor in tensors.items():
@@ -70,14 +73,41 @@ def write_shard_atomic(path: Path, tensors: dict[str, torch.Tensor], metadata: d
         buffers.append(raw)
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
     encoded += b" " * (-len(encoded) % 8)
-    digest = hashlib.sha256()
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        for block in (len(encoded).to_bytes(8, "little"), encoded, *buffers):
-            digest.update(block)
+    blocks = (len(encoded).to_bytes(8, "little"), encoded, *buffers)
+    with _digest_beside(blocks) as digest, atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        for block in blocks:
             handle.write(block)
         handle.flush()
         os.fsync(handle.fileno())
-    return {"file": path.name, "bytes": 8 + len(encoded) + offset, "sha256": digest.hexdigest()}
+    return {"file": path.name, "bytes": 8 + len(encoded) + offset, "sha256": digest()}
+
+
+#: Below this many bytes a shard is hashed on the writing thread (a thread's start would cost more than it saves).
+HASH_THREAD_BYTES = 1 << 22
+
+
+@contextlib.contextmanager
+def _digest_beside(blocks) -> Iterator[Callable[[], str]]:
+    """The SHA-256 of ``blocks`` (bytes-like, in order), computed on a thread of its own while the caller writes
+    them; yields ``digest()``, which waits for it. hashlib and file writes both release the GIL on large buffers,
+    and hashing (about 1.7 GB/s on one core) costs as much as writing and fsyncing (BENCHMARKS.md, "Writing a
+    store's shards"), so overlapping the two nearly halves a shard's time."""
+    hasher = hashlib.sha256()
+
+    def hash_all() -> None:
+        for block in blocks:
+            hasher.update(block)
+
+    if sum(len(block) for block in blocks) < HASH_THREAD_BYTES:
+        hash_all()
+        yield hasher.hexdigest
+        return
+    thread = threading.Thread(target=hash_all, name="bertology-shard-hash", daemon=True)
+    thread.start()
+    try:
+        yield lambda: (thread.join(), hasher.hexdigest())[1]
+    finally:
+        thread.join()  # a failed write leaves no thread reading the buffers the caller is about to reuse
 
 
 def shard_problem(folder: Path, entry: dict) -> str | None:

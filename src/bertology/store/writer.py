@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -270,40 +271,47 @@ class StoreWriter:
             self._write_index()
 
     @contextlib.contextmanager
-    def shards_in_background(self, on_written: Callable[[int], None] | None = None) -> Iterator[Callable]:
+    def shards_in_background(self, on_written: Callable[[int], None] | None = None,
+                             writers: int = 1) -> Iterator[Callable]:
         """``with writer.shards_in_background() as put: put(k, tensors)``: each shard is streamed to disk,
-        fsynced, renamed and recorded in the index on a second thread while the caller computes the next one
+        fsynced, renamed and recorded in the index on a thread of its own while the caller computes the next one
         (``put(k, tensors, ready=f)``: that thread first calls ``f()``, e.g. to wait for a copy from a GPU).
-        ``put`` first waits for the shard before (so a caller alternating two buffers may refill the one it
-        used) and calls ``on_written(k)`` for it; leaving the block waits for the last one.
+        ``writers``: shards written at once. ``put`` first waits, oldest first, until fewer than ``writers`` are
+        pending (so a caller cycling ``writers + 1`` buffers may refill the one it used longest ago) and calls
+        ``on_written(k)`` for each; leaving the block waits for the rest. Shards may be recorded out of order (a
+        resumed run computes whichever are missing); the index is written under a lock.
 
         ``put(k, tensors, last=True)``: the run's last shard, named in the index by the :meth:`finish` that
         follows the block rather than by a write of its own: one index write and fsync fewer at the end of the
         run, where nothing overlaps them (issue 31). Until then the shard is not whole for a resumed run."""
         pending: list[tuple[int, Future]] = []
+        lock = threading.Lock()
 
         def write_and_record(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None,
                              last: bool) -> None:
-            self.write_pending()  # the index before any shard file, as start() would have
+            with lock:
+                self.write_pending()  # the index before any shard file, as start() would have
             if ready is not None:
                 ready()
-            self.record(k, self.write(k, tensors), write_index=not last)
+            entry = self.write(k, tensors)
+            with lock:
+                self.record(k, entry, write_index=not last)
 
         def settle() -> None:
-            k, future = pending.pop()
+            k, future = pending.pop(0)
             future.result()
             if on_written is not None:
                 on_written(k)
 
         def put(k: int, tensors: dict[str, torch.Tensor], ready: Callable[[], object] | None = None,
                 last: bool = False) -> None:
-            if pending:
+            while len(pending) >= writers:
                 settle()
             pending.append((k, thread.submit(write_and_record, k, tensors, ready, last)))
 
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertology-shard-writer") as thread:
+        with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="bertology-shard-writer") as thread:
             yield put
-            if pending:
+            while pending:
                 settle()
 
     # -- finish ----------------------------------------------------------------------------------
