@@ -22,6 +22,8 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
+import os
 import queue
 import threading
 import time
@@ -199,8 +201,12 @@ class ExtractionPlan:
 #: Sentences encoded before anything is written (the unknown-token check reads them), and the first shard: the
 #: model starts on them while the thread that prepares the batches encodes the rest (issue 31).
 FIRST_SENTENCES = 128
-#: Shards written at once on a GPU (:meth:`StoreWriter.shards_in_background`), each on a thread of its own.
-GPU_WRITERS = 2
+#: Shards written at once on a GPU (:meth:`StoreWriter.shards_in_background`), each on a thread of its own: at most
+#: this many, one per four host cores, and as many as keep the pinned host buffers (one per shard being written,
+#: one being filled) within PINNED_BYTES. Filling fresh page cache, not the disk, bounds one thread's write
+#: (about 1 GB/s on these machines, BENCHMARKS.md), and it scales with threads writing different files.
+GPU_WRITERS = 4
+PINNED_BYTES = 4 << 30
 #: ... and on a CPU, whose cores the model uses (the shard's hash still runs beside its write: store.write_shard_atomic).
 CPU_WRITERS = 1
 
@@ -487,8 +493,10 @@ class ShardComputer:
         # without blocking into a pinned host buffer (on a CPU the buffers are filled directly). One buffer per
         # shard being written and one being filled: on a GPU the store's writes, not the model, set the pace
         # (hashing and writing 500 MB of a bert-base store of EWT dev against 0.1-0.4 s of model), so
-        # GPU_WRITERS shards are written at once there.
-        self.writers = GPU_WRITERS if self.pin else CPU_WRITERS
+        # up to GPU_WRITERS shards are written at once there.
+        shard_bytes = math.prod(shape) * torch.tensor([], dtype=dtype).element_size()
+        self.writers = max(1, min(GPU_WRITERS, (os.cpu_count() or 1) // 4, PINNED_BYTES // shard_bytes - 1)) \
+            if self.pin else CPU_WRITERS
         self.results = [torch.empty(shape, dtype=dtype, pin_memory=self.pin) for _ in range(self.writers + 1)]
         self.device_result = torch.empty(shape, dtype=dtype, device=self.device) if self.pin else None
         self.spill: torch.Tensor | None = None  # float32 sums of windowed sentences' rows, made when needed
