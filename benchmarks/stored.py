@@ -70,7 +70,10 @@ def machine() -> dict[str, Any]:
 
 def commit() -> str:
     """The checkout's commit (``+changes`` when tracked files differ); on a machine that got a copy of the tree
-    without its git folder (a lent GPU), ``BENCHMARK_COMMIT`` as the sender set it."""
+    without its git folder (a lent GPU), ``BENCHMARK_COMMIT`` as the sender set it. ``BENCHMARK_COMMIT`` wins
+    wherever it is set: a lent machine's copy may hold a git folder of another commit (session 22)."""
+    if os.environ.get("BENCHMARK_COMMIT"):
+        return os.environ["BENCHMARK_COMMIT"]
     try:
         found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
