@@ -203,8 +203,8 @@ class ExtractionPlan:
 FIRST_SENTENCES = 128
 #: Shards written at once on a GPU (:meth:`StoreWriter.shards_in_background`), each on a thread of its own: at most
 #: this many, one per four host cores, and as many as keep the pinned host buffers (one per shard being written,
-#: one being filled) within PINNED_BYTES. Filling fresh page cache, not the disk, bounds one thread's write
-#: (about 1 GB/s on these machines, BENCHMARKS.md), and it scales with threads writing different files. On an H200
+#: one being filled) within PINNED_BYTES. Filling fresh page cache and hashing, not the disk, bound one thread's
+#: write (1.4 GB/s, shard_write_cpu.json), and threads writing different files add up. On an H200
 #: one writer ran EWT dev's bert-base store in 0.69 s and four in 0.61 s on the same machine, two in 0.53 s on
 #: another (gpu_check_h200_one_writer, _four_writers, _writers.json): four did not beat two; two kept.
 GPU_WRITERS = 2
