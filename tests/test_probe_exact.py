@@ -440,3 +440,21 @@ def test_the_polish_runs_past_the_solves_iteration_cap_to_its_tolerance():
     W5, b5, _, _ = fit_multinomial(Z, labels, 3, [1e-2], max_iter=5)
     _, gW5, gb5, _ = data.loss(W5[:, 0], b5[:, 0], torch.arange(Z.shape[0]), l2, torch.zeros_like(l2))
     assert float(torch.maximum(gW5.abs().amax(), gb5.abs().amax())) > 1e3 * POLISH_GTOL
+
+
+def test_a_cold_path_gets_the_iterations_to_reach_the_warm_paths_optimum(monkeypatch):
+    """From zero (continuation=False) a weak L2 value needs more steps than from its neighbour's optimum: under the
+    cap that suffices for the warm path, the cold one stops short unless it gets COLD_ITER_FACTOR times the steps."""
+    from bertology.probing import solver
+
+    X, y = _problem(seed=1, n=200, d=40, classes=6, noise=1.0)
+    Z, labels = torch.from_numpy(_standardise(X)).double(), torch.from_numpy(y)
+    grid = (1e-2, 1e-3, 1e-4, 1e-5)
+    optimum, _, _, _ = fit_multinomial(Z, labels, 6, grid, gtol=1e-10, max_iter=5000)
+    scale = optimum.abs().max()
+    warm, _, _, _ = fit_multinomial(Z, labels, 6, grid, gtol=1e-10, max_iter=80)
+    cold, _, _, _ = fit_multinomial(Z, labels, 6, grid, continuation=False, gtol=1e-10, max_iter=80)
+    assert (warm - optimum).abs().max() < 1e-4 * scale and (cold - optimum).abs().max() < 1e-4 * scale
+    monkeypatch.setattr(solver, "COLD_ITER_FACTOR", 1)
+    capped, _, _, _ = fit_multinomial(Z, labels, 6, grid, continuation=False, gtol=1e-10, max_iter=80)
+    assert (capped - optimum).abs().max() > 1e-2 * scale

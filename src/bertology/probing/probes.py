@@ -281,7 +281,8 @@ class LayerwiseProbe(_ProbeBase):
     "dev-holdout")``).
 
     ``warm_start`` (linear only): with ``converged``, each L2 value starts from the optimum of the next
-    stronger one (continuation; the optimum is the same); with ``early``, L-BFGS starts from the
+    stronger one (continuation; the optimum is the same; without it each value starts from zero and may take
+    ``solver.COLD_ITER_FACTOR`` times ``max_iter``); with ``early``, L-BFGS starts from the
     ridge-regression solution onto centred one-hot labels.
 
     ``polish`` (the exact linear probe only): solve each layer's chosen L2 value again in float64

@@ -44,6 +44,13 @@ POLISH_GTOL = 1e-9
 #: problem that converges stops at its own count: the cap costs only the slow ones.
 POLISH_ITER_FACTOR = 4
 
+#: A cold path's iteration cap, as a multiple of a warm one's: solved from zero rather than from its stronger
+#: neighbour's optimum (``continuation=False``: the same optimum, more steps), a weakly regularised value needs
+#: several times the steps; at the warm path's cap MiniLM's WC layer 1 (L2 1e-5) stopped far enough from its
+#: optimum that the chosen value and a test sentence or five followed the start (0.72 points,
+#: probe_exact_polished_cap_minilm_cpu.json). The default path is warm, so this costs only a cold one.
+COLD_ITER_FACTOR = 4
+
 #: The float64 copy of the training features that the polish makes is built a few layers at a time, at most
 #: this many bytes at once.
 POLISH_BYTES = 1 << 30
@@ -331,7 +338,7 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     ``bias_l2``, which penalises it as the weights: the MDL probe's, whose classes may be absent from a
     prefix). ``l2_grid`` is solved in the order given (strongest first), every layer at once (its own L-BFGS,
     :func:`_lbfgs`); with ``continuation`` each value starts from the previous value's optimum, which is the
-    same optimum reached faster.
+    same optimum reached faster (without, each value may take ``COLD_ITER_FACTOR * max_iter`` iterations).
 
     Several problems on the same features (a probe's bootstrap resamples and its control task: one *group*)
     are solved side by side, each its own L-BFGS, with one product per layer for all of them: ``y`` ``[groups,
@@ -366,6 +373,7 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     converged = torch.zeros((P, len(l2_grid)), dtype=torch.bool, device=device)
     walking = torch.ones(P, dtype=torch.bool, device=device)  # the problems still on the path
     factors = None  # every problem's latest preconditioner
+    cap = max_iter if continuation else COLD_ITER_FACTOR * max_iter
     for g, value in enumerate(l2_grid):
         if bool(walking.any()):
             rows = walking.nonzero().squeeze(1)
@@ -375,7 +383,7 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
             if not continuation:
                 start_W, start_b = W.clone(), b.clone()
                 start_W[rows], start_b[rows] = 0.0, 0.0
-            W, b, iterations, gmax, factors = _lbfgs(data, l2, start_W, start_b, gtol=gtol, max_iter=max_iter,
+            W, b, iterations, gmax, factors = _lbfgs(data, l2, start_W, start_b, gtol=gtol, max_iter=cap,
                                                      bias_l2=penalty_b, preconditioner=factors, active=walking)
             converged[rows, g] = gmax[rows] <= gtol
             total += iterations
@@ -396,7 +404,7 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
             problems = torch.arange(P, device=device)
             W_best, b_best, iterations = polish_multinomial(
                 data, l2, W_all[problems, best], b_all[problems, best], factors=factors, bias_l2=bias_l2,
-                max_iter=POLISH_ITER_FACTOR * max_iter, active=chosen)
+                max_iter=POLISH_ITER_FACTOR * cap, active=chosen)
             W_all[problems, best], b_all[problems, best] = W_best, b_best
             total += iterations
     return W_all, b_all, total, (scores if score is not None else None)
