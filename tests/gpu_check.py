@@ -4,7 +4,7 @@
     python -m tests.gpu_check --device cpu --smoke      # the CPU-side logic, in a minute, nothing stored
 
 Run from the repository root. Step 1 alone also runs as tests: ``pytest -m gpu`` (tests/test_gpu.py, skipped where no
-CUDA device exists); steps 2 and 3 use the perf benchmarks' helpers (``benchmarks.perf.bench_extract_overhead``).
+CUDA device exists); step 2 uses the perf benchmarks' helpers (``benchmarks.perf.bench_extract_overhead``).
 
 1. **Correctness** (CUDA only): extraction (hidden states and word-level attentions) of tiny models of three
    families, and the batched probe, on CUDA against the CPU.
@@ -13,7 +13,9 @@ CUDA device exists); steps 2 and 3 use the perf benchmarks' helpers (``benchmark
    importable: ``pip install --no-deps neurox==1.0.9 h5py``; otherwise skipped with a note), ``bertology.extract``
    fp32 and bf16 autocast (the token budget the device gives), and the bare forward pass over the same batches
    (fp32 and bf16). Rounds are interleaved; each figure is the best of its rounds.
-3. **The default report** on MiniLM (``bertology report``'s defaults, on this device), timed; with
+3. **Probe fits**: one exact probe fit of three shapes of the report's (:data:`PROBE_SHAPES`), on the device and
+   on the host's CPU cores: where the report's 128 fits would run faster.
+4. **The default report** on MiniLM (``bertology report``'s defaults, on this device), timed; with
    ``--minilm-dir`` (a folder with MiniLM's config and tokenizer), its random-weight twin where the weights did
    not travel.
 
@@ -99,6 +101,46 @@ def correctness(sentences, tmp: Path) -> dict:
     print(f"probe accuracy per layer: cpu {np.round(scores['cpu'], 3)}, cuda {np.round(scores['cuda'], 3)}")
     found["probe_accuracy"] = scores
     return found
+
+
+#: Shapes of the report's exact probe fits (layers, train examples, features, classes): a two-class SentEval task,
+#: a token task of UPOS's size and a many-class small one (WC).
+PROBE_SHAPES = {"two classes (SentEval)": (7, 4000, 384, 2), "17 classes (UPOS)": (7, 4000, 384, 17),
+                "50 classes, 800 examples (WC)": (7, 800, 384, 50)}
+
+
+def probe_fit_seconds(device: str, smoke: bool, threads: int | None = None) -> dict:
+    """Seconds of one exact probe fit (every layer along the L2 grid, then the float64 polish) on ``device`` and
+    on the host's CPU (``threads`` torch threads: all of them by default), the best of two, for each shape of
+    :data:`PROBE_SHAPES` on random features with a class structure. The default report fits 128 such probes on
+    the device its model runs on (session 22's H200: about 1 s a fit on CUDA); this says whether the host's cores
+    would do them faster."""
+    rng = np.random.default_rng(0)
+    found = {}
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    try:
+        for name, (layers, n, dim, classes) in PROBE_SHAPES.items():
+            if smoke:
+                n, dim = min(n, 300), 32
+            centres = rng.normal(size=(classes, dim))
+            y = rng.integers(0, classes, size=n + n // 4)
+            X = (centres[y][None] + 2.0 * rng.normal(size=(layers, len(y), dim))).astype(np.float32)
+            seconds = {}
+            for where in dict.fromkeys(("cpu", device)):
+                times = []
+                for _ in range(2):
+                    started = time.perf_counter()
+                    LayerwiseProbe(seed=0, device=where).fit(X[:, :n], y[:n], X[:, n:], y[n:])
+                    if where == "cuda":
+                        torch.cuda.synchronize()
+                    times.append(time.perf_counter() - started)
+                seconds[where] = min(times)
+            print(f"probe fit, {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items()), flush=True)
+            found[name] = seconds
+    finally:
+        torch.set_num_threads(before)
+    return {"threads": threads or os.cpu_count(), "seconds": found}
 
 
 def neurox_seconds(encoder, sentences, tmp: Path, device: str) -> float | None:
@@ -213,6 +255,13 @@ def published(result: dict, heading: str) -> dict[str, dict]:
         rows.append([f"bare forward over our batches, {name[5:]}", f"{run[f'{name}_tokens_per_s']:,.0f}",
                      f"{run[f'{name}_tokens_per_s'] / naive:.2f}x", "100%"])
     tables = {"throughput": table([heading, "tokens/s", "vs naive", "share of the bare forward"], rows)}
+    fits = result.get("probe_fits")
+    if fits:
+        devices = list(dict.fromkeys(where for seconds in fits["seconds"].values() for where in seconds))
+        tables["probe_fits"] = table(
+            ["one exact probe fit (s)"] + [f"host CPU, {fits['threads']} threads" if where == "cpu" else where
+                                           for where in devices],
+            [[name] + [f"{seconds[where]:.2f}" for where in devices] for name, seconds in fits["seconds"].items()])
     report = result.get("report", {})
     if "seconds" in report:
         tables["report"] = table(["default report", "seconds"], [[report["model"], f"{report['seconds']:.0f}"]])
@@ -252,6 +301,7 @@ def main() -> None:
         result["model"] = {"shape": shape, "name": encoder.name}
         result["throughput"] = throughput(encoder, sentences, 1 if args.smoke else args.rounds, tmp, args.device)
         del encoder
+        result["probe_fits"] = probe_fit_seconds(args.device, args.smoke)
         store(args, result, load_before)  # stored before the report too: a run stopped there keeps its throughput
         if not args.no_report:
             result["report"] = report_seconds(args.device, args.smoke, args.minilm_dir, tmp)
