@@ -218,6 +218,9 @@ def test_several_writers_refill_a_buffer_only_once_its_shard_is_on_disk(tiny_ber
     assert written == list(range(n)) and writer.todo == []
     store = Store.open(tmp_path / "w")
     assert store.verify() == [] and np.array_equal(store.layer(0)[:, 0], np.arange(n))
+    for bad in (0, 1.5, True):
+        with pytest.raises(UsageError, match="writers"), writer.shards_in_background(writers=bad):
+            pass
 
 
 def test_an_extraction_with_several_writers_is_the_same_store(tiny_bert, tmp_path, monkeypatch):

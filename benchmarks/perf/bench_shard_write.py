@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -31,9 +32,7 @@ BASELINE = "the former shard write: SHA-256 of each block, then its write, one t
 
 def former_write(path: Path, tensors, metadata) -> str:
     """The writer before session 22 (``write_shard_atomic`` then): hash each block, then write it."""
-    import json
-
-    import torch  # noqa: F401
+    import torch
 
     header, offset, buffers = {"__metadata__": dict(metadata)}, 0, []
     for name, tensor in tensors.items():

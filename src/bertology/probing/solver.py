@@ -356,7 +356,7 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
 
     ``polish`` (with ``score``): each problem's best-scoring value (the first of ties: the strongest) is then
     solved again in float64 (:func:`polish_multinomial`, from its float32 optimum and preconditioner, for at most
-    ``POLISH_ITER_FACTOR * max_iter`` iterations);
+    ``POLISH_ITER_FACTOR * max_iter`` iterations, that times ``COLD_ITER_FACTOR`` on a cold path);
     ``"unconverged"``: only for the problems whose float32 solve of that value stopped on ``max_iter`` before
     reaching ``gtol``.
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from bertology import __version__
-from bertology.errors import BertologyWarning, OutputError, StoreError
+from bertology.errors import BertologyWarning, OutputError, StoreError, UsageError
 from bertology.files import ensure_dir, write_json
 from bertology.models.encoders import Encoder, fingerprint_tokenizer, tokenizer_types
 from bertology.store.names import FORMAT_VERSION, INDEX_NAME, SENTENCES_NAME
@@ -284,6 +284,8 @@ class StoreWriter:
         ``put(k, tensors, last=True)``: the run's last shard, named in the index by the :meth:`finish` that
         follows the block rather than by a write of its own: one index write and fsync fewer at the end of the
         run, where nothing overlaps them (issue 31). Until then the shard is not whole for a resumed run."""
+        if isinstance(writers, bool) or int(writers) != writers or writers < 1:
+            raise UsageError(f"writers {writers!r}: expected a whole number of at least 1")
         pending: list[tuple[int, Future]] = []
         lock = threading.Lock()
 
