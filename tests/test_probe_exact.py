@@ -458,3 +458,99 @@ def test_a_cold_path_gets_the_iterations_to_reach_the_warm_paths_optimum(monkeyp
     monkeypatch.setattr(solver, "COLD_ITER_FACTOR", 1)
     capped, _, _, _ = fit_multinomial(Z, labels, 6, grid, continuation=False, gtol=1e-10, max_iter=80)
     assert (capped - optimum).abs().max() > 1e-2 * scale
+
+
+def _grouped_problems(seed=0, sets=2, n=40, dim=5, classes=4, groups=2):
+    """A small group in float64: resample weights, per-feature penalty weights and a class absent from one fit."""
+    from bertology.probing.problems import _Problems
+
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(sets, n, dim, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, classes, (groups, n), generator=gen)
+    y[1] = torch.where(y[1] == classes - 1, 0, y[1])  # the second fit never sees the last class
+    weights = torch.rand(groups, n, generator=gen, dtype=torch.float64)
+    weights = weights / weights.sum(1, keepdim=True)
+    penalty = 0.5 + torch.rand(sets * groups, dim, generator=gen, dtype=torch.float64)
+    return _Problems(X, y, classes, weights=weights, penalty=penalty, mask_absent=True), gen
+
+
+def test_the_curvature_product_is_the_hessian_of_the_loss_times_a_direction():
+    """The Newton polish's conjugate gradients take Hessian products (``_Problems.curvature``) at the packed
+    probabilities of an evaluation; with resample weights, penalty weights, an absent class and a subset of the
+    problems they must equal autograd's Hessian-vector product of the loss."""
+    data, gen = _grouped_problems()
+    rows = torch.tensor([0, 1, 3])  # both fits of layer 0, the second of layer 1
+    W = 0.3 * torch.randn(len(rows), data.dim, data.n_classes, generator=gen, dtype=torch.float64)
+    b = 0.3 * torch.randn(len(rows), data.n_classes, generator=gen, dtype=torch.float64)
+    V, vb = torch.randn_like(W), torch.randn_like(b)
+    l2, bias_l2 = torch.tensor([0.1, 0.01, 0.05], dtype=torch.float64), torch.tensor([0.0, 0.02, 0.0],
+                                                                                      dtype=torch.float64)
+    _, (logp, _) = data.loss(W, b, rows, l2, bias_l2, grad=False)
+    HV, Hb = data.curvature(V, vb, rows, l2, bias_l2, logp.exp())
+
+    def total(W, b):
+        return data.loss(W, b, rows, l2, bias_l2, grad=False)[0].sum()
+
+    _, (want_V, want_b) = torch.autograd.functional.hvp(total, (W, b), (V, vb))
+    # an absent class: its bias has no curvature from data (only the bias L2), its probability is exactly zero
+    torch.testing.assert_close(HV, want_V)
+    torch.testing.assert_close(Hb, want_b)
+
+
+def test_the_corrected_preconditioner_is_the_hessians_diagonal_in_the_eigenbases():
+    """``correct`` replaces the Kronecker eigenvalues by the exact diagonal of the Hessian in the factors'
+    eigenbases (eigenvalue-corrected K-FAC): turned into those bases, autograd's Hessian of each problem must
+    have ``D + l2`` (weights) and ``D_bias`` (biases) on its diagonal."""
+    from bertology.probing.solver import _KroneckerPreconditioner
+
+    data, gen = _grouped_problems(seed=1)
+    rows = torch.arange(data.size)
+    W = 0.3 * torch.randn(data.size, data.dim, data.n_classes, generator=gen, dtype=torch.float64)
+    b = 0.3 * torch.randn(data.size, data.n_classes, generator=gen, dtype=torch.float64)
+    l2 = torch.full((data.size,), 0.1, dtype=torch.float64)
+    zero = torch.zeros_like(l2)
+    _, (logp, layout) = data.loss(W, b, rows, zero, zero, grad=False)
+    prob = layout.take(logp.exp().transpose(1, 2))
+    factors = _KroneckerPreconditioner(data.X, l2, zero, data.groups)
+    factors.refresh(data.X, prob, rows, data.weights)
+    factors.correct(data.X, prob, rows, data.weights)
+    d, C = data.dim, data.n_classes
+    for p in range(data.size):
+        one = torch.tensor([p])
+
+        def loss(flat):  # the data term of problem p alone
+            return data.loss(flat[:d * C].view(1, d, C), flat[d * C:].view(1, C), one, zero[:1], zero[:1],
+                             grad=False)[0].sum()
+
+        H = torch.autograd.functional.hessian(loss, torch.cat([W[p].reshape(-1), b[p]]))
+        U, V = factors.U[p // data.groups], factors.V[p]
+        basis = torch.kron(U, V)  # vec(U^T W V) in row-major vec(W): U (x) V
+        weights_diagonal = torch.diagonal(basis.T @ H[:d * C, :d * C] @ basis).view(d, C)
+        torch.testing.assert_close(weights_diagonal, factors.D[p])
+        torch.testing.assert_close(torch.diagonal(V.T @ H[d * C:, d * C:] @ V), factors.D_bias[p])
+    # scale divides by that diagonal plus the L2 term
+    qW, qb = torch.ones_like(W), torch.zeros_like(b)
+    torch.testing.assert_close(factors.scale(qW, qb)[0], 1 / (factors.D + 0.1))
+
+
+def test_the_newton_polish_reaches_the_optimum_of_every_fit_of_a_group():
+    """From a rough start the Newton polish must end each problem of a group (weights, penalties, an absent
+    class, a penalised bias) at the optimum: a largest gradient entry of at most ``POLISH_GTOL``, the optimum a
+    long L-BFGS solve in float64 reaches; a problem not asked for stays where it was."""
+    from bertology.probing.solver import POLISH_GTOL, _lbfgs, polish_multinomial
+
+    data, gen = _grouped_problems(seed=2, n=60)
+    P = data.size
+    l2 = torch.tensor([0.05, 0.01, 0.02, 0.001], dtype=torch.float64)
+    W0 = 0.1 * torch.randn(P, data.dim, data.n_classes, generator=gen, dtype=torch.float64)
+    b0 = torch.zeros(P, data.n_classes, dtype=torch.float64)
+    active = torch.tensor([True, True, True, False])
+    W, b, products = polish_multinomial(data, l2, W0, b0, bias_l2=True, active=active)
+    assert products > 0
+    rows = torch.arange(3)
+    _, gW, gb, _ = data.loss(W[:3], b[:3], rows, l2[:3], l2[:3])
+    assert float(torch.maximum(gW.abs().amax(), gb.abs().amax())) <= POLISH_GTOL
+    want_W, want_b, _, _, _ = _lbfgs(data, l2, W0, b0, bias_l2=l2, gtol=1e-11, max_iter=5000, active=active)
+    torch.testing.assert_close(W[:3], want_W[:3], atol=1e-7, rtol=0)
+    torch.testing.assert_close(b[:3], want_b[:3], atol=1e-7, rtol=0)
+    assert torch.equal(W[3], W0[3]) and torch.equal(b[3], b0[3])

@@ -205,13 +205,7 @@ class _Problems:
         ``(loss, grad_W, grad_b, p)``; without: ``(loss, packed)``, the log-probabilities for :meth:`gradient`."""
         layout = self.layouts.get(rows, self.n_sets)
         bias = b if self.mask is None else b + self.mask[self._kinds(rows)]
-        S, M = len(layout.sets), max(1, layout.width)
-        if _turned(self.XT, M * self.n_classes):
-            logits = _products(layout, self.XT, layout.pack(W).transpose(1, 2))  # [S, M * C, n]
-            logits = logits.add_(layout.pack(bias.unsqueeze(1)).transpose(1, 2)).transpose(1, 2).contiguous()
-        else:
-            logits = torch.baddbmm(layout.pack(bias.unsqueeze(1)), self.layouts.features(rows, self.X), layout.pack(W))
-        logp = torch.log_softmax(logits.view(S, self.n, M, self.n_classes), -1)
+        logp = torch.log_softmax(self._logits(layout, rows, W, bias), -1)
         labels, weights = self._targets(layout, rows)
         picked = logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)  # [S, n, M]
         # Summed in float64: near the optimum a step lowers the loss by less than float32 resolves (about 1e-7 of
@@ -229,7 +223,6 @@ class _Problems:
         ``p`` the class probabilities ``[rows, n, C]`` with ``keep_prob`` (the preconditioner's refresh), else
         None."""
         logp, layout = packed
-        S, M, C = len(layout.sets), max(1, layout.width), self.n_classes
         labels, weights = self._targets(layout, rows)
         p = logp.exp_()  # [S, n, M, C]
         prob = layout.take(p.transpose(1, 2)).clone() if keep_prob else None  # before the residual overwrites p
@@ -239,16 +232,45 @@ class _Problems:
             residual = residual.div_(self.n)
         else:
             residual = p.mul_(weights.unsqueeze(-1)).scatter_add_(-1, index, -weights.unsqueeze(-1))
-        if _turned(self.XT, M * C):
-            product = _products(layout, self.XT, residual.view(S, self.n, M * C).transpose(1, 2), features_first=True)
-            grad_W = layout.unpack(product.transpose(1, 2).contiguous())
-        else:
-            Xs = self.layouts.features(rows, self.X)
-            grad_W = layout.unpack(torch.bmm(Xs.transpose(1, 2), residual.view(S, self.n, M * C)))
+        grad_W = self._back(layout, rows, residual)
         shrink = W if self.penalty is None else W * self.penalty[rows].unsqueeze(-1)
         grad_W = grad_W.add_(l2[:, None, None] * shrink)
         grad_b = layout.take(residual.sum(1)).add_(bias_l2[:, None] * b)
         return grad_W, grad_b, prob
+
+    def _logits(self, layout: _Layout, rows: torch.Tensor, W: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """``X W + bias`` of problems ``rows`` in ``layout``, packed: ``[sets, n, width, classes]``."""
+        S, M = len(layout.sets), max(1, layout.width)
+        if _turned(self.XT, M * self.n_classes):
+            logits = _products(layout, self.XT, layout.pack(W).transpose(1, 2))  # [S, M * C, n]
+            logits = logits.add_(layout.pack(bias.unsqueeze(1)).transpose(1, 2)).transpose(1, 2).contiguous()
+        else:
+            logits = torch.baddbmm(layout.pack(bias.unsqueeze(1)), self.layouts.features(rows, self.X), layout.pack(W))
+        return logits.view(S, self.n, M, self.n_classes)
+
+    def _back(self, layout: _Layout, rows: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """``X^T residual`` (``residual`` packed ``[sets, n, width, classes]``) of problems ``rows``:
+        ``[rows, dim, classes]``."""
+        S, M, C = len(layout.sets), max(1, layout.width), self.n_classes
+        if _turned(self.XT, M * C):
+            product = _products(layout, self.XT, residual.view(S, self.n, M * C).transpose(1, 2), features_first=True)
+            return layout.unpack(product.transpose(1, 2).contiguous())
+        Xs = self.layouts.features(rows, self.X)
+        return layout.unpack(torch.bmm(Xs.transpose(1, 2), residual.view(S, self.n, M * C)))
+
+    def curvature(self, V, vb, rows, l2, bias_l2, prob) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Hessian of :meth:`loss` at class probabilities ``prob`` (packed ``[sets, n, width, classes]``, of
+        problems ``rows``) times the direction ``(V, vb)`` (``[rows, dim, C]``, ``[rows, C]``): the data term's
+        ``X^T (M_i X V)_i`` with ``M_i = diag(p_i) - p_i p_i^T`` (example weighted), plus the L2 terms. Two
+        products, as a gradient; a class absent from a problem has ``p = 0`` there and no curvature from data."""
+        layout = self.layouts.get(rows, self.n_sets)
+        labels, weights = self._targets(layout, rows)
+        Z = self._logits(layout, rows, V, vb)
+        q = prob * (Z - (prob * Z).sum(-1, keepdim=True))
+        q = q.div_(self.n) if weights is None else q.mul_(weights.unsqueeze(-1))
+        HV = self._back(layout, rows, q)
+        shrink = V if self.penalty is None else V * self.penalty[rows].unsqueeze(-1)
+        return HV.add_(l2[:, None, None] * shrink), layout.take(q.sum(1)).add_(bias_l2[:, None] * vb)
 
 
 def grouped_logits(X: torch.Tensor, W: torch.Tensor, b: torch.Tensor, rows: torch.Tensor, groups: int) -> torch.Tensor:

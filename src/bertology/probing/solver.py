@@ -37,13 +37,6 @@ REFRESH_EVERY = 40
 #: problems get there in about ten iterations (benchmarks/perf/bench_probe_exact.py).
 POLISH_GTOL = 1e-9
 
-#: The polish's iteration cap, as a multiple of the float32 solve's (``max_iter``). A weakly regularised many-class
-#: problem converges slowly from its float32 optimum: MiniLM's WC layer 1 (800 sentences, 50 classes, L2 1e-5)
-#: needed 157 iterations to reach ``POLISH_GTOL``, and stopped at 100 it sat far enough from the optimum that
-#: another start of the path moved its test accuracy by 0.29 points (benchmarks/perf/bench_probe_exact.py). A
-#: problem that converges stops at its own count: the cap costs only the slow ones.
-POLISH_ITER_FACTOR = 4
-
 #: A cold path's iteration cap, as a multiple of a warm one's: solved from zero rather than from its stronger
 #: neighbour's optimum (``continuation=False``: the same optimum, more steps), a weakly regularised value needs
 #: several times the steps; at the warm path's cap MiniLM's WC layer 1 (L2 1e-5) stopped far enough from its
@@ -54,6 +47,12 @@ COLD_ITER_FACTOR = 4
 #: The float64 copy of the training features that the polish makes is built a few layers at a time, at most
 #: this many bytes at once.
 POLISH_BYTES = 1 << 30
+
+#: The Newton polish (:func:`_newton`): its most steps; the most conjugate-gradient iterations of one step; and
+#: their stop, a residual of ``H s = -g`` at most this share of the gradient's norm (each step then divides the
+#: gradient by about a hundred; at 1e-1 or 3e-2, one-off timings on XPOS took four steps instead of three and
+#: about as many iterations in all).
+NEWTON_STEPS, NEWTON_CG_ITER, NEWTON_CG_TOL = 10, 100, 1e-2
 
 
 def _dot(aW, ab, cW, cb) -> torch.Tensor:
@@ -77,7 +76,7 @@ class _KroneckerPreconditioner:
     def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor, groups: int = 1):
         self.l2, self.bias_l2, self.groups = l2, bias_l2, groups
         self.n_sets = X.shape[0] if X is not None else None
-        self.lam = self.U = self.alpha = self.V = self.bias_scale = None
+        self.lam = self.U = self.alpha = self.V = self.bias_scale = self.D = self.D_bias = None
         self._bases_of = (None, None)
 
     def refresh(self, X: torch.Tensor, p: torch.Tensor, rows: torch.Tensor | None = None,
@@ -114,12 +113,38 @@ class _KroneckerPreconditioner:
         alpha, V = torch.linalg.eigh(curvature.double())
         self.alpha[rows], self.V[rows] = alpha.clamp_min(0).to(X.dtype), V.to(X.dtype)
         self._bases_of = (None, None)
+        self.D = self.D_bias = None  # a correction belongs to the factors it was made in
+        self._update_bias_scale()
+
+    def correct(self, X: torch.Tensor, p: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor | None = None) -> None:
+        """Replace the Kronecker product's eigenvalues ``lam_j alpha_k`` of problems ``rows`` by the exact diagonal
+        of their data term's Hessian in the same eigenbases, at class probabilities ``p`` ``[rows, n, C]``:
+        entry ``(j, k)`` is ``sum_i w_i (U^T x_i)_j^2 (V^T M_i V)_kk`` (George et al. 2018, eigenvalue-corrected
+        K-FAC; ``weights`` as in :meth:`refresh`), and the bias's ``sum_i w_i (V^T M_i V)_kk``. Where examples
+        are confident about different classes, ``M_i`` is far from a multiple of its mean and the Kronecker
+        product's diagonal far from the Hessian's; the conjugate gradients of the Newton polish
+        (:func:`_newton`) take about two thirds of the iterations with the corrected one. Costs a product of the
+        features with the feature basis and one as wide as a gradient's; :meth:`refresh` drops it."""
+        n, C = p.shape[1], p.shape[2]
+        rows, layout = self._layout(rows, len(self.l2))
+        if self.D is None:
+            self.D = torch.zeros(len(self.l2), X.shape[-1], C, dtype=X.dtype, device=X.device)
+            self.D_bias = torch.zeros(len(self.l2), C, dtype=X.dtype, device=X.device)
+        Xs = X if layout.all_sets else X[layout.sets]
+        rotated = torch.bmm(Xs, self._set_bases(layout, rows)).pow_(2)  # [sets, n, d]: (U^T x_i)_j^2
+        V = self.V[rows]
+        pV = torch.bmm(p, V)
+        Q = torch.bmm(p, V * V).sub_(pV.pow_(2))  # [rows, n, C]: (V^T M_i V)_kk
+        Q = Q.div_(n) if weights is None else Q.mul_(weights[torch.remainder(rows, self.groups)].unsqueeze(-1))
+        self.D[rows] = layout.unpack(torch.bmm(rotated.transpose(1, 2), layout.pack(Q)))
+        self.D_bias[rows] = Q.sum(1)
         self._update_bias_scale()
 
     def _update_bias_scale(self) -> None:
         # The bias sees unit "feature variance"; the softmax's all-ones direction has no curvature, so it is
         # floored (that direction does not change the probabilities).
-        self.bias_scale = 1.0 / (self.alpha + self.bias_l2[:, None].to(self.alpha.dtype)).clamp_min(1e-3)
+        curvature = self.alpha if self.D_bias is None else self.D_bias
+        self.bias_scale = 1.0 / (curvature + self.bias_l2[:, None].to(curvature.dtype)).clamp_min(1e-3)
 
     def with_l2(self, l2: torch.Tensor, bias_l2: torch.Tensor) -> "_KroneckerPreconditioner":
         """The same factors for other L2 values: the curvature of the data term does not depend on L2, so the
@@ -127,6 +152,7 @@ class _KroneckerPreconditioner:
         other = _KroneckerPreconditioner(None, l2, bias_l2, self.groups)
         other.n_sets = self.n_sets
         other.lam, other.U, other.alpha, other.V = self.lam, self.U, self.alpha, self.V
+        other.D, other.D_bias = self.D, self.D_bias
         other._update_bias_scale()
         return other
 
@@ -138,6 +164,8 @@ class _KroneckerPreconditioner:
         other.n_sets = len(sets)
         other.lam, other.U = self.lam[sets].to(dtype), self.U[sets].to(dtype)
         other.alpha, other.V = self.alpha[rows].to(dtype), self.V[rows].to(dtype)
+        if self.D is not None:
+            other.D, other.D_bias = self.D[rows].to(dtype), self.D_bias[rows].to(dtype)
         other._update_bias_scale()
         return other
 
@@ -171,7 +199,10 @@ class _KroneckerPreconditioner:
                 torch.bmm(rb.unsqueeze(1), V.transpose(1, 2)).squeeze(1))
 
     def scale(self, qW: torch.Tensor, qb: torch.Tensor):
-        """The preconditioner of rotated vectors (:meth:`rotate`) of every problem: there it is diagonal."""
+        """The preconditioner of rotated vectors (:meth:`rotate`) of every problem: there it is diagonal (the
+        corrected diagonal once :meth:`correct` made one)."""
+        if self.D is not None:
+            return qW / (self.D + self.l2[:, None, None]), qb * self.bias_scale
         sets = torch.div(torch.arange(len(self.l2), device=qW.device), self.groups, rounding_mode="floor")
         lam = self.lam if self.groups == 1 else self.lam[sets]
         return qW / (lam[:, :, None] * self.alpha[:, None, :] + self.l2[:, None, None]), qb * self.bias_scale
@@ -355,8 +386,8 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     is the same).
 
     ``polish`` (with ``score``): each problem's best-scoring value (the first of ties: the strongest) is then
-    solved again in float64 (:func:`polish_multinomial`, from its float32 optimum and preconditioner, for at most
-    ``POLISH_ITER_FACTOR * max_iter`` iterations, that times ``COLD_ITER_FACTOR`` on a cold path);
+    solved again in float64 (:func:`polish_multinomial`: Newton steps from its float32 optimum, in its
+    preconditioner's eigenbases);
     ``"unconverged"``: only for the problems whose float32 solve of that value stopped on ``max_iter`` before
     reaching ``gtol``.
 
@@ -402,43 +433,165 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
         if bool(chosen.any()):
             l2 = torch.tensor([float(v) for v in l2_grid], dtype=torch.float64, device=device)[best]
             problems = torch.arange(P, device=device)
-            W_best, b_best, iterations = polish_multinomial(
+            W_best, b_best, products = polish_multinomial(
                 data, l2, W_all[problems, best], b_all[problems, best], factors=factors, bias_l2=bias_l2,
-                max_iter=POLISH_ITER_FACTOR * cap, active=chosen)
+                active=chosen)
             W_all[problems, best], b_all[problems, best] = W_best, b_best
-            total += iterations
+            total += products // 2  # an L-BFGS iteration's worth: two products with the features
     return W_all, b_all, total, (scores if score is not None else None)
 
 
 def polish_multinomial(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
-                       gtol: float = POLISH_GTOL, max_iter: int = EXACT_MAX_ITER, budget: int = POLISH_BYTES,
+                       gtol: float = POLISH_GTOL, max_steps: int = NEWTON_STEPS, budget: int = POLISH_BYTES,
                        factors: _KroneckerPreconditioner | None = None, bias_l2: bool = False,
                        active: torch.Tensor | None = None):
-    """Solve the ``active`` problems (all by default) of ``data`` again in float64 from ``W`` ``[problems, dim,
-    C]``, ``b`` ``[problems, C]`` (float32 optima of :func:`fit_multinomial`), each at its own ``l2``
-    ``[problems]``, to a largest gradient entry of ``gtol``; a few feature sets at a time (a float64 copy of at
-    most ``budget`` bytes). With ``factors`` (the preconditioner of the float32 solve) no refresh is made: near
-    the optimum the curvature no longer changes, and a refresh (a weighted covariance and its
-    eigendecomposition) costs as much as a dozen iterations on the 1,152-wide arc features. Returns ``W`` and
-    ``b`` in the input's dtype and the number of iterations (the largest chunk's)."""
+    """Solve the ``active`` problems (all by default) of ``data`` again from ``W`` ``[problems, dim, C]``, ``b``
+    ``[problems, C]`` (float32 optima of :func:`fit_multinomial`), each at its own ``l2`` ``[problems]``, to a
+    largest gradient entry of ``gtol`` in float64, by Newton steps (:func:`_newton`, at most ``max_steps``); a
+    few feature sets at a time (a float64 copy of at most ``budget`` bytes). With ``factors`` (the
+    preconditioner of the float32 solve) its eigenbases serve the steps' conjugate gradients, corrected to the
+    Hessian's diagonal at the start (:meth:`_KroneckerPreconditioner.correct`); without, they are made there.
+    Returns ``W`` and ``b`` in the input's dtype and the number of products with the features (the largest
+    chunk's)."""
     G, device = data.groups, W.device
     P = data.size
     active = torch.ones(P, dtype=torch.bool, device=device) if active is None else active
     # Only the feature sets with a problem to polish are copied.
     sets = torch.unique(torch.div(active.nonzero().squeeze(1), G, rounding_mode="floor"))
     step = max(1, budget // max(1, data.n * data.dim * 8))
-    W_out, b_out, iterations = W.clone(), b.clone(), 0
+    W_out, b_out, products = W.clone(), b.clone(), 0
+    low = data.X.dtype
     for start in range(0, len(sets), step):
         part = sets[start:start + step]
         rows = (part[:, None] * G + torch.arange(G, device=device)).reshape(-1)
-        chunk = data.to(torch.float64, part)
+        exact = data.to(torch.float64, part)
+        # The Hessian products of the conjugate gradients in the features' own dtype (no copy when every set is in).
+        fast = data if len(part) == data.n_sets else data.to(low, part)
         lam = l2[rows].to(torch.float64)
         penalty = lam if bias_l2 else torch.zeros_like(lam)
-        given = None if factors is None else factors.of_sets(part, torch.float64)
-        W_part, b_part, used, _, _ = _lbfgs(chunk, lam, W[rows].to(torch.float64), b[rows].to(torch.float64),
-                                            bias_l2=penalty, gtol=gtol, max_iter=max_iter, preconditioner=given,
-                                            refresh_every=max_iter + 1 if given is not None else REFRESH_EVERY,
-                                            active=active[rows])
+        given = None if factors is None else factors.of_sets(part, low)
+        W_part, b_part, used = _newton(fast, exact, lam, W[rows].to(torch.float64), b[rows].to(torch.float64),
+                                       bias_l2=penalty, gtol=gtol, max_steps=max_steps, preconditioner=given,
+                                       active=active[rows])
         W_out[rows], b_out[rows] = W_part.to(W.dtype), b_part.to(b.dtype)
-        iterations = max(iterations, used)
-    return W_out, b_out, iterations
+        products = max(products, used)
+    return W_out, b_out, products
+
+
+def _newton(data: _Problems, exact: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *,
+            bias_l2: torch.Tensor, gtol: float, max_steps: int, preconditioner: _KroneckerPreconditioner | None,
+            active: torch.Tensor):
+    """Newton steps for the ``active`` problems of ``exact`` (float64) from near their optimum, to a largest
+    gradient entry of ``gtol``: the loss and gradient in float64, each step ``H s = -g`` solved by conjugate
+    gradients (:func:`_conjugate_gradients`) to ``NEWTON_CG_TOL`` on the Hessian of ``data`` (the same problems
+    in the features' own dtype: a step needs its Hessian only to that tolerance) at the step's probabilities,
+    then Armijo backtracking (near the optimum the whole step is taken). A Newton step squares the error, so from
+    a float32 optimum (largest gradient entry near 1e-6) two or three steps reach 1e-9. The preconditioner
+    (``preconditioner``, else one refreshed from the first step's probabilities) is corrected to the Hessian's
+    diagonal at the first step. A problem whose step lowers the loss no more (the arithmetic's limit) stops
+    there. Returns ``(W, b, products)``: products with the features, two per evaluation and per iteration."""
+    P, device, low = exact.size, W.device, data.X.dtype
+    W, b = W.clone(), b.clone()
+    done = ~active
+    products = 0
+    l2_low, bias_low = l2.to(low), bias_l2.to(low)
+    if preconditioner is None:
+        preconditioner = _KroneckerPreconditioner(data.X, data.scaled_l2(l2_low), bias_low, data.groups)
+        fresh = True
+    else:
+        preconditioner = preconditioner.with_l2(data.scaled_l2(l2_low), bias_low)
+        fresh = False
+
+    def precondition(rW, rb, rows):  # H^-1 as the preconditioner has it, for problems rows
+        qW = torch.zeros(P, *rW.shape[1:], dtype=low, device=device)
+        qb = torch.zeros(P, rb.shape[1], dtype=low, device=device)
+        qW[rows], qb[rows] = preconditioner.rotate(rW, rb, rows)
+        sW, sb = preconditioner.scale(qW, qb)
+        return preconditioner.unrotate(sW[rows], sb[rows], rows)
+
+    for attempt in range(max_steps + 1):
+        rows = (~done).nonzero().squeeze(1)
+        if not len(rows):
+            break
+        loss, (logp, layout) = exact.loss(W[rows], b[rows], rows, l2[rows], bias_l2[rows], grad=False)
+        prob = layout.take(logp.exp().to(low).transpose(1, 2))  # [rows, n, C]
+        gW, gb, _ = exact.gradient(W[rows], b[rows], rows, l2[rows], bias_l2[rows], (logp, layout))
+        products += 2
+        reached = torch.maximum(gW.abs().amax((-2, -1)), gb.abs().amax(-1)) <= gtol
+        done[rows[reached]] = True
+        if bool(reached.all()) or attempt == max_steps:
+            break
+        if attempt == 0:
+            if fresh:
+                preconditioner.refresh(data.X, prob, rows, data.weights)
+            preconditioner.correct(data.X, prob, rows, data.weights)
+        going = ~reached
+        rows, loss, gW, gb, prob = rows[going], loss[going], gW[going], gb[going], prob[going]
+        sW, sb, used, _ = _conjugate_gradients(data, rows, prob, -gW.to(low), -gb.to(low), l2_low[rows],
+                                               bias_low[rows], precondition)
+        products += used
+        sW, sb = sW.to(W.dtype), sb.to(b.dtype)
+        slope = _dot(gW, gb, sW, sb)
+        size = torch.ones_like(loss)
+        pending = torch.arange(len(rows), device=device)
+        for _ in range(20):
+            r = rows[pending]
+            trial, _ = exact.loss(W[r] + size[pending, None, None] * sW[pending],
+                                  b[r] + size[pending, None] * sb[pending], r, l2[r], bias_l2[r], grad=False)
+            products += 1
+            accepted = trial <= loss[pending] + 1e-4 * size[pending] * slope[pending]
+            taken = pending[accepted]
+            W[rows[taken]] += size[taken, None, None] * sW[taken]
+            b[rows[taken]] += size[taken, None] * sb[taken]
+            pending = pending[~accepted]
+            if not len(pending):
+                break
+            size[pending] = size[pending] / 2
+        done[rows[pending]] = True  # no step lowered these: the arithmetic's limit
+    return W, b, products
+
+
+def _conjugate_gradients(data: _Problems, rows: torch.Tensor, prob: torch.Tensor, gW: torch.Tensor, gb: torch.Tensor,
+                         l2: torch.Tensor, bias_l2: torch.Tensor, precondition: Callable,
+                         tolerance: float = NEWTON_CG_TOL):
+    """Preconditioned conjugate gradients on ``H x = (gW, gb)`` for problems ``rows`` (the Hessian of ``data`` at
+    class probabilities ``prob`` ``[rows, n, C]``), each its own, until its residual is at most ``tolerance``
+    of its right-hand side's norm; a problem that gets there (or meets a direction of no curvature) stops and
+    costs nothing more. Returns ``(xW, xb, products, iterations of each problem)``."""
+    rW, rb = gW, gb
+    xW, xb = torch.zeros_like(rW), torch.zeros_like(rb)
+    zW, zb = precondition(rW, rb, rows)
+    dW, db = zW, zb
+    rz = _dot(rW, rb, zW, zb)
+    target = tolerance ** 2 * _dot(rW, rb, rW, rb)
+    running = torch.ones(len(rows), dtype=torch.bool, device=rows.device)
+    count = torch.zeros(len(rows), dtype=torch.long, device=rows.device)
+    products, live, packed = 0, None, None
+    for _ in range(NEWTON_CG_ITER):
+        now = running.nonzero().squeeze(1)
+        if live is None or len(now) != len(live):  # the probabilities of the problems still running, packed
+            live = now
+            layout = data.layouts.get(rows[live], data.n_sets)
+            packed = layout.pack(prob[live].reshape(len(live), -1, prob.shape[-1]))
+            packed = packed.view(len(layout.sets), data.n, max(1, layout.width), data.n_classes)
+        count[live] += 1
+        hW, hb = data.curvature(dW[live], db[live], rows[live], l2[live], bias_l2[live], packed)
+        products += 2
+        curvature = _dot(dW[live], db[live], hW, hb)
+        positive = curvature > 0
+        alpha = torch.where(positive, rz[live] / curvature.clamp_min(1e-30), torch.zeros_like(curvature))
+        xW[live] += alpha[:, None, None] * dW[live]
+        xb[live] += alpha[:, None] * db[live]
+        rW[live] -= alpha[:, None, None] * hW
+        rb[live] -= alpha[:, None] * hb
+        running[live] = positive & (_dot(rW[live], rb[live], rW[live], rb[live]) > target[live])
+        if not bool(running.any()):
+            break
+        go = running.nonzero().squeeze(1)
+        zW, zb = precondition(rW[go], rb[go], rows[go])
+        rz_next = _dot(rW[go], rb[go], zW, zb)
+        beta = rz_next / rz[go].clamp_min(1e-30)
+        dW[go] = zW + beta[:, None, None] * dW[go]
+        db[go] = zb + beta[:, None] * db[go]
+        rz[go] = rz_next
+    return xW, xb, products, count
