@@ -4,7 +4,8 @@ solved to its optimum (:func:`fit_multinomial`, :func:`polish_multinomial`).
 One L-BFGS per problem (every layer its own step sizes and curvature pairs), preconditioned by a
 Kronecker-factored estimate of the Hessian (feature covariance x softmax curvature, both eigendecomposed once per
 refresh: :class:`_KroneckerPreconditioner`), walking the L2 grid from the strongest value as a regularisation
-path; the value each layer chooses is polished in float64. The estimators that use it are in
+path; the value each layer chooses is polished in float64 by Newton steps (:func:`_newton`: conjugate gradients
+on the Hessian's products, in the same eigenbases with the Hessian's own diagonal). The estimators that use it are in
 :mod:`bertology.probing.probes`; the MDL probe (:mod:`bertology.probing.mdl`) calls it directly.
 """
 
@@ -31,10 +32,10 @@ GTOL = 1e-6
 REFRESH_EVERY = 40
 
 #: The chosen L2 value of every layer is then solved again in float64 from its float32 optimum, to this gradient
-#: tolerance (at most ``EXACT_MAX_ITER`` more iterations). float32 features hold the gradient near 1e-6, and at
+#: tolerance (by Newton steps: :func:`polish_multinomial`). float32 features hold the gradient near 1e-6, and at
 #: that precision the weights are still about 1e-4 from the optimum: enough to flip the test examples nearest a
-#: decision boundary, so features moved by 1e-6 moved a small task's accuracy by one or two examples. Two-class
-#: problems get there in about ten iterations (benchmarks/perf/bench_probe_exact.py).
+#: decision boundary, so features moved by 1e-6 moved a small task's accuracy by one or two examples. From there two
+#: or three Newton steps reach it (benchmarks/perf/bench_probe_polish.py).
 POLISH_GTOL = 1e-9
 
 #: A cold path's iteration cap, as a multiple of a warm one's: solved from zero rather than from its stronger
