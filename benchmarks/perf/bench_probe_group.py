@@ -49,6 +49,24 @@ def report_jobs(dataset, seeds, types: str, control: bool) -> list[tuple]:
     return jobs
 
 
+def report_features(tasks: list[str], cache: Path):
+    """The tasks' datasets at the report's sizes (``REPORT_MAX_TRAIN``; every dev and test example), MiniLM's
+    control-task types, its layers and the features of every task and split (extracted into ``cache`` once)."""
+    from bertology.data import shared_data_dir
+    from bertology.models import load_encoder
+    from bertology.probing.controls import resolve_types
+    from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
+    from bertology.report.context import REPORT_MAX_TRAIN
+
+    datasets = load_datasets(tasks, shared_data_dir() / "ud_english_ewt", cache_dir=cache,
+                             max_train=dict(REPORT_MAX_TRAIN))
+    encoder = load_encoder("minilm", device="cpu")
+    types = resolve_types("auto", encoder.tokenizer)
+    stores = _extract_pools(encoder, merge_pools(datasets), None, cache, False, "cpu")
+    layers = list(next(iter(stores.values())).layers)
+    return datasets, types, layers, _features_for(datasets, stores, layers)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default="upos,xpos,deprel,bigram_shift")
@@ -58,25 +76,14 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from bertology.data import shared_data_dir
-    from bertology.models import load_encoder
-    from bertology.probing.controls import resolve_types
     from bertology.probing.datasets import SPLITS
     from bertology.probing.experiment import fit_and_score, fit_and_score_group
-    from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
     from bertology.probing.probes import DEFAULT_L2
-    from bertology.report.context import REPORT_MAX_TRAIN
 
     cache = Path(args.cache or tempfile.mkdtemp(prefix="bench-probe-group-"))
     seeds = tuple(range(args.seeds))
     raw = {"load_average_before": os.getloadavg(), "threads": torch.get_num_threads(), "seeds": seeds}
-    datasets = load_datasets(args.tasks.split(","), shared_data_dir() / "ud_english_ewt", cache_dir=cache,
-                             max_train={level: cap for level, cap in REPORT_MAX_TRAIN.items()})
-    encoder = load_encoder("minilm", device="cpu")
-    types = resolve_types("auto", encoder.tokenizer)
-    stores = _extract_pools(encoder, merge_pools(datasets), None, cache, False, "cpu")
-    layers = list(next(iter(stores.values())).layers)
-    features = _features_for(datasets, stores, layers)
+    datasets, types, layers, features = report_features(args.tasks.split(","), cache)
     probe_kwargs = {"l2": DEFAULT_L2, "hidden": 128, "device": "cpu"}
     rows = []
     for dataset in datasets:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchmarks.perf.bench_probe_group import report_jobs
+from benchmarks.perf.bench_probe_group import report_features, report_jobs
 from benchmarks.stored import save_run, table
 
 #: What this benchmark times ours against, in the same process (tests/test_benchmarks_layout.py: every
@@ -106,24 +106,13 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from bertology.data import shared_data_dir
-    from bertology.models import load_encoder
     from bertology.probing import solver
-    from bertology.probing.controls import resolve_types
     from bertology.probing.datasets import SPLITS
-    from bertology.probing.inputs import _extract_pools, _features_for, load_datasets, merge_pools
-    from bertology.report.context import REPORT_MAX_TRAIN
 
     cache = Path(args.cache or tempfile.mkdtemp(prefix="bench-probe-polish-"))
     seeds = tuple(range(args.seeds))
     raw = {"load_average_before": os.getloadavg(), "threads": torch.get_num_threads(), "seeds": seeds}
-    datasets = load_datasets(args.tasks.split(","), shared_data_dir() / "ud_english_ewt", cache_dir=cache,
-                             max_train=dict(REPORT_MAX_TRAIN))
-    encoder = load_encoder("minilm", device="cpu")
-    types = resolve_types("auto", encoder.tokenizer)
-    stores = _extract_pools(encoder, merge_pools(datasets), None, cache, False, "cpu")
-    layers = list(next(iter(stores.values())).layers)
-    features = _features_for(datasets, stores, layers)
+    datasets, types, layers, features = report_features(args.tasks.split(","), cache)
     newton = solver.polish_multinomial
     rows = []
     for dataset in datasets:
