@@ -264,7 +264,7 @@ class _Problems:
         ``X^T (M_i X V)_i`` with ``M_i = diag(p_i) - p_i p_i^T`` (example weighted), plus the L2 terms. Two
         products, as a gradient; a class absent from a problem has ``p = 0`` there and no curvature from data."""
         layout = self.layouts.get(rows, self.n_sets)
-        labels, weights = self._targets(layout, rows)
+        _, weights = self._targets(layout, rows)
         Z = self._logits(layout, rows, V, vb)
         q = prob * (Z - (prob * Z).sum(-1, keepdim=True))
         q = q.div_(self.n) if weights is None else q.mul_(weights.unsqueeze(-1))

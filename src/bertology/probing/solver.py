@@ -529,7 +529,7 @@ def _newton(data: _Problems, exact: _Problems, l2: torch.Tensor, W: torch.Tensor
             preconditioner.correct(data.X, prob, rows, data.weights)
         going = ~reached
         rows, loss, gW, gb, prob = rows[going], loss[going], gW[going], gb[going], prob[going]
-        sW, sb, used, _ = _conjugate_gradients(data, rows, prob, -gW.to(low), -gb.to(low), l2_low[rows],
+        sW, sb, used = _conjugate_gradients(data, rows, prob, -gW.to(low), -gb.to(low), l2_low[rows],
                                                bias_low[rows], precondition)
         products += used
         sW, sb = sW.to(W.dtype), sb.to(b.dtype)
@@ -559,7 +559,7 @@ def _conjugate_gradients(data: _Problems, rows: torch.Tensor, prob: torch.Tensor
     """Preconditioned conjugate gradients on ``H x = (gW, gb)`` for problems ``rows`` (the Hessian of ``data`` at
     class probabilities ``prob`` ``[rows, n, C]``), each its own, until its residual is at most ``tolerance``
     of its right-hand side's norm; a problem that gets there (or meets a direction of no curvature) stops and
-    costs nothing more. Returns ``(xW, xb, products, iterations of each problem)``."""
+    costs nothing more. Returns ``(xW, xb, products)``."""
     rW, rb = gW, gb
     xW, xb = torch.zeros_like(rW), torch.zeros_like(rb)
     zW, zb = precondition(rW, rb, rows)
@@ -567,7 +567,6 @@ def _conjugate_gradients(data: _Problems, rows: torch.Tensor, prob: torch.Tensor
     rz = _dot(rW, rb, zW, zb)
     target = tolerance ** 2 * _dot(rW, rb, rW, rb)
     running = torch.ones(len(rows), dtype=torch.bool, device=rows.device)
-    count = torch.zeros(len(rows), dtype=torch.long, device=rows.device)
     products, live, packed = 0, None, None
     for _ in range(NEWTON_CG_ITER):
         now = running.nonzero().squeeze(1)
@@ -576,7 +575,6 @@ def _conjugate_gradients(data: _Problems, rows: torch.Tensor, prob: torch.Tensor
             layout = data.layouts.get(rows[live], data.n_sets)
             packed = layout.pack(prob[live].reshape(len(live), -1, prob.shape[-1]))
             packed = packed.view(len(layout.sets), data.n, max(1, layout.width), data.n_classes)
-        count[live] += 1
         hW, hb = data.curvature(dW[live], db[live], rows[live], l2[live], bias_l2[live], packed)
         products += 2
         curvature = _dot(dW[live], db[live], hW, hb)
@@ -596,4 +594,4 @@ def _conjugate_gradients(data: _Problems, rows: torch.Tensor, prob: torch.Tensor
         dW[go] = zW + beta[:, None, None] * dW[go]
         db[go] = zb + beta[:, None] * db[go]
         rz[go] = rz_next
-    return xW, xb, products, count
+    return xW, xb, products
