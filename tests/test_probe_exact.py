@@ -10,8 +10,8 @@ import torch
 
 from bertology.errors import SettingError
 from bertology.probing.mdl import DEFAULT_TIMESTAMPS, block_ends, online_codelength
-from bertology.probing.probes import LayerwiseProbe
-from bertology.probing.solver import fit_multinomial
+from bertology.probing.probes import DEFAULT_L2, TRAINED_L2, LayerwiseProbe, _check_grid
+from bertology.probing.solver import fit_multinomial, path_start
 from bertology.probing.spec import ProbingSpec
 
 
@@ -57,6 +57,51 @@ def test_the_optimum_does_not_depend_on_the_start_or_the_path():
     cold, _, _, _ = fit_multinomial(Z, torch.from_numpy(y), 3, grid, continuation=False, gtol=1e-10, max_iter=1000)
     # Two different paths (each L2 from its neighbour's optimum, or each from zero) end at one optimum.
     assert (warm - cold).abs().max() < 1e-5 * warm.abs().max()
+
+
+def test_the_path_starts_at_the_grid_value_nearest_its_start():
+    assert _check_grid(DEFAULT_L2)[path_start(_check_grid(DEFAULT_L2))] == 1e-2
+    assert path_start(_check_grid(TRAINED_L2)) == 0  # the former grid: walked from its strongest value, as before
+    assert path_start((1e-3, 1e-4)) == 0 and path_start((10.0, 1.0)) == 1 and path_start((0.0,)) == 0
+
+
+def test_the_path_walks_both_ways_to_each_layers_dev_optimum():
+    """From 1e-2 a layer with signal walks weaker and a layer of noise stronger, each to the value of the lowest
+    dev cross-entropy over the whole grid (solved value by value), reaching only the values in between."""
+    rng = np.random.default_rng(21)
+    n, d, C = 900, 10, 3
+    y = rng.integers(0, C, size=n)
+    centres = rng.normal(size=(C, d))
+    X = np.stack([1.1 * centres[y] + rng.normal(size=(n, d)), rng.normal(size=(n, d))]).astype(np.float32)
+    X = torch.from_numpy(_standardise(X))
+    Y = torch.from_numpy(y)
+    train, dev = slice(0, 600), slice(600, n)
+    grid = _check_grid(DEFAULT_L2)
+
+    def dev_ce(W, b, rows):
+        logits = torch.baddbmm(b.unsqueeze(1), X[rows][:, dev], W)
+        return torch.nn.functional.cross_entropy(logits.transpose(1, 2).double(),
+                                                 Y[dev].expand(len(rows), -1), reduction="none").mean(-1)
+
+    W_all, b_all, _, _ = fit_multinomial(X[:, train], Y[train], C, grid, max_iter=400)
+    every = torch.stack([dev_ce(W_all[:, g], b_all[:, g], torch.arange(2)) for g in range(len(grid))], 1)
+    W, b, _, scores = fit_multinomial(X[:, train], Y[train], C, grid, max_iter=400,
+                                      score=lambda W, b, rows: -dev_ce(W, b, rows))
+    chosen, start = scores.argmax(1), path_start(grid)
+    assert chosen.tolist() == every.argmin(1).tolist()
+    assert chosen[0] > start and chosen[1] < start  # the signal weaker than 1e-2, the noise stronger
+    for layer in range(2):
+        reached = torch.isfinite(scores[layer]).nonzero().squeeze(1).tolist()
+        assert reached == list(range(min(reached), max(reached) + 1)) and start in reached
+        assert len(reached) < len(grid)
+        # One past the optimum (or the grid's end), on the side it walked to, and no further.
+        if chosen[layer] > start:
+            assert max(reached) == min(int(chosen[layer]) + 1, len(grid) - 1)
+        else:
+            assert min(reached) == max(int(chosen[layer]) - 1, 0)
+        # The same optimum from another path, to the float32 solve's tolerance (gtol 1e-6 over the strong
+        # convexity l2 = 1e-3 leaves a few 1e-3 per weight).
+        np.testing.assert_allclose(W[layer, chosen[layer]], W_all[layer, chosen[layer]], atol=5e-3)
 
 
 def test_the_exact_probe_moves_no_prediction_under_a_tiny_change_of_features():
@@ -248,8 +293,10 @@ def test_online_codelength_matches_a_hand_computation():
 
 
 def test_codelength_is_uniform_when_nothing_can_be_learned_and_shorter_when_something_can():
-    X, y = _problem(n=1000, d=6, classes=4, layers=1, seed=11, noise=0.3)
-    Xdev, ydev = _problem(n=100, d=6, classes=4, layers=1, seed=12, noise=0.3)
+    # One task, its dev split drawn with it (a problem of another seed has other class centres: another task, on
+    # which the dev bits would choose the strongest L2 of the grid).
+    X, y = _problem(n=1100, d=6, classes=4, layers=1, seed=11, noise=0.3)
+    X, y, Xdev, ydev = X[:, :1000], y[:1000], X[:, 1000:], y[1000:]
     # An enormous L2 keeps every probe at zero weights: every label costs log2 K, the online code is uniform.
     flat = online_codelength(X, y, Xdev, ydev, l2=1e6, device="cpu", timestamps=(0.1, 0.5, 1.0))
     assert flat.online[0] == pytest.approx(flat.uniform[0], rel=1e-3)
@@ -313,7 +360,7 @@ def test_the_preconditioner_in_its_eigenbases_inverts_the_kronecker_curvature():
     """L-BFGS works in the preconditioner's eigenbases (``rotate``, ``scale``, ``unrotate``); turned back, a
     scaled gradient R must solve the Kronecker-factored system S R A + l2 R = G of every problem, and the
     rotation must keep dot products (all L-BFGS takes of its vectors)."""
-    from bertology.probing.solver import _KroneckerPreconditioner
+    from bertology.probing.kronecker import _KroneckerPreconditioner
 
     gen = torch.Generator().manual_seed(0)
     X = torch.randn(3, 40, 6, generator=gen, dtype=torch.float64)
@@ -501,7 +548,7 @@ def test_the_corrected_preconditioner_is_the_hessians_diagonal_in_the_eigenbases
     """``correct`` replaces the Kronecker eigenvalues by the exact diagonal of the Hessian in the factors'
     eigenbases (eigenvalue-corrected K-FAC): turned into those bases, autograd's Hessian of each problem must
     have ``D + l2`` (weights) and ``D_bias`` (biases) on its diagonal."""
-    from bertology.probing.solver import _KroneckerPreconditioner
+    from bertology.probing.kronecker import _KroneckerPreconditioner
 
     data, gen = _grouped_problems(seed=1)
     rows = torch.arange(data.size)

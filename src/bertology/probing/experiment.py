@@ -50,8 +50,8 @@ from bertology.probing.datasets import (
     ProbingDataset,
 )
 from bertology.probing.probes import (
-    DEFAULT_L2,
     LayerwiseProbe,
+    grid_of,
 )
 from bertology.probing.fits import (  # noqa: F401 (Scores, fit_and_score, score_fit: public here too)
     Scores,
@@ -290,7 +290,7 @@ def probe_layers(spec: ProbingSpec, plan: ProbingPlan, model: str, features: dic
     The exact linear probe fits a task's fits on the same features together (:func:`fit_and_score_group`: the
     point fit, every seed's resample and their control tasks on the encoder's features, and the same fits on the
     twin's), each to its own optimum (the scalar mix, when asked, alone); other probes fit one at a time."""
-    probe_kwargs = {"l2": DEFAULT_L2 if spec.l2 is None else spec.l2, "hidden": spec.hidden, "device": device,
+    probe_kwargs = {"l2": spec.l2, "hidden": spec.hidden, "device": device,
                     **spec.probe_options}
     classify = plan.classify
     n_fits = (len(spec.seeds) + with_point(spec.train_sampling)) * sum(
@@ -477,7 +477,7 @@ def probing_result(spec: ProbingSpec, plan: ProbingPlan, frame: pd.DataFrame, in
     tasks by arc length, :func:`arc_length_tables`) and ``meta`` (the spec as run)."""
     notes = dataset_notes(spec, plan, types)
     return _result(spec, plan, frame, encoder, model, layer_ids, {
-        "probe": spec.probe, "l2": [float(v) for v in np.atleast_1d(DEFAULT_L2 if spec.l2 is None else spec.l2)],
+        "probe": spec.probe, "l2": [float(v) for v in np.atleast_1d(grid_of(spec.l2, spec.probe, spec.probe_options))],
         "hidden": spec.hidden, "max_train": spec.max_train, "max_eval": spec.max_eval,
         "max_sentences": spec.max_sentences, "quick": spec.quick, "untrained": spec.untrained,
         "control": spec.control, "control_types": types,

@@ -39,7 +39,7 @@ from bertology.probing.experiment import (
     used_train,
     with_point,
 )
-from bertology.probing.probes import DEFAULT_L2, LayerwiseProbe, as_layer_tensor
+from bertology.probing.probes import LayerwiseProbe, as_layer_tensor, grid_of
 from bertology.probing.spec import ProbeLabelsSpec
 from bertology.progress import progress_bar
 from bertology.results import Result
@@ -162,7 +162,7 @@ def probe_labels(
     spec = spec_of(ProbeLabelsSpec, spec, settings, "probe_labels")
     seeds, layers, control, control_types = list(spec.seeds), spec.layers, spec.control, spec.control_types
     probe, hidden, probe_options = spec.probe, spec.hidden, spec.probe_options
-    l2 = DEFAULT_L2 if spec.l2 is None else spec.l2
+    l2 = spec.l2
     train_fraction, train_sampling = spec.train_fraction, spec.train_sampling
     n_boot, split_seed = spec.n_boot, spec.split_seed
     mdl, mdl_timestamps = spec.mdl, spec.mdl_timestamps
@@ -278,7 +278,7 @@ def probe_labels(
                            "n_train": used, "n_dev": len(index["dev"]), "n_test": len(index["test"]), "status": "ok"}])
     meta = {"model": model, "task": task, "seeds": seeds, "layers": [int(l) for l in layer_ids],
             "train_fraction": train_fraction, "train_sampling": train_sampling,
-            "mdl": list(mdl_timestamps) if mdl else None, "probe": probe, "l2": [float(v) for v in np.atleast_1d(l2)],
+            "mdl": list(mdl_timestamps) if mdl else None, "probe": probe, "l2": [float(v) for v in np.atleast_1d(grid_of(l2, probe, probe_options))],
             "control": bool(with_control), "control_types": types_used if with_control else None, "untrained": twin is not None, "split_seed": split_seed,
             "splits_given": splits is not None}
     intervals = pd.DataFrame(_intervals(model, task, layer_ids, correct, n_boot))

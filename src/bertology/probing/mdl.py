@@ -25,7 +25,7 @@ import torch
 
 from bertology.errors import SettingError
 from bertology.probing.probes import DEFAULT_L2, _check_grid, _fit_scaler, as_layer_tensor
-from bertology.probing.solver import fit_multinomial
+from bertology.probing.solver import fit_multinomial, path_start
 from bertology.probing.spec import DEFAULT_TIMESTAMPS, check_timestamps  # noqa: F401 (public here)
 from bertology.runtime import derive_seed, resolve_device
 
@@ -66,7 +66,7 @@ def _bits(X: torch.Tensor, y: torch.Tensor, W: torch.Tensor, b: torch.Tensor) ->
 
 
 def online_codelength(X_train, y_train, X_dev, y_dev, *, timestamps: Sequence[float] = DEFAULT_TIMESTAMPS,
-                      l2: float | Sequence[float] = DEFAULT_L2, seed: int = 0, device: str | None = "auto") -> Codelength:
+                      l2: float | Sequence[float] | None = None, seed: int = 0, device: str | None = "auto") -> Codelength:
     """The online codelength of ``y_train`` given ``X_train`` (``[n_layers, n, dim]`` or ``[n, dim]``), per layer.
 
     The examples are sent in the order of ``derive_seed(seed, "mdl-order")``; ``timestamps`` are the block
@@ -88,19 +88,31 @@ def online_codelength(X_train, y_train, X_dev, y_dev, *, timestamps: Sequence[fl
     known = np.array([v in index for v in y_dev.tolist()], dtype=bool)
     X_dev, dev_codes = X_dev[:, known], np.array([index[v] for v in y_dev[known].tolist()], dtype=np.int64)
     device = resolve_device(device)
-    grid = _check_grid(l2)
+    grid = _check_grid(DEFAULT_L2 if l2 is None else l2)
     L = X_train.shape[0]
     first = np.full(L, ends[0] * math.log2(K)) if K > 1 else np.zeros(L)
     block_bits, chosen = [first], []
     for start, end in zip(ends, ends[1:]):
         mean, scale = _fit_scaler(X_train[:, :start])
         prefix = _standardised(X_train[:, :start], mean, scale, device)
-        W, b, _, _ = fit_multinomial(prefix, torch.from_numpy(codes[:start]).to(device), K, grid, bias_l2=True)
+        targets = torch.from_numpy(codes[:start]).to(device)
         if len(dev_codes):
-            dev_bits = _bits(_standardised(X_dev, mean, scale, device), torch.from_numpy(dev_codes).to(device), W, b)
-            pick = dev_bits.argmin(1)  # first minimum: the strongest L2 among ties
-        else:
-            pick = torch.zeros(L, dtype=torch.long, device=device)
+            dev = _standardised(X_dev, mean, scale, device)
+            dev_targets = torch.from_numpy(dev_codes).to(device)
+
+            def score(W, b, layers):  # higher is better: minus the dev bits
+                return -_bits(dev if len(layers) == L else dev[layers], dev_targets, W.unsqueeze(1),
+                              b.unsqueeze(1))[:, 0]
+
+            # The grid walked as the probes' path (from PATH_START while the dev bits fall): a small prefix wants
+            # a strong L2, a large one a weak L2, and each block solves only the values near its own.
+            W, b, _, scores = fit_multinomial(prefix, targets, K, grid, bias_l2=True, score=score)
+            pick = scores.argmax(1)  # first maximum: the strongest L2 among ties
+        else:  # nothing to choose on: the path's first value
+            first = path_start(grid)
+            W, b, _, _ = fit_multinomial(prefix, targets, K, grid[first:first + 1], bias_l2=True)
+            W, b = W.expand(-1, len(grid), -1, -1), b.expand(-1, len(grid), -1)
+            pick = torch.full((L,), first, dtype=torch.long, device=device)
         block = _standardised(X_train[:, start:end], mean, scale, device)
         bits = _bits(block, torch.from_numpy(codes[start:end]).to(device), W, b)
         rows = torch.arange(L, device=device)

@@ -14,9 +14,9 @@ regression is a strictly convex problem with one optimum, and :func:`fit_multino
 tolerance, so the answer does not depend on the optimiser's path (its start, the batch composition of
 extraction, the linear-algebra routine). The solver is L-BFGS with one history per problem (every layer its own
 step sizes and curvature pairs), preconditioned by a Kronecker-factored estimate of the Hessian (feature
-covariance x softmax curvature, both eigendecomposed once per refresh), and walks the L2 grid from the strongest
-value as a regularisation path, each value warm-started from its stronger neighbour's optimum, while the dev
-cross-entropy falls; the value chosen (lowest dev cross-entropy) is polished in float64. The MLP under
+covariance x softmax curvature, both eigendecomposed once per refresh), and walks the L2 grid (1e-5 .. 1e3) as a
+regularisation path from 1e-2 towards the value each layer's dev cross-entropy prefers, each value warm-started from
+its neighbour's optimum, while the dev cross-entropy falls; the value chosen (lowest dev cross-entropy) is polished in float64. The MLP under
 ``converged`` trains until its training loss stops falling. ``stop="early"`` (the former default) keeps the
 best-on-dev checkpoint of an early-stopped path, whose numbers depend on that path.
 """
@@ -50,9 +50,40 @@ from bertology.probing.trainer import (
 )
 from bertology.runtime import derive_seed, resolve_device
 
-DEFAULT_L2 = (1e-5, 1e-4, 1e-3, 1e-2)
-"""Default L2 grid. The loss is ``mean cross-entropy + l2/2 * ||W||^2`` on standardised features, so
-``l2 = 1 / (C * n_train)`` in scikit-learn's parametrisation (C=1 with 4,000 examples is l2=2.5e-4)."""
+DEFAULT_L2 = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0)
+"""The exact linear probe's default L2 grid, every decade from 1e-5 to 1e3. The loss is ``mean cross-entropy +
+l2/2 * ||W||^2`` on standardised features, so ``l2 = 1 / (C * n_train)`` in scikit-learn's parametrisation (C=1
+with 4,000 examples is l2=2.5e-4). The path walks it from 1e-2 (:data:`~bertology.probing.solver.PATH_START`)
+only as far as the dev cross-entropy falls. The former grid stopped at 1e-2, and on MiniLM every SentEval task
+but WC chose that end on (nearly) every layer: its optimum lay beyond it (1e-1 .. 1e3: a few hundred to two
+thousand training sentences of 384 features), and the layers' test accuracies were up to 4 points lower
+(docs/probing.md, "The L2 grid"). At 1e3 a probe is almost its class prior tilted along each class's mean
+feature difference: a layer that chooses it has next to no linear signal for the task."""
+
+TRAINED_L2 = (1e-5, 1e-4, 1e-3, 1e-2)
+"""The L2 grid of the probes trained by gradient steps (the MLP, the scalar mix, ``stop="early"``): they train
+every value of the grid at once and choose on dev accuracy, so each value costs a whole training run, and the
+former grid is kept for them."""
+
+
+def default_grid(kind: str = "linear", stop: str = "converged", optimizer: str | None = None) -> tuple[float, ...]:
+    """The L2 grid a probe uses when it is given none (``l2=None``): :data:`DEFAULT_L2` for the exact linear
+    probe, :data:`TRAINED_L2` for the others."""
+    return DEFAULT_L2 if _is_exact(kind, stop, optimizer) else TRAINED_L2
+
+
+def grid_of(l2, kind: str = "linear", options: dict | None = None):
+    """``l2`` as given, or for ``None`` the :func:`default_grid` of a probe of ``kind`` with ``options`` (its
+    other settings: ``stop``, ``optimizer``): the grid a run records in its meta."""
+    if l2 is not None:
+        return l2
+    options = options or {}
+    return default_grid(kind, options.get("stop", "converged"), options.get("optimizer"))
+
+
+def _is_exact(kind: str, stop: str, optimizer: str | None) -> bool:
+    """Whether a probe of these settings is the exact linear probe (:func:`fit_multinomial`)."""
+    return kind == "linear" and stop == "converged" and (optimizer or "lbfgs") == "lbfgs"
 
 # ----------------------------------------------------------------------------------------------
 # input handling
@@ -147,7 +178,7 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
     view on which ``sklearn.utils.estimator_checks`` runs).
     """
 
-    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
+    def __init__(self, kind: str = "linear", l2: float | Sequence[float] | None = None, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "converged",
@@ -236,12 +267,16 @@ class _ProbeBase(ClassifierMixin, BaseEstimator):
             raise DataError(f"y_train has one class only ({self.classes_.tolist()}) after holding out dev; "
                             "a probe needs at least two classes")
         self.device_ = resolve_device(self.device)
-        self.l2_grid_ = _check_grid(self.l2)
+        self.l2_grid_ = _check_grid(self._default_grid() if self.l2 is None else self.l2)
         self._mean, self._scale = _fit_scaler(X_train)
         return X_train, y_train, X_dev, y_dev
 
     def _optimizer(self) -> str:
         return self.optimizer or ("lbfgs" if self.kind == "linear" else "adam")
+
+    def _default_grid(self) -> tuple[float, ...]:
+        """The L2 grid of ``l2=None`` (:func:`default_grid`; the scalar mix is never exact)."""
+        return TRAINED_L2
 
     def _train(self, params, l2, data, gen, group):
         optimizer = self._optimizer()
@@ -274,14 +309,15 @@ class LayerwiseProbe(_ProbeBase):
     """One probe per layer, all trained in one batched pass; a scikit-learn classifier.
 
     ``kind="linear"`` is multinomial logistic regression (full-batch L-BFGS by default), ``"mlp"`` one
-    hidden ReLU layer of ``hidden`` units (mini-batch Adam). ``l2`` is a grid; every layer picks its own
-    value (and early-stopping point) on the dev split. ``device``: ``"auto"`` (cuda if available), ``"cpu"``,
+    hidden ReLU layer of ``hidden`` units (mini-batch Adam). ``l2`` is a grid (``None``: :func:`default_grid`,
+    1e-5 .. 1e3 for the exact linear probe, 1e-5 .. 1e-2 for the others); every layer picks its own value (and,
+    with ``early``, its stopping point) on the dev split. ``device``: ``"auto"`` (cuda if available), ``"cpu"``,
     ``"cuda"`` (:func:`bertology.runtime.resolve_device`). ``seed`` sets the initialisation, Adam's batch
     order and, when no dev split is given, which 10% of train is held out (``derive_seed(seed,
     "dev-holdout")``).
 
-    ``warm_start`` (linear only): with ``converged``, each L2 value starts from the optimum of the next
-    stronger one (continuation; the optimum is the same; without it each value starts from zero and may take
+    ``warm_start`` (linear only): with ``converged``, each L2 value starts from the optimum of its neighbour on
+    the path (continuation; the optimum is the same; without it each value starts from zero and may take
     ``solver.COLD_ITER_FACTOR`` times ``max_iter``); with ``early``, L-BFGS starts from the
     ridge-regression solution onto centred one-hot labels.
 
@@ -306,13 +342,13 @@ class LayerwiseProbe(_ProbeBase):
     layer and gives scikit-learn's shapes (``predict`` -> ``[n]``).
 
     After ``fit``: ``classes_``, ``n_features_in_``, ``n_layers_``, ``l2_grid_`` (strongest first),
-    ``dev_scores_`` ``[n_layers, n_l2]`` (dev accuracy; the exact probe: ``-inf`` for the weaker values a layer
+    ``dev_scores_`` ``[n_layers, n_l2]`` (dev accuracy; the exact probe: ``-inf`` for the values a layer
     did not reach, :func:`fit_multinomial`), ``dev_losses_`` (the exact probe only: the mean dev cross-entropy
     it chooses on, ``inf`` where not reached), ``best_l2_`` ``[n_layers]``, ``best_layer_index_`` (the best
     dev accuracy at the chosen values), ``n_iter_``.
     """
 
-    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
+    def __init__(self, kind: str = "linear", l2: float | Sequence[float] | None = None, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, warm_start: bool = True,
@@ -347,7 +383,10 @@ class LayerwiseProbe(_ProbeBase):
 
     def _exact(self) -> bool:
         """Whether a fit is the exact linear probe (:meth:`_fit_exact`)."""
-        return self.kind == "linear" and self.stop == "converged" and (self.optimizer or "lbfgs") == "lbfgs"
+        return _is_exact(self.kind, self.stop, self.optimizer)
+
+    def _default_grid(self) -> tuple[float, ...]:
+        return default_grid(self.kind, self.stop, self.optimizer)
 
     def _keep(self, result: _TrainResult) -> "LayerwiseProbe":
         """The fitted state from a training result of every layer and L2 value: each layer's value chosen on
@@ -373,7 +412,7 @@ class LayerwiseProbe(_ProbeBase):
 
     def _fit_exact(self, data, n_classes: int) -> _TrainResult:
         """Every layer and L2 value solved to its optimum (:func:`fit_multinomial`); ``warm_start``: each L2
-        value starts from its stronger neighbour's optimum (else from zero: the same optimum, more steps).
+        value starts from the optimum of its neighbour on the path (else from zero: the same optimum, more steps).
 
         The path and the choice are made on the dev cross-entropy, not the dev accuracy: accuracy is a step
         function, and two L2 values a dev example or two apart tied or swapped under a 1e-6 change of the
@@ -449,7 +488,7 @@ class ScalarMixProbe(_ProbeBase):
     ``dev_scores_`` ``[n_l2]``, ``n_iter_``. ``predict`` gives ``[n]`` labels, ``score`` one accuracy.
     """
 
-    def __init__(self, kind: str = "linear", l2: float | Sequence[float] = DEFAULT_L2, hidden: int = 128,
+    def __init__(self, kind: str = "linear", l2: float | Sequence[float] | None = None, hidden: int = 128,
                  seed: int = 0, device: str | None = "auto", optimizer: str | None = None,
                  max_iter: int | None = None, eval_every: int | None = None, patience: int = 2,
                  tol: float = 2e-3, lr: float = 1e-3, batch_size: int = 256, stop: str = "early",

@@ -3,8 +3,8 @@ solved to its optimum (:func:`fit_multinomial`, :func:`polish_multinomial`).
 
 One L-BFGS per problem (every layer its own step sizes and curvature pairs), preconditioned by a
 Kronecker-factored estimate of the Hessian (feature covariance x softmax curvature, both eigendecomposed once per
-refresh: :class:`_KroneckerPreconditioner`), walking the L2 grid from the strongest value as a regularisation
-path; the value each layer chooses is polished in float64 by Newton steps (:func:`_newton`: conjugate gradients
+refresh: :class:`~bertology.probing.kronecker._KroneckerPreconditioner`), walking the L2 grid as a regularisation path from 1e-2 towards
+the value each layer's dev score prefers (:data:`PATH_START`); the value each layer chooses is polished in float64 by Newton steps (:func:`_newton`: conjugate gradients
 on the Hessian's products, in the same eigenbases with the Hessian's own diagonal). The estimators that use it are in
 :mod:`bertology.probing.probes`; the MDL probe (:mod:`bertology.probing.mdl`) calls it directly.
 """
@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from bertology.probing.kronecker import _dot, _KroneckerPreconditioner
 from bertology.probing.problems import ABSENT_LOGIT, Group, _Layout, _Problems, grouped_logits  # noqa: F401
 
 #: The exact linear probe's iteration cap per L2 value. Two-class problems converge in a few Newton-like steps; on
@@ -55,159 +56,20 @@ POLISH_BYTES = 1 << 30
 #: about as many iterations in all).
 NEWTON_STEPS, NEWTON_CG_ITER, NEWTON_CG_TOL = 10, 100, 1e-2
 
+#: Where the regularisation path starts on the L2 grid (the grid's value nearest it, :func:`path_start`): the
+#: strongest value of the former grid (1e-5 .. 1e-2), where MiniLM's token tasks (UPOS, XPOS, dependency labels)
+#: have their optimum, so they pay for one value more than before (the stronger neighbour that confirms it), not
+#: for the whole strong end; the SentEval tasks, which mostly want 1e-1 .. 1e3, walk there from it.
+PATH_START = 1e-2
 
-def _dot(aW, ab, cW, cb) -> torch.Tensor:
-    return (aW * cW).sum((-2, -1)) + (ab * cb).sum(-1)
 
+def path_start(l2_grid: Sequence[float]) -> int:
+    """The index in ``l2_grid`` (strongest first) where :func:`fit_multinomial`'s path starts: the value nearest
+    :data:`PATH_START` on a log scale (the stronger of two as near)."""
+    def distance(value: float) -> float:
+        return abs(math.log10(value) - math.log10(PATH_START)) if value > 0 else math.inf
+    return min(range(len(l2_grid)), key=lambda g: (distance(float(l2_grid[g])), g))
 
-class _KroneckerPreconditioner:
-    """An approximate inverse Hessian of the multinomial loss of every problem: ``(A (x) S + l2 I)^-1``, the
-    Kronecker factorisation of K-FAC. Each example's softmax curvature ``M_i = diag(p_i) - p_i p_i^T`` is
-    taken as ``(tr M_i / mean tr M) A`` with ``A = mean_i M_i``, so the feature factor ``S`` is the covariance
-    weighted by each example's curvature (examples near the decision boundary dominate, as in the Hessian).
-    For two classes this is the exact Hessian, and L-BFGS then takes Newton steps after every refresh. Both
-    factors are eigendecomposed: in their eigenbases (:meth:`rotate`) the preconditioner is diagonal
-    (:meth:`scale`), and :func:`_lbfgs` works there between refreshes (from the current probabilities, every
-    few iterations).
-
-    The problems of one feature set (``groups`` of them, :class:`_Problems`) share ``S``, weighted by all their
-    examples' curvature (and example weights): one eigendecomposition per set, and their rotations one product
-    per set; ``A`` is each problem's own."""
-
-    def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor, groups: int = 1):
-        self.l2, self.bias_l2, self.groups = l2, bias_l2, groups
-        self.n_sets = X.shape[0] if X is not None else None
-        self.lam = self.U = self.alpha = self.V = self.bias_scale = self.D = self.D_bias = None
-        self._bases_of = (None, None)
-
-    def refresh(self, X: torch.Tensor, p: torch.Tensor, rows: torch.Tensor | None = None,
-                weights: torch.Tensor | None = None) -> None:
-        """From the current class probabilities ``p`` ``[rows, n, C]`` of problems ``rows`` (all by default);
-        ``weights``: the example weights ``[groups, n]`` of :class:`_Problems` (default: the mean)."""
-        B, n, d = X.shape
-        P, C = len(self.l2), p.shape[-1]
-        if rows is None:
-            rows = torch.arange(P, device=X.device)
-        if self.lam is None:
-            self.lam = torch.zeros(B, d, dtype=X.dtype, device=X.device)
-            self.U = torch.zeros(B, d, d, dtype=X.dtype, device=X.device)
-            self.alpha = torch.zeros(P, C, dtype=X.dtype, device=X.device)
-            self.V = torch.zeros(P, C, C, dtype=X.dtype, device=X.device)
-        trace = (p * (1 - p)).sum(-1)  # tr M_i  [rows, n]
-        if weights is None:
-            curvature = torch.diag_embed(p.mean(1)) - torch.bmm(p.transpose(1, 2), p) / n
-        else:
-            w = weights[torch.remainder(rows, self.groups)]
-            pw = p * w.unsqueeze(-1)
-            curvature = torch.diag_embed(pw.sum(1)) - torch.bmm(pw.transpose(1, 2), p)
-            trace = trace * w
-        layout = _Layout(rows, self.groups, B)
-        # Each set's examples weighted by the summed curvature of its problems' examples (one problem: tr M_i).
-        per_set = trace if layout.width == 1 else torch.zeros(len(layout.sets), n, dtype=trace.dtype,
-                                                              device=X.device).index_add_(0, layout.position, trace)
-        weight = per_set / per_set.mean(1, keepdim=True).clamp_min(1e-12)
-        Xs = X if layout.all_sets else X[layout.sets]
-        covariance = torch.bmm(Xs.transpose(1, 2), Xs * weight.unsqueeze(-1)) / n
-        # float32 is enough for a preconditioner, and the eigendecomposition is a third of a refresh's cost.
-        eigenvalues, U = torch.linalg.eigh(covariance)
-        self.lam[layout.sets], self.U[layout.sets] = eigenvalues.clamp_min(0).to(X.dtype), U.to(X.dtype)
-        alpha, V = torch.linalg.eigh(curvature.double())
-        self.alpha[rows], self.V[rows] = alpha.clamp_min(0).to(X.dtype), V.to(X.dtype)
-        self._bases_of = (None, None)
-        self.D = self.D_bias = None  # a correction belongs to the factors it was made in
-        self._update_bias_scale()
-
-    def correct(self, X: torch.Tensor, p: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor | None = None) -> None:
-        """Replace the Kronecker product's eigenvalues ``lam_j alpha_k`` of problems ``rows`` by the exact diagonal
-        of their data term's Hessian in the same eigenbases, at class probabilities ``p`` ``[rows, n, C]``:
-        entry ``(j, k)`` is ``sum_i w_i (U^T x_i)_j^2 (V^T M_i V)_kk`` (George et al. 2018, eigenvalue-corrected
-        K-FAC; ``weights`` as in :meth:`refresh`), and the bias's ``sum_i w_i (V^T M_i V)_kk``. Where examples
-        are confident about different classes, ``M_i`` is far from a multiple of its mean and the Kronecker
-        product's diagonal far from the Hessian's; the conjugate gradients of the Newton polish
-        (:func:`_newton`) took about two thirds of the iterations with the corrected one on XPOS and on
-        dependency labels' group of eight fits (one-off runs, not stored). Costs a product of the
-        features with the feature basis and one as wide as a gradient's; :meth:`refresh` drops it."""
-        n, C = p.shape[1], p.shape[2]
-        rows, layout = self._layout(rows, len(self.l2))
-        if self.D is None:
-            self.D = torch.zeros(len(self.l2), X.shape[-1], C, dtype=X.dtype, device=X.device)
-            self.D_bias = torch.zeros(len(self.l2), C, dtype=X.dtype, device=X.device)
-        Xs = X if layout.all_sets else X[layout.sets]
-        rotated = torch.bmm(Xs, self._set_bases(layout, rows)).pow_(2)  # [sets, n, d]: (U^T x_i)_j^2
-        V = self.V[rows]
-        pV = torch.bmm(p, V)
-        Q = torch.bmm(p, V * V).sub_(pV.pow_(2))  # [rows, n, C]: (V^T M_i V)_kk
-        Q = Q.div_(n) if weights is None else Q.mul_(weights[torch.remainder(rows, self.groups)].unsqueeze(-1))
-        self.D[rows] = layout.unpack(torch.bmm(rotated.transpose(1, 2), layout.pack(Q)))
-        self.D_bias[rows] = Q.sum(1)
-        self._update_bias_scale()
-
-    def _update_bias_scale(self) -> None:
-        # The bias sees unit "feature variance"; the softmax's all-ones direction has no curvature, so it is
-        # floored (that direction does not change the probabilities).
-        curvature = self.alpha if self.D_bias is None else self.D_bias
-        self.bias_scale = 1.0 / (curvature + self.bias_l2[:, None].to(curvature.dtype)).clamp_min(1e-3)
-
-    def with_l2(self, l2: torch.Tensor, bias_l2: torch.Tensor) -> "_KroneckerPreconditioner":
-        """The same factors for other L2 values: the curvature of the data term does not depend on L2, so the
-        factors of a neighbouring optimum serve the next value of the path without a refresh."""
-        other = _KroneckerPreconditioner(None, l2, bias_l2, self.groups)
-        other.n_sets = self.n_sets
-        other.lam, other.U, other.alpha, other.V = self.lam, self.U, self.alpha, self.V
-        other.D, other.D_bias = self.D, self.D_bias
-        other._update_bias_scale()
-        return other
-
-    def of_sets(self, sets: torch.Tensor, dtype: torch.dtype) -> "_KroneckerPreconditioner":
-        """The factors of the problems of feature sets ``sets``, in ``dtype`` (the float64 polish; set
-        :meth:`with_l2` before use)."""
-        rows = (sets[:, None] * self.groups + torch.arange(self.groups, device=sets.device)).reshape(-1)
-        other = _KroneckerPreconditioner(None, self.l2[rows], self.bias_l2[rows], self.groups)
-        other.n_sets = len(sets)
-        other.lam, other.U = self.lam[sets].to(dtype), self.U[sets].to(dtype)
-        other.alpha, other.V = self.alpha[rows].to(dtype), self.V[rows].to(dtype)
-        if self.D is not None:
-            other.D, other.D_bias = self.D[rows].to(dtype), self.D_bias[rows].to(dtype)
-        other._update_bias_scale()
-        return other
-
-    def _set_bases(self, layout: _Layout, rows) -> torch.Tensor:
-        if layout.all_sets:
-            return self.U
-        key = self._bases_of
-        if key[0] is None or not torch.equal(key[0], layout.sets):
-            self._bases_of = (layout.sets.clone(), self.U[layout.sets])
-        return self._bases_of[1]
-
-    def _layout(self, rows, n: int):
-        if rows is None:
-            rows = torch.arange(n, device=self.U.device)
-        return rows, _Layout(rows, self.groups, self.n_sets)
-
-    def rotate(self, gW: torch.Tensor, gb: torch.Tensor, rows=None):
-        """``(W, b)`` of the problems ``rows`` (all by default) in the factors' eigenbases: ``U^T W V``, ``b V``.
-        Both bases are orthonormal, so dot products (all that L-BFGS takes of its vectors) are unchanged."""
-        rows, layout = self._layout(rows, len(gW))
-        U, V = self._set_bases(layout, rows), self.V[rows]
-        left = layout.unpack(torch.bmm(U.transpose(1, 2), layout.pack(gW)))
-        return torch.bmm(left, V), torch.bmm(gb.unsqueeze(1), V).squeeze(1)
-
-    def unrotate(self, rW: torch.Tensor, rb: torch.Tensor, rows=None):
-        """The inverse of :meth:`rotate`."""
-        rows, layout = self._layout(rows, len(rW))
-        U, V = self._set_bases(layout, rows), self.V[rows]
-        right = torch.bmm(rW, V.transpose(1, 2))
-        return (layout.unpack(torch.bmm(U, layout.pack(right))),
-                torch.bmm(rb.unsqueeze(1), V.transpose(1, 2)).squeeze(1))
-
-    def scale(self, qW: torch.Tensor, qb: torch.Tensor):
-        """The preconditioner of rotated vectors (:meth:`rotate`) of every problem: there it is diagonal (the
-        corrected diagonal once :meth:`correct` made one)."""
-        if self.D is not None:
-            return qW / (self.D + self.l2[:, None, None]), qb * self.bias_scale
-        sets = torch.div(torch.arange(len(self.l2), device=qW.device), self.groups, rounding_mode="floor")
-        lam = self.lam if self.groups == 1 else self.lam[sets]
-        return qW / (lam[:, :, None] * self.alpha[:, None, :] + self.l2[:, None, None]), qb * self.bias_scale
 
 
 def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, *, bias_l2: torch.Tensor,
@@ -369,9 +231,10 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     ``X`` ``[n_layers, n, dim]`` (standardised features, on any device), ``y`` ``[n]`` class indices in
     ``[0, n_classes)``; the loss is ``mean cross-entropy + l2/2 ||W||^2`` (the bias unpenalised unless
     ``bias_l2``, which penalises it as the weights: the MDL probe's, whose classes may be absent from a
-    prefix). ``l2_grid`` is solved in the order given (strongest first), every layer at once (its own L-BFGS,
-    :func:`_lbfgs`); with ``continuation`` each value starts from the previous value's optimum, which is the
-    same optimum reached faster (without, each value may take ``COLD_ITER_FACTOR * max_iter`` iterations).
+    prefix). ``l2_grid`` is given strongest first, every layer solved at once (its own L-BFGS, :func:`_lbfgs`);
+    with ``continuation`` each value starts from the optimum of the neighbour the path came from, which is the
+    same optimum reached faster (without, each value starts from zero and may take ``COLD_ITER_FACTOR *
+    max_iter`` iterations).
 
     Several problems on the same features (a probe's bootstrap resamples and its control task: one *group*)
     are solved side by side, each its own L-BFGS, with one product per layer for all of them: ``y`` ``[groups,
@@ -380,12 +243,17 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     problem = layer.
 
     ``score(W, b, problems)`` (``W`` ``[k, dim, C]`` of the problems ``problems``; returns ``[k]``, higher is
-    better: the probe's: minus the dev cross-entropy) walks the grid as a regularisation path: a problem goes on
-    to the next, weaker value only while each value it solved scored strictly better than the one before, so
-    the weak end of the grid, where the solver needs the most steps, is solved only for problems whose dev score
-    still rises. The values a problem did not reach score ``-inf`` and hold its last optimum. Each value after
-    the first starts from the preconditioner of the value before (no first refresh: the data term's curvature
-    is the same).
+    better: the probe's: minus the dev cross-entropy) walks the grid as a regularisation path, each problem its
+    own: from the value nearest :data:`PATH_START` (:func:`path_start`) towards weaker values while each value
+    scores strictly better than every value before; when the first weaker value does not (or there is none), the
+    walk turns and goes towards stronger values from the first one, again while the score rises. Each problem
+    thus solves the values from its start to one past its best (a whole grid only where the dev score rises to
+    an end), its best is its first local maximum on the grid (the maximum where the score is unimodal), and the
+    weak end, where the solver needs the most steps, is solved only for problems whose dev score still rises
+    there. Problems at different values are solved side by side (each its own L2). The values a problem did not
+    reach score ``-inf`` and hold its nearest reached optimum. Without ``score`` every value is solved, from the
+    strongest. Each solve after the first starts from the preconditioner of the one before (no first refresh:
+    the data term's curvature hardly changes along the path).
 
     ``polish`` (with ``score``): each problem's best-scoring value (the first of ties: the strongest) is then
     solved again in float64 (:func:`polish_multinomial`: Newton steps from its float32 optimum, in its
@@ -398,35 +266,66 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     group = group or Group()
     data = _Problems(X, y, n_classes, group.weights, group.penalty, group.mask_absent)
     P, d, device = data.size, data.dim, X.device
+    G = len(l2_grid)
+    grid = torch.tensor([float(v) for v in l2_grid], dtype=X.dtype, device=device)
     W = torch.zeros(P, d, n_classes, dtype=X.dtype, device=device)
     b = torch.zeros(P, n_classes, dtype=X.dtype, device=device)
-    kept_W, kept_b, total = [], [], 0
-    scores = torch.full((P, len(l2_grid)), -math.inf, dtype=torch.float64, device=device)
+    W_all = torch.zeros(P, G, d, n_classes, dtype=X.dtype, device=device)
+    b_all = torch.zeros(P, G, n_classes, dtype=X.dtype, device=device)
+    total = 0
+    scores = torch.full((P, G), -math.inf, dtype=torch.float64, device=device)
     # Whether each problem's float32 solve of each value reached ``gtol`` (not stopped by ``max_iter``).
-    converged = torch.zeros((P, len(l2_grid)), dtype=torch.bool, device=device)
+    converged = torch.zeros((P, G), dtype=torch.bool, device=device)
     walking = torch.ones(P, dtype=torch.bool, device=device)  # the problems still on the path
+    # Each problem's place on the grid and its direction (+1: towards weaker values); without a score the whole
+    # grid is solved from its strongest value.
+    first = path_start(l2_grid) if score is not None else 0
+    position = torch.full((P,), first, dtype=torch.long, device=device)
+    direction = torch.ones(P, dtype=torch.long, device=device)
+    reached = torch.zeros((P, G), dtype=torch.bool, device=device)
     factors = None  # every problem's latest preconditioner
     cap = max_iter if continuation else COLD_ITER_FACTOR * max_iter
-    for g, value in enumerate(l2_grid):
-        if bool(walking.any()):
-            rows = walking.nonzero().squeeze(1)
-            l2 = torch.full((P,), float(value), dtype=X.dtype, device=device)
-            penalty_b = l2 if bias_l2 else torch.zeros_like(l2)
-            start_W, start_b = W, b
-            if not continuation:
-                start_W, start_b = W.clone(), b.clone()
-                start_W[rows], start_b[rows] = 0.0, 0.0
-            W, b, iterations, gmax, factors = _lbfgs(data, l2, start_W, start_b, gtol=gtol, max_iter=cap,
-                                                     bias_l2=penalty_b, preconditioner=factors, active=walking)
-            converged[rows, g] = gmax[rows] <= gtol
-            total += iterations
-            if score is not None:
-                scores[rows, g] = score(W[rows], b[rows], rows).double()
-                if g:
-                    walking[rows] = scores[rows, g] > scores[rows, :g].amax(1)
-        kept_W.append(W)
-        kept_b.append(b)
-    W_all, b_all = torch.stack(kept_W, 1), torch.stack(kept_b, 1)
+    problems = torch.arange(P, device=device)
+    while bool(walking.any()):
+        rows = walking.nonzero().squeeze(1)
+        at = position[rows]
+        l2 = grid[position]
+        penalty_b = l2 if bias_l2 else torch.zeros_like(l2)
+        # From the optimum of the neighbour the walk came from (zero for the first value, or without continuation).
+        start_W, start_b = W.clone(), b.clone()
+        came = at - direction[rows]
+        warm = reached[rows, came.clamp(0, G - 1)] & (came >= 0) & (came < G) & continuation
+        start_W[rows] = torch.where(warm[:, None, None], W_all[rows, came.clamp(0, G - 1)], 0.0)
+        start_b[rows] = torch.where(warm[:, None], b_all[rows, came.clamp(0, G - 1)], 0.0)
+        W, b, iterations, gmax, factors = _lbfgs(data, l2, start_W, start_b, gtol=gtol, max_iter=cap,
+                                                 bias_l2=penalty_b, preconditioner=factors, active=walking)
+        total += iterations
+        W_all[rows, at], b_all[rows, at] = W[rows], b[rows]
+        converged[rows, at] = gmax[rows] <= gtol
+        better = ~reached[rows].any(1)  # a problem's first value always counts as better
+        reached[rows, at] = True
+        if score is not None:
+            value = score(W[rows], b[rows], rows).double()
+            better |= value > scores[rows].amax(1)
+            scores[rows, at] = value
+        else:
+            better[:] = True
+        # Go on while the score rises; a first step weaker that does not rise (or no weaker value at all) turns
+        # the walk towards the stronger values, from the first value's optimum.
+        nxt = at + direction[rows]
+        turn = (direction[rows] > 0) & (((at == first + 1) & ~better) | ((at == first) & (nxt >= G)))
+        turn &= score is not None
+        direction[rows[turn]] = -1
+        nxt = torch.where(turn, first - 1, nxt)
+        go = (better | turn) & (nxt >= 0) & (nxt < G)
+        position[rows[go]] = nxt[go]
+        walking[rows[~go]] = False
+    # The values a problem did not reach hold its nearest reached optimum.
+    index = torch.arange(G, device=device).expand(P, G)
+    low = torch.where(reached, index, G).amin(1, keepdim=True)
+    high = torch.where(reached, index, -1).amax(1, keepdim=True)
+    nearest = torch.minimum(torch.maximum(index, low), high)
+    W_all, b_all = W_all[problems[:, None], nearest], b_all[problems[:, None], nearest]
     if polish and score is not None and factors is not None:
         best = scores.argmax(1)  # the first max: the strongest value among ties
         chosen = torch.ones(P, dtype=torch.bool, device=device)
@@ -434,7 +333,6 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
             chosen = ~converged[torch.arange(P, device=device), best]
         if bool(chosen.any()):
             l2 = torch.tensor([float(v) for v in l2_grid], dtype=torch.float64, device=device)[best]
-            problems = torch.arange(P, device=device)
             W_best, b_best, products = polish_multinomial(
                 data, l2, W_all[problems, best], b_all[problems, best], factors=factors, bias_l2=bias_l2,
                 active=chosen)

@@ -92,7 +92,9 @@ class ProbingSpec:
     ``twin_per_seed=False``), ``control`` tasks (``True``, ``False`` or ``"token"``: word, arc and span tasks
     only) keyed on ``control_types``, ``sentence_control`` for SentEval tasks. ``scalar_mix``: also a probe
     on a learned mix of all layers. ``l2``: the strengths each layer chooses from on dev (``None``: the
-probe's default, :data:`bertology.probing.probes.DEFAULT_L2`), ``hidden``: the MLP probe's width. ``probe_options`` go to every probe (e.g. ``max_iter``),
+    probe's default, :func:`bertology.probing.probes.default_grid`: 1e-5 .. 1e3 for the exact linear probe,
+    1e-5 .. 1e-2 for the others), ``hidden``: the MLP probe's width. ``probe_options`` go to every probe (e.g.
+    ``max_iter``),
     ``structural_options`` to the structural probes; ``n_boot`` bootstrap resamples per interval. ``mdl``: also the online codelength of each layer (task,
     control task, untrained twin; the first seed; ``"token"``: word, arc and span tasks only) over ``mdl_timestamps`` (:mod:`bertology.probing.mdl`).
     """
@@ -241,7 +243,8 @@ class ProbeLabelsSpec:
     its training rows (``train_sampling``, of ``train_fraction`` of them), initialises the probes and draws the
     control labels. ``control``: also the Hewitt-and-Liang control task, keyed on word forms under
     ``control_types``. ``probe``: ``linear`` or ``mlp`` (``hidden`` units); ``l2``: the strengths each layer chooses
-    from on dev (``None``: the probe's default, :data:`bertology.probing.probes.DEFAULT_L2`); ``probe_options`` go to
+    from on dev (``None``: the probe's default, :func:`bertology.probing.probes.default_grid`: 1e-5 .. 1e3 for
+    the exact linear probe, 1e-5 .. 1e-2 for the others); ``probe_options`` go to
     every probe. ``mdl``: also the online codelength over ``mdl_timestamps``. ``n_boot`` bootstrap resamples per
     interval; ``split_seed`` draws the default 80/10/10 split.
     """
