@@ -66,7 +66,7 @@ def test_the_path_starts_at_the_grid_value_nearest_its_start():
 
 
 def test_the_path_walks_both_ways_to_each_layers_dev_optimum():
-    """From 1e-2 a layer with signal walks weaker and a layer of noise stronger, each to the value of the lowest
+    """From 1e-2 a layer of noise walks stronger and a layer with signal weaker, each to the value of the lowest
     dev cross-entropy over the whole grid (solved value by value), reaching only the values in between."""
     rng = np.random.default_rng(21)
     n, d, C = 900, 10, 3
@@ -95,10 +95,12 @@ def test_the_path_walks_both_ways_to_each_layers_dev_optimum():
         assert reached == list(range(min(reached), max(reached) + 1)) and start in reached
         assert len(reached) < len(grid)
         # One past the optimum (or the grid's end), on the side it walked to, and no further.
+        # The stronger side is tried first (its solves are the cheap ones): a layer that wants a weaker value
+        # solved one stronger value to learn so; one that wants a stronger value never solved a weaker one.
         if chosen[layer] > start:
-            assert max(reached) == min(int(chosen[layer]) + 1, len(grid) - 1)
+            assert max(reached) == min(int(chosen[layer]) + 1, len(grid) - 1) and min(reached) == start - 1
         else:
-            assert min(reached) == max(int(chosen[layer]) - 1, 0)
+            assert min(reached) == max(int(chosen[layer]) - 1, 0) and max(reached) == start
         # The same optimum from another path, to the float32 solve's tolerance (gtol 1e-6 over the strong
         # convexity l2 = 1e-3 leaves a few 1e-3 per weight).
         np.testing.assert_allclose(W[layer, chosen[layer]], W_all[layer, chosen[layer]], atol=5e-3)

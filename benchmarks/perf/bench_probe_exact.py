@@ -65,7 +65,7 @@ def load_features(tasks: list[str], cache: Path, max_train: int | None):
 
 def sklearn_layers(X: dict, y: dict, grid, refit: str = "warm") -> tuple[np.ndarray, float]:
     """scikit-learn's logistic regression per layer, by the same rule as ours: the grid walked from the value
-    nearest ``PATH_START`` (weaker first, then stronger when the first weaker value is no better), warm-started,
+    nearest ``PATH_START`` (stronger first, then weaker when the first stronger value is no better), warm-started,
     while the dev cross-entropy falls, at the same gradient tolerance (``tol`` is lbfgs's
     largest gradient entry of the mean loss, as our ``gtol``); the chosen value refitted to our polish tolerance,
     from the path's solution (``refit="warm"``) or from zero (``"cold"``: scipy's L-BFGS-B also stops when the
@@ -96,12 +96,12 @@ def sklearn_layers(X: dict, y: dict, grid, refit: str = "warm") -> tuple[np.ndar
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            # Ours: from the value nearest PATH_START towards weaker values while the dev cross-entropy falls;
-            # if the first weaker value does not lower it, towards stronger ones from the first value's solution.
+            # Ours: from the value nearest PATH_START towards stronger values while the dev cross-entropy falls;
+            # if the first stronger value does not lower it, towards weaker ones from the first value's solution.
             best = solve(LogisticRegression(tol=GTOL, max_iter=1000, warm_start=True), values[first])
             best = (best[0], copy.deepcopy(best[1]))
             start_model = copy.deepcopy(best[1])
-            for direction in (1, -1):
+            for direction in (-1, 1):
                 model, improved = copy.deepcopy(start_model), False
                 g = first + direction
                 while 0 <= g < len(values):

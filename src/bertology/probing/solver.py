@@ -59,7 +59,8 @@ NEWTON_STEPS, NEWTON_CG_ITER, NEWTON_CG_TOL = 10, 100, 1e-2
 #: Where the regularisation path starts on the L2 grid (the grid's value nearest it, :func:`path_start`): the
 #: strongest value of the former grid (1e-5 .. 1e-2), where MiniLM's token tasks (UPOS, XPOS, dependency labels)
 #: have their optimum, so they pay for one value more than before (the stronger neighbour that confirms it), not
-#: for the whole strong end; the SentEval tasks, which mostly want 1e-1 .. 1e3, walk there from it.
+#: for the whole strong end; the SentEval tasks, which mostly want 1e-1 .. 1e3, walk there from it without a
+#: weaker value's solve (the path tries the stronger side first).
 PATH_START = 1e-2
 
 
@@ -244,9 +245,9 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
 
     ``score(W, b, problems)`` (``W`` ``[k, dim, C]`` of the problems ``problems``; returns ``[k]``, higher is
     better: the probe's: minus the dev cross-entropy) walks the grid as a regularisation path, each problem its
-    own: from the value nearest :data:`PATH_START` (:func:`path_start`) towards weaker values while each value
-    scores strictly better than every value before; when the first weaker value does not (or there is none), the
-    walk turns and goes towards stronger values from the first one, again while the score rises. Each problem
+    own: from the value nearest :data:`PATH_START` (:func:`path_start`) towards stronger values while each value
+    scores strictly better than every value before; when the first stronger value does not (or there is none),
+    the walk turns and goes towards weaker values from the first one, again while the score rises. Each problem
     thus solves the values from its start to one past its best (a whole grid only where the dev score rises to
     an end), its best is its first local maximum on the grid (the maximum where the score is unimodal), and the
     weak end, where the solver needs the most steps, is solved only for problems whose dev score still rises
@@ -277,11 +278,11 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
     # Whether each problem's float32 solve of each value reached ``gtol`` (not stopped by ``max_iter``).
     converged = torch.zeros((P, G), dtype=torch.bool, device=device)
     walking = torch.ones(P, dtype=torch.bool, device=device)  # the problems still on the path
-    # Each problem's place on the grid and its direction (+1: towards weaker values); without a score the whole
-    # grid is solved from its strongest value.
+    # Each problem's place on the grid and its direction (-1: towards stronger values, +1: weaker); without a
+    # score the whole grid is solved from its strongest value.
     first = path_start(l2_grid) if score is not None else 0
     position = torch.full((P,), first, dtype=torch.long, device=device)
-    direction = torch.ones(P, dtype=torch.long, device=device)
+    direction = torch.full((P,), -1 if score is not None else 1, dtype=torch.long, device=device)
     reached = torch.zeros((P, G), dtype=torch.bool, device=device)
     factors = None  # every problem's latest preconditioner
     cap = max_iter if continuation else COLD_ITER_FACTOR * max_iter
@@ -310,13 +311,14 @@ def fit_multinomial(X: torch.Tensor, y: torch.Tensor, n_classes: int, l2_grid: S
             scores[rows, at] = value
         else:
             better[:] = True
-        # Go on while the score rises; a first step weaker that does not rise (or no weaker value at all) turns
-        # the walk towards the stronger values, from the first value's optimum.
+        # Go on while the score rises; a first step stronger that does not rise (or no stronger value at all)
+        # turns the walk towards the weaker values, from the first value's optimum. Stronger first: a strong
+        # value is solved in a few iterations and a weak one may take the cap, so a problem that wants stronger
+        # values never pays for a weaker one.
         nxt = at + direction[rows]
-        turn = (direction[rows] > 0) & (((at == first + 1) & ~better) | ((at == first) & (nxt >= G)))
-        turn &= score is not None
-        direction[rows[turn]] = -1
-        nxt = torch.where(turn, first - 1, nxt)
+        turn = (direction[rows] < 0) & (((at == first - 1) & ~better) | ((at == first) & (nxt < 0)))
+        direction[rows[turn]] = 1
+        nxt = torch.where(turn, first + 1, nxt)
         go = (better | turn) & (nxt >= 0) & (nxt < G)
         position[rows[go]] = nxt[go]
         walking[rows[~go]] = False
