@@ -3,9 +3,10 @@ solved to its optimum (:func:`fit_multinomial`, :func:`polish_multinomial`).
 
 One L-BFGS per problem (every layer its own step sizes and curvature pairs), preconditioned by a
 Kronecker-factored estimate of the Hessian (feature covariance x softmax curvature, both eigendecomposed once per
-refresh: :class:`~bertology.probing.kronecker._KroneckerPreconditioner`), walking the L2 grid as a regularisation path from 1e-2 towards
-the value each layer's dev score prefers (:data:`PATH_START`); the value each layer chooses is polished in float64 by Newton steps (:func:`_newton`: conjugate gradients
-on the Hessian's products, in the same eigenbases with the Hessian's own diagonal). The estimators that use it are in
+refresh: :class:`~bertology.probing.kronecker._KroneckerPreconditioner`), walking the L2 grid as a regularisation
+path from 1e-2 towards the value each layer's dev score prefers (:data:`PATH_START`); the value each layer chooses
+is polished in float64 by Newton steps (:func:`_newton`: conjugate gradients on the Hessian's products, in the
+same eigenbases with the Hessian's own diagonal). The estimators that use it are in
 :mod:`bertology.probing.probes`; the MDL probe (:mod:`bertology.probing.mdl`) calls it directly.
 """
 
