@@ -23,6 +23,14 @@ def _problem(n=300, d=12, classes=3, layers=2, seed=0, noise=1.5):
     return X, y
 
 
+def _splits(sizes, seed=0, **options):
+    """Train, dev (and test) splits of one task: one draw of :func:`_problem`, cut in order. (A problem of
+    another seed has other class centres: another task, on which the dev score picks the strongest L2.)"""
+    X, y = _problem(n=sum(sizes), seed=seed, **options)
+    cuts = np.cumsum((0, *sizes))
+    return [part for a, b in zip(cuts[:-1], cuts[1:]) for part in (X[:, a:b], y[a:b])]
+
+
 def _standardise(X):
     mean, sd = X.mean(1, keepdims=True), X.std(1, keepdims=True)
     return (X - mean) / sd
@@ -107,9 +115,7 @@ def test_the_path_walks_both_ways_to_each_layers_dev_optimum():
 
 
 def test_the_exact_probe_moves_no_prediction_under_a_tiny_change_of_features():
-    X, y = _problem(n=600, seed=2)
-    Xdev, ydev = _problem(n=200, seed=3)
-    Xtest, ytest = _problem(n=400, seed=4)
+    X, y, Xdev, ydev, Xtest, ytest = _splits((600, 200, 400), seed=2)
     shift = 1e-6 * np.random.default_rng(5).standard_normal(X.shape).astype(np.float32)
     a = LayerwiseProbe(device="cpu", stop="converged").fit(X, y, Xdev, ydev)
     b = LayerwiseProbe(device="cpu", stop="converged").fit(X + shift, y, Xdev, ydev)
@@ -125,8 +131,7 @@ def test_the_chosen_value_is_polished_to_scikit_learns_optimum():
     optimum to float32's precision (unpolished, at float32's gradient floor, they were 1e-3 apart)."""
     from sklearn.linear_model import LogisticRegression
 
-    X, y = _problem(n=400, seed=6)
-    Xdev, ydev = _problem(n=150, seed=7)
+    X, y, Xdev, ydev = _splits((400, 150), seed=6)
     probe = LayerwiseProbe(device="cpu").fit(X, y, Xdev, ydev)
     probabilities = probe.predict_proba(X)
     for layer in range(X.shape[0]):
@@ -140,9 +145,7 @@ def test_a_feature_constant_up_to_rounding_stays_unscaled_and_moves_nothing():
     1e-6 has a spread of a few 1e-6: scaled to unit variance it would become a noise feature the probe uses."""
     from bertology.probing.probes import _fit_scaler
 
-    X, y = _problem(n=600, seed=2)
-    Xdev, ydev = _problem(n=200, seed=3)
-    Xtest, ytest = _problem(n=400, seed=4)
+    X, y, Xdev, ydev, Xtest, ytest = _splits((600, 200, 400), seed=2)
     for F in (X, Xdev, Xtest):
         F[:, :, 0] = 0.0
     rng = np.random.default_rng(5)
@@ -154,8 +157,7 @@ def test_a_feature_constant_up_to_rounding_stays_unscaled_and_moves_nothing():
 
 
 def test_mlp_probe_stops_on_training_loss_not_on_dev():
-    X, y = _problem(n=300, seed=6)
-    Xdev, ydev = _problem(n=100, seed=7)
+    X, y, Xdev, ydev = _splits((300, 100), seed=6)
     probe = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, stop="converged").fit(X, y, Xdev, ydev)
     again = LayerwiseProbe(kind="mlp", hidden=16, device="cpu", max_iter=200, stop="converged").fit(X, y, Xdev, ydev)
     assert probe.n_iter_ < 200  # the training loss converged before the budget
