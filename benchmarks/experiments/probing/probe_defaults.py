@@ -3,9 +3,10 @@
 1. ``run_probing`` with the default sizes (every training, dev and test sentence; 3 seeds, one untrained
    twin per seed; the scalar mix is left out, it does not affect the per-layer numbers) on BShift and
    SentLen: the best layer of BShift per :func:`bertology.probing.summary.best_layer` with its interval.
-2. scikit-learn ``LogisticRegression`` on the *same* features (mean word vectors per layer, standardised
-   with train statistics, the same L2 grid as C = 1 / (l2 * n_train), L2 chosen per layer on dev), scored
-   on test: printed beside ours for every layer.
+2. scikit-learn ``LogisticRegression`` on the *same* features by the same rule (mean word vectors per layer,
+   the probe's standardisation, the L2 grid walked from 1e-2 while the dev cross-entropy falls, the chosen value
+   refitted to the polish tolerance: :func:`sklearn_per_layer`), scored on test: printed beside ours for every
+   layer.
 3. SentLen's trained-minus-untrained deltas at the default size (all training sentences) and at half of
    it: the default is the doubled size of the half run, so the signs must agree.
 
@@ -24,36 +25,20 @@ import platform
 import sys
 import tempfile
 import time
-import warnings
 
 import numpy as np
 from benchmarks.formatters.format_stored_tables import points, sign_cell
 from benchmarks.stored import save_run, table
 
 
-def sklearn_per_layer(X: dict, y: dict, grid) -> tuple[np.ndarray, np.ndarray]:
-    """Test accuracy per layer of scikit-learn's logistic regression, L2 chosen per layer on dev."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
+def sklearn_per_layer(X: dict, y: dict, grid) -> np.ndarray:
+    """Test accuracy per layer of scikit-learn's logistic regression by our probe's rule: the probe's
+    standardisation, the L2 grid walked from 1e-2 while the dev cross-entropy falls, the chosen value refitted
+    from zero to the polish tolerance, C = 1 / (l2 * n_train) (2 / (l2 * n_train) for two classes, whose single
+    weight vector carries both of our columns) (``bench_probe_exact.sklearn_layers``)."""
+    from benchmarks.perf.bench_probe_exact import sklearn_layers
 
-    n_layers, n_train = X["train"].shape[0], X["train"].shape[1]
-    test, dev_best = [], []
-    for layer in range(n_layers):
-        mean = X["train"][layer].mean(0)
-        scale = X["train"][layer].std(0)
-        scale[scale < 1e-6] = 1.0
-        Z = {s: (X[s][layer] - mean) / scale for s in X}
-        best = (-1.0, 0.0)
-        for l2 in grid:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                model = LogisticRegression(C=1.0 / (l2 * n_train), max_iter=1000).fit(Z["train"], y["train"])
-            dev = model.score(Z["dev"], y["dev"])
-            if dev > best[0]:
-                best = (dev, model.score(Z["test"], y["test"]))
-        dev_best.append(best[0])
-        test.append(best[1])
-    return np.asarray(test), np.asarray(dev_best)
+    return sklearn_layers(X, y, grid, refit="cold")[0]
 
 
 def sentlen_signs(seeds, treebank, cache, split="pooled") -> dict:
@@ -115,7 +100,7 @@ def sentlen_sklearn(treebank, cache, split="pooled") -> dict:
         X = {s: X["sentence_length", s] for s in SPLITS}
         for size in (n // 2, n):
             accuracy[name, size] = sklearn_per_layer({**X, "train": X["train"][:, :size]},
-                                                     {**y, "train": y["train"][:size]}, DEFAULT_L2)[0]
+                                                     {**y, "train": y["train"][:size]}, DEFAULT_L2)
     out = {}
     for size in (n // 2, n):
         delta = 100 * (accuracy["trained", size] - accuracy["untrained", size])
@@ -182,7 +167,7 @@ def main() -> None:
     X = _features_for(datasets, stores, layers)
     y = {s: datasets[0].splits[s].labels.astype(str) for s in SPLITS}
     started = time.perf_counter()
-    sk_test, _ = sklearn_per_layer({s: X["bigram_shift", s] for s in SPLITS}, y, DEFAULT_L2)
+    sk_test = sklearn_per_layer({s: X["bigram_shift", s] for s in SPLITS}, y, DEFAULT_L2)
     sk_seconds = time.perf_counter() - started
     bshift = frame[(frame.task == "bigram_shift") & frame.layer.notna()].sort_values("layer")
     print("BShift test accuracy per layer (%):")
