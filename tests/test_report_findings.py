@@ -284,3 +284,9 @@ def test_an_underpowered_flag_says_how_many_test_examples_it_rests_on():
     assert _power_flag(0.70, 0.74, 1290.0) == ["underpowered: ±2.0 points with 1,290 test examples"]
     assert _power_flag(0.70, 0.72, 1290.0) == []  # ±1.0: powered
     assert _power_flag(0.70, 0.74, np.nan) == ["underpowered: ±2.0 points"]
+    # With the accuracy, the flag says what the test split's sampling alone allows: SentLen-like (1,572 test
+    # sentences at 74%) cannot reach ±1.5 whatever the training; a large split can, and the rest is training spread.
+    assert _power_flag(0.71, 0.77, 1572.0, 0.74) == [
+        "underpowered: ±3.0 points with 1,572 test examples (their sampling alone: ±2.2)"]
+    assert _power_flag(0.66, 0.70, 4408.0, 0.68) == [
+        "underpowered: ±2.0 points with 4,408 test examples (their sampling alone: ±1.4)"]

@@ -206,15 +206,22 @@ def _ci_text(low, high, what: str = "95% CI") -> str:
     return f"{what} {percent(low)}–{percent(high)}"
 
 
-def _power_flag(low, high, n=None) -> list[str]:
+def _power_flag(low, high, n=None, value=None) -> list[str]:
     """``underpowered: ±X points`` where the interval is wider than the power rule's, with the ``n`` test
-    examples it rests on when known (the report probes every test example of its data, so the size says why)."""
+    examples it rests on when known (the report probes every test example of its data, so the size says why)
+    and, with the accuracy ``value``, the half-width their sampling alone gives (a binomial 95% interval): when
+    that alone is wider than the rule, only a larger test split would power the finding, not more training
+    examples or seeds."""
     if pd.isna(low) or pd.isna(high):
         return []
     half = (high - low) / 2
     if half <= POWER_HALF_WIDTH:
         return []
-    size = "" if n is None or pd.isna(n) else f" with {int(n):,} test examples"
+    known = n is not None and not pd.isna(n) and n > 0
+    size = f" with {int(n):,} test examples" if known else ""
+    if known and value is not None and not pd.isna(value):
+        alone = 1.96 * math.sqrt(max(0.0, float(value) * (1 - float(value))) / float(n))
+        size += f" (their sampling alone: ±{100 * alone:.1f})"
     return [f"underpowered: ±{100 * half:.1f} points{size}"]
 
 
@@ -256,7 +263,8 @@ def probing_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
         if choice["at_chance"]:
             flags.append("not above the majority baseline")
         interval = row["interval"]
-        flags += _power_flag(row["ci_low"], row["ci_high"], row["n"]) if interval != "±1.96 seed std" else []
+        flags += (_power_flag(row["ci_low"], row["ci_high"], row["n"], row["mean"])
+                  if interval != "±1.96 seed std" else [])
         if pd.isna(row["ci_high"]) and not choice["marked"]:
             flags.append("one seed: no interval to tell layers apart")
         baseline_text = (f"majority {percent(majority)}%" if majority is not None
@@ -330,7 +338,8 @@ def parser_findings(tables: dict[str, pd.DataFrame]) -> list[Finding]:
         out.append(Finding(topic="parsers", text=text, value=float(row.held_out_accuracy),
                            baseline=float(row.held_out_baseline_accuracy), baseline_name=f"offset {offset:+d}",
                            ci_low=float(row.ci_low), ci_high=float(row.ci_high), anchor=ANCHORS["parsers"],
-                           source="attention.best_heads", flags=_power_flag(row.ci_low, row.ci_high),
+                           source="attention.best_heads",
+                           flags=_power_flag(row.ci_low, row.ci_high, row.held_out_count, row.held_out_accuracy),
                            details={"relation": row.relation, "head_label": row.head_label,
                                     "n": float(row.held_out_count)}))
     summary = tables.get("probe_summary")
@@ -541,7 +550,8 @@ def findings_html(items: list[Finding]) -> str:
     weak = [f for f in items if f.underpowered]
     if weak:
         parts.append("<p class='note'>Underpowered (95% interval wider than ±1.5 points with the examples at hand, "
-                     "or too few random draws; each flag says how many test examples): "
+                     "or too few random draws; each flag says how many test examples, and how wide their sampling alone makes "
+                     "the interval: where that is wider than ±1.5, only more test data would power it): "
                      + "; ".join(html.escape(f.text.split(":")[0]) for f in weak) + ".</p>")
     return "\n".join(parts)
 
