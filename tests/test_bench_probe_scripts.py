@@ -43,3 +43,24 @@ def test_the_defaults_scikit_learn_column_follows_our_rule():
             X["test"], y["test"])
         theirs = sklearn_per_layer(X, y, DEFAULT_L2)
         assert np.abs(np.asarray(ours) - theirs).max() <= 2 / len(y["test"])
+
+
+def test_the_tolerance_benchmark_compares_each_tolerance_with_the_first():
+    """bench_probe_gtol's table: the first tolerance is the reference (nothing moved from itself), and a fit at
+    another tolerance records what it chose and scored, so a change of L2 or accuracy shows in its row."""
+    from benchmarks.perf.bench_probe_gtol import fit, published
+
+    X, y = _task(seed=3)
+    shifted = {s: X[s] + np.float32(1e-6) for s in X}
+    record = {"early": [fit(X, y, stop="early"), fit(shifted, y, stop="early")], "exact": {}}
+    for gtol in (1e-6, 1e-3):
+        record["exact"][repr(gtol)] = [fit(X, y, gtol=gtol), fit(shifted, y, gtol=gtol)]
+    base = record["exact"][repr(1e-6)][0]
+    assert len(base["l2"]) == len(base["test"]) == 2 and base["iterations"] > 0
+    # A planted change of one layer's choice and accuracy must appear in the table.
+    planted = record["exact"][repr(1e-3)][0]
+    planted["l2"] = [base["l2"][0] * 10, base["l2"][1]]
+    planted["test"] = [base["test"][0] + 0.01, base["test"][1]]
+    rows = published({"upos": record}, [1e-6, 1e-3])["gtol"]["rows"]
+    assert rows[0][4] == "0 of 2" and rows[0][5] == "0.00"
+    assert rows[1][4] == "1 of 2" and rows[1][5] == "1.00"
