@@ -1,5 +1,5 @@
-"""The extraction pipeline of issue 31: the same vectors as the old per-shard pooling, batches prepared on a
-second thread, the token budget following the device and halving when the device runs out of memory."""
+"""The extraction pipeline of issue 31: the same vectors as the old per-shard pooling, batches prepared in line
+(a CPU) or on a second thread (a GPU), the token budget following the device and halving when the device runs out of memory."""
 
 import copy
 import json
@@ -111,6 +111,40 @@ def test_every_layer_pooled_in_one_buffer_stores_the_same_bytes(tmp_path, monkey
     assert [s["sha256"] for s in store.index["shards"]] == [s["sha256"] for s in before.index["shards"]]
     for layer in store.layers:
         np.testing.assert_array_equal(store.layer(layer), before.layer(layer))
+
+
+@pytest.mark.parametrize("pool", ["word-mean", "tokens"])
+def test_batches_made_ahead_on_a_thread_store_the_same_bytes_as_in_line(tmp_path, monkeypatch, pool):
+    encoder = tiny_encoder("bert", max_positions=24)
+    sentences = _corpus()  # windowed sentences too
+    settings = dict(pool=pool, batch_tokens=256, shard_bytes=20_000, progress=False)
+    inline = extract(encoder, sentences, tmp_path / "inline", **settings)
+    made, batches = [], pipeline._Parts._batches
+
+    def noted(self, k):
+        made.append(self.background)
+        yield from batches(self, k)
+
+    monkeypatch.setattr(pipeline._Parts, "_batches", noted)
+    monkeypatch.setattr(pipeline, "_batches_ahead", lambda device: True)  # as beside a GPU
+    ahead = extract(encoder, sentences, tmp_path / "ahead", **settings)
+    assert len(made) == len(ahead.index["shards"]) > 2 and all(made)
+    assert [s["sha256"] for s in ahead.index["shards"]] == [s["sha256"] for s in inline.index["shards"]]
+    assert ahead.index["stats"]["windowed_sentences"] == inline.index["stats"]["windowed_sentences"] >= 2
+
+
+def test_an_error_while_making_batches_ahead_reaches_the_caller_and_finishes_no_store(tmp_path, monkeypatch):
+    encoder = tiny_encoder("bert", max_positions=24)
+    monkeypatch.setattr(pipeline, "_batches_ahead", lambda device: True)
+
+    def fail(self):
+        raise ModelError("refused on the batches' thread")
+
+    monkeypatch.setattr(pipeline._Parts, "_check_unknown", fail)  # runs before the last shard's batches
+    with pytest.raises(ModelError, match="refused on the batches' thread"):
+        extract(encoder, _corpus(), tmp_path / "s", batch_tokens=256, shard_bytes=20_000, progress=False)
+    index = json.loads((tmp_path / "s" / "store.json").read_text())
+    assert not index["stats"] and len(index["shards"]) > 2 and not index["shards"][-1]["sha256"]  # never finished
 
 
 def test_float16_storage_is_the_float32_vectors_rounded(tmp_path):

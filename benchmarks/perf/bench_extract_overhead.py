@@ -17,7 +17,7 @@ trust); each figure is the best of the rounds, and the per-round ratios are stor
 Beside wall-clock shares, the CPU seconds the process spent (every thread: the tokenizing and writer threads
 too) give the work per token, which a crowded machine's scheduling does not move as much.
 
-    python -m benchmarks.perf.bench_extract_overhead [--rounds 5] [--models proxy,minilm] [--name extract_overhead_cpu]
+    python -m benchmarks.perf.bench_extract_overhead [--rounds 5] [--models proxy,minilm] [--name extract_overhead_cpu] [--ahead]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from benchmarks.perf.bench_extract import naive_loop  # noqa: E402
 from benchmarks.stored import save_run, table  # noqa: E402
 
 from bertology.data import default_corpus, read_conllu  # noqa: E402
-from bertology.extraction import ExtractionSpec, extract  # noqa: E402
+from bertology.extraction import ExtractionSpec, extract, pipeline  # noqa: E402
 from bertology.extraction.pipeline import ShardComputer, plan_extraction, run_context  # noqa: E402
 from bertology.models import load_encoder  # noqa: E402
 from bertology.models.encoders import Encoder, as_encoder  # noqa: E402
@@ -85,9 +85,17 @@ def bare_seconds(encoder: Encoder, batches, autocast: str | None) -> float:
         return time.perf_counter() - start
 
 
-def ours_seconds(encoder: Encoder, sentences, out: Path, **settings) -> float:
+def ours_seconds(encoder: Encoder, sentences, out: Path, ahead: bool = False, **settings) -> float:
+    """``extract`` into a fresh store; ``ahead``: its batches made a shard ahead on a thread of their own, as
+    beside a GPU (``pipeline._batches_ahead``), rather than in line as on a CPU."""
+    chosen = pipeline._batches_ahead
+    if ahead:
+        pipeline._batches_ahead = lambda device: True
     start = time.perf_counter()
-    extract(encoder, sentences, out, progress=False, **settings)
+    try:
+        extract(encoder, sentences, out, progress=False, **settings)
+    finally:
+        pipeline._batches_ahead = chosen
     if encoder.device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - start
@@ -102,13 +110,14 @@ def naive_seconds(encoder: Encoder, sentences) -> float:
 
 
 def measure(encoder: Encoder, sentences, rounds: int, autocast: str | None, tmp: Path, naive: bool,
-            label: str) -> dict:
-    """Interleaved rounds of bare forward, ours (and the naive loop); tokens/s of the best, per-round ratios."""
+            label: str, ahead: bool = False) -> dict:
+    """Interleaved rounds of bare forward, ours (and the naive loop; with ``ahead``, ours with the batches made on
+    a thread of their own: "ahead"); tokens/s of the best, per-round ratios."""
     spec = ExtractionSpec(autocast=autocast)
     batches = our_batches(encoder, sentences, spec)
     tokens = sum(int(mask.sum()) for _, mask in batches)
-    runs: dict[str, list[float]] = {"bare": [], "ours": [], "naive": []}
-    cpu: dict[str, list[float]] = {"bare": [], "ours": [], "naive": []}  # the process's CPU seconds, all threads
+    runs: dict[str, list[float]] = {"bare": [], "ours": [], "naive": [], "ahead": []}
+    cpu: dict[str, list[float]] = {"bare": [], "ours": [], "naive": [], "ahead": []}  # the process's CPU seconds
     loads = []
     ours_seconds(encoder, sentences[:200], tmp / f"{label}-warm", autocast=autocast)  # warm-up, not counted
     bare_seconds(encoder, batches[:4], autocast)
@@ -116,14 +125,18 @@ def measure(encoder: Encoder, sentences, rounds: int, autocast: str | None, tmp:
         loads.append(os.getloadavg()[0])
         order = [("bare", lambda: bare_seconds(encoder, batches, autocast)),
                  ("ours", lambda: ours_seconds(encoder, sentences, tmp / f"{label}-{round_}", autocast=autocast))]
+        if ahead:
+            order.append(("ahead", lambda: ours_seconds(encoder, sentences, tmp / f"{label}-{round_}-ahead", ahead=True,
+                                                        autocast=autocast)))
         if naive and round_ == 0:
             order.append(("naive", lambda: naive_seconds(encoder, sentences)))
         for name, run in (order if round_ % 2 == 0 else order[::-1]):
             started = time.process_time()
             runs[name].append(run())
             cpu[name].append(time.process_time() - started)
+        also = f", ahead {runs['ahead'][-1]:.3f} s" if ahead else ""
         print(f"{label} round {round_}: bare {runs['bare'][-1]:.3f} s, ours {runs['ours'][-1]:.3f} s "
-              f"({runs['bare'][-1] / runs['ours'][-1]:.0%}), load {loads[-1]:.1f}", flush=True)
+              f"({runs['bare'][-1] / runs['ours'][-1]:.0%}){also}, load {loads[-1]:.1f}", flush=True)
     result = {"tokens": tokens, "batches": len(batches), "autocast": autocast, "threads": torch.get_num_threads(),
               "seconds": runs, "cpu_seconds": cpu, "load_average_per_round": loads,
               "ratio_per_round": [b / o for b, o in zip(runs["bare"], runs["ours"])]}
@@ -134,6 +147,11 @@ def measure(encoder: Encoder, sentences, rounds: int, autocast: str | None, tmp:
     # The work per token, whatever the scheduler does on a shared machine: bare CPU seconds / ours (all threads).
     result["cpu_share_of_bare"] = min(cpu["bare"]) / min(cpu["ours"])
     result["share_of_bare_median_round"] = statistics.median(result["ratio_per_round"])
+    if runs["ahead"]:
+        result["ahead_ratio_per_round"] = [b / o for b, o in zip(runs["bare"], runs["ahead"])]
+        result["ahead_share_of_bare"] = result["ahead_tokens_per_s"] / result["bare_tokens_per_s"]
+        result["ahead_cpu_share_of_bare"] = min(cpu["bare"]) / min(cpu["ahead"])
+        result["ahead_share_of_bare_median_round"] = statistics.median(result["ahead_ratio_per_round"])
     return result
 
 
@@ -147,10 +165,22 @@ def published(results: dict, heading: str) -> dict[str, dict]:
                      f"{100 * run['share_of_bare_median_round']:.0f}%",
                      f"{100 * run['cpu_share_of_bare']:.0f}%",
                      f"{run['ours_tokens_per_s'] / naive:.1f}x" if naive else "–"])
-    return {"overhead": table([heading, "threads", "precision", "naive loop, tokens/s", "ours, tokens/s",
-                               "bare forward, tokens/s", "ours / bare (best of each)",
-                               "ours / bare (median round)", "bare / ours, CPU seconds (all threads)",
-                               "ours vs naive"], rows)}
+    tables = {"overhead": table([heading, "threads", "precision", "naive loop, tokens/s", "ours, tokens/s",
+                                 "bare forward, tokens/s", "ours / bare (best of each)",
+                                 "ours / bare (median round)", "bare / ours, CPU seconds (all threads)",
+                                 "ours vs naive"], rows)}
+    ahead = [[label, f"{100 * run['share_of_bare']:.0f}%", f"{100 * run['share_of_bare_median_round']:.0f}%",
+              f"{100 * run['cpu_share_of_bare']:.0f}%", f"{100 * run['ahead_share_of_bare']:.0f}%",
+              f"{100 * run['ahead_share_of_bare_median_round']:.0f}%", f"{100 * run['ahead_cpu_share_of_bare']:.0f}%",
+              f"{max(run['seconds']['ours']) / min(run['seconds']['ours']):.2f}",
+              f"{max(run['seconds']['ahead']) / min(run['seconds']['ahead']):.2f}"]
+             for label, run in results.items() if "ahead_share_of_bare" in run]
+    if ahead:
+        tables["ahead"] = table([heading, "in line / bare (best)", "in line / bare (median round)",
+                                 "in line, CPU seconds", "ahead / bare (best)", "ahead / bare (median round)",
+                                 "ahead, CPU seconds", "in line, slowest / fastest round",
+                                 "ahead, slowest / fastest round"], ahead)
+    return tables
 
 
 def main() -> None:
@@ -160,6 +190,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=None, help="first N sentences of EWT dev (default all)")
     parser.add_argument("--minilm-sentences", type=int, default=None, help="first N for MiniLM (default --sentences)")
     parser.add_argument("--name", default="extract_overhead_cpu")
+    parser.add_argument("--ahead", action="store_true",
+                        help="also time ours with the batches made a shard ahead on a thread, as beside a GPU")
     args = parser.parse_args()
     sentences = read_conllu(default_corpus("ewt-dev"))[: args.sentences]
     minilm = load_encoder("minilm")
@@ -170,13 +202,14 @@ def main() -> None:
         if "proxy" in args.models:
             torch.set_num_threads(1)
             results["overhead proxy (random BERT, 2 layers x 64, MiniLM's tokenizer)"] = measure(
-                proxy_encoder(minilm.tokenizer), sentences, args.rounds, None, Path(tmp), True, "proxy")
+                proxy_encoder(minilm.tokenizer), sentences, args.rounds, None, Path(tmp), True, "proxy", args.ahead)
             torch.set_num_threads(default_threads)
         if "minilm" in args.models:
             some = sentences[: args.minilm_sentences]
             label = "MiniLM" + (f" (first {len(some):,} sentences)" if len(some) < len(sentences) else "")
-            results[label] = measure(minilm, some, args.rounds, None, Path(tmp), True, "minilm-fp32")
-            results[label + ", bf16"] = measure(minilm, some, args.rounds, "bfloat16", Path(tmp), False, "minilm-bf16")
+            results[label] = measure(minilm, some, args.rounds, None, Path(tmp), True, "minilm-fp32", args.ahead)
+            results[label + ", bf16"] = measure(minilm, some, args.rounds, "bfloat16", Path(tmp), False, "minilm-bf16",
+                                              args.ahead)
     load_after = os.getloadavg()
     heading = f"EWT dev, CPU ({torch.backends.cpu.get_cpu_capability()}), load {load_before[0]:.1f} -> {load_after[0]:.1f}"
     save_run(args.name, raw=results, tables=published(results, heading),

@@ -639,14 +639,26 @@ def run_stats(counts: Sequence[dict], seconds: float, **extra) -> dict:
             "tokens_per_second": round(total["tokens"] / seconds, 1) if seconds else None, **extra}
 
 
+def _batches_ahead(device: torch.device) -> bool:
+    """Whether a run's batches are made a shard ahead on a thread of their own (:class:`_Parts`): beside a GPU."""
+    return device.type == "cuda"
+
+
 class _Parts:
-    """The batches of the shards to do, made ready on a background thread (the rest of the tokenizing, the
-    alignment, padding and pooling indices) a few batches ahead of the compute thread, which runs the model on
-    them. The whole corpus's unknown-token check runs before the last shard's batches are handed over, so a
+    """The batches of the shards to do (the rest of the tokenizing, the alignment, padding and pooling indices),
+    made ready either a shard ahead on a background thread (``background``: beside a GPU, whose compute thread
+    waits on the device with the GIL let go) or on the compute thread just before its shard runs (a CPU).
+
+    On a CPU the model's Python dispatch holds the GIL but for the moment of each op, and a background thread with
+    Python to run takes it at each of those moments: the two threads' Python runs one after the other anyway, now
+    with a hand-over per op. On issue 31's overhead proxy (EWT dev, one torch thread) the pipeline kept 61% of the bare
+    forward's speed with the batches made in line against 56% made ahead, in the same run (BENCHMARKS.md, "Batches
+    made in line on a CPU"). The whole corpus's unknown-token check runs before the last shard's batches are handed over, so a
     refused tokenizer never finishes a store."""
 
-    def __init__(self, plan: ExtractionPlan, computer: ShardComputer, todo: Sequence[int]):
+    def __init__(self, plan: ExtractionPlan, computer: ShardComputer, todo: Sequence[int], background: bool):
         self.plan, self.computer, self.todo = plan, computer, list(todo)
+        self.background = background
         # Unbounded within a shard: the thread prepares a shard's batches in one go and then waits, rather than
         # contending for the GIL with the model's Python batch after batch; it starts the next shard only once
         # the compute thread has begun this one (see _produce).
@@ -657,10 +669,16 @@ class _Parts:
         self.thread = threading.Thread(target=self._produce, name="bertology-extract-batches", daemon=True)
 
     def __enter__(self) -> "_Parts":
-        self.thread.start()
+        encoded = self.computer.encoded
+        for i, sentence in enumerate(self.plan.first):
+            encoded[i] = sentence
+        if self.background:
+            self.thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if not self.background:
+            return
         self.stopped.set()
         while self.thread.is_alive():
             with contextlib.suppress(queue.Empty):
@@ -676,27 +694,29 @@ class _Parts:
                 continue
         return False
 
-    def _produce(self) -> None:
+    def _batches(self, k: int) -> Iterator[_Batch]:
+        """Shard ``k``'s batches: its sentences encoded where they are not yet, the unknown-token check before
+        the last shard's first batch."""
         plan, computer = self.plan, self.computer
         encoded = computer.encoded
-        for i, sentence in enumerate(plan.first):
+        start, stop = plan.index["shards"][k]["start"], plan.index["shards"][k]["stop"]
+        rows = plan.row_counts[start:stop]
+        first_rows = dict(zip(range(start, stop), (np.cumsum(rows) - rows).tolist()))
+        missing = [i for i in range(start, stop) if i not in encoded]
+        for i, sentence in zip(missing, plan.encode_some(missing)):
             encoded[i] = sentence
+        self.unknown_words += sum(encoded[i].unknown_words for i in range(start, stop))
+        if k == self.todo[-1]:
+            self._check_unknown()
+        yield from computer.batches(range(start, stop), first_rows)
+
+    def _produce(self) -> None:
         try:
-            shards = [plan.index["shards"][k] for k in self.todo]
-            for position, (k, shard) in enumerate(zip(self.todo, shards)):
+            for k in self.todo:
                 while not self.begun.acquire(timeout=0.1):  # at most one shard ahead of the compute thread
                     if self.stopped.is_set():
                         return
-                start, stop = shard["start"], shard["stop"]
-                rows = plan.row_counts[start:stop]
-                first_rows = dict(zip(range(start, stop), (np.cumsum(rows) - rows).tolist()))
-                missing = [i for i in range(start, stop) if i not in encoded]
-                for i, sentence in zip(missing, plan.encode_some(missing)):
-                    encoded[i] = sentence
-                self.unknown_words += sum(encoded[i].unknown_words for i in range(start, stop))
-                if position == len(shards) - 1:
-                    self._check_unknown()
-                for batch in computer.batches(range(start, stop), first_rows):
+                for batch in self._batches(k):
                     if not self._put((k, batch)):
                         return
                 if not self._put((k, None)):
@@ -717,6 +737,9 @@ class _Parts:
 
     def of_shard(self, k: int) -> Iterator[_Batch]:
         """The batches of shard ``k`` (the shards come in the order of ``todo``)."""
+        if not self.background:
+            yield from self._batches(k)
+            return
         self.begun.release()  # the next shard may be prepared now
         while True:
             item = self.queue.get()
@@ -731,9 +754,9 @@ class _Parts:
 
 
 def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model: bool) -> None:
-    """Compute the shards the index does not list as whole, writing each as it is done: the next part's
-    batches are prepared on one thread, the model runs on this one, and each shard is streamed to disk on a
-    third and named in the index only once whole."""
+    """Compute the shards the index does not list as whole, writing each as it is done: the model runs on this
+    thread, each shard's batches are prepared on it too (a CPU) or a shard ahead on another (a GPU: :class:`_Parts`),
+    and each shard is streamed to disk on a writer's thread and named in the index only once whole."""
     encoder, writer = plan.encoder, plan.writer
     if device:
         encoder.to(device)
@@ -747,7 +770,7 @@ def _run(plan: ExtractionPlan, progress: bool, device: str | None, compile_model
     with (progress_bar(progress) as bar, run_context(encoder, plan.spec.autocast, plan.attention_layers),
           writer.shards_in_background(on_written=lambda k: bar.advance(task, sizes[k]),
                                       writers=computer.writers) as put,
-          _Parts(plan, computer, todo) as parts):
+          _Parts(plan, computer, todo, background=_batches_ahead(computer.device)) as parts):
         task = bar.add_task(f"extract {encoder.name} (sentences)", total=sum(sizes.values()))
         for k in todo:
             computer.begin(shards[k]["start"], shards[k]["stop"], writer.shard_rows(k))
