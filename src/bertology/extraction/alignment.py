@@ -62,12 +62,27 @@ class EncodedSentence:
 @dataclass
 class WordPieces:
     """What one extraction has tokenized so far, for a corpus encoded a part at a time (:func:`encode_sentences`'s
-    ``pieces``): the tokenizer's special-token layout, and each distinct word's subword ids with whether the
-    tokenizer mapped it to nothing (then the unknown token's ids). Each distinct word is tokenized once per
-    extraction, not once per part (issue 31: the parts of EWT dev share most of their words)."""
+    ``pieces``): the tokenizer's special-token layout, and a table of each distinct word's subword ids (``words``:
+    a word's number in it; ``ids[starts[n]:starts[n] + sizes[n]]`` its pieces; ``empty[n]``: the tokenizer mapped
+    it to nothing, so its pieces are the unknown token's). Each distinct word is tokenized once per extraction, not
+    once per part (issue 31: the parts of EWT dev share most of their words); a table rather than an array per
+    word, so that a corpus's pieces are gathered from it in a few array operations."""
 
     layout: tuple[list[int], list[int]] | None = None
-    words: dict[str, tuple[np.ndarray, bool]] = field(default_factory=dict)
+    words: dict[str, int] = field(default_factory=dict)
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    starts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    empty: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def add(self, words: list[str], ids: np.ndarray, sizes: np.ndarray, empty: np.ndarray | None = None) -> None:
+        """Append ``words``, whose pieces are ``ids`` cut in ``sizes`` (``empty``: mapped to nothing)."""
+        first = len(self.sizes)
+        self.words.update(zip(words, range(first, first + len(words))))
+        self.starts = np.concatenate([self.starts, len(self.ids) + np.cumsum(sizes) - sizes])
+        self.ids = np.concatenate([self.ids, ids])
+        self.sizes = np.concatenate([self.sizes, sizes])
+        self.empty = np.concatenate([self.empty, np.zeros(len(words), dtype=bool) if empty is None else empty])
 
 
 class SentenceTooLong(DataError):
@@ -167,46 +182,40 @@ def _tokenize_words(tokenizer, word_lists: list[list[str]], unk: str, pieces: Wo
         backend.no_truncation()
     if backend.padding is not None:
         backend.no_padding()
-    known = pieces.words if pieces is not None else {}
+    table = pieces if pieces is not None else WordPieces()
     flat = [word for words in word_lists for word in words]
-    unique = list(dict.fromkeys(flat))  # the distinct words, in order of first use
-    new = [word for word in unique if word not in known]
+    new = [word for word in dict.fromkeys(flat) if word not in table.words]  # distinct, in order of first use
     whole = _whole_words(backend, new)
-    for word, token in whole.items():
-        known[word] = (np.array([token], dtype=np.int64), False)
-    new = [word for word in new if word not in whole] if whole else new
+    if whole:
+        table.add(list(whole), np.fromiter(whole.values(), dtype=np.int64, count=len(whole)),
+                  np.ones(len(whole), dtype=np.int64))
+        new = [word for word in new if word not in whole]
     if new:
         # Every other distinct word not seen before as one pre-split sequence: one call, each word still encoded
-        # on its own (the batch call, which lets go of the GIL: the model runs on another thread meanwhile).
+        # on its own (the batch call, which lets go of the GIL while it runs).
         [joined] = backend.encode_batch([new], is_pretokenized=True, add_special_tokens=False)
         new_ids = np.asarray(joined.ids, dtype=np.int64)
-        bounds = np.searchsorted(np.asarray(joined.word_ids, dtype=np.int64), np.arange(len(new) + 1)).tolist()
-        unknown = None
-        for k, word in enumerate(new):
-            if bounds[k] < bounds[k + 1]:
-                known[word] = (new_ids[bounds[k]:bounds[k + 1]], False)
-            else:  # a word that maps to nothing (e.g. a lone control character) becomes the unknown token
-                if unknown is None:
-                    unknown = np.asarray(backend.encode([unk], is_pretokenized=True, add_special_tokens=False).ids,
-                                         dtype=np.int64)
-                known[word] = (unknown, True)
-    entries = [known[word] for word in unique]
-    code = {word: i for i, word in enumerate(unique)}
-    codes = np.fromiter(map(code.__getitem__, flat), dtype=np.int64, count=len(flat))
-    sizes = np.fromiter((len(ids) for ids, _ in entries), dtype=np.int64, count=len(entries))
-    starts = np.cumsum(sizes) - sizes
-    pooled = np.concatenate([ids for ids, _ in entries]) if entries else np.zeros(0, dtype=np.int64)
-    # The corpus's subwords, word by word: each word's pieces gathered from the distinct words' ones.
-    per_word = sizes[codes]
+        sizes = np.diff(np.searchsorted(np.asarray(joined.word_ids, dtype=np.int64), np.arange(len(new) + 1)))
+        empty = sizes == 0
+        if empty.any():  # a word that maps to nothing (e.g. a lone control character) becomes the unknown token
+            unknown = np.asarray(backend.encode([unk], is_pretokenized=True, add_special_tokens=False).ids,
+                                 dtype=np.int64)
+            parts = np.split(new_ids, np.cumsum(sizes)[:-1])
+            new_ids = np.concatenate([unknown if lost else part for part, lost in zip(parts, empty.tolist())])
+            sizes = np.where(empty, len(unknown), sizes)
+        table.add(new, new_ids, sizes, empty)
+    codes = np.fromiter(map(table.words.__getitem__, flat), dtype=np.int64, count=len(flat))
+    # The corpus's subwords, word by word: each word's pieces gathered from the table.
+    per_word = table.sizes[codes]
     ends = np.cumsum(per_word)
-    ids = pooled[np.repeat(starts[codes] - (ends - per_word), per_word) + np.arange(int(ends[-1]) if len(ends) else 0)]
+    ids = table.ids[np.repeat(table.starts[codes] - (ends - per_word), per_word)
+                    + np.arange(int(ends[-1]) if len(ends) else 0)]
     word_counts = np.fromiter((len(words) for words in word_lists), dtype=np.int64, count=len(word_lists))
     word_bounds = np.concatenate([[0], np.cumsum(word_counts)])
     token_bounds = np.concatenate([[0], ends])[word_bounds]
     position = np.arange(len(codes), dtype=np.int64) - np.repeat(word_bounds[:-1], word_counts)
     word_index = np.repeat(position, per_word)
-    empty = np.fromiter((was_empty for _, was_empty in entries), dtype=bool, count=len(entries))
-    missing = empty[codes] if empty.any() else None
+    missing = table.empty[codes] if table.empty.any() else None
     if missing is None:
         lost = [0] * len(word_lists)
     else:  # words mapped to nothing, per sentence: differences of their running count at the sentence bounds
