@@ -266,7 +266,7 @@ def _tokenize_slowly(tokenizer, words: list[str], unk: str) -> tuple[list[int], 
 
 
 #: 0, 1, 2, ... read-only: a whole segment's positions are views of it (one slice each rather than three new
-#: arrays per sentence, on the thread that tokenizes while the model runs).
+#: arrays per sentence, on the thread that makes the batches).
 _POSITIONS = np.arange(1 << 16, dtype=np.int64)
 _POSITIONS.flags.writeable = False
 

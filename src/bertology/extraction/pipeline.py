@@ -140,7 +140,7 @@ class ExtractionPlan:
     (:mod:`bertology.scale`). ``writer`` holds the store's index as on disk; ``complete`` when nothing is left.
 
     ``first`` holds the first sentences encoded (the unknown-token check ran on them); the rest are encoded
-    while the model runs (:func:`extract`), or all at once on first use of :attr:`encoded` (the Ray engine)."""
+    shard by shard as the model reaches them (:func:`extract`), or all at once on first use of :attr:`encoded` (the Ray engine)."""
 
     encoder: Encoder
     sentences: list[Sentence]
@@ -466,7 +466,8 @@ class ShardComputer:
     extraction's batches go through the model.
 
     A shard is computed in steps that may run on two threads: :meth:`batches` (tokens to padded inputs and
-    pooling indices, no model; :func:`extract` runs it a part ahead on a background thread), then on the
+    pooling indices, no model; :func:`extract` runs it a shard ahead on a background thread beside a GPU, in line
+    on a CPU: :class:`_Parts`), then on the
     compute thread :meth:`begin`, :meth:`run` for each batch and :meth:`finish`. :meth:`compute` does all
     of it for one shard in turn (the Ray engine). Pooling, the word-level attention sums and the cast to the
     store's dtype happen on the model's device; a shard's rows leave it once, into one of :attr:`writers` + 1

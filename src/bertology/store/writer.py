@@ -68,8 +68,9 @@ def plan_shards(row_counts: Sequence[int] | np.ndarray, bytes_per_row: int, targ
     ``ramp`` (a number of inputs): shards grow into the target and shrink out of it. The first holds at most
     ``ramp`` inputs and each next at most twice the one before; none holds more than half of the inputs left
     (and at least ``ramp``), so the last ones halve down to about ``ramp`` (fewer than ``ramp / 2`` left over join
-    the shard before). A pipeline that tokenizes a shard ahead of the model and writes it behind then waits only
-    for the first small shard's tokens at the start and the last small shard's write at the end (issue 31)."""
+    the shard before). A pipeline that tokenizes a shard ahead of the model (or, on a CPU, just before it) and
+    writes it behind then waits only for the first small shard's tokens at the start and the last small shard's write
+    at the end (issue 31)."""
     n = len(row_counts)
     costs = np.asarray(row_counts, dtype=np.int64) * int(bytes_per_row)
     if extra_bytes is not None:
