@@ -652,9 +652,9 @@ class _Parts:
 
     On a CPU the model's Python dispatch holds the GIL but for the moment of each op, and a background thread with
     Python to run takes it at each of those moments: the two threads' Python runs one after the other anyway, now
-    with a hand-over per op. On issue 31's overhead proxy (EWT dev, one torch thread) the pipeline kept 61% of the bare
-    forward's speed with the batches made in line against 56% made ahead, in the same run (BENCHMARKS.md, "Batches
-    made in line on a CPU"). The whole corpus's unknown-token check runs before the last shard's batches are handed over, so a
+    with a hand-over per op. On issue 31's overhead proxy (EWT dev, one torch thread) the pipeline kept 58-61% of the bare
+    forward's speed with the batches made in line against 56-59% made ahead, in three runs of both (BENCHMARKS.md,
+    "Batches made in line on a CPU"). The whole corpus's unknown-token check runs before the last shard's batches are handed over, so a
     refused tokenizer never finishes a store."""
 
     def __init__(self, plan: ExtractionPlan, computer: ShardComputer, todo: Sequence[int], background: bool):
