@@ -3,6 +3,7 @@
 
 import copy
 import json
+import threading
 import warnings
 
 import numpy as np
@@ -118,17 +119,19 @@ def test_batches_made_ahead_on_a_thread_store_the_same_bytes_as_in_line(tmp_path
     encoder = tiny_encoder("bert", max_positions=24)
     sentences = _corpus()  # windowed sentences too
     settings = dict(pool=pool, batch_tokens=256, shard_bytes=20_000, progress=False)
-    inline = extract(encoder, sentences, tmp_path / "inline", **settings)
     made, batches = [], pipeline._Parts._batches
 
     def noted(self, k):
-        made.append(self.background)
+        made.append((self.background, threading.current_thread() is threading.main_thread()))
         yield from batches(self, k)
 
     monkeypatch.setattr(pipeline._Parts, "_batches", noted)
+    inline = extract(encoder, sentences, tmp_path / "inline", **settings)
+    assert made == [(False, True)] * len(inline.index["shards"])  # a CPU: on the compute thread
+    made.clear()
     monkeypatch.setattr(pipeline, "_batches_ahead", lambda device: True)  # as beside a GPU
     ahead = extract(encoder, sentences, tmp_path / "ahead", **settings)
-    assert len(made) == len(ahead.index["shards"]) > 2 and all(made)
+    assert made == [(True, False)] * len(ahead.index["shards"]) and len(made) > 2
     assert [s["sha256"] for s in ahead.index["shards"]] == [s["sha256"] for s in inline.index["shards"]]
     assert ahead.index["stats"]["windowed_sentences"] == inline.index["stats"]["windowed_sentences"] >= 2
 
