@@ -323,3 +323,10 @@ def test_pad_batch_fills_rows_at_once():
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
     assert batch["token_type_ids"].tolist() == [[0, 1, 1], [1, 0, 0], [0, 0, 0]]
+    # Rows given as lists (filled in one pass over their items) or as arrays and tensors: the same batch.
+    for rows in ([np.array([5, 6, 7]), np.array([8]), np.array([], dtype=np.int64)],
+                 [torch.tensor([5, 6, 7]), torch.tensor([8]), torch.tensor([], dtype=torch.long)],
+                 [[5, 6, 7], np.array([8]), []]):
+        other = pad_batch(rows, 0, token_type_ids=[[0, 1, 1], [1], []], width=4)
+        assert other["input_ids"].tolist() == [[5, 6, 7, 0], [8, 0, 0, 0], [0, 0, 0, 0]]
+        assert other["token_type_ids"].tolist() == [[0, 1, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0]]

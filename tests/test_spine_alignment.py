@@ -80,3 +80,38 @@ def test_windows_own_every_token_exactly_once_with_context(n):
             left, right = token - s.start, s.stop - 1 - token
             assert left >= min(overlap, token) and right >= min(overlap, n - 1 - token)
     assert segments[0].first and segments[-1].last
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert"])
+def test_encoded_sentences_match_the_tokenizers_own_call_sentence_by_sentence(family):
+    """encode_sentences builds a corpus's inputs from flat arrays (issue 31); each sentence is still what the
+    tokenizer's own call on it gives: its ids, the word of each, its input ids with the specials, its windows,
+    the words mapped to nothing or wholly to the unknown token, and a part encoded after another alike."""
+    from bertology.extraction.alignment import WordPieces, _special_layout, _tokenize_slowly
+
+    tokenizer = tiny_tokenizer(family)
+    unk = tokenizer.unk_token or tokenizer.pad_token
+    words = [tuple(TRICKY), ("a",), ("a", "\x07", "b"), ("\x07",), ("xyzzyqwv", "qqqq"),
+             tuple(["word", "zz"] * 40), tuple(TRICKY[i % len(TRICKY)] for i in range(90))]
+    sentences = [Sentence(words=w, id=f"s{i}") for i, w in enumerate(words)]
+    prefix, suffix = _special_layout(tokenizer)
+    pieces = WordPieces()
+    encoded = (encode_sentences(tokenizer, sentences[:3], 48, pieces=pieces)
+               + encode_sentences(tokenizer, sentences[3:], 48, first_index=3, pieces=pieces))
+    capacity = 48 - len(prefix) - len(suffix)
+    assert any(len(e.segments) > 1 for e in encoded), "a sentence longer than the model must be windowed"
+    for i, (sentence, got) in enumerate(zip(sentences, encoded)):
+        ids, index, lost = _tokenize_slowly(tokenizer, list(sentence.words), unk)
+        assert got.token_ids == ids and got.unknown_words == lost and got.n_words == len(sentence.words)
+        np.testing.assert_array_equal(got.word_index, index)
+        known = np.bincount(index, weights=np.asarray(ids) != tokenizer.unk_token_id, minlength=len(sentence.words))
+        assert got.unk_words == int((known == 0).sum())
+        want = plan_windows(i, ids, prefix, suffix, capacity, capacity // 4)
+        assert [s.input_ids for s in got.segments] == [s.input_ids for s in want]
+        for segment, other in zip(got.segments, want):
+            assert (segment.sentence, segment.start, segment.stop, segment.first, segment.last) == \
+                (other.sentence, other.start, other.stop, other.first, other.last)
+            for name in ("owned_tokens", "owned_positions", "local_positions", "global_positions"):
+                np.testing.assert_array_equal(getattr(segment, name), getattr(other, name))
+    if family == "bert":  # WordPiece maps a lone control character to nothing, so to its unknown token
+        assert sum(e.unk_words for e in encoded) > 0

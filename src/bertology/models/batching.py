@@ -15,6 +15,7 @@ halves, the batch is cut again under it and retried, with one warning line.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Callable, Sequence
 
@@ -190,18 +191,26 @@ def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int, token_type_ids: S
     lengths = np.fromiter((len(ids) for ids in sequences), dtype=np.int64, count=len(sequences))
     mask = np.arange(width)[None, :] < lengths[:, None]
     ids = np.full((len(sequences), width), pad_id, dtype=np.int64)
-    ids[mask] = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for s in sequences])
+    ids[mask] = _flat(sequences, int(lengths.sum()))
     input_ids = torch.from_numpy(ids)
     attention_mask = torch.from_numpy(mask.astype(np.int64))
     types = None
     if token_type_ids is not None:
         filled = np.zeros((len(sequences), width), dtype=np.int64)
-        filled[mask] = np.concatenate([np.asarray(t, dtype=np.int64).reshape(-1) for t in token_type_ids])
+        filled[mask] = _flat(token_type_ids, int(lengths.sum()))
         types = torch.from_numpy(filled)
     batch = {"input_ids": input_ids, "attention_mask": attention_mask}
     if types is not None:
         batch["token_type_ids"] = types
     return batch
+
+
+def _flat(sequences: Sequence[Sequence[int]], total: int) -> np.ndarray:
+    """Every row's values in order, one int64 array: Python lists (what tokenizers give) in one pass over their
+    items, rather than an array per row and a concatenation (half the time of a batch's padding; issue 31)."""
+    if all(type(row) is list for row in sequences):
+        return np.fromiter(itertools.chain.from_iterable(sequences), dtype=np.int64, count=total)
+    return np.concatenate([np.asarray(row, dtype=np.int64).reshape(-1) for row in sequences])
 
 
 def pad_id_of(tokenizer) -> int:
