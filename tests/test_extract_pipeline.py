@@ -136,6 +136,35 @@ def test_batches_made_ahead_on_a_thread_store_the_same_bytes_as_in_line(tmp_path
     assert ahead.index["stats"]["windowed_sentences"] == inline.index["stats"]["windowed_sentences"] >= 2
 
 
+@pytest.mark.parametrize("pool", ["word-mean", "tokens"])
+def test_in_line_a_shards_batches_are_all_made_before_the_first_runs_and_store_the_same_bytes(tmp_path, monkeypatch,
+                                                                                              pool):
+    encoder = tiny_encoder("bert", max_positions=24)
+    sentences = _corpus()  # windowed sentences too
+    settings = dict(pool=pool, batch_tokens=256, shard_bytes=20_000, progress=False)
+    events, batches, run = [], pipeline.ShardComputer.batches, pipeline.ShardComputer.run
+
+    def made(self, *args):
+        for batch in batches(self, *args):
+            events.append("made")
+            yield batch
+
+    def ran(self, batch):
+        events.append("ran")
+        return run(self, batch)
+
+    monkeypatch.setattr(pipeline.ShardComputer, "batches", made)
+    monkeypatch.setattr(pipeline.ShardComputer, "run", ran)
+    at_once = extract(encoder, sentences, tmp_path / "at-once", **settings)
+    shards = "".join("m" if e == "made" else "r" for e in events)
+    assert shards.count("rm") == len(at_once.index["shards"]) - 1 > 1  # made, then run, shard after shard
+    events.clear()
+    monkeypatch.setattr(pipeline._Parts, "at_once", False)  # each batch made just before it runs
+    lazy = extract(encoder, sentences, tmp_path / "lazy", **settings)
+    assert "".join("m" if e == "made" else "r" for e in events) == "mr" * (len(events) // 2)
+    assert [s["sha256"] for s in lazy.index["shards"]] == [s["sha256"] for s in at_once.index["shards"]]
+
+
 def test_an_error_while_making_batches_ahead_reaches_the_caller_and_finishes_no_store(tmp_path, monkeypatch):
     encoder = tiny_encoder("bert", max_positions=24)
     monkeypatch.setattr(pipeline, "_batches_ahead", lambda device: True)

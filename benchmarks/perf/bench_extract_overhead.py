@@ -17,7 +17,7 @@ trust); each figure is the best of the rounds, and the per-round ratios are stor
 Beside wall-clock shares, the CPU seconds the process spent (every thread: the tokenizing and writer threads
 too) give the work per token, which a crowded machine's scheduling does not move as much.
 
-    python -m benchmarks.perf.bench_extract_overhead [--rounds 5] [--models proxy,minilm] [--name extract_overhead_cpu] [--ahead]
+    python -m benchmarks.perf.bench_extract_overhead [--rounds 5] [--models proxy,minilm] [--name extract_overhead_cpu] [--ahead] [--lazy]
 """
 
 from __future__ import annotations
@@ -85,17 +85,21 @@ def bare_seconds(encoder: Encoder, batches, autocast: str | None) -> float:
         return time.perf_counter() - start
 
 
-def ours_seconds(encoder: Encoder, sentences, out: Path, ahead: bool = False, **settings) -> float:
+def ours_seconds(encoder: Encoder, sentences, out: Path, ahead: bool = False, lazy: bool = False,
+                 **settings) -> float:
     """``extract`` into a fresh store; ``ahead``: its batches made a shard ahead on a thread of their own, as
-    beside a GPU (``pipeline._batches_ahead``), rather than in line as on a CPU."""
-    chosen = pipeline._batches_ahead
+    beside a GPU (``pipeline._batches_ahead``), rather than in line as on a CPU; ``lazy``: in line, each batch made
+    just before it runs rather than a shard's at once (``pipeline._Parts.at_once``)."""
+    chosen, at_once = pipeline._batches_ahead, pipeline._Parts.at_once
     if ahead:
         pipeline._batches_ahead = lambda device: True
+    if lazy:
+        pipeline._Parts.at_once = False
     start = time.perf_counter()
     try:
         extract(encoder, sentences, out, progress=False, **settings)
     finally:
-        pipeline._batches_ahead = chosen
+        pipeline._batches_ahead, pipeline._Parts.at_once = chosen, at_once
     if encoder.device.type == "cuda":
         torch.cuda.synchronize()
     return time.perf_counter() - start
@@ -110,14 +114,15 @@ def naive_seconds(encoder: Encoder, sentences) -> float:
 
 
 def measure(encoder: Encoder, sentences, rounds: int, autocast: str | None, tmp: Path, naive: bool,
-            label: str, ahead: bool = False) -> dict:
+            label: str, ahead: bool = False, lazy: bool = False) -> dict:
     """Interleaved rounds of bare forward, ours (and the naive loop; with ``ahead``, ours with the batches made on
-    a thread of their own: "ahead"); tokens/s of the best, per-round ratios."""
+    a thread of their own: "ahead"; with ``lazy``, ours with each batch made just before it runs: "lazy"); tokens/s
+    of the best, per-round ratios."""
     spec = ExtractionSpec(autocast=autocast)
     batches = our_batches(encoder, sentences, spec)
     tokens = sum(int(mask.sum()) for _, mask in batches)
-    runs: dict[str, list[float]] = {"bare": [], "ours": [], "naive": [], "ahead": []}
-    cpu: dict[str, list[float]] = {"bare": [], "ours": [], "naive": [], "ahead": []}  # the process's CPU seconds
+    runs: dict[str, list[float]] = {"bare": [], "ours": [], "naive": [], "ahead": [], "lazy": []}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}  # the process's CPU seconds
     loads = []
     ours_seconds(encoder, sentences[:200], tmp / f"{label}-warm", autocast=autocast)  # warm-up, not counted
     bare_seconds(encoder, batches[:4], autocast)
@@ -128,13 +133,17 @@ def measure(encoder: Encoder, sentences, rounds: int, autocast: str | None, tmp:
         if ahead:
             order.append(("ahead", lambda: ours_seconds(encoder, sentences, tmp / f"{label}-{round_}-ahead", ahead=True,
                                                         autocast=autocast)))
+        if lazy:
+            order.append(("lazy", lambda: ours_seconds(encoder, sentences, tmp / f"{label}-{round_}-lazy", lazy=True,
+                                                       autocast=autocast)))
         if naive and round_ == 0:
             order.append(("naive", lambda: naive_seconds(encoder, sentences)))
         for name, run in (order if round_ % 2 == 0 else order[::-1]):
             started = time.process_time()
             runs[name].append(run())
             cpu[name].append(time.process_time() - started)
-        also = f", ahead {runs['ahead'][-1]:.3f} s" if ahead else ""
+        also = (f", ahead {runs['ahead'][-1]:.3f} s" if ahead else "") + (f", lazy {runs['lazy'][-1]:.3f} s"
+                                                                          if lazy else "")
         print(f"{label} round {round_}: bare {runs['bare'][-1]:.3f} s, ours {runs['ours'][-1]:.3f} s "
               f"({runs['bare'][-1] / runs['ours'][-1]:.0%}){also}, load {loads[-1]:.1f}", flush=True)
     result = {"tokens": tokens, "batches": len(batches), "autocast": autocast, "threads": torch.get_num_threads(),
@@ -147,11 +156,12 @@ def measure(encoder: Encoder, sentences, rounds: int, autocast: str | None, tmp:
     # The work per token, whatever the scheduler does on a shared machine: bare CPU seconds / ours (all threads).
     result["cpu_share_of_bare"] = min(cpu["bare"]) / min(cpu["ours"])
     result["share_of_bare_median_round"] = statistics.median(result["ratio_per_round"])
-    if runs["ahead"]:
-        result["ahead_ratio_per_round"] = [b / o for b, o in zip(runs["bare"], runs["ahead"])]
-        result["ahead_share_of_bare"] = result["ahead_tokens_per_s"] / result["bare_tokens_per_s"]
-        result["ahead_cpu_share_of_bare"] = min(cpu["bare"]) / min(cpu["ahead"])
-        result["ahead_share_of_bare_median_round"] = statistics.median(result["ahead_ratio_per_round"])
+    for variant in ("ahead", "lazy"):
+        if runs[variant]:
+            result[f"{variant}_ratio_per_round"] = [b / o for b, o in zip(runs["bare"], runs[variant])]
+            result[f"{variant}_share_of_bare"] = result[f"{variant}_tokens_per_s"] / result["bare_tokens_per_s"]
+            result[f"{variant}_cpu_share_of_bare"] = min(cpu["bare"]) / min(cpu[variant])
+            result[f"{variant}_share_of_bare_median_round"] = statistics.median(result[f"{variant}_ratio_per_round"])
     return result
 
 
@@ -169,17 +179,22 @@ def published(results: dict, heading: str) -> dict[str, dict]:
                                  "bare forward, tokens/s", "ours / bare (best of each)",
                                  "ours / bare (median round)", "bare / ours, CPU seconds (all threads)",
                                  "ours vs naive"], rows)}
-    ahead = [[label, f"{100 * run['share_of_bare']:.0f}%", f"{100 * run['share_of_bare_median_round']:.0f}%",
-              f"{100 * run['cpu_share_of_bare']:.0f}%", f"{100 * run['ahead_share_of_bare']:.0f}%",
-              f"{100 * run['ahead_share_of_bare_median_round']:.0f}%", f"{100 * run['ahead_cpu_share_of_bare']:.0f}%",
-              f"{max(run['seconds']['ours']) / min(run['seconds']['ours']):.2f}",
-              f"{max(run['seconds']['ahead']) / min(run['seconds']['ahead']):.2f}"]
-             for label, run in results.items() if "ahead_share_of_bare" in run]
-    if ahead:
-        tables["ahead"] = table([heading, "in line / bare (best)", "in line / bare (median round)",
-                                 "in line, CPU seconds", "ahead / bare (best)", "ahead / bare (median round)",
-                                 "ahead, CPU seconds", "in line, slowest / fastest round",
-                                 "ahead, slowest / fastest round"], ahead)
+    # Each variant beside ours, the same rounds: "ahead" (batches on a thread of their own, as beside a GPU) and
+    # "lazy" (in line, each batch made just before it runs: what ours did before its shards' batches were made at once).
+    for variant, ours_name in (("ahead", "in line"), ("lazy", "at once")):
+        rows = [[label, f"{100 * run['share_of_bare']:.0f}%", f"{100 * run['share_of_bare_median_round']:.0f}%",
+                 f"{100 * run['cpu_share_of_bare']:.0f}%", f"{100 * run[f'{variant}_share_of_bare']:.0f}%",
+                 f"{100 * run[f'{variant}_share_of_bare_median_round']:.0f}%",
+                 f"{100 * run[f'{variant}_cpu_share_of_bare']:.0f}%",
+                 f"{max(run['seconds']['ours']) / min(run['seconds']['ours']):.2f}",
+                 f"{max(run['seconds'][variant]) / min(run['seconds'][variant]):.2f}"]
+                for label, run in results.items() if f"{variant}_share_of_bare" in run]
+        if rows:
+            tables[variant] = table([heading, f"{ours_name} / bare (best)", f"{ours_name} / bare (median round)",
+                                     f"{ours_name}, CPU seconds", f"{variant} / bare (best)",
+                                     f"{variant} / bare (median round)", f"{variant}, CPU seconds",
+                                     f"{ours_name}, slowest / fastest round", f"{variant}, slowest / fastest round"],
+                                    rows)
     return tables
 
 
@@ -192,6 +207,8 @@ def main() -> None:
     parser.add_argument("--name", default="extract_overhead_cpu")
     parser.add_argument("--ahead", action="store_true",
                         help="also time ours with the batches made a shard ahead on a thread, as beside a GPU")
+    parser.add_argument("--lazy", action="store_true",
+                        help="also time ours with each batch made just before it runs, not a shard's at once")
     args = parser.parse_args()
     sentences = read_conllu(default_corpus("ewt-dev"))[: args.sentences]
     minilm = load_encoder("minilm")
@@ -202,14 +219,16 @@ def main() -> None:
         if "proxy" in args.models:
             torch.set_num_threads(1)
             results["overhead proxy (random BERT, 2 layers x 64, MiniLM's tokenizer)"] = measure(
-                proxy_encoder(minilm.tokenizer), sentences, args.rounds, None, Path(tmp), True, "proxy", args.ahead)
+                proxy_encoder(minilm.tokenizer), sentences, args.rounds, None, Path(tmp), True, "proxy", args.ahead,
+                args.lazy)
             torch.set_num_threads(default_threads)
         if "minilm" in args.models:
             some = sentences[: args.minilm_sentences]
             label = "MiniLM" + (f" (first {len(some):,} sentences)" if len(some) < len(sentences) else "")
-            results[label] = measure(minilm, some, args.rounds, None, Path(tmp), True, "minilm-fp32", args.ahead)
+            results[label] = measure(minilm, some, args.rounds, None, Path(tmp), True, "minilm-fp32", args.ahead,
+                                     args.lazy)
             results[label + ", bf16"] = measure(minilm, some, args.rounds, "bfloat16", Path(tmp), False, "minilm-bf16",
-                                              args.ahead)
+                                              args.ahead, args.lazy)
     load_after = os.getloadavg()
     heading = f"EWT dev, CPU ({torch.backends.cpu.get_cpu_capability()}), load {load_before[0]:.1f} -> {load_after[0]:.1f}"
     save_run(args.name, raw=results, tables=published(results, heading),

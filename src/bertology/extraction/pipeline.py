@@ -657,6 +657,12 @@ class _Parts:
     "Batches made in line on a CPU"). The whole corpus's unknown-token check runs before the last shard's batches are handed over, so a
     refused tokenizer never finishes a store."""
 
+    #: In line (a CPU), every batch of a shard is made before the first of them runs: the model's batches then run
+    #: one after another, as in the bare forward pass, rather than each after its own padding and pooling indices
+    #: (``bench_extract_overhead.py --lazy`` times the two in the same rounds; BENCHMARKS.md, "A shard's batches
+    #: made at once").
+    at_once = True
+
     def __init__(self, plan: ExtractionPlan, computer: ShardComputer, todo: Sequence[int], background: bool):
         self.plan, self.computer, self.todo = plan, computer, list(todo)
         self.background = background
@@ -739,7 +745,7 @@ class _Parts:
     def of_shard(self, k: int) -> Iterator[_Batch]:
         """The batches of shard ``k`` (the shards come in the order of ``todo``)."""
         if not self.background:
-            yield from self._batches(k)
+            yield from list(self._batches(k)) if self.at_once else self._batches(k)
             return
         self.begun.release()  # the next shard may be prepared now
         while True:
