@@ -106,8 +106,8 @@ def write_json(path: str | os.PathLike, payload, *, indent: int | None = 1, fsyn
         with open(tmp, "w", encoding="utf-8") as handle:
             # dumps, not dump: only the one-shot encoder is the C one (dump streams through pure Python). No
             # circular check: what is written here is a tree, and the check (a set of every container's id) was
-            # most of the time a store's sentences.json took to encode (7.5 -> 2.7 ms for EWT dev's 2,001
-            # records, on the writer's thread, holding the GIL the model's thread waits for; the same bytes).
+            # most of the time a store's sentences.json took to encode (on the writer's thread, holding the GIL
+            # the model's thread waits for; the same bytes).
             handle.write(json.dumps(payload, indent=indent, default=_json_default, check_circular=False))
             if fsync:
                 handle.flush()
