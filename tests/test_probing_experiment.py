@@ -1,6 +1,7 @@
 """The probing experiment end to end on a tiny random BERT (fast), plus tables, plot and CLI."""
 
 import gzip
+import json
 
 import numpy as np
 import pandas as pd
@@ -329,6 +330,12 @@ def test_cli_writes_results(tiny_model, small_treebank, tmp_path, monkeypatch):
     (["--train-fraction", "1.5"], "--train-fraction 1.5"),
     (["--control-types", "upper"], "--control-types 'upper'"),
     (["--probe", "svm"], "--probe 'svm'"),
+    (["--mdl", "--mdl-timestamps", ""], "--mdl-timestamps (none): give at least one share"),
+    (["--mdl", "--mdl-timestamps", "0.5,0.2,1"], "--mdl-timestamps 0.5,0.2,1: timestamps must be strictly increasing"),
+    (["--mdl", "--mdl-timestamps", "0,0.5,1"], "--mdl-timestamps 0.0: every timestamp must be a share"),
+    (["--mdl", "--mdl-timestamps", "0.5,1.5"], "--mdl-timestamps 1.5: every timestamp must be a share"),
+    (["--mdl", "--mdl-timestamps", "0.5,,1"], "--mdl-timestamps 0.5,,1: expected shares of the training set"),
+    (["--mdl-timestamps", "0.5,1"], "--mdl-timestamps 0.5,1: only with --mdl"),
 ])
 def test_cli_bad_input_is_one_bertology_error(tmp_path, args, message):
     from typer.testing import CliRunner
@@ -388,6 +395,34 @@ def test_a_task_registered_in_one_call_runs_in_the_api_and_the_cli(capitalised_t
     assert cli.exit_code == 0, cli.output
     assert "capitalised" in cli.output
     assert set(pd.read_parquet(out / "results.parquet").task) == {"capitalised"}
+
+
+def test_cli_mdl_on_a_training_set_smaller_than_the_first_block_is_one_line(tiny_model, small_treebank, results,
+                                                                            tmp_path):
+    """Issue 30's last bad input: the first timestamp's block holds no example of a small training set; the command
+    says so in one line (exit 1) and writes no results; a first block of at least one example runs."""
+    from typer.testing import CliRunner
+
+    from bertology.cli.probing import app
+    from bertology.errors import UsageError
+
+    _, cache = results
+    common = ["-m", str(tiny_model), "--tasks", "upos", "--treebank", str(small_treebank), "--seeds", "1",
+              "--max-train", "300", "--max-eval", "100", "--cache-dir", str(cache), "--no-progress", "--no-scalar-mix",
+              "--no-untrained", "--mdl"]
+    out = tmp_path / "small"
+    cli = CliRunner().invoke(app, common + ["--mdl-timestamps", "0.001,0.5,1", "--out", str(out)])
+    assert isinstance(cli.exception, UsageError), cli.output  # the CLI's one line, exit 1
+    assert "--mdl-timestamps 0.001: the training set (300 examples) is smaller than the first block" in str(
+        cli.exception)
+    assert not (out / "results.parquet").exists()
+    cli = CliRunner().invoke(app, common + ["--mdl-timestamps", "0.1,0.5,1", "--out", str(tmp_path / "ok")])
+    assert cli.exit_code == 0, cli.output
+    frame = pd.read_parquet(tmp_path / "ok" / "results.parquet")
+    code = frame[(frame.task == "upos") & (frame.metric == "codelength")]
+    assert len(code) and set(code.baseline) == {"none", "control"} and (code.value > 0).all()
+    meta = json.loads((tmp_path / "ok" / "meta.json").read_text())
+    assert meta["meta"]["mdl"]["timestamps"] == [0.1, 0.5, 1.0]
 
 
 def test_registering_a_taken_name_or_a_bad_level_is_refused(capitalised_task):

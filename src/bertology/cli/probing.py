@@ -40,6 +40,10 @@ def probe(
                                        "examples for every seed)."),
     mdl: bool = typer.Option(False, "--mdl", help="Also measure each layer's online codelength (MDL, Voita and "
                              "Titov 2020) for the task, its control task and the untrained twin."),
+    mdl_timestamps: Optional[str] = typer.Option(None, "--mdl-timestamps", help="With --mdl: where the online "
+                                                 "code's blocks end, as shares of the training set, comma-separated, "
+                                                 "strictly increasing, each in (0, 1] (default Voita and Titov's "
+                                                 "0.001,0.002,...,0.5,1)."),
     layers: Optional[str] = options.layers_option(),
     device: str = options.device_option(),
     cache_dir: Optional[Path] = typer.Option(None, help="Where extracted stores are cached "
@@ -69,11 +73,13 @@ def probe(
 
     seed_values = options.seed_list(seeds, seed)
     try:  # every setting checked here, once, before anything heavy loads
+        timestamps = {} if mdl_timestamps is None else {"mdl_timestamps": _shares(mdl_timestamps, mdl)}
         spec = ProbingSpec(
             tasks=tasks, treebank=treebank, seeds=tuple(seed_values), layers=layers, probe=probe_kind,
             max_train=max_train, max_eval=max_eval, max_sentences=max_sentences, quick=quick,
             train_fraction=train_fraction, train_sampling=train_sampling, mdl=mdl, untrained=untrained,
-            control=control, control_types=control_types, sentence_control=sentence_control, senteval_split=senteval_split, scalar_mix=scalar_mix)
+            control=control, control_types=control_types, sentence_control=sentence_control, senteval_split=senteval_split, scalar_mix=scalar_mix,
+            **timestamps)
     except SettingError as error:
         raise error.as_option({"probe": "--probe"}) from None
     options.check_cache_dir(cache_dir)
@@ -114,3 +120,19 @@ def probe(
         console.print("[yellow]--quick: small sizes; the numbers are underpowered (see the * columns)[/yellow]")
     console.print(f"wrote {out}/: results, summary, table2, table2_dev, best_layer, datasets (.parquet, .csv), "
                   "meta.json, layer_curves.png/.svg")
+
+
+def _shares(text: str, mdl: bool) -> tuple[float, ...]:
+    """``--mdl-timestamps`` as numbers (:class:`~bertology.probing.spec.ProbingSpec` checks them: not empty,
+    strictly increasing, each in (0, 1]); only beside ``--mdl``."""
+    from bertology.errors import SettingError
+
+    if not mdl:
+        raise SettingError("mdl_timestamps", text, "only with --mdl (the blocks of the online code)", shown=text)
+    if not text.strip():
+        return ()
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise SettingError("mdl_timestamps", text, "expected shares of the training set separated by commas, e.g. "
+                           "0.1,0.5,1", shown=text) from None
