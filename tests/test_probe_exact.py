@@ -385,6 +385,107 @@ def test_the_preconditioner_in_its_eigenbases_inverts_the_kronecker_curvature():
     torch.testing.assert_close(back_b, gb)
 
 
+def _both_forms(monkeypatch, X, l2, groups=1):
+    """The preconditioner of ``X`` in its thin form (fewer examples than half the features) and, with the thin
+    form turned off, in its full one."""
+    from bertology.probing import kronecker
+    from bertology.probing.kronecker import _KroneckerPreconditioner
+
+    thin = _KroneckerPreconditioner(X, l2, torch.zeros_like(l2), groups)
+    monkeypatch.setattr(kronecker, "THIN", 10**9)
+    full = _KroneckerPreconditioner(X, l2, torch.zeros_like(l2), groups)
+    monkeypatch.undo()
+    assert thin.thin == X.shape[1] and full.thin is None
+    return thin, full
+
+
+def test_the_thin_preconditioner_is_the_full_one_at_n_columns(monkeypatch):
+    """With fewer examples than half the features the feature factor is decomposed from the Gram matrix and
+    only its (at most n) eigenvectors are kept: turned back, a scaled vector must be what the full
+    decomposition gives, before and after the Hessian-diagonal correction, for every problem of a group and
+    for a subset of them; and the thin rotation must keep dot products and be undone by ``unrotate``."""
+    from bertology.probing.problems import _Problems
+
+    gen = torch.Generator().manual_seed(4)
+    sets, n, dim, classes, groups = 3, 12, 40, 4, 2
+    X = torch.randn(sets, n, dim, generator=gen, dtype=torch.float64)
+    X[1, :, 5:] = X[1, :, :1] * torch.randn(1, dim - 5, generator=gen, dtype=torch.float64)  # rank 5 < n
+    y = torch.randint(0, classes, (groups, n), generator=gen)
+    weights = torch.rand(groups, n, generator=gen, dtype=torch.float64)
+    data = _Problems(X, y, classes, weights=weights / weights.sum(1, keepdim=True), mask_absent=True)
+    P = data.size
+    l2 = torch.tensor([0.1, 0.01, 1.0, 0.05, 0.2, 0.02], dtype=torch.float64)
+    W = 0.3 * torch.randn(P, dim, classes, generator=gen, dtype=torch.float64)
+    b = 0.3 * torch.randn(P, classes, generator=gen, dtype=torch.float64)
+    zero = torch.zeros(P, dtype=torch.float64)
+    _, (logp, layout) = data.loss(W, b, torch.arange(P), zero, zero, grad=False)
+    prob = layout.take(logp.exp().transpose(1, 2))
+    thin, full = _both_forms(monkeypatch, X, l2, groups)
+    gW = torch.randn(P, dim, classes, generator=gen, dtype=torch.float64)
+    gb = torch.randn(P, classes, generator=gen, dtype=torch.float64)
+    subset = torch.tensor([1, 2, 3])  # the second fit of set 0, both of set 1: not every set whole
+    for step in ("refresh", "correct"):
+        for factors in (thin, full):
+            if step == "refresh":
+                factors.refresh(X, prob, weights=data.weights)
+            else:
+                factors.correct(X, prob, torch.arange(P), data.weights)
+        for rows in (torch.arange(P), subset):  # as the Newton polish preconditions a subset of the problems
+            got, want = [], []
+            for factors, out in ((thin, got), (full, want)):
+                qW, qb = factors.rotated_zeros(gW), torch.zeros_like(gb)
+                qW[rows], qb[rows] = factors.rotate(gW[rows], gb[rows], rows)
+                sW, sb = factors.scale(qW, qb)
+                out += factors.unrotate(sW[rows], sb[rows], rows)
+            torch.testing.assert_close(got[0], want[0])
+            torch.testing.assert_close(got[1], want[1])
+    qW, qb = thin.rotate(gW, gb)
+    assert qW.shape == (P, n + dim, classes) and thin.rotated_zeros(gW).shape == qW.shape
+    torch.testing.assert_close((qW * qW).sum((1, 2)) + (qb * qb).sum(1), (gW * gW).sum((1, 2)) + (gb * gb).sum(1))
+    back_W, back_b = thin.unrotate(qW, qb)
+    torch.testing.assert_close(back_W, gW)
+    torch.testing.assert_close(back_b, gb)
+
+
+def test_a_fit_with_fewer_examples_than_features_is_scikit_learns(monkeypatch):
+    """The thin preconditioner changes how fast the solver gets to the optimum, not the optimum: on a problem
+    with far fewer examples than features (where the thin form is used) the float64 solve is scikit-learn's
+    LogisticRegression, and the default path (float32, L2 chosen on dev, polished) chooses the L2 values the full
+    form chooses, with the same probabilities to well under a thousandth."""
+    from sklearn.linear_model import LogisticRegression
+
+    from bertology.probing import kronecker
+
+    X, y = _problem(n=50, d=120, classes=3, layers=2, seed=5, noise=3.0)
+    Z = _standardise(X).astype(np.float64)
+    for l2 in (1e-1, 1e-2):
+        tight = fit_multinomial(torch.from_numpy(Z), torch.from_numpy(y), 3, [l2], gtol=1e-10, max_iter=1000)
+        for layer in range(Z.shape[0]):
+            reference = LogisticRegression(C=1 / (l2 * len(y)), tol=1e-12, max_iter=100_000).fit(Z[layer], y)
+            W, b = tight[0][layer, 0], tight[1][layer, 0]
+            got = torch.softmax(torch.from_numpy(Z[layer]) @ W + b, -1).numpy()
+            assert np.abs(got - reference.predict_proba(Z[layer])).max() < 1e-6
+    X_dev, y_dev = _problem(n=40, d=120, classes=3, layers=2, seed=5, noise=3.0)
+    Z_dev = torch.from_numpy(_standardise(X_dev)).float()
+
+    def dev_fit(W, b, rows):
+        logp = torch.log_softmax(torch.bmm(Z_dev[rows], W) + b[:, None], -1).double()
+        return logp.gather(-1, torch.from_numpy(y_dev).expand(len(rows), -1).unsqueeze(-1)).squeeze(-1).mean(-1)
+
+    grid = (1e2, 1e1, 1.0, 1e-1, 1e-2, 1e-3)
+    runs = {}
+    for form, thin in (("thin", 2), ("full", 10**9)):
+        monkeypatch.setattr(kronecker, "THIN", thin)
+        runs[form] = fit_multinomial(torch.from_numpy(Z).float(), torch.from_numpy(y), 3, grid, score=dev_fit,
+                                     polish=True)
+    best = runs["thin"][3].argmax(1)
+    assert torch.equal(best, runs["full"][3].argmax(1))
+    for layer, g in enumerate(best.tolist()):
+        probabilities = [torch.softmax(torch.from_numpy(Z[layer]).float() @ run[0][layer, g] + run[1][layer, g], -1)
+                         for run in (runs["thin"], runs["full"])]
+        assert (probabilities[0] - probabilities[1]).abs().max() < 1e-3
+
+
 def test_a_group_of_fits_on_the_same_features_gives_each_fit_its_own_optimum():
     """fit_group solves a probe's point fit, its bootstrap resamples (one lacking a class) and a control task
     (other labels, other classes, its own dev labels) side by side; each must be the probe that fitting it

@@ -11,8 +11,31 @@ import torch
 from bertology.probing.problems import _Layout
 
 
+#: The thin form of :class:`_KroneckerPreconditioner` is used when the examples are at most this share of the
+#: features (``THIN * n <= dim``): a rotation then costs three products of ``n`` columns with the features'
+#: ``dim`` (against two of ``dim``), and the eigendecomposition is of an ``n x n`` matrix.
+THIN = 2
+
+#: A Gram eigenvalue at most this share of the set's largest is taken as zero (its eigenvector is not kept).
+THIN_RANK_TOL = 1e-9
+
+
 def _dot(aW, ab, cW, cb) -> torch.Tensor:
     return (aW * cW).sum((-2, -1)) + (ab * cb).sum(-1)
+
+
+def _thin_eigenbasis(X: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The eigenvalues ``[sets, n]`` and orthonormal eigenvectors ``[sets, dim, n]`` of the weighted covariance
+    ``X^T diag(weight) X / n`` of each set (``X`` ``[sets, n, dim]``, ``n < dim``), from the ``n x n`` Gram
+    matrix of the weighted examples, in float64: its eigenvectors ``e`` give the covariance's ``X_w^T e /
+    sqrt(n lam)``; one whose eigenvalue is (numerically) zero is left out as a zero column."""
+    n = X.shape[1]
+    Xw = X.double() * weight.double().clamp_min(0).sqrt().unsqueeze(-1)
+    eigenvalues, E = torch.linalg.eigh(torch.bmm(Xw, Xw.transpose(1, 2)) / n)
+    kept = eigenvalues > THIN_RANK_TOL * eigenvalues.amax(1, keepdim=True).clamp_min(1e-300)
+    eigenvalues = torch.where(kept, eigenvalues, 0.0)
+    scale = torch.where(kept, 1 / (n * eigenvalues).clamp_min(1e-300).sqrt(), 0.0)
+    return eigenvalues, torch.bmm(Xw.transpose(1, 2), E * scale.unsqueeze(1))
 
 
 class _KroneckerPreconditioner:
@@ -27,13 +50,28 @@ class _KroneckerPreconditioner:
 
     The problems of one feature set (``groups`` of them, :class:`_Problems`) share ``S``, weighted by all their
     examples' curvature (and example weights): one eigendecomposition per set, and their rotations one product
-    per set; ``A`` is each problem's own."""
+    per set; ``A`` is each problem's own.
+
+    With fewer examples than half the features (:data:`THIN`) ``S`` has rank at most ``n``: it is decomposed
+    from the examples' ``n x n`` Gram matrix instead, and only its ``n`` eigenvectors with room for a non-zero
+    eigenvalue are kept (``U`` ``[sets, dim, n]``). A rotated vector is then those ``n`` coordinates followed by
+    what is left of the vector outside them, as it lies (``[n + dim, C]`` before the class basis): dot products
+    are kept as before, and there the preconditioner is ``1 / l2``, as the full decomposition's zero eigenvalues
+    give it. The same preconditioner, at ``n`` rather than ``dim`` columns per rotation."""
 
     def __init__(self, X: torch.Tensor, l2: torch.Tensor, bias_l2: torch.Tensor, groups: int = 1):
         self.l2, self.bias_l2, self.groups = l2, bias_l2, groups
         self.n_sets = X.shape[0] if X is not None else None
+        #: the thin form's number of kept coordinates (the examples), None for the full decomposition
+        self.thin = X.shape[1] if X is not None and THIN * X.shape[1] <= X.shape[2] else None
         self.lam = self.U = self.alpha = self.V = self.bias_scale = self.D = self.D_bias = None
         self._bases_of = (None, None)
+
+    def rotated_zeros(self, W: torch.Tensor, problems: int | None = None) -> torch.Tensor:
+        """Zeros shaped as :meth:`rotate` turns ``W`` ``[problems, dim, C]`` (``problems`` of them: default
+        ``W``'s), in its dtype."""
+        count = W.shape[0] if problems is None else problems
+        return W.new_zeros(count, W.shape[1] + (self.thin or 0), W.shape[2])
 
     def refresh(self, X: torch.Tensor, p: torch.Tensor, rows: torch.Tensor | None = None,
                 weights: torch.Tensor | None = None) -> None:
@@ -43,9 +81,10 @@ class _KroneckerPreconditioner:
         P, C = len(self.l2), p.shape[-1]
         if rows is None:
             rows = torch.arange(P, device=X.device)
+        r = self.thin
         if self.lam is None:
-            self.lam = torch.zeros(B, d, dtype=X.dtype, device=X.device)
-            self.U = torch.zeros(B, d, d, dtype=X.dtype, device=X.device)
+            self.lam = torch.zeros(B, d if r is None else r + d, dtype=X.dtype, device=X.device)
+            self.U = torch.zeros(B, d, d if r is None else r, dtype=X.dtype, device=X.device)
             self.alpha = torch.zeros(P, C, dtype=X.dtype, device=X.device)
             self.V = torch.zeros(P, C, C, dtype=X.dtype, device=X.device)
         trace = (p * (1 - p)).sum(-1)  # tr M_i  [rows, n]
@@ -62,10 +101,15 @@ class _KroneckerPreconditioner:
                                                               device=X.device).index_add_(0, layout.position, trace)
         weight = per_set / per_set.mean(1, keepdim=True).clamp_min(1e-12)
         Xs = X if layout.all_sets else X[layout.sets]
-        covariance = torch.bmm(Xs.transpose(1, 2), Xs * weight.unsqueeze(-1)) / n
-        # float32 is enough for a preconditioner, and the eigendecomposition is a third of a refresh's cost.
-        eigenvalues, U = torch.linalg.eigh(covariance)
-        self.lam[layout.sets], self.U[layout.sets] = eigenvalues.clamp_min(0).to(X.dtype), U.to(X.dtype)
+        if r is None:
+            covariance = torch.bmm(Xs.transpose(1, 2), Xs * weight.unsqueeze(-1)) / n
+            # float32 is enough for a preconditioner, and the eigendecomposition is a third of a refresh's cost.
+            eigenvalues, U = torch.linalg.eigh(covariance)
+            self.lam[layout.sets], self.U[layout.sets] = eigenvalues.clamp_min(0).to(X.dtype), U.to(X.dtype)
+        else:
+            eigenvalues, U = _thin_eigenbasis(Xs, weight)
+            self.lam[layout.sets] = torch.cat([eigenvalues, eigenvalues.new_zeros(len(eigenvalues), d)], 1).to(X.dtype)
+            self.U[layout.sets] = U.to(X.dtype)
         alpha, V = torch.linalg.eigh(curvature.double())
         self.alpha[rows], self.V[rows] = alpha.clamp_min(0).to(X.dtype), V.to(X.dtype)
         self._bases_of = (None, None)
@@ -84,8 +128,8 @@ class _KroneckerPreconditioner:
         features with the feature basis and one as wide as a gradient's; :meth:`refresh` drops it."""
         n, C = p.shape[1], p.shape[2]
         rows, layout = self._layout(rows, len(self.l2))
-        if self.D is None:
-            self.D = torch.zeros(len(self.l2), X.shape[-1], C, dtype=X.dtype, device=X.device)
+        if self.D is None:  # (the thin form: zero outside its coordinates, where no example's features lie)
+            self.D = torch.zeros(len(self.l2), X.shape[-1] + (self.thin or 0), C, dtype=X.dtype, device=X.device)
             self.D_bias = torch.zeros(len(self.l2), C, dtype=X.dtype, device=X.device)
         Xs = X if layout.all_sets else X[layout.sets]
         rotated = torch.bmm(Xs, self._set_bases(layout, rows)).pow_(2)  # [sets, n, d]: (U^T x_i)_j^2
@@ -93,7 +137,11 @@ class _KroneckerPreconditioner:
         pV = torch.bmm(p, V)
         Q = torch.bmm(p, V * V).sub_(pV.pow_(2))  # [rows, n, C]: (V^T M_i V)_kk
         Q = Q.div_(n) if weights is None else Q.mul_(weights[torch.remainder(rows, self.groups)].unsqueeze(-1))
-        self.D[rows] = layout.unpack(torch.bmm(rotated.transpose(1, 2), layout.pack(Q)))
+        diagonal = layout.unpack(torch.bmm(rotated.transpose(1, 2), layout.pack(Q)))
+        if self.thin is None:
+            self.D[rows] = diagonal
+        else:
+            self.D[rows, :self.thin] = diagonal
         self.D_bias[rows] = Q.sum(1)
         self._update_bias_scale()
 
@@ -107,7 +155,7 @@ class _KroneckerPreconditioner:
         """The same factors for other L2 values: the curvature of the data term does not depend on L2, so the
         factors of a neighbouring optimum serve the next value of the path without a refresh."""
         other = _KroneckerPreconditioner(None, l2, bias_l2, self.groups)
-        other.n_sets = self.n_sets
+        other.n_sets, other.thin = self.n_sets, self.thin
         other.lam, other.U, other.alpha, other.V = self.lam, self.U, self.alpha, self.V
         other.D, other.D_bias = self.D, self.D_bias
         other._update_bias_scale()
@@ -118,7 +166,7 @@ class _KroneckerPreconditioner:
         :meth:`with_l2` before use)."""
         rows = (sets[:, None] * self.groups + torch.arange(self.groups, device=sets.device)).reshape(-1)
         other = _KroneckerPreconditioner(None, self.l2[rows], self.bias_l2[rows], self.groups)
-        other.n_sets = len(sets)
+        other.n_sets, other.thin = len(sets), self.thin
         other.lam, other.U = self.lam[sets].to(dtype), self.U[sets].to(dtype)
         other.alpha, other.V = self.alpha[rows].to(dtype), self.V[rows].to(dtype)
         if self.D is not None:
@@ -144,16 +192,22 @@ class _KroneckerPreconditioner:
         Both bases are orthonormal, so dot products (all that L-BFGS takes of its vectors) are unchanged."""
         rows, layout = self._layout(rows, len(gW))
         U, V = self._set_bases(layout, rows), self.V[rows]
-        left = layout.unpack(torch.bmm(U.transpose(1, 2), layout.pack(gW)))
-        return torch.bmm(left, V), torch.bmm(gb.unsqueeze(1), V).squeeze(1)
+        packed = layout.pack(gW)
+        left = torch.bmm(U.transpose(1, 2), packed)
+        if self.thin is not None:  # the kept coordinates, then the rest of the vector as it lies
+            left = torch.cat([left, packed - torch.bmm(U, left)], 1)
+        return torch.bmm(layout.unpack(left), V), torch.bmm(gb.unsqueeze(1), V).squeeze(1)
 
     def unrotate(self, rW: torch.Tensor, rb: torch.Tensor, rows=None):
         """The inverse of :meth:`rotate`."""
         rows, layout = self._layout(rows, len(rW))
         U, V = self._set_bases(layout, rows), self.V[rows]
         right = torch.bmm(rW, V.transpose(1, 2))
-        return (layout.unpack(torch.bmm(U, layout.pack(right))),
-                torch.bmm(rb.unsqueeze(1), V.transpose(1, 2)).squeeze(1))
+        bias = torch.bmm(rb.unsqueeze(1), V.transpose(1, 2)).squeeze(1)
+        if self.thin is None:
+            return layout.unpack(torch.bmm(U, layout.pack(right))), bias
+        r = self.thin
+        return layout.unpack(torch.bmm(U, layout.pack(right[:, :r]))) + right[:, r:], bias
 
     def scale(self, qW: torch.Tensor, qb: torch.Tensor):
         """The preconditioner of rotated vectors (:meth:`rotate`) of every problem: there it is diagonal (the

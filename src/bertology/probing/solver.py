@@ -119,7 +119,7 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
     # gradient and turns one direction back (two products with the [dim, dim] basis, against four when the
     # preconditioner was applied in place: on wide arc features with fewer examples than features, they were
     # half an iteration's time). Rotation keeps dot products, so the iterates are the same.
-    gRW, gRb = torch.zeros_like(gW), torch.zeros_like(gb)
+    gRW, gRb = preconditioner.rotated_zeros(gW), torch.zeros_like(gb)
     if len(rows):
         gRW[rows], gRb[rows] = preconditioner.rotate(gW[rows], gb[rows], rows)
     pairs: list[tuple] = []
@@ -136,7 +136,7 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
             # A fresh curvature estimate changes the metric: the old pairs no longer describe it.
             preconditioner.refresh(X, prob[rows], rows, data.weights)
             pairs, gamma = [], torch.ones_like(gamma)
-            gRW, gRb = torch.zeros_like(gW), torch.zeros_like(gb)
+            gRW, gRb = preconditioner.rotated_zeros(gW), torch.zeros_like(gb)
             gRW[rows], gRb[rows] = preconditioner.rotate(gW[rows], gb[rows], rows)
         # two-loop recursion, every problem at once, in the rotated coordinates
         qW, qb, alphas = gRW, gRb, []
@@ -409,7 +409,7 @@ def _newton(data: _Problems, exact: _Problems, l2: torch.Tensor, W: torch.Tensor
         fresh = False
 
     def precondition(rW, rb, rows):  # H^-1 as the preconditioner has it, for problems rows
-        qW = torch.zeros(P, *rW.shape[1:], dtype=low, device=device)
+        qW = preconditioner.rotated_zeros(rW, P)
         qb = torch.zeros(P, rb.shape[1], dtype=low, device=device)
         qW[rows], qb[rows] = preconditioner.rotate(rW, rb, rows)
         sW, sb = preconditioner.scale(qW, qb)
