@@ -18,7 +18,6 @@ checks that both forms give every task and layer the same test accuracy (to a te
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import statistics
 import tempfile
@@ -47,19 +46,12 @@ def quick_spec(size: int):
 
 def timed_run(spec, encoder, cache: str, thin: bool) -> tuple[float, float, dict]:
     """One probing run: ``(seconds, solver seconds, test accuracy per (task, baseline, layer))``."""
+    from benchmarks.perf.bench_probe_polish import timed
     from bertology.probing import experiment, fits, kronecker, probes, solver
 
     spent = [0.0]
     original = solver.fit_multinomial
-
-    @functools.wraps(original)
-    def counted(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - start
-
+    counted = timed(original, spent)
     chosen = kronecker.THIN
     kronecker.THIN = chosen if thin else 10**9
     fits.fit_multinomial = probes.fit_multinomial = counted
