@@ -526,6 +526,31 @@ def test_a_group_of_fits_on_the_same_features_gives_each_fit_its_own_optimum():
     assert 3 not in grouped[2].classes_.tolist()
 
 
+def test_a_group_of_small_fits_gets_the_same_probes_from_the_thin_preconditioner(monkeypatch):
+    """A group of fits with fewer examples than half the features (the point fit, a bootstrap resample, whose
+    own standardisation makes per-feature penalties, and a control task) solved with the thin preconditioner
+    must give the probes the full one gives: the same L2 choices and, to the solver's tolerance, the same dev
+    probabilities."""
+    from bertology.probing import kronecker
+    from bertology.probing.experiment import _train_index
+    from bertology.probing.fits import fit_group
+
+    X, y = _problem(n=100, d=150, classes=3, layers=2, seed=6, noise=3.0)
+    X = X + np.arange(150, dtype=np.float32) * 0.5  # off-centre: the resample standardises its own way
+    X, y, X_dev, y_dev = X[:, :60], y[:60], X[:, 60:], y[60:]
+    control, control_dev = np.random.default_rng(1).choice(["a", "b"], size=60), np.array(["a", "b"] * 20)
+    problems = [(y, np.arange(60), None), (y, _train_index(1, "t", 60, 1.0), None),
+                (control, np.arange(60), control_dev)]
+    probes = [LayerwiseProbe(device="cpu", seed=k, l2=(1.0, 1e-1, 1e-2, 1e-3)) for k in range(len(problems))]
+    fitted = {}
+    for form, thin in (("thin", 2), ("full", 10**9)):
+        monkeypatch.setattr(kronecker, "THIN", thin)
+        fitted[form] = fit_group(probes, X, problems, X_dev, y_dev)
+    for thin_probe, full_probe in zip(fitted["thin"], fitted["full"]):
+        np.testing.assert_array_equal(thin_probe.best_l2_, full_probe.best_l2_)
+        np.testing.assert_allclose(thin_probe.predict_proba(X_dev), full_probe.predict_proba(X_dev), atol=1e-4)
+
+
 def test_a_group_needs_one_probe_per_fit_alike_but_for_the_seed():
     from bertology.probing.fits import fit_group
 
