@@ -11,8 +11,8 @@ import torch
 from bertology.probing.problems import _Layout
 
 
-#: The thin form of :class:`_KroneckerPreconditioner` is used when the examples are at most this share of the
-#: features (``THIN * n <= dim``): a rotation then costs three products of ``n`` columns with the features'
+#: The thin form of :class:`_KroneckerPreconditioner` is used when the features are at least this many times the
+#: examples (``THIN * n <= dim``): a rotation then costs three products of ``n`` columns with the features'
 #: ``dim`` (against two of ``dim``), and the eigendecomposition is of an ``n x n`` matrix.
 THIN = 2
 

@@ -118,7 +118,8 @@ def _lbfgs(data: _Problems, l2: torch.Tensor, W: torch.Tensor, b: torch.Tensor, 
     # diagonal: its curvature pairs, directions and gradients are kept rotated, and each iteration rotates one
     # gradient and turns one direction back (two products with the [dim, dim] basis, against four when the
     # preconditioner was applied in place: on wide arc features with fewer examples than features, they were
-    # half an iteration's time). Rotation keeps dot products, so the iterates are the same.
+    # half an iteration's time; in the thin form, with few examples, three products of n columns). Rotation keeps
+    # dot products, so the iterates are the same.
     gRW, gRb = preconditioner.rotated_zeros(gW), torch.zeros_like(gb)
     if len(rows):
         gRW[rows], gRb[rows] = preconditioner.rotate(gW[rows], gb[rows], rows)
